@@ -23,3 +23,9 @@ BatchHeader = namedtuple(
         "records_count",
     ),
 )
+
+
+# A byte range of a segment file that a processor sends with os.sendfile.
+# ``inode`` guards against a path that was replaced (topic deleted and
+# re-created) between the handler building the response and the send.
+FileRegion = namedtuple("FileRegion", ("path", "inode", "position", "length"))
