@@ -1,0 +1,1149 @@
+"""Broker configuration: one table (Kafka's ``ConfigDef``) is the source of truth.
+
+``BROKER_CONFIGS`` declares every broker setting kafkapy reads, with Kafka's
+name, type, default, validator, importance and a one-line doc.  Everything
+else is derived from it: parsing and validation (``BrokerConfig.from_props``),
+the rendered ``server.properties`` (``render_properties``), and the test that
+keeps ``config/server.properties`` in step with the table.
+
+``TOPIC_CONFIGS`` is the topic-level table (Kafka's ``LogConfig``): each topic
+key names the broker key that supplies its default (its "synonym"), so a topic
+without overrides behaves exactly as the broker's ``log.*`` settings say.
+
+Parsing follows Kafka's ``ConfigDef.parseType``: values are trimmed; booleans
+are ``true``/``false`` in any case; ``int``/``short``/``long`` are decimal with
+an optional sign and must fit 32/16/64 bits; ``list`` is comma-separated with
+whitespace around commas ignored (an empty string is an empty list).  Errors
+use Kafka's wording: ``Invalid value X for configuration Y: reason``.
+
+Ownership: a ``BrokerConfig`` is built once by the supervisor before it forks
+and is never mutated afterwards; children inherit it read-only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import textwrap
+from collections import namedtuple
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+log = logging.getLogger("kafkapy.config")
+
+__all__ = [
+    "BOOLEAN", "INT", "SHORT", "LONG", "DOUBLE", "STRING", "LIST", "PASSWORD", "CLASS",
+    "HIGH", "MEDIUM", "LOW", "NO_DEFAULT",
+    "ConfigException", "InvalidConfigError", "Password", "Range", "ValidString", "ValidList",
+    "ConfigKey", "TopicConfigKey", "Endpoint", "BROKER_CONFIGS", "TOPIC_CONFIGS",
+    "BrokerConfig", "load_properties", "parse_properties", "parse_overrides",
+    "validate_topic_configs", "topic_config_values", "log_config_for", "render_properties",
+]
+
+# ---------------------------------------------------------------------------
+# Types, importance, errors
+# ---------------------------------------------------------------------------
+
+BOOLEAN = "boolean"
+INT = "int"
+SHORT = "short"
+LONG = "long"
+DOUBLE = "double"
+STRING = "string"
+LIST = "list"
+PASSWORD = "password"
+CLASS = "class"
+
+HIGH = "high"
+MEDIUM = "medium"
+LOW = "low"
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+_BITS = {SHORT: 16, INT: 32, LONG: 64}
+
+
+class _NoDefault:
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+# A key whose default is NO_DEFAULT must be set (Kafka's NO_DEFAULT_VALUE).
+NO_DEFAULT = _NoDefault()
+
+
+class ConfigException(Exception):
+    """A bad broker configuration (Kafka's ``ConfigException``).
+
+    ``ConfigException(message)`` or ``ConfigException(name, value, reason)``;
+    the latter reads "Invalid value V for configuration N: reason".
+    """
+
+    def __init__(self, name_or_message: str, value: Any = None, reason: Optional[str] = None,
+                 *, has_value: Optional[bool] = None):
+        if has_value is None:
+            has_value = value is not None or reason is not None
+        if has_value:
+            self.name: Optional[str] = name_or_message
+            self.value = value
+            message = f"Invalid value {value} for configuration {name_or_message}"
+            if reason:
+                message += f": {reason}"
+        else:
+            self.name = None
+            self.value = None
+            message = name_or_message
+        super().__init__(message)
+
+
+class InvalidConfigError(Exception):
+    """A bad topic-level config; CreateTopics/AlterConfigs answer INVALID_CONFIG (40) with ``message``."""
+
+    error_code = 40
+
+    def __init__(self, key: Optional[str], message: str):
+        self.key = key
+        self.message = message
+        super().__init__(message)
+
+
+class Password:
+    """A secret value; its repr never shows the secret (Kafka's ``Password``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "[hidden]"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Password) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+# ---------------------------------------------------------------------------
+# Validators: callables (name, parsed_value) -> None raising ConfigException.
+# str() gives the "Valid Values" column of Kafka's docs.
+# ---------------------------------------------------------------------------
+
+
+class Range:
+    """Numeric bounds, inclusive (Kafka's ``ConfigDef.Range``)."""
+
+    def __init__(self, min_value=None, max_value=None):
+        self.min_value = min_value
+        self.max_value = max_value
+
+    @classmethod
+    def at_least(cls, min_value) -> "Range":
+        return cls(min_value, None)
+
+    @classmethod
+    def between(cls, min_value, max_value) -> "Range":
+        return cls(min_value, max_value)
+
+    def __call__(self, name: str, value) -> None:
+        if self.min_value is not None and value < self.min_value:
+            raise ConfigException(name, value, f"Value must be at least {self.min_value}")
+        if self.max_value is not None and value > self.max_value:
+            raise ConfigException(name, value, f"Value must be no more than {self.max_value}")
+
+    def __str__(self) -> str:
+        if self.min_value is None:
+            return f"[...,{self.max_value}]"
+        if self.max_value is None:
+            return f"[{self.min_value},...]"
+        return f"[{self.min_value},...,{self.max_value}]"
+
+
+class ValidString:
+    """One of a fixed set of strings, case-sensitive (Kafka's ``ValidString.in``)."""
+
+    def __init__(self, *options: str):
+        self.options = tuple(options)
+
+    def __call__(self, name: str, value: str) -> None:
+        if value not in self.options:
+            raise ConfigException(name, value, "String must be one of: " + ", ".join(self.options))
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(self.options) + "]"
+
+
+class ValidList:
+    """Every list element is one of a fixed set (Kafka's ``ValidList.in``)."""
+
+    def __init__(self, *options: str):
+        self._element = ValidString(*options)
+
+    def __call__(self, name: str, value: list) -> None:
+        for element in value:
+            self._element(name, element)
+
+    def __str__(self) -> str:
+        return str(self._element)
+
+
+def _at_least(n):
+    return Range.at_least(n)
+
+
+# ---------------------------------------------------------------------------
+# Keys and parsing
+# ---------------------------------------------------------------------------
+
+# Java's Integer.parseInt/Long.parseLong: optional sign then ASCII digits only
+# (Python's int() would also take "1_000", " 7 " and non-ASCII digits).
+_INTEGER_RE = re.compile(r"[+-]?[0-9]+\Z")
+_DOUBLE_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?\Z"
+                        r"|[+-]?(?:Infinity|NaN)\Z")
+_LIST_SPLIT_RE = re.compile(r"\s*,\s*")
+
+
+def parse_typed(name: str, type_: str, raw: Any) -> Any:
+    """Parse one raw value as Kafka's ``ConfigDef.parseType`` does.
+
+    ``raw`` is normally a string; already-typed values (from code) are
+    accepted when they are of the right Python type.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        return _coerce_typed(name, type_, raw)
+    trimmed = raw.strip()
+    if type_ == BOOLEAN:
+        lowered = trimmed.lower()
+        if lowered == "true":
+            return True
+        if lowered == "false":
+            return False
+        raise ConfigException(name, raw, "Expected value to be either true or false")
+    if type_ in _BITS:
+        if not _INTEGER_RE.match(trimmed):
+            raise ConfigException(name, raw, f"Not a number of type {type_.upper()}")
+        value = int(trimmed)
+        bits = _BITS[type_]
+        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise ConfigException(name, raw, f"Not a number of type {type_.upper()}")
+        return value
+    if type_ == DOUBLE:
+        if not _DOUBLE_RE.match(trimmed):
+            raise ConfigException(name, raw, "Not a number of type DOUBLE")
+        return float(trimmed.rstrip("dDfF").replace("Infinity", "inf"))
+    if type_ == LIST:
+        if not trimmed:
+            return []
+        return _LIST_SPLIT_RE.split(trimmed)
+    if type_ == PASSWORD:
+        return Password(trimmed)
+    if type_ in (STRING, CLASS):
+        return trimmed
+    raise ConfigException(name, raw, f"Unknown type {type_}")
+
+
+def _coerce_typed(name: str, type_: str, value: Any) -> Any:
+    if type_ == BOOLEAN and isinstance(value, bool):
+        return value
+    if type_ in _BITS and isinstance(value, int) and not isinstance(value, bool):
+        return parse_typed(name, type_, str(value))
+    if type_ == DOUBLE and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if type_ == LIST and isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value]
+    if type_ == PASSWORD and isinstance(value, Password):
+        return value
+    if type_ in (STRING, CLASS, PASSWORD):
+        return parse_typed(name, type_, str(value))
+    raise ConfigException(name, value, f"Expected value of type {type_}")
+
+
+def format_value(type_: str, value: Any) -> Optional[str]:
+    """The string a properties file would hold for a parsed value (None for null)."""
+    if value is None or value is NO_DEFAULT:
+        return None
+    if type_ == BOOLEAN:
+        return "true" if value else "false"
+    if type_ == LIST:
+        return ",".join(value)
+    if type_ == PASSWORD:
+        return value.value if isinstance(value, Password) else str(value)
+    if type_ == DOUBLE:
+        return repr(float(value))
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    """One broker setting (Kafka's ``ConfigDef.ConfigKey``)."""
+
+    name: str
+    type: str
+    default: Any
+    validator: Optional[Callable[[str, Any], None]]
+    importance: str
+    doc: str
+    # Section of server.properties the key is rendered under.
+    group: str = "Server Basics"
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not NO_DEFAULT
+
+    def parse(self, raw: Any) -> Any:
+        value = parse_typed(self.name, self.type, raw)
+        if value is not None and self.validator is not None:
+            self.validator(self.name, value)
+        return value
+
+    def default_string(self) -> Optional[str]:
+        return format_value(self.type, self.default)
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicConfigKey:
+    """One topic-level setting (Kafka's ``LogConfig``) and the broker key behind its default."""
+
+    name: str
+    type: str
+    default: Any
+    validator: Optional[Callable[[str, Any], None]]
+    # Broker key whose (derived) value is this topic key's default; None if
+    # the topic key has no broker-level synonym.
+    synonym: Optional[str]
+    doc: str
+
+    def parse(self, raw: Any) -> Any:
+        value = parse_typed(self.name, self.type, raw)
+        if value is not None and self.validator is not None:
+            self.validator(self.name, value)
+        return value
+
+
+# ---------------------------------------------------------------------------
+# The broker table
+# ---------------------------------------------------------------------------
+
+_SERVER = "Server Basics"
+_SOCKET = "Socket Server Settings"
+_LOG = "Log Basics"
+_FLUSH = "Log Flush Policy"
+_RETENTION = "Log Retention Policy"
+_CLEANER = "Log Cleaner"
+_REPLICATION = "Replication"
+_ZOOKEEPER = "ZooKeeper"
+_GROUP = "Group Coordinator"
+_TXN = "Transaction Coordinator"
+_KAFKAPY = "kafkapy"
+
+GROUP_ORDER = (_SERVER, _SOCKET, _LOG, _FLUSH, _RETENTION, _CLEANER, _REPLICATION,
+               _ZOOKEEPER, _GROUP, _TXN, _KAFKAPY)
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+# Kafka's smallest segment: LegacyRecord.RECORD_OVERHEAD_V0 = crc 4 + magic 1 +
+# attributes 1 + key length 4 + value length 4 = 14 bytes.
+MIN_SEGMENT_BYTES = 14
+
+# 1 MiB of records plus the 12-byte log overhead (offset i64 + size i32).
+DEFAULT_MESSAGE_MAX_BYTES = 1024 * 1024 + 12
+
+
+def _k(name, type_, default, validator, importance, group, doc) -> ConfigKey:
+    return ConfigKey(name, type_, default, validator, importance, doc, group)
+
+
+_BROKER_KEYS = [
+    # --- Server Basics
+    _k("broker.id", INT, -1, None, HIGH, _SERVER,
+       "Id of this broker; must be unique in the cluster. -1: not set."),
+    _k("reserved.broker.max.id", INT, 1000, _at_least(0), MEDIUM, _SERVER,
+       "Largest broker.id that may be configured by hand."),
+    _k("broker.rack", STRING, None, None, MEDIUM, _SERVER,
+       "Rack of this broker, used for rack-aware replica placement (e.g. an availability zone)."),
+    _k("auto.create.topics.enable", BOOLEAN, True, None, HIGH, _SERVER,
+       "Create a topic with num.partitions partitions when a client asks for its metadata."),
+    _k("delete.topic.enable", BOOLEAN, True, None, HIGH, _SERVER,
+       "Allow DeleteTopics; when false, deletion requests are refused."),
+    _k("controlled.shutdown.enable", BOOLEAN, True, None, MEDIUM, _SERVER,
+       "Move partition leadership away before shutting down (cluster mode)."),
+    _k("request.timeout.ms", INT, 30000, _at_least(0), HIGH, _SERVER,
+       "How long the broker waits for a response to a request it sent itself (controller, replica fetch)."),
+    # --- Socket Server Settings
+    _k("listeners", STRING, "PLAINTEXT://:9092", None, HIGH, _SOCKET,
+       "Comma-separated NAME://host:port endpoints to listen on; an empty host binds all interfaces."),
+    _k("advertised.listeners", STRING, None, None, HIGH, _SOCKET,
+       "Endpoints published to clients in Metadata responses, if different from listeners."),
+    _k("listener.security.protocol.map", STRING, DEFAULT_SECURITY_PROTOCOL_MAP, None, LOW, _SOCKET,
+       "NAME:PROTOCOL pairs giving each listener name its security protocol."),
+    _k("num.network.threads", INT, 3, _at_least(1), HIGH, _SOCKET,
+       "Network processor processes that read requests and write responses."),
+    _k("num.io.threads", INT, 8, _at_least(1), HIGH, _SOCKET,
+       "Request handler worker processes that decode requests and do the disk I/O."),
+    _k("queued.max.requests", INT, 500, _at_least(1), HIGH, _SOCKET,
+       "Requests that may wait for a handler before processors stop reading more."),
+    _k("queued.max.request.bytes", LONG, -1, None, MEDIUM, _SOCKET,
+       "Bytes of queued requests allowed before processors stop reading more; -1: no limit."),
+    _k("socket.send.buffer.bytes", INT, 102400, None, HIGH, _SOCKET,
+       "SO_SNDBUF of accepted sockets; -1: the OS default."),
+    _k("socket.receive.buffer.bytes", INT, 102400, None, HIGH, _SOCKET,
+       "SO_RCVBUF of accepted sockets; -1: the OS default."),
+    _k("socket.request.max.bytes", INT, 104857600, _at_least(1), HIGH, _SOCKET,
+       "Largest request accepted; a larger size prefix closes the connection (guards memory)."),
+    _k("socket.listen.backlog.size", INT, 50, _at_least(1), MEDIUM, _SOCKET,
+       "Backlog of pending connections passed to listen()."),
+    _k("connections.max.idle.ms", LONG, 600000, None, MEDIUM, _SOCKET,
+       "Connections idle for longer than this are closed."),
+    _k("max.connections", INT, INT_MAX, _at_least(0), MEDIUM, _SOCKET,
+       "Most connections the broker accepts at once."),
+    _k("max.connections.per.ip", INT, INT_MAX, _at_least(0), MEDIUM, _SOCKET,
+       "Most connections accepted from one IP address."),
+    _k("fetch.max.bytes", INT, 57671680, _at_least(1024), MEDIUM, _SOCKET,
+       "Largest number of bytes returned for one Fetch request."),
+    # --- Log Basics
+    _k("log.dirs", LIST, None, None, HIGH, _LOG,
+       "Comma-separated directories holding the partition logs; log.dir is used if unset."),
+    _k("log.dir", LIST, "/tmp/kafka-logs", None, HIGH, _LOG,
+       "Directory holding the partition logs when log.dirs is not set."),
+    _k("num.partitions", INT, 1, _at_least(1), MEDIUM, _LOG,
+       "Partitions of an automatically created topic (and the CreateTopics default)."),
+    _k("default.replication.factor", INT, 1, None, MEDIUM, _LOG,
+       "Replication factor of an automatically created topic (and the CreateTopics default)."),
+    _k("num.recovery.threads.per.data.dir", INT, 1, _at_least(1), HIGH, _LOG,
+       "Parallelism per log dir for recovery at start-up and flushing at shutdown."),
+    _k("message.max.bytes", INT, DEFAULT_MESSAGE_MAX_BYTES, _at_least(0), HIGH, _LOG,
+       "Largest record batch accepted (topic override: max.message.bytes)."),
+    _k("log.segment.bytes", INT, 1073741824, _at_least(MIN_SEGMENT_BYTES), HIGH, _LOG,
+       "Size at which the active segment is rolled."),
+    _k("log.roll.ms", LONG, None, None, HIGH, _LOG,
+       "Age of the active segment's first record at which it is rolled; log.roll.hours if unset."),
+    _k("log.roll.hours", INT, 168, _at_least(1), HIGH, _LOG,
+       "Segment roll age in hours, used when log.roll.ms is unset."),
+    _k("log.roll.jitter.ms", LONG, None, None, HIGH, _LOG,
+       "Random jitter subtracted from the roll age; log.roll.jitter.hours if unset."),
+    _k("log.roll.jitter.hours", INT, 0, _at_least(0), HIGH, _LOG,
+       "Roll jitter in hours, used when log.roll.jitter.ms is unset."),
+    _k("log.index.size.max.bytes", INT, 10485760, _at_least(4), MEDIUM, _LOG,
+       "Preallocated size of each offset and time index; a full index rolls the segment."),
+    _k("log.index.interval.bytes", INT, 4096, _at_least(0), MEDIUM, _LOG,
+       "Bytes appended between two offset index entries."),
+    _k("log.message.timestamp.type", STRING, "CreateTime", ValidString(*TIMESTAMP_TYPES), MEDIUM, _LOG,
+       "Whether stored timestamps are the producer's (CreateTime) or the broker's (LogAppendTime)."),
+    _k("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, _at_least(0), MEDIUM, _LOG,
+       "Largest allowed gap between a CreateTime timestamp and the broker's clock."),
+    _k("log.message.downconversion.enable", BOOLEAN, True, None, LOW, _LOG,
+       "Whether old fetch versions may get records converted to an older format."),
+    _k("log.preallocate", BOOLEAN, False, None, MEDIUM, _LOG,
+       "Preallocate segment files at their full size on roll."),
+    _k("compression.type", STRING, "producer", ValidString(*COMPRESSION_TYPES), HIGH, _LOG,
+       "Final compression of stored batches; producer keeps the producer's codec."),
+    _k("min.insync.replicas", INT, 1, _at_least(1), HIGH, _LOG,
+       "In-sync replicas required for an acks=all produce to succeed."),
+    # --- Log Flush Policy
+    _k("log.flush.interval.messages", LONG, LONG_MAX, _at_least(1), HIGH, _FLUSH,
+       "Records appended to a partition before its log is fsynced."),
+    _k("log.flush.interval.ms", LONG, None, None, HIGH, _FLUSH,
+       "Most time a record may stay unflushed; log.flush.scheduler.interval.ms if unset."),
+    _k("log.flush.scheduler.interval.ms", LONG, LONG_MAX, None, HIGH, _FLUSH,
+       "How often the flusher checks whether any log needs an fsync."),
+    _k("log.flush.offset.checkpoint.interval.ms", INT, 60000, _at_least(0), HIGH, _FLUSH,
+       "How often recovery-point checkpoints are written."),
+    _k("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, _at_least(0), HIGH, _FLUSH,
+       "How often log-start-offset checkpoints are written."),
+    # --- Log Retention Policy
+    _k("log.retention.hours", INT, 168, None, HIGH, _RETENTION,
+       "Time-based retention in hours; overridden by log.retention.minutes and log.retention.ms."),
+    _k("log.retention.minutes", INT, None, None, HIGH, _RETENTION,
+       "Time-based retention in minutes; overridden by log.retention.ms."),
+    _k("log.retention.ms", LONG, None, None, HIGH, _RETENTION,
+       "Time-based retention in milliseconds; -1: keep forever."),
+    _k("log.retention.bytes", LONG, -1, None, HIGH, _RETENTION,
+       "Size a partition may reach before its oldest segments are deleted; -1: no limit."),
+    _k("log.retention.check.interval.ms", LONG, 300000, _at_least(1), MEDIUM, _RETENTION,
+       "How often segments are checked against the retention limits."),
+    _k("log.cleanup.policy", LIST, ["delete"], ValidList(*CLEANUP_POLICIES), MEDIUM, _RETENTION,
+       "delete: drop old segments; compact: keep the latest record per key."),
+    _k("log.segment.delete.delay.ms", LONG, 60000, _at_least(0), HIGH, _RETENTION,
+       "Delay between renaming a segment to .deleted and removing its files."),
+    # --- Log Cleaner
+    _k("log.cleaner.enable", BOOLEAN, True, None, MEDIUM, _CLEANER,
+       "Run the log cleaner for compacted topics."),
+    _k("log.cleaner.delete.retention.ms", LONG, 86400000, _at_least(0), MEDIUM, _CLEANER,
+       "How long tombstones are kept in compacted topics."),
+    _k("log.cleaner.min.compaction.lag.ms", LONG, 0, _at_least(0), MEDIUM, _CLEANER,
+       "Minimum age of a record before it may be compacted."),
+    _k("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, _at_least(1), MEDIUM, _CLEANER,
+       "Maximum age of a record before it must be eligible for compaction."),
+    _k("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, Range.between(0.0, 1.0), MEDIUM, _CLEANER,
+       "Dirty-to-total ratio at which a log becomes eligible for cleaning."),
+    # --- Replication
+    _k("unclean.leader.election.enable", BOOLEAN, False, None, HIGH, _REPLICATION,
+       "Allow an out-of-sync replica to become leader (may lose data)."),
+    _k("replica.lag.time.max.ms", LONG, 30000, None, HIGH, _REPLICATION,
+       "A follower that has not caught up for this long leaves the ISR."),
+    _k("num.replica.fetchers", INT, 1, None, HIGH, _REPLICATION,
+       "Fetcher threads per source broker."),
+    _k("replica.fetch.max.bytes", INT, 1048576, _at_least(0), MEDIUM, _REPLICATION,
+       "Bytes a follower asks for per partition in one fetch."),
+    _k("replica.fetch.wait.max.ms", INT, 500, None, HIGH, _REPLICATION,
+       "Longest wait a follower's fetch asks the leader for."),
+    _k("replica.fetch.min.bytes", INT, 1, None, HIGH, _REPLICATION,
+       "Bytes a follower's fetch waits for."),
+    _k("replica.fetch.response.max.bytes", INT, 10485760, _at_least(0), MEDIUM, _REPLICATION,
+       "Bytes a follower asks for in one fetch across partitions."),
+    _k("replica.socket.timeout.ms", INT, 30000, None, HIGH, _REPLICATION,
+       "Socket timeout of replica fetch connections."),
+    _k("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, None, HIGH, _REPLICATION,
+       "How often high watermarks are checkpointed to disk."),
+    # --- ZooKeeper
+    _k("zookeeper.connect", STRING, None, None, HIGH, _ZOOKEEPER,
+       "host:port[,host:port][/chroot] of the ZooKeeper ensemble; unset: embedded single-broker metadata."),
+    _k("zookeeper.session.timeout.ms", INT, 18000, None, HIGH, _ZOOKEEPER,
+       "ZooKeeper session timeout."),
+    _k("zookeeper.connection.timeout.ms", INT, None, None, HIGH, _ZOOKEEPER,
+       "Longest wait to connect to ZooKeeper; zookeeper.session.timeout.ms if unset."),
+    # --- Group Coordinator
+    _k("group.initial.rebalance.delay.ms", INT, 3000, None, MEDIUM, _GROUP,
+       "How long the first rebalance of an empty group waits for more members."),
+    _k("group.min.session.timeout.ms", INT, 6000, None, MEDIUM, _GROUP,
+       "Smallest session timeout a consumer may ask for."),
+    _k("group.max.session.timeout.ms", INT, 1800000, None, MEDIUM, _GROUP,
+       "Largest session timeout a consumer may ask for."),
+    _k("group.max.size", INT, INT_MAX, _at_least(1), MEDIUM, _GROUP,
+       "Most members one consumer group may have."),
+    _k("offsets.topic.num.partitions", INT, 50, _at_least(1), HIGH, _GROUP,
+       "Partitions of __consumer_offsets (do not change after deployment)."),
+    _k("offsets.topic.replication.factor", SHORT, 3, _at_least(1), HIGH, _GROUP,
+       "Replication factor of __consumer_offsets."),
+    _k("offsets.topic.segment.bytes", INT, 104857600, _at_least(1), HIGH, _GROUP,
+       "Segment size of __consumer_offsets."),
+    _k("offsets.retention.minutes", INT, 10080, _at_least(1), HIGH, _GROUP,
+       "How long committed offsets of an empty group are kept."),
+    _k("offsets.retention.check.interval.ms", LONG, 600000, _at_least(1), HIGH, _GROUP,
+       "How often stale offsets are looked for."),
+    _k("offsets.commit.timeout.ms", INT, 5000, _at_least(1), HIGH, _GROUP,
+       "Longest wait for an offset commit to be replicated."),
+    _k("offset.metadata.max.bytes", INT, 4096, None, HIGH, _GROUP,
+       "Largest metadata string stored with an offset commit."),
+    # --- Transaction Coordinator
+    _k("transactional.id.expiration.ms", INT, 604800000, _at_least(1), HIGH, _TXN,
+       "How long a transactional id is kept without status updates."),
+    _k("transaction.max.timeout.ms", INT, 900000, _at_least(1), HIGH, _TXN,
+       "Largest transaction timeout a producer may ask for."),
+    _k("transaction.state.log.num.partitions", INT, 50, _at_least(1), HIGH, _TXN,
+       "Partitions of __transaction_state."),
+    _k("transaction.state.log.replication.factor", SHORT, 3, _at_least(1), HIGH, _TXN,
+       "Replication factor of __transaction_state."),
+    _k("transaction.state.log.min.isr", INT, 2, _at_least(1), HIGH, _TXN,
+       "min.insync.replicas of __transaction_state."),
+    _k("transaction.state.log.segment.bytes", INT, 104857600, _at_least(1), HIGH, _TXN,
+       "Segment size of __transaction_state."),
+    _k("producer.id.expiration.ms", INT, 86400000, _at_least(1), LOW, _TXN,
+       "How long idempotence state of an inactive producer id is kept."),
+    # --- kafkapy's own
+    _k("prometheus.host", STRING, "127.0.0.1", None, LOW, _KAFKAPY,
+       "Address of the Prometheus metrics endpoint."),
+    _k("prometheus.port", INT, 0, Range.between(0, 65535), LOW, _KAFKAPY,
+       "Port of the Prometheus metrics endpoint; 0: no endpoint."),
+    _k("kafkapy.shutdown.timeout.ms", LONG, 30000, _at_least(0), MEDIUM, _KAFKAPY,
+       "Bound on a clean shutdown after SIGTERM; children still alive after it are killed."),
+]
+
+BROKER_CONFIGS: dict[str, ConfigKey] = {key.name: key for key in _BROKER_KEYS}
+assert len(BROKER_CONFIGS) == len(_BROKER_KEYS), "duplicate broker config key"
+for _key in _BROKER_KEYS:  # a default must pass its own validator (Kafka's define() checks too)
+    if _key.has_default and _key.default is not None and _key.validator is not None:
+        _key.validator(_key.name, _key.default)
+del _key
+
+# ---------------------------------------------------------------------------
+# Listeners
+# ---------------------------------------------------------------------------
+
+# One listener: name (upper-case), host ("" = all interfaces), port.
+Endpoint = namedtuple("Endpoint", ("listener_name", "host", "port"))
+
+# NAME://host:port, with an IPv6 host in brackets (Kafka's EndPoint regex).
+_LISTENER_RE = re.compile(r"\A(?P<name>[^:/]+)://(?:\[(?P<ip6>[0-9a-fA-F:.%]*)\]|(?P<host>[0-9A-Za-z\-%._]*)):(?P<port>-?[0-9]+)\Z")
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _parse_security_protocol_map(raw: str) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    mapping: dict[str, str] = {}
+    for entry in _LIST_SPLIT_RE.split(raw.strip()) if raw.strip() else []:
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name.strip() or not protocol.strip():
+            raise ConfigException(key, raw, f"Entry {entry!r} is not of the form NAME:PROTOCOL")
+        protocol = protocol.strip().upper()
+        if protocol not in _SECURITY_PROTOCOLS:
+            raise ConfigException(key, raw, f"Invalid security protocol `{protocol}`")
+        mapping[name.strip().upper()] = protocol
+    return mapping
+
+
+def _parse_listeners(key: str, raw: str, protocol_map: Mapping[str, str],
+                     require_distinct_ports: bool) -> list[Endpoint]:
+    endpoints: list[Endpoint] = []
+    for entry in _LIST_SPLIT_RE.split(raw.strip()) if raw.strip() else []:
+        if not entry:
+            continue
+        match = _LISTENER_RE.match(entry)
+        if match is None:
+            raise ConfigException(key, raw, f"Unable to parse {entry} to a broker endpoint")
+        name = match["name"].upper()
+        host = match["ip6"] if match["ip6"] is not None else match["host"]
+        port = int(match["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigException(key, raw, f"Port {port} of listener {name} is out of range [0,65535]")
+        protocol = protocol_map.get(name)
+        if protocol is None:
+            raise ConfigException(key, raw, f"No security protocol defined for listener {name}")
+        if protocol != "PLAINTEXT":
+            raise ConfigException(key, raw,
+                                  f"Listener {name} uses security protocol {protocol}; "
+                                  "kafkapy supports only PLAINTEXT")
+        endpoints.append(Endpoint(name, host, port))
+    names = [ep.listener_name for ep in endpoints]
+    if len(set(names)) != len(names):
+        raise ConfigException(key, raw, "Each listener must have a different name")
+    if require_distinct_ports:
+        ports = [ep.port for ep in endpoints if ep.port != 0]
+        if len(set(ports)) != len(ports):
+            raise ConfigException(key, raw, "Each listener must have a different port")
+    return endpoints
+
+
+# ---------------------------------------------------------------------------
+# BrokerConfig
+# ---------------------------------------------------------------------------
+
+_MS_PER_MINUTE = 60 * 1000
+_MS_PER_HOUR = 60 * _MS_PER_MINUTE
+
+
+class BrokerConfig:
+    """Parsed, validated broker settings.
+
+    ``cfg["log.segment.bytes"]`` gives a known key's typed value (None when
+    unset and without default) or an unknown key's raw string.  Derived
+    settings follow Kafka's ``KafkaConfig`` rules and are computed once.
+    Immutable after construction (built by the supervisor before forking).
+    """
+
+    def __init__(self, values: Mapping[str, Any], originals: Mapping[str, str],
+                 unknown: Mapping[str, str]):
+        self._values = dict(values)
+        self.originals: dict[str, str] = dict(originals)  # as given, before parsing
+        self.unknown: dict[str, str] = dict(unknown)      # keys not in BROKER_CONFIGS
+        self._derive()
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any]) -> "BrokerConfig":
+        values: dict[str, Any] = {}
+        for name, key in BROKER_CONFIGS.items():
+            if name in props:
+                values[name] = key.parse(props[name])
+            elif not key.has_default:
+                raise ConfigException(f'Missing required configuration "{name}" which has no default value.')
+            else:
+                values[name] = key.default
+        unknown = {k: v for k, v in props.items() if k not in BROKER_CONFIGS}
+        for name in sorted(unknown):
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+        return cls(values, {k: v for k, v in props.items()}, unknown)
+
+    @classmethod
+    def from_file(cls, path: str, overrides: Optional[Mapping[str, str]] = None) -> "BrokerConfig":
+        props = load_properties(path)
+        props.update(overrides or {})
+        return cls.from_props(props)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "BrokerConfig":
+        props = dict(self.originals)
+        props.update(overrides)
+        return BrokerConfig.from_props(props)
+
+    # -- access ---------------------------------------------------------------
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        if name in self.unknown:
+            return self.unknown[name]
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values or name in self.unknown
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def is_set(self, name: str) -> bool:
+        """True when the key was given explicitly (file or override), not defaulted."""
+        return name in self.originals
+
+    def values(self) -> dict[str, Any]:
+        """Typed values of every known key."""
+        return dict(self._values)
+
+    def __repr__(self) -> str:
+        return f"BrokerConfig(broker_id={self.broker_id}, listeners={self.listeners}, log_dirs={self.log_dirs})"
+
+    # -- derived values (Kafka's KafkaConfig rules) ---------------------------
+
+    def _derive(self) -> None:
+        v = self._values
+        # log.retention.ms > log.retention.minutes > log.retention.hours; any negative = -1.
+        if v["log.retention.ms"] is not None:
+            retention_ms, retention_key = v["log.retention.ms"], "log.retention.ms"
+        elif v["log.retention.minutes"] is not None:
+            retention_ms, retention_key = v["log.retention.minutes"] * _MS_PER_MINUTE, "log.retention.minutes"
+        else:
+            retention_ms, retention_key = v["log.retention.hours"] * _MS_PER_HOUR, "log.retention.hours"
+        if retention_ms < 0:
+            retention_ms = -1
+        if retention_ms == 0:
+            raise ConfigException(retention_key, v[retention_key],
+                                  "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
+        self.log_retention_ms: int = retention_ms
+
+        if v["log.roll.ms"] is not None:
+            self.log_roll_ms: int = v["log.roll.ms"]
+        else:
+            self.log_roll_ms = v["log.roll.hours"] * _MS_PER_HOUR
+        if self.log_roll_ms < 1:
+            raise ConfigException("log.roll.ms", self.log_roll_ms, "log.roll.ms must be greater than or equal to 1")
+
+        if v["log.roll.jitter.ms"] is not None:
+            self.log_roll_jitter_ms: int = v["log.roll.jitter.ms"]
+        else:
+            self.log_roll_jitter_ms = v["log.roll.jitter.hours"] * _MS_PER_HOUR
+        if self.log_roll_jitter_ms < 0:
+            raise ConfigException("log.roll.jitter.ms", self.log_roll_jitter_ms,
+                                  "log.roll.jitter.ms must be greater than or equal to 0")
+
+        if v["log.flush.interval.ms"] is not None:
+            self.log_flush_interval_ms: int = v["log.flush.interval.ms"]
+        else:
+            self.log_flush_interval_ms = v["log.flush.scheduler.interval.ms"]
+
+        dirs = v["log.dirs"] if v["log.dirs"] is not None else v["log.dir"]
+        dirs = [d for d in (dirs or []) if d]
+        if not dirs:
+            raise ConfigException("log.dirs", self.originals.get("log.dirs", self.originals.get("log.dir")),
+                                  "At least one log directory must be defined via log.dirs or log.dir.")
+        if len(set(dirs)) != len(dirs):
+            raise ConfigException("log.dirs", ",".join(dirs), "Duplicate log directory")
+        self.log_dirs: list[str] = dirs
+
+        broker_id = v["broker.id"]
+        if not -1 <= broker_id <= v["reserved.broker.max.id"]:
+            raise ConfigException("broker.id", broker_id,
+                                  "broker.id must be greater than or equal to -1 and not greater than "
+                                  "reserved.broker.max.id")
+        self.broker_id: int = broker_id
+
+        protocol_map = _parse_security_protocol_map(v["listener.security.protocol.map"])
+        self.listeners: list[Endpoint] = _parse_listeners("listeners", v["listeners"], protocol_map, True)
+        if not self.listeners:
+            raise ConfigException("listeners", v["listeners"], "At least one listener is required")
+        if v["advertised.listeners"] is not None:
+            advertised = _parse_listeners("advertised.listeners", v["advertised.listeners"], protocol_map, False)
+            for ep in advertised:
+                if ep.host == "0.0.0.0":
+                    raise ConfigException("advertised.listeners", v["advertised.listeners"],
+                                          "advertised.listeners cannot use the nonroutable meta-address "
+                                          "0.0.0.0. Use a routable IP address.")
+            self.advertised_listeners: list[Endpoint] = advertised
+        else:
+            self.advertised_listeners = list(self.listeners)
+
+        if v["zookeeper.connection.timeout.ms"] is not None:
+            self.zookeeper_connection_timeout_ms: int = v["zookeeper.connection.timeout.ms"]
+        else:
+            self.zookeeper_connection_timeout_ms = v["zookeeper.session.timeout.ms"]
+
+    # Plain conveniences for values handlers read often.
+    @property
+    def message_max_bytes(self) -> int:
+        return self._values["message.max.bytes"]
+
+    @property
+    def num_network_threads(self) -> int:
+        return self._values["num.network.threads"]
+
+    @property
+    def num_io_threads(self) -> int:
+        return self._values["num.io.threads"]
+
+
+# ---------------------------------------------------------------------------
+# Topic-level configs
+# ---------------------------------------------------------------------------
+
+
+def _t(name, type_, default, validator, synonym, doc) -> TopicConfigKey:
+    return TopicConfigKey(name, type_, default, validator, synonym, doc)
+
+
+_TOPIC_KEYS = [
+    _t("cleanup.policy", LIST, ["delete"], ValidList(*CLEANUP_POLICIES), "log.cleanup.policy",
+       "delete and/or compact."),
+    _t("compression.type", STRING, "producer", ValidString(*COMPRESSION_TYPES), "compression.type",
+       "Final compression of stored batches; producer keeps the producer's codec."),
+    _t("delete.retention.ms", LONG, 86400000, _at_least(0), "log.cleaner.delete.retention.ms",
+       "How long tombstones are kept in a compacted topic."),
+    _t("file.delete.delay.ms", LONG, 60000, _at_least(0), "log.segment.delete.delay.ms",
+       "Delay before a deleted segment's files are removed."),
+    _t("flush.messages", LONG, LONG_MAX, _at_least(1), "log.flush.interval.messages",
+       "Records appended before the log is fsynced; 1 fsyncs every append."),
+    _t("flush.ms", LONG, LONG_MAX, _at_least(0), "log.flush.interval.ms",
+       "Most time a record may stay unflushed."),
+    _t("index.interval.bytes", INT, 4096, _at_least(0), "log.index.interval.bytes",
+       "Bytes appended between two offset index entries."),
+    _t("max.message.bytes", INT, DEFAULT_MESSAGE_MAX_BYTES, _at_least(0), "message.max.bytes",
+       "Largest record batch accepted."),
+    _t("message.timestamp.type", STRING, "CreateTime", ValidString(*TIMESTAMP_TYPES),
+       "log.message.timestamp.type", "CreateTime or LogAppendTime."),
+    _t("message.timestamp.difference.max.ms", LONG, LONG_MAX, _at_least(0),
+       "log.message.timestamp.difference.max.ms",
+       "Largest allowed gap between a CreateTime timestamp and the broker's clock."),
+    _t("min.compaction.lag.ms", LONG, 0, _at_least(0), "log.cleaner.min.compaction.lag.ms",
+       "Minimum age of a record before it may be compacted."),
+    _t("max.compaction.lag.ms", LONG, LONG_MAX, _at_least(1), "log.cleaner.max.compaction.lag.ms",
+       "Maximum age before a record must be eligible for compaction (accepted, not enforced)."),
+    _t("min.cleanable.dirty.ratio", DOUBLE, 0.5, Range.between(0.0, 1.0), "log.cleaner.min.cleanable.ratio",
+       "Dirty ratio at which the log becomes eligible for cleaning (accepted, not enforced)."),
+    _t("min.insync.replicas", INT, 1, _at_least(1), "min.insync.replicas",
+       "In-sync replicas required for acks=all."),
+    _t("preallocate", BOOLEAN, False, None, "log.preallocate",
+       "Preallocate segment files on roll."),
+    _t("retention.bytes", LONG, -1, None, "log.retention.bytes",
+       "Size limit of the partition; -1: none."),
+    _t("retention.ms", LONG, 604800000, _at_least(-1), "log.retention.ms",
+       "Time limit of a segment's records; -1: none."),
+    _t("segment.bytes", INT, 1073741824, _at_least(MIN_SEGMENT_BYTES), "log.segment.bytes",
+       "Segment size at which the log rolls."),
+    _t("segment.index.bytes", INT, 10485760, _at_least(4), "log.index.size.max.bytes",
+       "Size of each segment's offset and time index."),
+    _t("segment.jitter.ms", LONG, 0, _at_least(0), "log.roll.jitter.ms",
+       "Random jitter subtracted from segment.ms."),
+    _t("segment.ms", LONG, 604800000, _at_least(1), "log.roll.ms",
+       "Segment age at which the log rolls."),
+    _t("unclean.leader.election.enable", BOOLEAN, False, None, "unclean.leader.election.enable",
+       "Allow an out-of-sync replica to become leader (accepted, not enforced)."),
+    _t("message.downconversion.enable", BOOLEAN, True, None, "log.message.downconversion.enable",
+       "Allow conversion to older formats for old fetch versions (accepted, not enforced)."),
+]
+
+TOPIC_CONFIGS: dict[str, TopicConfigKey] = {key.name: key for key in _TOPIC_KEYS}
+
+# Broker keys whose topic default is a derived value rather than the key itself
+# (e.g. segment.ms falls back through log.roll.ms to log.roll.hours).
+_DERIVED_TOPIC_DEFAULTS = {
+    "retention.ms": "log_retention_ms",
+    "segment.ms": "log_roll_ms",
+    "segment.jitter.ms": "log_roll_jitter_ms",
+    "flush.ms": "log_flush_interval_ms",
+}
+
+
+def validate_topic_configs(configs: Mapping[str, Optional[str]]) -> dict[str, str]:
+    """Check CreateTopics/AlterConfigs topic configs; returns the trimmed strings.
+
+    Raises ``InvalidConfigError`` for a null value, an unknown key, or a value
+    that does not parse or validate (Kafka's messages).
+    """
+    nulls = sorted(k for k, v in configs.items() if v is None)
+    if nulls:
+        raise InvalidConfigError(nulls[0], "Null value not supported for topic configs: " + ",".join(nulls))
+    result: dict[str, str] = {}
+    for name, raw in configs.items():
+        key = TOPIC_CONFIGS.get(name)
+        if key is None:
+            raise InvalidConfigError(name, f"Unknown topic config name: {name}")
+        try:
+            key.parse(raw)
+        except ConfigException as exc:
+            raise InvalidConfigError(name, str(exc)) from None
+        result[name] = raw.strip()
+    parsed = {name: TOPIC_CONFIGS[name].parse(raw) for name, raw in result.items()}
+    min_lag = parsed.get("min.compaction.lag.ms", 0)
+    max_lag = parsed.get("max.compaction.lag.ms", LONG_MAX)
+    if min_lag > max_lag:
+        raise InvalidConfigError("min.compaction.lag.ms",
+                                 f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
+                                 f"max.compaction.lag.ms ({max_lag})")
+    return result
+
+
+def topic_config_defaults(broker: BrokerConfig) -> dict[str, Any]:
+    """Each topic key's value when the topic has no override (from its broker synonym)."""
+    defaults: dict[str, Any] = {}
+    for name, key in TOPIC_CONFIGS.items():
+        if name in _DERIVED_TOPIC_DEFAULTS:
+            defaults[name] = getattr(broker, _DERIVED_TOPIC_DEFAULTS[name])
+        elif key.synonym is not None:
+            defaults[name] = broker[key.synonym]
+        else:
+            defaults[name] = key.default
+    return defaults
+
+
+def topic_config_values(broker: BrokerConfig, topic_overrides: Mapping[str, str]) -> dict[str, Any]:
+    """Effective typed topic configs: overrides over the broker's defaults.
+
+    Overrides are parsed here too, so a stored override that no longer
+    validates raises ``InvalidConfigError`` instead of being silently used.
+    """
+    values = topic_config_defaults(broker)
+    for name, raw in topic_overrides.items():
+        key = TOPIC_CONFIGS.get(name)
+        if key is None:
+            raise InvalidConfigError(name, f"Unknown topic config name: {name}")
+        try:
+            values[name] = key.parse(raw)
+        except ConfigException as exc:
+            raise InvalidConfigError(name, str(exc)) from None
+    return values
+
+
+def log_config_for(broker: BrokerConfig, topic_overrides: Mapping[str, str]):
+    """Build the storage layer's ``LogConfig`` for one topic.
+
+    Field names are the topic keys with dots replaced by underscores; fields
+    the ``LogConfig`` dataclass does not declare are left out, so storage may
+    add or drop fields without breaking this function.
+    """
+    from kafkapy.storage.config import LogConfig  # lazy: server sits above storage
+
+    values = topic_config_values(broker, topic_overrides)
+    fields = {f.name: f for f in dataclasses.fields(LogConfig)}
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        field = name.replace(".", "_")
+        if field not in fields:
+            continue
+        if field == "cleanup_policy":
+            value = _cleanup_policy_for(fields[field], value)
+        kwargs[field] = value
+    return LogConfig(**kwargs)
+
+
+def _cleanup_policy_for(field: dataclasses.Field, policies: list[str]):
+    # LogConfig may hold the policy as the comma-joined string or as a
+    # sequence; follow whatever its default is.
+    default = field.default
+    if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        default = field.default_factory()  # type: ignore[misc]
+    if isinstance(default, str):
+        return ",".join(policies)
+    if isinstance(default, tuple):
+        return tuple(policies)
+    if isinstance(default, frozenset):
+        return frozenset(policies)
+    return list(policies)
+
+
+# ---------------------------------------------------------------------------
+# Java .properties
+# ---------------------------------------------------------------------------
+
+_PROPS_WHITESPACE = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def load_properties(path: str) -> dict[str, str]:
+    """Read a Java ``.properties`` file (as ``java.util.Properties.load``).
+
+    UTF-8 is tried first; a file that is not valid UTF-8 is read as
+    ISO-8859-1, the encoding ``Properties.load(InputStream)`` assumes.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    return parse_properties(text, source=path)
+
+
+def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
+    natural = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    i = 0
+    while i < len(natural):
+        start = i
+        line = natural[i].lstrip(_PROPS_WHITESPACE)
+        i += 1
+        if not line or line[0] in "#!":
+            continue  # blank or comment: never continued
+        while _ends_with_escape(line) and i <= len(natural):
+            line = line[:-1]
+            if i == len(natural):
+                break
+            line += natural[i].lstrip(_PROPS_WHITESPACE)
+            i += 1
+        yield start + 1, line
+
+
+def _ends_with_escape(line: str) -> bool:
+    n = len(line) - len(line.rstrip("\\"))
+    return n % 2 == 1
+
+
+def _unescape(s: str, source: str, lineno: int) -> str:
+    out = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        i += 1
+        if i >= len(s):
+            break
+        c = s[i]
+        if c == "u":
+            digits = s[i + 1:i + 5]
+            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise ConfigException(f"{source}:{lineno}: Malformed \\uxxxx encoding.")
+            out.append(chr(int(digits, 16)))
+            i += 5
+            continue
+        out.append(_ESCAPES.get(c, c))
+        i += 1
+    return "".join(out)
+
+
+def parse_properties(text: str, source: str = "<string>") -> dict[str, str]:
+    """Parse ``.properties`` text: ``#``/``!`` comments, ``key=value``,
+    ``key: value`` and ``key value``, backslash line continuation (leading
+    whitespace of the continuation dropped), escapes ``\\t \\n \\r \\f
+    \\uXXXX`` and ``\\<any>`` for that character.  Later keys win."""
+    props: dict[str, str] = {}
+    for lineno, line in _logical_lines(text):
+        # The key ends at the first unescaped '=', ':' or whitespace.
+        i = 0
+        key_end = len(line)
+        value_start = len(line)
+        while i < len(line):
+            c = line[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c in "=:":
+                key_end, value_start = i, i + 1
+                break
+            if c in _PROPS_WHITESPACE:
+                key_end = i
+                j = i
+                while j < len(line) and line[j] in _PROPS_WHITESPACE:
+                    j += 1
+                if j < len(line) and line[j] in "=:":
+                    j += 1
+                value_start = j
+                break
+            i += 1
+        while value_start < len(line) and line[value_start] in _PROPS_WHITESPACE:
+            value_start += 1
+        key = _unescape(line[:key_end], source, lineno)
+        value = _unescape(line[value_start:], source, lineno)
+        props[key] = value
+    return props
+
+
+def parse_overrides(args: Iterable[str]) -> dict[str, str]:
+    """``--override key=value`` arguments (as kafka-server-start.sh) to a dict; later wins."""
+    overrides: dict[str, str] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or not key.strip():
+            raise ConfigException(f"Invalid command line properties: {arg!r} (expected key=value)")
+        overrides[key.strip()] = value
+    return overrides
+
+
+# ---------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------
+
+
+def _escape_properties(text: str, is_key: bool) -> str:
+    out = []
+    for i, c in enumerate(text):
+        if c == "\\":
+            out.append("\\\\")
+        elif c in "=:#!" and is_key:
+            out.append("\\" + c)
+        elif c == " " and (is_key or i == 0):
+            out.append("\\ ")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\f":
+            out.append("\\f")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def render_properties(values: Optional[Mapping[str, Any]] = None) -> str:
+    """Render a ``server.properties`` from the table, in Kafka's file style.
+
+    Every key gets its doc, type, default, valid values and importance as
+    comments.  Keys in ``values`` are written as settings; every other key is
+    written commented out with its default, so the file documents defaults
+    without pinning them.
+    """
+    values = dict(values or {})
+    unknown = sorted(set(values) - set(BROKER_CONFIGS))
+    if unknown:
+        raise ConfigException(f"Cannot render unknown configuration(s): {', '.join(unknown)}")
+    lines = ["# kafkapy broker configuration, rendered from kafkapy.server.config.BROKER_CONFIGS.",
+             "# Names, types and defaults follow Apache Kafka's broker configs.", ""]
+    for group in GROUP_ORDER:
+        keys = [k for k in _BROKER_KEYS if k.group == group]
+        if not keys:
+            continue
+        lines.append(f"############################# {group} #############################")
+        lines.append("")
+        for key in keys:
+            for doc_line in textwrap.wrap(key.doc, width=76):
+                lines.append(f"# {doc_line}")
+            if not key.has_default:
+                shown = "(required)"
+            else:
+                shown = key.default_string()
+                shown = "null" if shown is None else shown
+            facts = [f"Type: {key.type}", f"Default: {shown}"]
+            if key.validator is not None:
+                facts.append(f"Valid values: {key.validator}")
+            facts.append(f"Importance: {key.importance}")
+            lines.append("# " + ", ".join(facts))
+            if key.name in values:
+                raw = values[key.name]
+                text = raw if isinstance(raw, str) else format_value(key.type, key.parse(raw))
+                lines.append(f"{_escape_properties(key.name, True)}={_escape_properties(text or '', False)}")
+            else:
+                default = key.default_string() if key.has_default else None
+                lines.append(f"#{key.name}={_escape_properties(default or '', False)}")
+            lines.append("")
+    return "\n".join(lines)
