@@ -1,0 +1,356 @@
+"""SharedPartitionTable: slot fields, cross-process locks, allocation, counters.
+
+Every child process is forked (the broker's start method) and every wait is
+bounded: joins, queue reads and lock attempts all carry timeouts.
+"""
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from kafkapy.storage.shared import (
+    LocalPartitionState,
+    LockTimeout,
+    PartitionState,
+    SharedPartitionTable,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+FORK = multiprocessing.get_context("fork")
+JOIN_TIMEOUT_S = 20
+
+
+@pytest.fixture
+def table(tmp_path):
+    t = SharedPartitionTable(capacity=1024, lock_path=str(tmp_path / "partitions.lock"))
+    yield t
+    t.close()
+
+
+def _run(processes):
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(JOIN_TIMEOUT_S)
+    for p in processes:
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+            pytest.fail(f"child {p.pid} did not finish in {JOIN_TIMEOUT_S} s")
+        assert p.exitcode == 0, f"child {p.pid} exited with {p.exitcode}"
+
+
+def _put_and_exit(results, value):
+    # os._exit skips the queue's feeder-thread flush, so flush it first.
+    results.put(value)
+    results.close()
+    results.join_thread()
+    os._exit(0)
+
+
+def _expected_defaults():
+    return {
+        name: (-1 if name in ("active_max_timestamp", "active_offset_of_max_timestamp",
+                              "leader_epoch", "first_batch_timestamp") else 0)
+        for name in PartitionState.FIELDS
+    }
+
+
+# --- single process --------------------------------------------------------------
+
+
+def test_local_state_defaults_and_lock():
+    state = LocalPartitionState(log_end_offset=7)
+    expected = _expected_defaults()
+    expected["log_end_offset"] = 7
+    assert state.as_dict() == expected
+    with state.lock():
+        with state.lock():  # re-entrant
+            state.high_watermark = 5
+    assert state.high_watermark == 5
+    with pytest.raises(AttributeError):
+        LocalPartitionState(no_such_field=1)
+
+
+def test_allocate_sets_defaults_and_fields_are_isolated(table):
+    a, b = table.allocate(), table.allocate()
+    assert a != b
+    sa, sb = table.slot(a), table.slot(b)
+    assert sa.as_dict() == _expected_defaults()
+    for i, name in enumerate(PartitionState.FIELDS):
+        setattr(sa, name, 1000 + i)
+    assert sb.as_dict() == _expected_defaults()
+    assert [getattr(table.slot(a), n) for n in PartitionState.FIELDS] == [1000 + i for i in range(16)]
+    sa.log_end_offset = 2**63 - 1
+    assert sa.log_end_offset == 2**63 - 1
+    sa.log_end_offset = -(2**63)
+    assert sa.log_end_offset == -(2**63)
+
+
+def test_free_then_reallocate_resets_fields(tmp_path):
+    t = SharedPartitionTable(capacity=2, lock_path=str(tmp_path / "l"))
+    try:
+        a = t.allocate()
+        t.slot(a).log_end_offset = 99
+        t.slot(a).leader_epoch = 4
+        b = t.allocate()
+        with pytest.raises(MemoryError):
+            t.allocate()
+        t.free(a)
+        with pytest.raises(ValueError):
+            t.free(a)
+        assert t.allocate() == a
+        assert t.slot(a).as_dict() == _expected_defaults()
+        assert t.used_slots == 2 and t.is_allocated(b)
+        with pytest.raises(IndexError):
+            t.slot(2)
+    finally:
+        t.close()
+
+
+def test_lock_is_reentrant_and_excludes_threads(table):
+    state = table.slot(table.allocate())
+    threads_n, rounds_n = 4, 2000
+
+    def work():
+        for _ in range(rounds_n):
+            with state.lock():
+                with state.lock():
+                    value = state.log_end_offset
+                    # A thread switch here loses updates unless lock() also
+                    # excludes threads (record locks alone do not).
+                    time.sleep(0) if value % 97 == 0 else None
+                    state.log_end_offset = value + 1
+
+    threads = [threading.Thread(target=work) for _ in range(threads_n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(JOIN_TIMEOUT_S)
+    assert not any(th.is_alive() for th in threads)
+    assert state.log_end_offset == threads_n * rounds_n
+
+
+def test_counters_single_process(table):
+    assert table.counter("metadata_generation") == 0
+    assert table.increment("metadata_generation") == 1
+    assert table.increment("metadata_generation", 5) == 6
+    table.set_counter("broker_epoch", -3)
+    assert table.counter("broker_epoch") == -3
+    assert table.counters() == {"metadata_generation": 6, "broker_epoch": -3}
+    with pytest.raises(ValueError):
+        table.increment("x" * 57)
+
+
+# --- across processes -------------------------------------------------------------
+
+
+def _increment_field(table, index, rounds_n, use_threads):
+    state = table.slot(index)
+
+    def work():
+        for _ in range(rounds_n):
+            with state.lock():
+                state.unflushed_messages = state.unflushed_messages + 1
+                if state.unflushed_messages % 50 == 0:
+                    time.sleep(0)  # give the other processes a chance to interleave
+
+    if use_threads:
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(JOIN_TIMEOUT_S)
+    else:
+        work()
+    os._exit(0)
+
+
+def test_processes_increment_under_slot_lock_exactly(table):
+    index = table.allocate()
+    processes_n, rounds_n = 3, 3000
+    procs = [FORK.Process(target=_increment_field, args=(table, index, rounds_n, False))
+             for _ in range(processes_n)]
+    _run(procs)
+    assert table.slot(index).unflushed_messages == processes_n * rounds_n
+
+
+def test_processes_with_threads_increment_exactly(table):
+    index = table.allocate()
+    processes_n, rounds_n = 2, 1500
+    procs = [FORK.Process(target=_increment_field, args=(table, index, rounds_n, True))
+             for _ in range(processes_n)]
+    _run(procs)
+    assert table.slot(index).unflushed_messages == processes_n * 2 * rounds_n
+
+
+def _hold_lock_forever(table, index, ready):
+    lock = table.slot(index).lock()
+    lock.acquire()
+    ready.set()
+    time.sleep(60)  # killed long before this ends
+    os._exit(1)
+
+
+def _acquire_and_report(table, index, results):
+    start = time.monotonic()
+    try:
+        with table.slot(index).lock(timeout_s=5):
+            table.slot(index).generation += 1
+        waited_s = time.monotonic() - start
+    except LockTimeout:
+        waited_s = None
+    _put_and_exit(results, waited_s)
+
+
+def test_sigkilled_holder_releases_slot_lock(table):
+    index = table.allocate()
+    other = table.allocate()
+    ready = FORK.Event()
+    holder = FORK.Process(target=_hold_lock_forever, args=(table, index, ready))
+    holder.start()
+    try:
+        assert ready.wait(10), "holder never took the lock"
+        with pytest.raises(LockTimeout):
+            with table.slot(index).lock(timeout_s=0.2):
+                pass
+        # Other slots are independent of the held one.
+        with table.slot(other).lock(timeout_s=1):
+            pass
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.join(10)
+        assert holder.exitcode == -signal.SIGKILL
+        results = FORK.Queue()
+        waiter = FORK.Process(target=_acquire_and_report, args=(table, index, results))
+        _run([waiter])
+        waited_s = results.get(timeout=10)
+        assert waited_s is not None and waited_s < 2
+        assert table.slot(index).generation == 1
+        with table.slot(index).lock(timeout_s=2):
+            pass
+    finally:
+        if holder.is_alive():
+            holder.kill()
+            holder.join(5)
+
+
+def _nested_lock_child(table, index, results):
+    state = table.slot(index)
+    try:
+        with state.lock(timeout_s=0.2):
+            outcome = "acquired"
+    except LockTimeout:
+        outcome = "blocked"
+    _put_and_exit(results, outcome)
+
+
+def test_inner_release_keeps_record_lock_until_outermost(table):
+    index = table.allocate()
+    state = table.slot(index)
+    results = FORK.Queue()
+    with state.lock():
+        with state.lock():
+            pass
+        # Still held: the inner exit must not have issued LOCK_UN.
+        _run([FORK.Process(target=_nested_lock_child, args=(table, index, results))])
+        assert results.get(timeout=5) == "blocked"
+    _run([FORK.Process(target=_nested_lock_child, args=(table, index, results))])
+    assert results.get(timeout=5) == "acquired"
+
+
+def _allocate_many(table, count, results):
+    got = [table.allocate() for _ in range(count)]
+    _put_and_exit(results, got)
+
+
+def test_allocate_across_processes_never_hands_out_a_slot_twice(table):
+    processes_n, per_process = 4, 150
+    results = FORK.Queue()
+    procs = [FORK.Process(target=_allocate_many, args=(table, per_process, results))
+             for _ in range(processes_n)]
+    _run(procs)
+    all_indexes = []
+    for _ in range(processes_n):
+        all_indexes.extend(results.get(timeout=10))
+    assert len(all_indexes) == processes_n * per_process
+    assert len(set(all_indexes)) == len(all_indexes)
+    assert table.used_slots == len(all_indexes)
+    assert all(table.is_allocated(i) for i in all_indexes)
+
+
+def _free_and_reallocate(table, to_free, results):
+    for index in to_free:
+        table.free(index)
+    _put_and_exit(results, [table.allocate() for _ in range(len(to_free))])
+
+
+def test_free_and_reallocate_across_processes(table):
+    held = [table.allocate() for _ in range(100)]
+    results = FORK.Queue()
+    procs = [FORK.Process(target=_free_and_reallocate, args=(table, held[i::2], results))
+             for i in range(2)]
+    _run(procs)
+    again = results.get(timeout=10) + results.get(timeout=10)
+    assert len(set(again)) == 100
+    assert table.used_slots == 100
+
+
+def _bump_counter(table, rounds_n):
+    for _ in range(rounds_n):
+        table.increment("metadata_generation")
+    table.set_counter(f"child_{os.getpid()}", 1)
+    os._exit(0)
+
+
+def test_counters_across_processes(table):
+    table.set_counter("metadata_generation", 10)
+    procs = [FORK.Process(target=_bump_counter, args=(table, 500)) for _ in range(3)]
+    _run(procs)
+    assert table.counter("metadata_generation") == 10 + 3 * 500
+    # Names registered by the children are visible in the parent.
+    assert sorted(k for k in table.counters() if k.startswith("child_")) == sorted(
+        f"child_{p.pid}" for p in procs)
+
+
+def _report_fd(table, results):
+    _put_and_exit(results, table._fd)
+
+
+def test_children_reopen_lock_file(table):
+    results = FORK.Queue()
+    _run([FORK.Process(target=_report_fd, args=(table, results))])
+    # The child's descriptor is a fresh open; the parent's is untouched.
+    assert isinstance(results.get(timeout=5), int)
+    os.fstat(table._fd)
+    with table.lock_all(timeout_s=1):
+        pass
+
+
+def test_table_lock_excludes_other_process(table):
+    results = FORK.Queue()
+
+    def child():
+        try:
+            with table.lock_all(timeout_s=0.2):
+                outcome = "acquired"
+        except LockTimeout:
+            outcome = "blocked"
+        _put_and_exit(results, outcome)
+
+    with table.lock_all():
+        _run([FORK.Process(target=child)])
+        assert results.get(timeout=5) == "blocked"
+
+
+def test_close_releases_mapping(tmp_path):
+    t = SharedPartitionTable(capacity=8, lock_path=str(tmp_path / "l"))
+    state = t.slot(t.allocate())
+    state.log_end_offset = 3
+    del state
+    t.close()
+    t.close()  # idempotent
