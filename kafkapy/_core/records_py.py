@@ -73,6 +73,8 @@ def _zigzag(value):
 
 def _write_varint(out, value):
     """Append ``value`` (signed, up to 64 bits) as a zigzag varint."""
+    if not -(1 << 63) <= value < (1 << 63):
+        raise ValueError(f"{value} does not fit a varlong")
     unsigned = _zigzag(value) & 0xFFFFFFFFFFFFFFFF
     while unsigned >= 0x80:
         out.append((unsigned & 0x7F) | 0x80)
