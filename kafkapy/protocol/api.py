@@ -1,0 +1,65 @@
+"""The API table: the one place that says which Kafka APIs and versions kafkapy serves.
+
+Dispatch (``kafkapy.server.handlers``) and the ApiVersions response are both
+derived from ``API_TABLE``; nothing else lists versions.
+
+``min_version``/``max_version`` are what ApiVersions advertises.
+``served_from`` is the lowest version actually answered: Produce is advertised
+from v0 because librdkafka before 2.11 (Debian's kcat links 2.0.2) only enables
+message format v2 when Produce v3 *and* the old versions are inside the range,
+but v0-v2 (message format v0/v1) are refused at request time, as Kafka 4 does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    api_key: int
+    name: str
+    module: str  # kio.schema.<module>
+    min_version: int
+    max_version: int
+    served_from: int
+
+    @property
+    def camel(self) -> str:
+        return "".join(part.capitalize() for part in self.module.split("_"))
+
+    @cache
+    def request_class(self, version: int):
+        mod = importlib.import_module(f"kio.schema.{self.module}.v{version}.request")
+        return getattr(mod, f"{self.camel}Request")
+
+    @cache
+    def response_class(self, version: int):
+        mod = importlib.import_module(f"kio.schema.{self.module}.v{version}.response")
+        return getattr(mod, f"{self.camel}Response")
+
+    def is_flexible(self, version: int) -> bool:
+        return bool(self.request_class(version).__flexible__)
+
+
+def _spec(key, name, module, lo, hi, served_from=None):
+    return ApiSpec(key, name, module, lo, hi, lo if served_from is None else served_from)
+
+
+API_TABLE: dict[int, ApiSpec] = {
+    s.api_key: s
+    for s in (
+        _spec(0, "Produce", "produce", 0, 11, served_from=3),
+        _spec(1, "Fetch", "fetch", 4, 12),
+        _spec(2, "ListOffsets", "list_offsets", 1, 7),
+        _spec(3, "Metadata", "metadata", 0, 12),
+        _spec(18, "ApiVersions", "api_versions", 0, 4),
+        _spec(19, "CreateTopics", "create_topics", 2, 7),
+        _spec(20, "DeleteTopics", "delete_topics", 1, 6),
+        _spec(22, "InitProducerId", "init_producer_id", 0, 4),
+    )
+}
+
+API_VERSIONS_KEY = 18

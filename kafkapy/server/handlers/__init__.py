@@ -1,0 +1,145 @@
+"""API handlers: one module per API, each opening with its contract.
+
+A handler takes ``(ctx, request)`` — the decoded kio request entity — and
+returns the response entity, ``NoResponse`` (acks=0 produce) or ``Delay``
+(a long-poll fetch the processor parks until woken or ``deadline_ms``).
+Handlers write responses as plain dicts and build them with
+``construct(response_class, data)``, which keeps each handler independent of
+the version being answered: fields a version lacks are dropped, fields it has
+but the dict omits take the schema default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from functools import cache
+
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.errors import ErrorCode
+
+
+class _NoResponse:
+    def __repr__(self):
+        return "NoResponse"
+
+
+NoResponse = _NoResponse()
+
+
+class _CloseConnection:
+    def __repr__(self):
+        return "CloseConnection"
+
+
+# acks=0 produce that failed: Kafka closes the connection so the producer notices.
+CloseConnection = _CloseConnection()
+
+
+@dataclass
+class Delay:
+    deadline_ms: int
+    watched: dict  # slot index -> high watermark seen when the request was parked
+
+
+class RequestContext:
+    __slots__ = ("broker", "api_key", "api_version", "correlation_id", "client_id",
+                 "deadline_ms", "now_ms")
+
+    def __init__(self, broker, api_key, api_version, correlation_id, client_id, deadline_ms):
+        self.broker = broker
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.deadline_ms = deadline_ms  # 0 on first attempt; set when re-run after a Delay
+        self.now_ms = int(time.time() * 1000)
+
+    def response_class(self):
+        return API_TABLE[self.api_key].response_class(self.api_version)
+
+
+_MISSING = dataclasses.MISSING
+
+
+@cache
+def _plan(cls):
+    plan = []
+    for f in dataclasses.fields(cls):
+        nested = None
+        ftype = f.type
+        origin = getattr(ftype, "__origin__", None)
+        if origin is tuple:
+            inner = ftype.__args__[0]
+            if dataclasses.is_dataclass(inner):
+                nested = ("many", inner)
+        elif dataclasses.is_dataclass(ftype):
+            nested = ("one", ftype)
+        else:
+            args = getattr(ftype, "__args__", ())
+            for a in args:  # Optional[Entity]
+                if dataclasses.is_dataclass(a):
+                    nested = ("one", a)
+        if f.default is not _MISSING:
+            default = (False, f.default)
+        elif f.default_factory is not _MISSING:
+            default = (True, f.default_factory)
+        else:
+            default = None
+        plan.append((f.name, nested, default))
+    return plan
+
+
+def construct(cls, data: dict):
+    """Build a kio entity of ``cls`` from a (possibly nested) plain dict."""
+    kwargs = {}
+    for name, nested, default in _plan(cls):
+        if name in data:
+            value = data[name]
+            if nested is not None and value is not None:
+                kind, inner = nested
+                if kind == "many":
+                    value = tuple(v if type(v) is inner else construct(inner, v) for v in value)
+                elif type(value) is not inner:
+                    value = construct(inner, value)
+            kwargs[name] = value
+        elif default is not None:
+            factory, value = default
+            kwargs[name] = value() if factory else value
+        elif nested is not None and nested[0] == "many":
+            kwargs[name] = ()
+        else:
+            raise KeyError(f"{cls.__qualname__}.{name} has no value and no default")
+    return cls(**kwargs)
+
+
+def api_versions_response(version: int, error_code: int = ErrorCode.NONE):
+    from kafkapy.server.handlers.api_versions import build_response
+
+    return build_response(version, error_code)
+
+
+HANDLERS: dict = {}
+
+
+def _register():
+    from kafkapy.server.handlers import (
+        api_versions,
+        create_topics,
+        delete_topics,
+        fetch,
+        init_producer_id,
+        list_offsets,
+        metadata,
+        produce,
+    )
+
+    for module in (produce, fetch, list_offsets, metadata, api_versions, create_topics,
+                   delete_topics, init_producer_id):
+        HANDLERS[module.API_KEY] = module.handle
+    missing = set(API_TABLE) - set(HANDLERS)
+    assert not missing, f"API table lists keys without handlers: {missing}"
+
+
+_register()

@@ -1,0 +1,77 @@
+"""CreateTopics (key 19), v2-v7.
+
+Contract, per topic (Kafka's checks and messages):
+- a name given twice in one request -> INVALID_REQUEST (42) for that name;
+- invalid name -> INVALID_TOPIC_EXCEPTION (17); existing -> TOPIC_ALREADY_EXISTS (36);
+- ``num_partitions`` -1 = ``num.partitions``; 0 or < -1 -> INVALID_PARTITIONS (37);
+- ``replication_factor`` -1 = ``default.replication.factor``; more than the
+  live brokers (1) or < 1 -> INVALID_REPLICATION_FACTOR (38);
+- manual ``assignments`` need num_partitions = replication_factor = -1
+  (INVALID_REQUEST), consecutive partition ids from 0 and only known broker
+  ids (INVALID_REPLICA_ASSIGNMENT, 39);
+- configs are checked against the topic config table -> INVALID_CONFIG (40);
+- ``validate_only`` runs every check and creates nothing.
+v5+ answers with the partition count, replication factor and the topic's
+configs; v7 with the topic id.
+"""
+
+from collections import Counter
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+from kafkapy.server.topics import TopicError
+
+API_KEY = 19
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        result = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
+                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+        try:
+            if counts[topic.name] > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Create topics request from client contains multiple "
+                                 f"entries for topic {topic.name}")
+            num_partitions = _partition_count(broker, topic)
+            configs = {c.name: c.value for c in topic.configs}
+            info = broker.create_topic(topic.name, num_partitions, configs,
+                                       validate_only=request.validate_only,
+                                       replication_factor=topic.replication_factor)
+            result.update(topic_id=info.topic_id, num_partitions=info.num_partitions,
+                          replication_factor=1,
+                          configs=[{"name": k, "value": v, "read_only": False,
+                                    "config_source": source, "is_sensitive": False}
+                                   for k, v, source in broker.topic_config_entries(info.configs)])
+        except TopicError as exc:
+            result.update(error_code=exc.error_code, error_message=exc.message)
+        results.append(result)
+    return construct(ctx.response_class(), {"throttle_time": 0, "topics": results})
+
+
+def _partition_count(broker, topic) -> int:
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "Both numPartitions or replicationFactor and replicasAssignments "
+                             "were set. Both cannot be used at the same time.")
+        ids = sorted(a.partition_index for a in topic.assignments)
+        if ids != list(range(len(ids))):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "Partitions should be a consecutive 0-based integer sequence")
+        for a in topic.assignments:
+            if not a.broker_ids or any(b != broker.broker_id for b in a.broker_ids) \
+                    or len(set(a.broker_ids)) != len(a.broker_ids):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Unknown broker or duplicate replica in assignment "
+                                 f"{list(a.broker_ids)} for partition {a.partition_index}")
+        return len(ids)
+    n = topic.num_partitions
+    if n == -1:
+        n = broker.config["num.partitions"]
+    if n <= 0:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+    return n

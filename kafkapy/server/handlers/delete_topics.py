@@ -1,0 +1,49 @@
+"""DeleteTopics (key 20), v1-v6.
+
+Contract: v1-v5 name topics; v6 names them or gives topic ids. Each topic's
+partitions are removed under their locks (directories renamed
+``<topic>-<partition>.<id>-delete`` and removed in the background, as Kafka
+does) and it disappears from metadata at once.
+Errors per topic: UNKNOWN_TOPIC_OR_PARTITION (3), UNKNOWN_TOPIC_ID (100),
+INVALID_REQUEST (42) when v6 gives both or neither, TOPIC_DELETION_DISABLED
+(73) when ``delete.topic.enable`` is false.
+"""
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+
+API_KEY = 20
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        code, message, found_id = _delete(broker, name, topic_id)
+        results.append({"name": name, "topic_id": found_id, "error_code": code,
+                        "error_message": message})
+    return construct(ctx.response_class(), {"throttle_time": 0, "responses": results})
+
+
+def _delete(broker, name, topic_id):
+    md = broker.metadata()
+    if topic_id is not None and topic_id.int == 0:
+        topic_id = None
+    if name is not None and topic_id is not None:
+        return ErrorCode.INVALID_REQUEST, "Topic name and id must not both be set", None
+    if name is None:
+        info = md.by_id(topic_id) if topic_id is not None else None
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id
+    else:
+        info = md.topics.get(name)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
+    if not broker.config["delete.topic.enable"]:
+        return ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.", info.topic_id
+    broker.delete_topic(info.name)
+    return ErrorCode.NONE, None, info.topic_id

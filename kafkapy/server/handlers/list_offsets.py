@@ -1,0 +1,57 @@
+"""ListOffsets (key 2), v1-v7.
+
+Contract, per partition (Kafka's special timestamps):
+- -1 LATEST: the high watermark (read_uncommitted) or last stable offset
+  (read_committed; equal until transactions exist); timestamp -1.
+- -2 EARLIEST: the log start offset; timestamp -1.
+- -3 MAX_TIMESTAMP (v7+): the offset and timestamp of the batch holding the
+  largest timestamp; -1/-1 for an empty log.
+- t >= 0: the first offset whose timestamp is >= t, via the time index, with
+  that batch's timestamp; -1/-1 if none (or if it is not yet below the high
+  watermark). Other negative values: -1/-1.
+- Errors: UNKNOWN_TOPIC_OR_PARTITION (3). ``leader_epoch`` (v4+) is the
+  partition's leader epoch.
+"""
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+
+API_KEY = 2
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for lp in topic.partitions:
+            part = broker.partition(topic.name, lp.partition_index)
+            if part is None:
+                partitions.append({"partition_index": lp.partition_index,
+                                   "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
+            log, _slot = part
+            with log.lock():
+                offset, timestamp = _lookup(log, lp.timestamp)
+            partitions.append({"partition_index": lp.partition_index, "error_code": 0,
+                               "timestamp": timestamp, "offset": offset, "leader_epoch": 0})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
+
+
+def _lookup(log, ts):
+    if ts == LATEST:
+        return log.high_watermark, -1
+    if ts == EARLIEST:
+        return log.log_start_offset, -1
+    if ts == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+    elif ts >= 0:
+        found = log.offset_for_timestamp(ts)
+    else:
+        found = None
+    if found is None or found[0] >= log.high_watermark:
+        return -1, -1
+    return found

@@ -1,0 +1,58 @@
+"""Produce (key 0), served v3-v11 (advertised from v0, see protocol.api).
+
+Contract:
+- acks: 0 = no response (if any partition failed, the connection is closed,
+  as Kafka does, so the producer notices); 1 and -1 (all) answer after the
+  local append — with one broker the ISR is just us, so acks=all adds nothing.
+  Any other value -> INVALID_REQUIRED_ACKS (21) for every partition.
+- Each partition's records are validated and appended by ``Log.append_as_leader``
+  under the partition lock; errors are per partition: CORRUPT_MESSAGE (2),
+  INVALID_RECORD (87), MESSAGE_TOO_LARGE (10), RECORD_LIST_TOO_LARGE (18),
+  UNKNOWN_TOPIC_OR_PARTITION (3), INVALID_PRODUCER_EPOCH (47),
+  OUT_OF_ORDER_SEQUENCE_NUMBER (45). A duplicate idempotent batch is
+  acknowledged with the offsets it got the first time.
+- ``log_append_time`` is -1 unless the topic uses LogAppendTime.
+- Records stay a memoryview of the request buffer: offsets are assigned in
+  place and the bytes written to the segment as they arrived.
+"""
+
+import logging
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import CloseConnection, NoResponse, construct
+
+API_KEY = 0
+log = logging.getLogger("kafkapy.request")
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    acks = request.acks
+    any_error = False
+    appended = False
+    topics = []
+    for topic in request.topic_data:
+        partitions = []
+        for pdata in topic.partition_data:
+            if acks not in (-1, 0, 1):
+                code, result, message = ErrorCode.INVALID_REQUIRED_ACKS, None, None
+            else:
+                code, result, message = broker.append(topic.name, pdata.index, pdata.records)
+            if code:
+                any_error = True
+                partitions.append({"index": pdata.index, "error_code": int(code),
+                                   "base_offset": -1, "log_append_time": -1,
+                                   "log_start_offset": -1, "error_message": message})
+            else:
+                appended = appended or result.record_count > 0
+                partitions.append({"index": pdata.index, "error_code": 0,
+                                   "base_offset": result.first_offset,
+                                   "log_append_time": result.log_append_time_ms,
+                                   "log_start_offset": result.log_start_offset,
+                                   "error_message": None})
+        topics.append({"name": topic.name, "partition_responses": partitions})
+    if appended:
+        broker.notify_appended()
+    if acks == 0:
+        return CloseConnection if any_error else NoResponse
+    return construct(ctx.response_class(), {"responses": topics, "throttle_time": 0})

@@ -1,0 +1,425 @@
+"""A processor: one selector loop owning its connections (Kafka's Processor).
+
+Owned by one processor process; nothing here is shared except the arena
+mapping (whose allocator state is still owned here), the pipes and the shared
+partition table (read only: high watermarks of delayed fetches).
+
+Per connection the states are: reading the 4-byte size, reading the body,
+*muted* while a handler works on the request (the socket is not read, so
+requests of one connection are handled strictly in order, Kafka's muting),
+sending the response.  ``acks=0`` produce gets no response: the worker sends
+NOREPLY and the connection is unmuted.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import selectors
+import signal
+import socket
+import struct
+import time
+from collections import OrderedDict, deque
+
+from kafkapy._core.types import FileRegion
+from kafkapy.server.reactor.channel import CLOSE, DELAY, INLINE_MAX_BYTES, NOREPLY, SEND
+
+DELAYED_FETCHES = "delayed_fetches"  # table counter: fetches parked in any processor
+
+log = logging.getLogger("kafkapy.network")
+
+_SIZE = struct.Struct(">i")
+_READ_HEADER, _READ_BODY, _MUTED, _WAIT_ARENA = range(4)
+# Open segment files kept per processor for sendfile; a fetch-heavy broker
+# touches few active segments, 256 keeps fd use bounded (LimitNOFILE).
+_MAX_CACHED_FILES = 256
+
+
+class Connection:
+    __slots__ = (
+        "conn_id", "sock", "peer", "state", "header", "header_got", "size", "body",
+        "arena_off", "got", "out", "out_pos", "desc", "delay", "events",
+    )
+
+    def __init__(self, conn_id: int, sock: socket.socket, peer):
+        self.conn_id = conn_id
+        self.sock = sock
+        self.peer = peer
+        self.state = _READ_HEADER
+        self.header = bytearray(4)
+        self.header_got = 0
+        self.size = 0
+        self.body = None  # bytearray (inline) or memoryview into the arena
+        self.arena_off = -1
+        self.got = 0
+        self.out: deque = deque()  # parts still to send
+        self.out_pos = 0  # bytes of out[0] already sent
+        self.desc = None  # descriptor of the request being handled
+        self.delay = None  # (deadline_ms, watched slots->hw) while a fetch waits
+        self.events = 0
+
+
+class Processor:
+    def __init__(self, processor_id: int, config, channel, table, fd_socket: socket.socket):
+        self.id = processor_id
+        self.channel = channel
+        self.arena = channel.arenas[processor_id]
+        self.responses = channel.response_pipes[processor_id]
+        self.wake_pipe = channel.wake_pipes[processor_id]
+        self.table = table
+        self.fd_socket = fd_socket
+        self.max_request_bytes = config["socket.request.max.bytes"]
+        self.idle_ms = config["connections.max.idle.ms"]
+        self.send_buffer = config["socket.send.buffer.bytes"]
+        self.receive_buffer = config["socket.receive.buffer.bytes"]
+        self.selector = selectors.DefaultSelector()
+        self.conns: dict[int, Connection] = {}
+        self.next_conn_id = 0
+        self.files: OrderedDict[tuple, int] = OrderedDict()
+        self.backlog: deque[Connection] = deque()  # requests waiting for a queue permit
+        self.arena_waiters: deque[Connection] = deque()
+        self.delayed: dict[int, Connection] = {}
+        # Connections closed while a worker held their request: the arena
+        # region is freed when that worker's answer arrives.
+        self.closed_busy: dict[int, Connection] = {}
+        self.stopping = False
+
+    # -- main loop -----------------------------------------------------------
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sel = self.selector
+        sel.register(self.fd_socket, selectors.EVENT_READ, "accept")
+        sel.register(self.responses.fileno(), selectors.EVENT_READ, "responses")
+        sel.register(self.wake_pipe.read_fd, selectors.EVENT_READ, "wake")
+        stop_deadline = None
+        while True:
+            if self.stopping:
+                if stop_deadline is None:
+                    stop_deadline = time.monotonic() + 10.0
+                    self._stop_reading()
+                busy = any(c.state == _MUTED or c.out for c in self.conns.values())
+                if not busy or time.monotonic() > stop_deadline:
+                    break
+            timeout = self._timeout()
+            for key, events in sel.select(timeout):
+                data = key.data
+                if data == "responses":
+                    self._on_responses()
+                elif data == "wake":
+                    self.wake_pipe.drain()
+                    self._check_delayed(woken=True)
+                elif data == "accept":
+                    self._on_new_fds()
+                else:
+                    conn = data
+                    if conn.conn_id not in self.conns:
+                        continue
+                    if events & selectors.EVENT_WRITE:
+                        self._send(conn)
+                    if events & selectors.EVENT_READ and conn.conn_id in self.conns:
+                        self._read(conn)
+            self._retry_backlog()
+            self._check_delayed(woken=False)
+        for conn in list(self.conns.values()):
+            self._close(conn)
+
+    def _on_term(self, *_):
+        self.stopping = True
+
+    def _stop_reading(self):
+        for conn in list(self.conns.values()):
+            if conn.state in (_READ_HEADER,) and not conn.out:
+                self._close(conn)
+
+    def _timeout(self):
+        if self.backlog or self.arena_waiters:
+            return 0.002
+        if self.stopping:
+            return 0.05
+        if self.delayed:
+            now = time.time() * 1000
+            nearest = min(c.delay[0] for c in self.delayed.values())
+            return max(0.0, (nearest - now) / 1000.0)
+        return 1.0
+
+    # -- connections -----------------------------------------------------------
+    def _on_new_fds(self):
+        try:
+            _, fds, _, _ = socket.recv_fds(self.fd_socket, 1024, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            fds = []
+        for fd in fds:
+            sock = socket.socket(fileno=fd)
+            if self.stopping:
+                sock.close()
+                continue
+            sock.setblocking(False)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.send_buffer > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
+                if self.receive_buffer > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+                peer = sock.getpeername()
+            except OSError:
+                sock.close()
+                continue
+            self.next_conn_id += 1
+            conn = Connection(self.next_conn_id, sock, peer)
+            self.conns[conn.conn_id] = conn
+            self._set_events(conn, selectors.EVENT_READ)
+
+    def _set_events(self, conn: Connection, events: int) -> None:
+        if events == conn.events:
+            return
+        if conn.events == 0:
+            self.selector.register(conn.sock, events, conn)
+        elif events == 0:
+            self.selector.unregister(conn.sock)
+        else:
+            self.selector.modify(conn.sock, events, conn)
+        conn.events = events
+
+    def _close(self, conn: Connection) -> None:
+        if self.conns.pop(conn.conn_id, None) is None:
+            return
+        self._set_events(conn, 0)
+        waiting = self.delayed.pop(conn.conn_id, None) is not None
+        if waiting:
+            self.table.increment(DELAYED_FETCHES, -1)
+        if conn.state == _MUTED and not waiting and conn not in self.backlog:
+            # A worker still owns the arena region; it is freed when its
+            # response arrives (the response is then dropped).
+            self.closed_busy[conn.conn_id] = conn
+        elif conn.arena_off >= 0:
+            self.arena.free(conn.arena_off)
+            conn.arena_off = -1
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+
+    # -- reading ---------------------------------------------------------------
+    def _read(self, conn: Connection) -> None:
+        """Read until a whole request is in, then hand it to the workers."""
+        sock = conn.sock
+        try:
+            if conn.state == _READ_HEADER:
+                n = sock.recv_into(memoryview(conn.header)[conn.header_got:])
+                if n == 0:
+                    return self._close(conn)
+                conn.header_got += n
+                if conn.header_got < 4:
+                    return
+                size = _SIZE.unpack(conn.header)[0]
+                if size < 0 or size > self.max_request_bytes:
+                    # Kafka's InvalidReceiveException: close, never allocate.
+                    log.warning("closing %s: request size %d outside [0, %d]",
+                                conn.peer, size, self.max_request_bytes)
+                    return self._close(conn)
+                conn.size = size
+                conn.got = 0
+                if not self._allocate_body(conn):
+                    return
+            if conn.state == _READ_BODY:
+                if conn.size:
+                    n = sock.recv_into(conn.body[conn.got:])
+                    if n == 0:
+                        return self._close(conn)
+                    conn.got += n
+                if conn.got < conn.size:
+                    return
+                self._submit(conn)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+
+    def _allocate_body(self, conn: Connection) -> bool:
+        size = conn.size
+        if size <= INLINE_MAX_BYTES or size > self.arena.size:
+            # Over the arena size (only if socket.request.max.bytes exceeds
+            # it): such a request travels inline, slowly but correctly.
+            conn.body = memoryview(bytearray(size))
+            conn.arena_off = -1
+        else:
+            off = self.arena.alloc(size)
+            if off < 0:
+                conn.state = _WAIT_ARENA
+                self._set_events(conn, 0)
+                self.arena_waiters.append(conn)
+                return False
+            conn.arena_off = off
+            conn.body = self.arena.view[off:off + size]
+        conn.state = _READ_BODY
+        return True
+
+    def _submit(self, conn: Connection) -> None:
+        if conn.arena_off >= 0:
+            desc = (self.id, conn.conn_id, None, conn.arena_off, conn.size, 0)
+        else:
+            desc = (self.id, conn.conn_id, conn.body.obj, -1, conn.size, 0)
+        conn.body.release()
+        conn.body = None
+        conn.desc = desc
+        conn.state = _MUTED
+        conn.header_got = 0
+        self._set_events(conn, 0)
+        if not self.channel.requests.try_put(desc):
+            self.backlog.append(conn)
+
+    def _retry_backlog(self) -> None:
+        while self.arena_waiters:
+            conn = self.arena_waiters[0]
+            if conn.conn_id not in self.conns:
+                self.arena_waiters.popleft()
+                continue
+            off = self.arena.alloc(conn.size)
+            if off < 0:
+                break
+            self.arena_waiters.popleft()
+            conn.arena_off = off
+            conn.body = self.arena.view[off:off + conn.size]
+            conn.state = _READ_BODY
+            self._set_events(conn, selectors.EVENT_READ)
+            self._read(conn)
+        while self.backlog:
+            conn = self.backlog[0]
+            if conn.conn_id not in self.conns:
+                self.backlog.popleft()
+                continue
+            if not self.channel.requests.try_put(conn.desc):
+                break
+            self.backlog.popleft()
+
+    # -- responses ---------------------------------------------------------------
+    def _on_responses(self) -> None:
+        for conn_id, kind, payload in self.responses.drain():
+            conn = self.conns.get(conn_id)
+            if conn is None:
+                dead = self.closed_busy.pop(conn_id, None)
+                if dead is not None and dead.arena_off >= 0:
+                    self.arena.free(dead.arena_off)
+                continue
+            if kind == DELAY:
+                conn.delay = payload  # (deadline_ms, {slot: high_watermark})
+                self.delayed[conn_id] = conn
+                # Appenders wake processors only while this counter is
+                # positive; an append that raced with parking is caught by
+                # re-checking the watched high watermarks right after.
+                self.table.increment(DELAYED_FETCHES)
+                self._check_delayed(woken=True)
+                continue
+            if conn.arena_off >= 0:
+                self.arena.free(conn.arena_off)
+                conn.arena_off = -1
+            conn.desc = None
+            if kind == SEND:
+                conn.out.extend(payload)
+                conn.out_pos = 0
+                self._send(conn)
+            elif kind == NOREPLY:
+                self._unmute(conn)
+            elif kind == CLOSE:
+                conn.state = _READ_HEADER
+                self._close(conn)
+
+    def _check_delayed(self, woken: bool) -> None:
+        if not self.delayed:
+            return
+        now = time.time() * 1000
+        slot = self.table.slot
+        for conn_id, conn in list(self.delayed.items()):
+            deadline, watched = conn.delay
+            ready = now >= deadline or self.stopping
+            if not ready and woken:
+                ready = any(slot(i).high_watermark != hw for i, hw in watched.items())
+            if ready:
+                del self.delayed[conn_id]
+                self.table.increment(DELAYED_FETCHES, -1)
+                pid, cid, inline, off, size, _ = conn.desc
+                conn.desc = (pid, cid, inline, off, size, deadline)
+                conn.delay = None
+                if not self.channel.requests.try_put(conn.desc):
+                    self.backlog.append(conn)
+
+    def _unmute(self, conn: Connection) -> None:
+        conn.state = _READ_HEADER
+        if self.stopping:
+            return self._close(conn)
+        self._set_events(conn, selectors.EVENT_READ)
+        # The client may have pipelined the next request already.
+        self._read(conn)
+
+    def _send(self, conn: Connection) -> None:
+        sock = conn.sock
+        out = conn.out
+        try:
+            while out:
+                part = out[0]
+                if type(part) is FileRegion:
+                    fd = self._file(part)
+                    if fd < 0:
+                        log.warning("closing %s: segment %s is gone", conn.peer, part.path)
+                        return self._close(conn)
+                    remaining = part.length - conn.out_pos
+                    n = os.sendfile(sock.fileno(), fd, part.position + conn.out_pos, remaining)
+                    if n == 0:
+                        # The file is shorter than the region (truncated under
+                        # us): the response cannot be completed.
+                        log.warning("closing %s: short read from %s", conn.peer, part.path)
+                        return self._close(conn)
+                    if n < remaining:
+                        conn.out_pos += n
+                        break
+                else:
+                    remaining = len(part) - conn.out_pos
+                    flags = socket.MSG_MORE if len(out) > 1 else 0
+                    n = sock.send(memoryview(part)[conn.out_pos:], flags)
+                    if n < remaining:
+                        conn.out_pos += n
+                        break
+                out.popleft()
+                conn.out_pos = 0
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+                log.debug("send to %s failed: %s", conn.peer, exc)
+            return self._close(conn)
+        if out:
+            self._set_events(conn, selectors.EVENT_WRITE)
+        else:
+            self._unmute(conn)
+
+    def _file(self, region: FileRegion) -> int:
+        key = (region.path, region.inode)
+        fd = self.files.get(key)
+        if fd is not None:
+            self.files.move_to_end(key)
+            return fd
+        try:
+            fd = os.open(region.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            # Retention may have renamed it to .deleted in the meantime.
+            try:
+                fd = os.open(region.path + ".deleted", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return -1
+        if os.fstat(fd).st_ino != region.inode:
+            os.close(fd)
+            return -1
+        self.files[key] = fd
+        if len(self.files) > _MAX_CACHED_FILES:
+            _, old = self.files.popitem(last=False)
+            os.close(old)
+        return fd
+
+
+def processor_main(processor_id, config, channel, table, fd_socket) -> None:
+    Processor(processor_id, config, channel, table, fd_socket).run()

@@ -1,0 +1,107 @@
+"""A handler worker (Kafka's KafkaRequestHandler) and request dispatch.
+
+Owned by one worker process, single-threaded: takes descriptors from the
+shared request queue, decodes, calls the API handler, and sends the encoded
+response to the processor owning the connection. Each worker has its own
+``Broker`` view (metadata cache, open logs); consistency between workers comes
+from the shared partition table and the partition locks (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+
+from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
+from kafkapy.protocol.codec import DecodeError, decode
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
+from kafkapy.server.handlers import (
+    HANDLERS,
+    CloseConnection,
+    Delay,
+    NoResponse,
+    RequestContext,
+    api_versions_response,
+)
+from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
+
+log = logging.getLogger("kafkapy.request")
+
+
+def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
+    """Handle one request frame (without its size prefix).
+
+    Returns ``(kind, payload)`` for the processor: SEND with the response
+    parts, NOREPLY, CLOSE, or DELAY with ``(deadline_ms, {slot: hw})``.
+    Never raises: a handler bug answers the connection with a close, as Kafka
+    does for requests it cannot parse or answer.
+    """
+    try:
+        header = read_request_header(buf)
+    except DecodeError as exc:
+        log.info("closing connection: undecodable request header (%s)", exc)
+        return CLOSE, None
+    spec = API_TABLE.get(header.api_key)
+    version = header.api_version
+    if spec is None:
+        log.info("closing connection: unknown api key %d", header.api_key)
+        return CLOSE, None
+    if header.api_key == API_VERSIONS_KEY and not spec.min_version <= version <= spec.max_version:
+        # Kafka answers an ApiVersions it cannot parse in v0 format, with
+        # UNSUPPORTED_VERSION and its own range, so the client can downgrade.
+        body = api_versions_response(0, ErrorCode.UNSUPPORTED_VERSION)
+        return SEND, encode_response(header.correlation_id, body, False)
+    if not spec.served_from <= version <= spec.max_version:
+        log.info("closing connection: %s v%d is not supported", spec.name, version)
+        return CLOSE, None
+    flexible = spec.is_flexible(version)
+    try:
+        offset = header.offset
+        if flexible:
+            offset = skip_tagged_fields(buf, offset)
+        request, _ = decode(spec.request_class(version), buf, offset)
+    except DecodeError as exc:
+        log.info("closing connection: malformed %s v%d request (%s)", spec.name, version, exc)
+        return CLOSE, None
+    ctx = RequestContext(broker, header.api_key, version, header.correlation_id,
+                         header.client_id, deadline_ms)
+    try:
+        response = HANDLERS[header.api_key](ctx, request)
+    except Exception:
+        log.exception("%s v%d handler failed; closing the connection", spec.name, version)
+        return CLOSE, None
+    if response is NoResponse:
+        return NOREPLY, None
+    if response is CloseConnection:
+        return CLOSE, None
+    if isinstance(response, Delay):
+        return DELAY, (response.deadline_ms, response.watched)
+    response_header_flexible = flexible and header.api_key != API_VERSIONS_KEY
+    return SEND, encode_response(header.correlation_id, response, response_header_flexible)
+
+
+def worker_main(worker_id: int, broker_factory, channel) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the supervisor stops us via the queue
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    broker = broker_factory(worker_id)
+    requests = channel.requests
+    arenas = [a.view for a in channel.arenas]
+    pipes = channel.response_pipes
+    while True:
+        desc = requests.get()
+        if desc is None:
+            break
+        processor_id, conn_id, inline, arena_off, size, deadline_ms = desc
+        if inline is not None:
+            buf = memoryview(inline)
+        else:
+            buf = arenas[processor_id][arena_off:arena_off + size]
+        kind, payload = handle_request(broker, buf, deadline_ms)
+        pipes[processor_id].send((conn_id, kind, payload))
+    broker.close()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

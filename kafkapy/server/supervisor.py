@@ -1,0 +1,272 @@
+"""The supervisor: start-up, the children, periodic log maintenance, shutdown.
+
+Owned by the process ``kafkapy-server-start`` runs. Order of start-up:
+configuration -> listening sockets (a port conflict fails before anything
+forks) -> log-dir lock -> shared partition table -> load and recover every
+log -> metadata (slots) -> channel -> fork acceptor, processors, workers.
+
+It then waits on the children's sentinels, waking for log maintenance
+(retention, flush, checkpoints) on Kafka's intervals. If a child dies the
+broker does not carry on half-alive: it says which child died, stops the
+others and exits 1 *without* the clean-shutdown marker, so the next start
+re-validates the logs. SIGTERM/SIGINT: acceptor first (no new connections),
+then processors (they finish in-flight requests, bounded), then workers,
+then logs are flushed, checkpoints and ``.kafka_cleanshutdown`` written, exit 0.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import socket
+import time
+
+from kafkapy.coordination.embedded import GENERATION, PRODUCER_ID_BLOCK, EmbeddedMetadataStore, TopicInfo
+from kafkapy.server.broker import NEXT_PRODUCER_ID, Broker
+from kafkapy.server.config import log_config_for
+from kafkapy.server.reactor.acceptor import acceptor_main
+from kafkapy.server.reactor.channel import Arena, RequestQueue, ResponsePipe, WakePipe
+from kafkapy.server.reactor.processor import processor_main
+from kafkapy.server.reactor.worker import worker_main
+from kafkapy.storage.shared import SharedPartitionTable
+
+log = logging.getLogger("kafkapy.server")
+
+# Arena per processor: big enough for a few default-sized (1 MiB) produce
+# requests from each of many connections; pages are only touched when used.
+ARENA_BYTES = 64 * 1024 * 1024
+TABLE_CAPACITY = 100_000
+_TICK_S = 1.0
+
+
+class Channel:
+    """Everything processes use to talk; created before forking."""
+
+    def __init__(self, ctx, config):
+        n = config.num_network_threads
+        self.requests = RequestQueue(ctx, config["queued.max.requests"])
+        self.arenas = [Arena(ARENA_BYTES) for _ in range(n)]
+        self.response_pipes = [ResponsePipe(ctx) for _ in range(n)]
+        self.wake_pipes = [WakePipe() for _ in range(n)]
+
+
+def bind_listeners(config) -> list[socket.socket]:
+    socks = []
+    for ep in config.listeners:
+        family = socket.AF_INET6 if ep.host and ":" in ep.host else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((ep.host, ep.port))
+        s.listen(config["socket.listen.backlog.size"])
+        socks.append(s)
+    return socks
+
+
+class Supervisor:
+    def __init__(self, config):
+        self.config = config
+        self.ctx = multiprocessing.get_context("fork")
+        self.children: dict = {}  # sentinel -> (name, Process)
+        self.stopping = False
+
+    # -- start-up ---------------------------------------------------------------
+    def run(self) -> int:
+        config = self.config
+        listen = bind_listeners(config)
+        self._lock_log_dirs()
+        from kafkapy.storage.log_manager import LogManager
+
+        first_dir = config.log_dirs[0]
+        self.table = SharedPartitionTable(TABLE_CAPACITY, os.path.join(first_dir, ".kafkapy-partition-locks"))
+        self.log_manager = LogManager(config.log_dirs, log_config_for(config, {}), config.broker_id)
+        self.store = EmbeddedMetadataStore(first_dir, self.table)
+        started = time.monotonic()
+        self._load_logs()
+        self.channel = Channel(self.ctx, config)
+        self.broker = Broker(config, self.table, self.log_manager, self.channel.wake_pipes,
+                             self.log_manager.cluster_id)
+        log.info("loaded %d partitions in %.2f s", len(self.loaded), time.monotonic() - started)
+
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        n = config.num_network_threads
+        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(n)]
+        for i in range(n):
+            pairs[i][1].setblocking(False)
+            self._spawn(f"processor-{i}", processor_main,
+                        (i, config, self.channel, self.table, pairs[i][1]))
+        for i in range(config.num_io_threads):
+            self._spawn(f"handler-{i}", worker_main, (i, self._worker_broker, self.channel))
+        self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs]))
+        for s in listen:
+            s.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
+        addresses = ", ".join(f"{ep.name}://{ep.host}:{ep.port}" for ep in config.listeners)
+        log.info("kafkapy started (broker.id=%d) listening on %s", self.broker.broker_id, addresses)
+        return self._watch()
+
+    def _worker_broker(self, worker_id):
+        return Broker(self.config, self.table, self.log_manager, self.channel.wake_pipes,
+                      self.log_manager.cluster_id)
+
+    def _lock_log_dirs(self):
+        # Kafka's .lock: two brokers on one log dir would corrupt it.
+        self._dir_locks = []
+        for d in self.config.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            fd = os.open(os.path.join(d, ".lock"), os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SystemExit(f"log dir {d} is in use by another broker (its .lock is held)")
+            self._dir_locks.append(fd)
+
+    def _load_logs(self):
+        """Recover every log and give each partition its shared-table slot."""
+        md = self.store._load()
+        logs = self.log_manager.load_logs(self._state_for_new_log, self._configs_for(md))
+        self.loaded = logs
+        by_topic: dict[str, dict[int, object]] = {}
+        for lg in logs.values():
+            by_topic.setdefault(lg.topic, {})[lg.partition] = lg
+        for name, parts in by_topic.items():
+            info = md.topics.get(name)
+            if info is None:
+                # A partition dir the metadata does not know (metadata lost):
+                # adopt it with the topic id from partition.metadata.
+                any_log = next(iter(parts.values()))
+                info = md.topics[name] = TopicInfo(name, any_log.topic_uuid(), max(parts) + 1, {}, [])
+                log.warning("adopted topic %s found on disk but missing from metadata", name)
+            info.num_partitions = max(info.num_partitions, max(parts) + 1)
+        for name, info in list(md.topics.items()):
+            parts = by_topic.get(name, {})
+            info.slots = []
+            for p in range(info.num_partitions):
+                lg = parts.get(p)
+                if lg is None:
+                    slot = self.table.allocate()
+                    lg = self.log_manager.create_log(name, p, log_config_for(self.config, info.configs),
+                                                     self.table.slot(slot), info.topic_id.bytes)
+                    log.warning("partition %s-%d had no directory; created it empty", name, p)
+                info.slots.append(lg.state_slot)
+        # Producer ids issued before a restart may be anywhere in the old
+        # block: start a fresh one.
+        next_pid = md.producer_id_block_end
+        md.producer_id_block_end = next_pid + PRODUCER_ID_BLOCK
+        self.store.replace(md)
+        self.table.set_counter(NEXT_PRODUCER_ID, next_pid)
+
+    def _state_for_new_log(self):
+        slot = self.table.allocate()
+        return slot, self.table.slot(slot)
+
+    def _configs_for(self, md):
+        return {name: log_config_for(self.config, info.configs) for name, info in md.topics.items()}
+
+    def _spawn(self, name, target, args):
+        proc = self.ctx.Process(target=_child, args=(name, target, args), name=name, daemon=False)
+        proc.start()
+        self.children[proc.sentinel] = (name, proc)
+
+    # -- running ------------------------------------------------------------------
+    def _on_term(self, *_):
+        self.stopping = True
+
+    def _watch(self) -> int:
+        config = self.config
+        retention_every = config["log.retention.check.interval.ms"] / 1000
+        checkpoint_every = config["log.flush.offset.checkpoint.interval.ms"] / 1000
+        flush_every = min(config["log.flush.scheduler.interval.ms"], 2**31) / 1000
+        now = time.monotonic()
+        next_retention = now + retention_every
+        next_checkpoint = now + checkpoint_every
+        next_flush = now + flush_every
+        while not self.stopping:
+            ready = multiprocessing.connection.wait(list(self.children), timeout=_TICK_S)
+            if ready and not self.stopping:
+                for sentinel in ready:
+                    name, proc = self.children[sentinel]
+                    proc.join(0)
+                    log.error("%s (pid %d) died with exit code %s; stopping the broker",
+                              name, proc.pid, proc.exitcode)
+                self._stop_children()
+                return 1
+            now = time.monotonic()
+            try:
+                if now >= next_retention:
+                    next_retention = now + retention_every
+                    self.broker.metadata()
+                    self.log_manager.cleanup(int(time.time() * 1000))
+                if now >= next_flush:
+                    next_flush = now + flush_every
+                    self.log_manager.flush_dirty_logs(int(time.time() * 1000))
+                if now >= next_checkpoint:
+                    next_checkpoint = now + checkpoint_every
+                    self.log_manager.checkpoint_recovery_points()
+                    self.log_manager.checkpoint_log_start_offsets()
+            except Exception:
+                log.exception("log maintenance failed")
+        log.info("shutting down")
+        clean = self._stop_children()
+        if not clean:
+            log.error("children did not stop cleanly; not writing the clean-shutdown marker")
+            return 1
+        self.log_manager.shutdown()
+        log.info("shut down cleanly")
+        return 0
+
+    def _stop_children(self) -> bool:
+        """Stop acceptor, processors, workers in that order; True if all exited 0."""
+        timeout_s = self.config["kafkapy.shutdown.timeout.ms"] / 1000
+        deadline = time.monotonic() + timeout_s
+        procs = [p for _, p in self.children.values()]
+        groups = [
+            [p for p in procs if p.name == "acceptor"],
+            [p for p in procs if p.name.startswith("processor-")],
+        ]
+        ok = True
+        for group in groups:
+            for p in group:
+                if p.is_alive():
+                    p.terminate()
+            for p in group:
+                p.join(max(0.1, deadline - time.monotonic()))
+        workers = [p for p in procs if p.name.startswith("handler-")]
+        for p in workers:
+            if p.is_alive():
+                self.channel.requests.put_stop()
+        for p in workers:
+            p.join(max(0.1, deadline - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                log.error("%s (pid %d) did not stop in time; killing it", p.name, p.pid)
+                p.kill()
+                p.join(5)
+                ok = False
+            elif p.exitcode != 0:
+                ok = False
+        return ok
+
+
+def _child(name, target, args):
+    # Children must not run the supervisor's signal handlers.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import setproctitle  # optional, makes `ps` readable
+
+        setproctitle.setproctitle(f"kafkapy {name}")
+    except ImportError:
+        pass
+    try:
+        target(*args)
+    except Exception:
+        logging.getLogger("kafkapy.server").exception("%s crashed", name)
+        os._exit(1)
+    os._exit(0)
