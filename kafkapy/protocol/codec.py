@@ -160,7 +160,7 @@ _FIXED_CODES = {
     "datetime_i64": "q",
 }
 
-_ONE_MS = datetime.timedelta(milliseconds=1)
+_ONE_US = datetime.timedelta(microseconds=1)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 # One-byte varints are by far the most common (lengths+1 and counts+1 below
@@ -204,15 +204,19 @@ def read_unsigned_varint(buf, offset: int) -> tuple[int, int]:
 
 
 def _to_ms_int(value) -> int:
-    """Convert kio's timedelta/datetime values (or None) to int milliseconds."""
+    """Convert kio's timedelta/datetime values (or None) to int milliseconds.
+
+    Rounds to the nearest millisecond: kio's reader builds datetimes through
+    float seconds, so 15361379169609 ms can come back as ...608.999 ms.
+    """
     if value is None:
         return -1
     if isinstance(value, datetime.timedelta):
-        return value // _ONE_MS
+        return (value // _ONE_US + 500) // 1000
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             return round(value.timestamp() * 1000)
-        return (value - _EPOCH) // _ONE_MS
+        return ((value - _EPOCH) // _ONE_US + 500) // 1000
     return int(value)
 
 
