@@ -411,7 +411,7 @@ _BROKER_KEYS = [
     # --- Log Basics
     _k("log.dirs", LIST, None, None, HIGH, _LOG,
        "Comma-separated directories holding the partition logs; log.dir is used if unset."),
-    _k("log.dir", LIST, "/tmp/kafka-logs", None, HIGH, _LOG,
+    _k("log.dir", LIST, ["/tmp/kafka-logs"], None, HIGH, _LOG,
        "Directory holding the partition logs when log.dirs is not set."),
     _k("num.partitions", INT, 1, _at_least(1), MEDIUM, _LOG,
        "Partitions of an automatically created topic (and the CreateTopics default)."),

@@ -1,0 +1,59 @@
+"""Shared fixtures: real broker processes for integration tests.
+
+``broker`` starts one broker per test (overrides via
+``@pytest.mark.broker_config({"num.io.threads": 2})``); ``broker_factory(...)``
+starts as many as a test needs.  Both end every process they started and fail
+the test if any broker child outlived its supervisor.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+# tests/ on sys.path so "support" imports the same way under every pytest
+# import mode (prepend adds it for this rootless conftest; importlib does not).
+_TESTS_DIR = str(Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+
+from support.broker import BrokerProcess, free_port  # noqa: E402
+
+__all__ = ["BrokerProcess", "free_port"]
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "broker_config(overrides): server.properties overrides for the `broker` fixture")
+
+
+@pytest.fixture
+def broker_factory(tmp_path_factory):
+    """``make(overrides=None, port=None, start=True, **kwargs) -> BrokerProcess``."""
+    started: list[BrokerProcess] = []
+
+    def make(overrides=None, port=None, start=True, **kwargs) -> BrokerProcess:
+        work_dir = tmp_path_factory.mktemp("broker")
+        broker = BrokerProcess(work_dir, overrides=overrides, port=port, **kwargs)
+        started.append(broker)
+        if start:
+            broker.start()
+        return broker
+
+    yield make
+
+    leaks = []
+    for broker in started:
+        broker.close()
+        if broker.leaked:
+            leaks.append(f"{broker!r}: " + "; ".join(broker.leaked) + f"\nlog tail:\n{broker.log_tail()}")
+    assert not leaks, "broker processes outlived their test:\n" + "\n".join(leaks)
+
+
+@pytest.fixture
+def broker(request, broker_factory) -> BrokerProcess:
+    marker = request.node.get_closest_marker("broker_config")
+    overrides = dict(marker.args[0]) if marker and marker.args else {}
+    return broker_factory(overrides)

@@ -1,0 +1,1 @@
+"""Test harness: real broker processes (``broker``) and a raw protocol client (``rawclient``)."""

@@ -1,0 +1,316 @@
+"""Run a real kafkapy broker process for integration tests.
+
+``BrokerProcess`` writes a ``server.properties`` (config/server.properties with
+a free port, a private log dir and per-test overrides), starts the real entry
+point (``kafkapy-server-start``) in its own session, and waits until an
+ApiVersions v0 request is answered.  Teardown always ends what it started:
+SIGTERM, then SIGKILL after a bounded wait, and finally SIGKILL to the
+broker's process group if any child outlived the supervisor (recorded in
+``leaked`` so the fixture can fail the test).
+
+Only processes this object started are ever signalled, always by PID or by
+the process group its own ``start_new_session=True`` created.
+
+Ownership: one ``BrokerProcess`` per broker, driven by one test thread.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Mapping, Optional
+
+from .rawclient import probe_api_versions
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BASE_CONFIG = REPO_ROOT / "config" / "server.properties"
+
+# Start-up bound: a cold start recovers empty logs and forks a handful of
+# children, which takes well under a second on this 2-core machine class; 30 s
+# leaves room for a loaded CI box without letting a hung broker stall the run.
+DEFAULT_START_TIMEOUT_S = 30.0
+# Bound on a clean SIGTERM shutdown (kafkapy.shutdown.timeout.ms is 30 s).
+DEFAULT_STOP_TIMEOUT_S = 30.0
+# After the supervisor is gone, how long its children get to notice and exit.
+CHILD_EXIT_GRACE_S = 10.0
+# Lines of the broker log shown when it fails to start.
+LOG_TAIL_LINES = 60
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def server_start_command(props_path: Path) -> tuple[list[str], dict[str, str]]:
+    """The entry point next to the running interpreter, or ``python -m kafkapy``.
+
+    Returns the argv and extra environment (the fallback needs the repo on
+    PYTHONPATH when kafkapy is not installed)."""
+    script = Path(sys.executable).parent / "kafkapy-server-start"
+    if script.exists() and os.access(script, os.X_OK):
+        return [str(script), str(props_path)], {}
+    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return [sys.executable, "-m", "kafkapy", str(props_path)], {"PYTHONPATH": pythonpath}
+
+
+def _escape_value(text: str) -> str:
+    out = []
+    for i, c in enumerate(text):
+        if c == "\\":
+            out.append("\\\\")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == " " and i == 0:
+            out.append("\\ ")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> None:
+    lines = ["# written by tests/support/broker.py"]
+    lines += [f"{key}={_escape_value(value)}" for key, value in props.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _load_base_properties() -> dict[str, str]:
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from kafkapy.server.config import load_properties
+
+    return load_properties(str(BASE_CONFIG))
+
+
+def process_group_members(pgid: int) -> list[tuple[int, str, str]]:
+    """Live (non-zombie) processes in a process group: ``(pid, state, cmdline)``.
+
+    Read from /proc: field 3 of /proc/PID/stat is the state, field 5 the
+    process group (counted after the parenthesised command name, which may
+    itself contain spaces or parentheses)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode("utf-8", "replace")
+            fields = stat[stat.rindex(")") + 2:].split()
+            state, pgrp = fields[0], int(fields[2])
+            if pgrp != pgid or state in ("Z", "X"):
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except (OSError, ValueError, IndexError):
+            continue  # exited while we looked
+        members.append((int(entry), state, cmdline))
+    return members
+
+
+class BrokerProcess:
+    """One kafkapy broker process with its own port, log dirs and log file."""
+
+    def __init__(self, work_dir: Path, overrides: Optional[Mapping[str, object]] = None,
+                 port: Optional[int] = None, start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+                 env: Optional[Mapping[str, str]] = None, command: Optional[list[str]] = None):
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.port = port if port is not None else free_port()
+        self.start_timeout_s = start_timeout_s
+        self.props_path = self.work_dir / "server.properties"
+        self.log_path = self.work_dir / "broker.log"
+        self.extra_env = dict(env or {})
+        # argv prefix to run instead of the real entry point (the props path
+        # is appended); for testing the harness itself.
+        self.command = list(command) if command else None
+        self.proc: Optional[subprocess.Popen] = None
+        self.pgid: Optional[int] = None
+        self.starts = 0
+        # Descriptions of processes found alive after their broker was ended.
+        self.leaked: list[str] = []
+
+        props = _load_base_properties()
+        address = f"PLAINTEXT://127.0.0.1:{self.port}"
+        props["listeners"] = address
+        props["advertised.listeners"] = address
+        props["log.dirs"] = str(self.work_dir / "logs")
+        for key, value in (overrides or {}).items():
+            if value is None:
+                props.pop(key, None)
+            elif isinstance(value, bool):
+                props[key] = "true" if value else "false"
+            else:
+                props[key] = str(value)
+        self.props: dict[str, str] = props
+        write_properties(self.props_path, props)
+
+    # -- facts -------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(d) for d in self.props["log.dirs"].split(",") if d.strip()]
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> "BrokerProcess":
+        if self.running:
+            raise RuntimeError("broker already running")
+        if self.command is not None:
+            argv, extra = self.command + [str(self.props_path)], {}
+        else:
+            argv, extra = server_start_command(self.props_path)
+        env = dict(os.environ)
+        env.update(extra)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(self.extra_env)
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"===== start {self.starts}: {' '.join(argv)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         cwd=str(self.work_dir), env=env, start_new_session=True)
+        # start_new_session makes the child a session and group leader: pgid == pid.
+        self.pgid = self.proc.pid
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout_s: Optional[float] = None) -> None:
+        """Wait until ApiVersions v0 is answered; fail with the log tail if the
+        process exits first or the deadline passes."""
+        assert self.proc is not None
+        timeout_s = self.start_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        correlation_id = 0x6b61
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self._reap_group()
+                raise BrokerStartError(f"broker exited with code {code} before it was ready; "
+                                       f"log tail:\n{self.log_tail()}")
+            if probe_api_versions("127.0.0.1", self.port, correlation_id, timeout_s=2.0):
+                return
+            correlation_id += 1
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise BrokerStartError(f"broker not ready on port {self.port} within {timeout_s} s; "
+                                       f"log tail:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = DEFAULT_STOP_TIMEOUT_S) -> Optional[int]:
+        """Send ``sig`` to the broker and wait for it; returns its exit code.
+
+        If it is still running after ``timeout`` seconds it is SIGKILLed and
+        AssertionError is raised: a broker must shut down within its bound."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill_and_reap()
+                raise AssertionError(f"broker did not exit within {timeout} s of signal {sig}; "
+                                     f"log tail:\n{self.log_tail()}") from None
+        self._reap_group()
+        return self.proc.returncode
+
+    def kill(self) -> Optional[int]:
+        """SIGKILL the broker process (a crash); returns its exit code (-9)."""
+        if self.proc is None:
+            return None
+        self._kill_and_reap()
+        self._reap_group()
+        return self.proc.returncode
+
+    def restart(self, sig: int = signal.SIGTERM) -> "BrokerProcess":
+        """Stop (if running) and start again on the same port and log dirs."""
+        if self.running:
+            self.stop(sig)
+        return self.start()
+
+    def close(self) -> None:
+        """Teardown: end the broker whatever its state; never raises."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(DEFAULT_STOP_TIMEOUT_S)
+            except ProcessLookupError:
+                pass
+            except subprocess.TimeoutExpired:
+                self.leaked.append(f"broker pid {self.proc.pid} ignored SIGTERM for {DEFAULT_STOP_TIMEOUT_S} s")
+                self._kill_and_reap()
+        self._reap_group()
+
+    # -- internals -----------------------------------------------------------------
+
+    def _kill_and_reap(self) -> None:
+        assert self.proc is not None
+        try:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.leaked.append(f"broker pid {self.proc.pid} survived SIGKILL for 10 s")
+
+    def _reap_group(self) -> None:
+        """After the supervisor exited: give its children a bounded grace period
+        to exit, then SIGKILL whatever is left of the group and record it."""
+        if self.pgid is None:
+            return
+        deadline = time.monotonic() + CHILD_EXIT_GRACE_S
+        members = process_group_members(self.pgid)
+        while members and time.monotonic() < deadline:
+            time.sleep(0.05)
+            members = process_group_members(self.pgid)
+        if not members:
+            return
+        self.leaked.extend(f"pid {pid} ({state}) {cmd}" for pid, state, cmd in members)
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 5.0
+        while process_group_members(self.pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def __repr__(self) -> str:
+        return f"BrokerProcess(bootstrap={self.bootstrap!r}, pid={self.pid}, running={self.running})"
