@@ -137,6 +137,7 @@ class BrokerProcess:
         self.proc: Optional[subprocess.Popen] = None
         self.pgid: Optional[int] = None
         self.starts = 0
+        self.child_exit_grace_s = CHILD_EXIT_GRACE_S
         # Descriptions of processes found alive after their broker was ended.
         self.leaked: list[str] = []
 
@@ -296,7 +297,7 @@ class BrokerProcess:
         to exit, then SIGKILL whatever is left of the group and record it."""
         if self.pgid is None:
             return
-        deadline = time.monotonic() + CHILD_EXIT_GRACE_S
+        deadline = time.monotonic() + self.child_exit_grace_s
         members = process_group_members(self.pgid)
         while members and time.monotonic() < deadline:
             time.sleep(0.05)
