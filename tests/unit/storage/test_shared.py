@@ -122,9 +122,10 @@ def test_lock_is_reentrant_and_excludes_threads(table):
             with state.lock():
                 with state.lock():
                     value = state.log_end_offset
-                    # A thread switch here loses updates unless lock() also
-                    # excludes threads (record locks alone do not).
-                    time.sleep(0) if value % 97 == 0 else None
+                    if value % 97 == 0:
+                        # A thread switch here loses updates unless lock()
+                        # also excludes threads (record locks alone do not).
+                        time.sleep(0)
                     state.log_end_offset = value + 1
 
     threads = [threading.Thread(target=work) for _ in range(threads_n)]
