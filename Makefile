@@ -1,0 +1,106 @@
+# kafkapy: `make run` starts a broker, `make test` runs every test.
+# Target machine: Debian 12 with Python 3.11, as root or with sudo.  Debian
+# packages and the .venv are installed on first use and skipped afterwards.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+CONFIG ?= config/server.properties
+# Extra arguments for the broker, e.g. make run ARGS="--override broker.id=1"
+ARGS ?=
+# Extra arguments for pytest, e.g. make test PYTEST_ARGS="-x tests/unit"
+PYTEST_ARGS ?=
+# Extra arguments for pip install (e.g. --no-build-isolation offline)
+PIP_FLAGS ?=
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# gcc and the Python headers build the Cython extensions; python3-venv gives
+# `python3 -m venv` its ensurepip.
+RUN_DEBS := build-essential python3-dev python3-venv
+# Peers used by the integration and system tests.
+TEST_DEBS := kcat zookeeper
+
+# The stamp names carry a hash of everything that affects the build, so an
+# edit to the packaging or a .pyx re-runs pip (which rebuilds the extensions).
+BUILD_INPUTS := pyproject.toml setup.py $(sort $(wildcard kafkapy/_core/*.pyx kafkapy/_core/*.pxd kafkapy/_core/*.h))
+BUILD_HASH := $(shell cat $(BUILD_INPUTS) 2>/dev/null | sha256sum | cut -c1-16)
+RUN_STAMP := $(VENV)/.kafkapy-run-$(BUILD_HASH)
+TEST_STAMP := $(VENV)/.kafkapy-test-$(BUILD_HASH)
+PIP := $(VENV)/bin/pip --disable-pip-version-check
+
+# $(call ensure_debs,packages): install the missing ones with one apt-get
+# update first; nothing at all when every package is already installed.
+define ensure_debs
+if ! command -v dpkg >/dev/null 2>&1; then \
+  echo "make: no dpkg; skipping Debian packages ($(1)): install their equivalents yourself" >&2; \
+else \
+  missing=""; \
+  for p in $(1); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+  if [ -n "$$missing" ]; then \
+    echo "make: installing Debian packages:$$missing"; \
+    $(SUDO) apt-get update -qq; \
+    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+  fi; \
+fi
+endef
+
+# A venv is usable once it has pip; one left half-made (no ensurepip) is redone.
+define ensure_venv
+if [ ! -x $(VENV)/bin/pip ]; then \
+  rm -rf $(VENV); \
+  echo "make: creating $(VENV)"; \
+  $(PYTHON) -m venv $(VENV); \
+fi
+endef
+
+.PHONY: help run test bench install install-test deps deps-test clean distclean
+
+help:
+	@echo "make run    install what is missing, then start a broker with $(CONFIG)"
+	@echo "            (make run ARGS='--override key=value')"
+	@echo "make test   install what is missing (with test tools), then run all tests"
+	@echo "make bench  run the micro-benchmarks in perf/"
+	@echo "make clean  remove build output; make distclean also removes $(VENV)"
+
+deps:
+	@$(call ensure_debs,$(RUN_DEBS))
+
+deps-test:
+	@$(call ensure_debs,$(RUN_DEBS) $(TEST_DEBS))
+
+install: deps
+	@$(call ensure_venv)
+	@if [ -f $(RUN_STAMP) ] || [ -f $(TEST_STAMP) ]; then \
+	  echo "make: kafkapy already installed in $(VENV) (build hash $(BUILD_HASH))"; \
+	else \
+	  $(PIP) install $(PIP_FLAGS) -e . ; \
+	  rm -f $(VENV)/.kafkapy-run-*; touch $(RUN_STAMP); \
+	fi
+
+install-test: deps-test
+	@$(call ensure_venv)
+	@if [ -f $(TEST_STAMP) ]; then \
+	  echo "make: kafkapy[test] already installed in $(VENV) (build hash $(BUILD_HASH))"; \
+	else \
+	  $(PIP) install $(PIP_FLAGS) -e '.[test]' ; \
+	  rm -f $(VENV)/.kafkapy-run-* $(VENV)/.kafkapy-test-*; touch $(RUN_STAMP) $(TEST_STAMP); \
+	fi
+
+run: install
+	exec $(VENV)/bin/kafkapy-server-start $(CONFIG) $(ARGS)
+
+test: install-test
+	KAFKAPY_REQUIRE_EXTENSIONS=1 $(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --timeout=300 $(PYTEST_ARGS)
+
+bench: install
+	$(VENV)/bin/python perf/bench_core.py
+
+clean:
+	rm -rf build dist *.egg-info kafkapy/_core/*.so kafkapy/_core/*.c
+	find . -name __pycache__ -type d -not -path './$(VENV)/*' -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
