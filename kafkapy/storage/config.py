@@ -1,0 +1,46 @@
+"""Per-log configuration: Kafka's topic-level config names in snake case.
+
+The server builds a LogConfig from broker defaults (``log.*``) overridden by
+topic configs; storage only reads it.  Defaults are Kafka's (3.x/4.0).
+"""
+
+from dataclasses import dataclass, fields
+
+LONG_MAX = 2**63 - 1
+
+
+@dataclass
+class LogConfig:
+    segment_bytes: int = 1073741824            # segment.bytes, 1 GiB
+    segment_ms: int = 604800000                 # segment.ms, 7 days
+    segment_jitter_ms: int = 0                  # segment.jitter.ms
+    segment_index_bytes: int = 10485760         # segment.index.bytes, 10 MiB
+    index_interval_bytes: int = 4096            # index.interval.bytes
+    retention_ms: int = 604800000               # retention.ms, 7 days; -1 = unlimited
+    retention_bytes: int = -1                   # retention.bytes; -1 = unlimited
+    file_delete_delay_ms: int = 60000           # file.delete.delay.ms
+    flush_messages: int = LONG_MAX              # flush.messages
+    flush_ms: int = LONG_MAX                    # flush.ms
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type: CreateTime | LogAppendTime
+    max_message_bytes: int = 1048588            # max.message.bytes (1 MiB + 12-byte log overhead)
+    cleanup_policy: str = "delete"              # cleanup.policy
+    preallocate: bool = False                   # preallocate
+    min_insync_replicas: int = 1                # min.insync.replicas
+    compression_type: str = "producer"          # compression.type
+    delete_retention_ms: int = 86400000         # delete.retention.ms, 1 day
+    min_compaction_lag_ms: int = 0              # min.compaction.lag.ms
+    message_timestamp_difference_max_ms: int = LONG_MAX  # message.timestamp.difference.max.ms
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def max_index_size(self) -> int:
+        """segment.index.bytes rounded down to a whole number of 8-byte offset entries (Kafka does this)."""
+        return self.segment_index_bytes - self.segment_index_bytes % 8
+
+    def replace(self, **changes) -> "LogConfig":
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(changes)
+        return LogConfig(**values)

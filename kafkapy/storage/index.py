@@ -1,0 +1,251 @@
+"""Kafka's sparse segment indexes, memory-mapped MAP_SHARED.
+
+File formats (big-endian, byte-for-byte Kafka's, so kafka-dump-log.sh reads them):
+
+* ``.index`` (OffsetIndex): 8-byte entries ``relative_offset i32, position i32``.
+  An entry maps the *last* offset of a batch to the file position where that
+  batch starts (Kafka >= 3.x per-batch indexing); keys strictly increase.
+* ``.timeindex`` (TimeIndex): 12-byte entries ``timestamp i64, relative_offset i32``;
+  an entry is added only when the segment's max timestamp so far grows, so
+  both fields are non-decreasing.
+
+The active segment's files are preallocated to ``segment.index.bytes`` rounded
+down to a whole number of entries (zero-filled), so the valid entry count is
+*not* derivable from the file: for the active segment it lives in
+PartitionState; for an inactive segment the file is trimmed to exactly its
+entries on roll/close, and ``entries = file_size // entry_size``.
+
+Ownership: one index object belongs to one LogSegment in one process.  Other
+processes map the same file; because the mapping is MAP_SHARED an entry
+written by one process is visible to the others as soon as the writer has
+stored it, and the shared entry count says how many are valid.  All access
+happens under the partition lock.  We never hand out a memoryview of the
+mapping: CPython refuses to close or resize an mmap with live exports
+(BufferError), and Kafka resizes index files on every roll.
+"""
+
+import mmap
+import os
+import struct
+
+from kafkapy._core import load
+from kafkapy.storage.errors import CorruptIndexError
+
+_index_lookup = load("index").index_lookup
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_INT32_MAX = 2**31 - 1
+
+
+class _MappedIndex:
+    ENTRY_SIZE = 0
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int, entries: int | None = None):
+        """Open (creating if needed) the index at ``path``.
+
+        ``entries`` None means "a trimmed file": every whole entry in it is
+        valid (Kafka's rule for a file it did not just create).  A newly
+        created file is preallocated to ``max_index_size`` rounded down to the
+        entry size and holds 0 entries.
+        """
+        self.path = path
+        self.base_offset = base_offset
+        self._mm = None
+        self._fd = -1
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            newly_created = True
+        except FileExistsError:
+            self._fd = os.open(path, os.O_RDWR)
+            newly_created = False
+        try:
+            file_size = os.fstat(self._fd).st_size
+            if newly_created:
+                file_size = self._round(max_index_size)
+                os.ftruncate(self._fd, file_size)
+            if entries is None:
+                entries = 0 if newly_created else file_size // self.ENTRY_SIZE
+            self._map(file_size)
+            if entries < 0 or entries > self.max_entries:
+                raise CorruptIndexError(f"{path}: {entries} entries do not fit {file_size} bytes")
+            self.entries = entries
+        except BaseException:
+            self.close()
+            raise
+
+    def _round(self, size: int) -> int:
+        return max(0, size - size % self.ENTRY_SIZE)
+
+    def _map(self, file_size: int) -> None:
+        self.file_size = file_size
+        # mmap of length 0 is an error; an empty (trimmed, entry-less) index is simply unmapped.
+        self._mm = mmap.mmap(self._fd, file_size) if file_size > 0 else None
+
+    @property
+    def max_entries(self) -> int:
+        return self.file_size // self.ENTRY_SIZE
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length (rounded down to whole entries); keep the valid entries.  Kafka's AbstractIndex.resize."""
+        new_size = max(self._round(new_size), self.entries * self.ENTRY_SIZE)
+        if new_size == self.file_size:
+            return False
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        os.ftruncate(self._fd, new_size)
+        self._map(new_size)
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self.entries * self.ENTRY_SIZE)
+
+    def reset(self) -> None:
+        """Forget every entry (before a rebuild)."""
+        self.entries = 0
+
+    def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
+
+    def fsync(self) -> None:
+        self.flush()
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def check_length(self) -> None:
+        if self.file_size % self.ENTRY_SIZE:
+            raise CorruptIndexError(f"{self.path}: length {self.file_size} is not a multiple of {self.ENTRY_SIZE}")
+
+    def _rel(self, offset: int) -> int:
+        return offset - self.base_offset
+
+
+class OffsetIndex(_MappedIndex):
+    ENTRY_SIZE = 8
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """(absolute offset, position) of entry ``slot``."""
+        rel, position = _OFFSET_ENTRY.unpack_from(self._mm, slot * 8)
+        return self.base_offset + rel, position
+
+    @property
+    def last_offset(self) -> int:
+        """Kafka's lastOffset: the last entry's offset, or the base offset if empty."""
+        return self.entry(self.entries - 1)[0] if self.entries else self.base_offset
+
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """(offset, position) of the largest entry with offset <= target, or (base_offset, 0)."""
+        if not self.entries:
+            return self.base_offset, 0
+        rel = min(max(target_offset - self.base_offset, -1), _INT32_MAX)
+        if rel < 0:
+            return self.base_offset, 0
+        slot = _index_lookup(self._mm, self.entries, 8, rel)
+        if slot < 0:
+            return self.base_offset, 0
+        return self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        if self.entries and offset <= self.last_offset:
+            raise ValueError(f"{self.path}: offset {offset} not above last entry {self.last_offset}")
+        if self.is_full:
+            raise ValueError(f"{self.path}: index is full ({self.entries} entries)")
+        _OFFSET_ENTRY.pack_into(self._mm, self.entries * 8, offset - self.base_offset, position)
+        self.entries += 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose offset >= ``offset`` (Kafka's OffsetIndex.truncateTo)."""
+        n = self.entries
+        while n and self.entry(n - 1)[0] >= offset:
+            n -= 1
+        self.entries = n
+
+    def sanity_check(self, segment_size: int | None = None) -> None:
+        self.check_length()
+        if not self.entries:
+            return
+        last, position = self.entry(self.entries - 1)
+        if last < self.base_offset:
+            raise CorruptIndexError(f"{self.path}: last offset {last} below base offset {self.base_offset}")
+        first_rel, first_position = _OFFSET_ENTRY.unpack_from(self._mm, 0)
+        # Beyond Kafka's checks: entries pointing past the log or out of order
+        # (a zero-filled or stale preallocated tail) would send lookups astray.
+        if first_rel < 0 or first_position < 0 or position < first_position:
+            raise CorruptIndexError(f"{self.path}: entries out of order")
+        if segment_size is not None and position >= segment_size:
+            raise CorruptIndexError(f"{self.path}: position {position} beyond log size {segment_size}")
+
+
+class TimeIndex(_MappedIndex):
+    ENTRY_SIZE = 12
+
+    @property
+    def is_full(self) -> bool:
+        # One slot is kept for the final "max timestamp of the segment" entry
+        # appended when the segment becomes inactive (Kafka's TimeIndex.isFull).
+        return self.entries >= self.max_entries - 1
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """(timestamp, absolute offset) of entry ``slot``."""
+        timestamp, rel = _TIME_ENTRY.unpack_from(self._mm, slot * 12)
+        return timestamp, self.base_offset + rel
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """The last entry, or (-1, base_offset) when empty (Kafka's TimestampOffset(NO_TIMESTAMP, baseOffset))."""
+        return self.entry(self.entries - 1) if self.entries else (-1, self.base_offset)
+
+    def lookup(self, target_timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the largest entry with timestamp <= target, or (-1, base_offset)."""
+        if not self.entries:
+            return -1, self.base_offset
+        slot = _index_lookup(self._mm, self.entries, 12, target_timestamp)
+        if slot < 0:
+            return -1, self.base_offset
+        return self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Append (timestamp, offset) if timestamp is above the last entry's.  Returns whether it did."""
+        if not skip_full_check and self.is_full:
+            raise ValueError(f"{self.path}: time index is full ({self.entries} entries)")
+        last_timestamp, last_offset = self.last_entry
+        if self.entries and offset < last_offset:
+            raise ValueError(f"{self.path}: offset {offset} below last entry offset {last_offset}")
+        if self.entries and timestamp < last_timestamp:
+            raise ValueError(f"{self.path}: timestamp {timestamp} below last entry {last_timestamp}")
+        if timestamp <= last_timestamp or self.entries >= self.max_entries:
+            return False
+        _TIME_ENTRY.pack_into(self._mm, self.entries * 12, timestamp, offset - self.base_offset)
+        self.entries += 1
+        return True
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose offset >= ``offset``."""
+        n = self.entries
+        while n and self.entry(n - 1)[1] >= offset:
+            n -= 1
+        self.entries = n
+
+    def sanity_check(self) -> None:
+        self.check_length()
+        if not self.entries:
+            return
+        last_timestamp, last_offset = self.entry(self.entries - 1)
+        first_timestamp, _ = self.entry(0)
+        if last_timestamp < first_timestamp:
+            raise CorruptIndexError(f"{self.path}: last timestamp {last_timestamp} below first {first_timestamp}")
+        if last_offset < self.base_offset:
+            raise CorruptIndexError(f"{self.path}: last offset {last_offset} below base offset {self.base_offset}")

@@ -1,0 +1,987 @@
+"""Log: one partition's directory of segments, shared by several processes.
+
+Directory ``<topic>-<partition>/`` holds ``%020d.log/.index/.timeindex``
+segments, ``leader-epoch-checkpoint``, ``partition.metadata`` and the
+producer-state snapshots ``%020d.snapshot`` (written by ProducerStateManager).
+
+Concurrency model (docs/architecture.md, "State shared by handler workers"):
+every handler worker opens its own Log object on the same directory.  Every
+public method except ``open`` must be called with the partition lock held
+(``with log.lock():``).  The authoritative mutable scalars (log_end_offset,
+high_watermark, log_start_offset, recovery_point, the active segment's size,
+index entry counts, max timestamp, index cadence, flush bookkeeping) live in
+the PartitionState slot; this object keeps only per-process caches: open file
+descriptors, index mappings and the segment list.  Each method starts with
+``_sync()``: if the slot's ``generation`` differs from the one this object last
+saw, another process changed the segment list (roll, retention, truncation,
+close), so we drop every handle and reload the list from disk; otherwise we
+copy the active segment's counters from the slot.  Anything that changes the
+segment list bumps ``generation``.
+
+Ownership: the Log object is owned by one process and is not thread-safe on
+its own; the partition lock (process + thread exclusive) guards it.
+"""
+
+import bisect
+import logging
+import os
+import time
+import uuid
+from collections import namedtuple
+
+from kafkapy._core import load
+from kafkapy._core.types import FileRegion
+from kafkapy.storage import checkpoints
+from kafkapy.storage.config import LogConfig
+from kafkapy.storage.errors import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    INVALID_TIMESTAMP,
+    RECORD_LIST_TOO_LARGE,
+    CorruptIndexError,
+    InconsistentTopicId,
+    OffsetOutOfRange,
+    RecordError,
+    StorageError,
+)
+from kafkapy.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
+
+batch = load("batch")
+
+logger = logging.getLogger("kafkapy.storage")
+
+# Batch attribute bits (Kafka's DefaultRecordBatch).
+_TRANSACTIONAL_FLAG = 0x10
+_CONTROL_FLAG = 0x20
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+DELETE_DIR_SUFFIX = "-delete"
+SNAPSHOT_SUFFIX = ".snapshot"
+# Left behind by an interrupted compaction / segment swap (Kafka's LogLoader removes them).
+_STRAY_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
+
+AppendResult = namedtuple(
+    "AppendResult",
+    ("first_offset", "last_offset", "log_append_time_ms", "log_start_offset", "record_count", "duplicate"),
+)
+FetchData = namedtuple("FetchData", ("regions", "size"))
+
+
+def _default_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``<topic>-<partition>`` -> (topic, partition); None for anything else (e.g. ``-delete`` dirs)."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+def _segment_bases(dir_path: str) -> list[int]:
+    bases = []
+    for name in os.listdir(dir_path):
+        if name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit():
+            bases.append(int(name[:20]))
+    bases.sort()
+    return bases
+
+
+class Log:
+    """One partition's log.  Build it with ``Log.open``."""
+
+    def __init__(self, dir_path, topic, partition, config, state, clock_ms, fsync, producer_state_factory):
+        self.dir = dir_path
+        self.topic = topic
+        self.partition = partition
+        self.config: LogConfig = config
+        self.state = state
+        self._clock_ms = clock_ms
+        self._fsync = fsync
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._generation = None
+        # Jitter is derived from the partition, not drawn at random, so that
+        # every process agrees on when the active segment must roll.
+        self._created_ms = clock_ms()
+        self._epoch_cache: list[tuple[int, int]] | None = None
+        # Segment files renamed to .deleted by this object: (path, renamed_at_ms),
+        # collected by the LogManager which removes them after file.delete.delay.ms.
+        self.pending_deletions: list[tuple[str, int]] = []
+        self._psm_factory = producer_state_factory
+        # This process's idempotent-producer map: a cache of the log that
+        # catch_up refreshes under the lock (it notices truncations itself).
+        self._psm = None
+        self.closed = False
+        self.topic_id: bytes | None = None
+        # The shared-table slot index of ``state`` (set by LogManager; None for a local state).
+        self.state_slot = getattr(state, "index", None)
+        self._pid = os.getpid()
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(cls, dir_path: str, topic: str, partition: int, config: LogConfig, state, topic_id: bytes | None = None,
+             clock_ms=_default_clock_ms, *, had_clean_shutdown: bool = False, recovery_point: int | None = None,
+             log_start_offset: int | None = None, high_watermark: int | None = None, fsync=os.fsync,
+             producer_state_factory=None) -> "Log":
+        """Open the partition directory ``dir_path`` (created if missing).
+
+        Takes the partition lock itself.  If ``state.generation`` is 0 the
+        slot is fresh: the log is loaded from disk (recovering every segment
+        from ``recovery_point`` unless ``had_clean_shutdown``) and the slot is
+        filled in.  Otherwise another process already did that, and this
+        object just maps the segments the slot describes.
+        """
+        if producer_state_factory is None:
+            from kafkapy.storage.producer_state import ProducerStateManager as producer_state_factory
+        log = cls(dir_path, topic, partition, config, state, clock_ms, fsync, producer_state_factory)
+        with state.lock():
+            if state.generation <= 0:
+                os.makedirs(dir_path, exist_ok=True)
+                log._check_topic_id(topic_id)
+                log._load(had_clean_shutdown, recovery_point or 0, log_start_offset, high_watermark)
+            else:
+                log._check_topic_id(topic_id)
+                log._sync()
+        return log
+
+    def topic_uuid(self) -> "uuid.UUID | None":
+        """The topic id from partition.metadata as a uuid.UUID (None if unknown)."""
+        return uuid.UUID(bytes=self.topic_id) if self.topic_id is not None else None
+
+    def owned_here(self) -> bool:
+        """False in a child forked after this object was opened (it must open its own)."""
+        return self._pid == os.getpid()
+
+    def lock(self, timeout_s: float | None = None):
+        return self.state.lock() if timeout_s is None else self.state.lock(timeout_s)
+
+    def _check_topic_id(self, topic_id: bytes | None) -> None:
+        on_disk = checkpoints.read_partition_metadata(self.dir)
+        self.topic_id = on_disk if on_disk is not None else topic_id
+        if topic_id is None:
+            return
+        if on_disk is None:
+            checkpoints.write_partition_metadata(self.dir, topic_id, fsync=self._fsync is os.fsync)
+        elif on_disk != topic_id:
+            raise InconsistentTopicId(
+                f"{self.dir}: partition.metadata has topic id {checkpoints.topic_id_to_str(on_disk)}, "
+                f"expected {checkpoints.topic_id_to_str(topic_id)}")
+
+    def _open_segment(self, base: int, **kw) -> LogSegment:
+        return LogSegment.open(self.dir, base, self.config.segment_index_bytes, self.config.index_interval_bytes, **kw)
+
+    def _load(self, had_clean_shutdown: bool, recovery_point: int, log_start_offset, high_watermark) -> None:
+        """Start-up load (Kafka's LogLoader): remove strays, open segments, rebuild broken indexes,
+        recover unflushed segments, then publish the partition's state into the slot."""
+        state = self.state
+        self._remove_stray_files()
+        bases = _segment_bases(self.dir)
+        segments = []
+        try:
+            for base in bases:
+                had_indexes = LogSegment.index_files_exist(self.dir, base)
+                segment = self._open_segment(base)
+                segments.append(segment)
+                problem = None if had_indexes else "missing index files"
+                if problem is None:
+                    try:
+                        segment.offset_index.sanity_check(segment.size)
+                        segment.time_index.sanity_check()
+                    except CorruptIndexError as e:
+                        problem = str(e)
+                if problem is not None:
+                    logger.warning("%s: rebuilding indexes of segment %d: %s", self.dir, base, problem)
+                    self._recover_segment(segment)
+            if not segments:
+                start = log_start_offset or 0
+                segments.append(self._open_segment(start, create=True))
+            self._segments = segments
+            self._bases = [s.base_offset for s in segments]
+
+            if not had_clean_shutdown:
+                self._recover_from(recovery_point)
+
+            active = self._segments[-1]
+            # The active segment's indexes are preallocated (trimmed on close).
+            active.resize_indexes(self.config.segment_index_bytes)
+            log_end_offset = active.read_next_offset()
+            active.load_max_timestamp()
+            _, last_index_position = active.offset_index.lookup(active.offset_index.last_offset)
+            active.bytes_since_last_index_entry = (
+                active.size - last_index_position if active.offset_index.entries else active.size)
+        except BaseException:
+            for segment in segments:
+                segment.close()
+            self._segments, self._bases = [], []
+            raise
+
+        first_base = self._segments[0].base_offset
+        start = max(log_start_offset or 0, first_base)
+        start = min(start, log_end_offset)
+        if had_clean_shutdown:
+            recovery_point = log_end_offset
+        state.log_end_offset = log_end_offset
+        state.log_start_offset = start
+        state.recovery_point = max(start, min(recovery_point, log_end_offset))
+        hw = high_watermark if high_watermark is not None else start
+        state.high_watermark = min(max(hw, start), log_end_offset)
+        state.unflushed_messages = 0
+        state.last_flush_ms = self._clock_ms()
+        state.first_batch_timestamp = active.first_batch_max_timestamp() if active.size else -1
+        self._publish_active(active)
+        state.generation = max(state.generation, 0) + 1
+        self._generation = state.generation
+
+        epochs = self._epoch_entries()
+        trimmed = self._trim_epochs(epochs, start, log_end_offset)
+        if trimmed != epochs:
+            self._write_epochs(trimmed)
+
+        self._psm = self._psm_factory(self.dir)
+        self._psm.truncate(start, log_end_offset)
+        self._psm.load(log_end_offset, self._read_headers_from)
+
+    def _remove_stray_files(self) -> None:
+        names = os.listdir(self.dir)
+        log_bases = set()
+        for name in names:
+            if name.endswith(_STRAY_SUFFIXES):
+                logger.info("%s: removing stray file %s", self.dir, name)
+                os.unlink(os.path.join(self.dir, name))
+            elif name.endswith(LOG_SUFFIX) and name[:20].isdigit():
+                log_bases.add(name[:20])
+        for name in names:
+            # An index without its .log is an orphan of an interrupted delete.
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex"):
+                if name.endswith(suffix) and name[:20].isdigit() and name[:20] not in log_bases:
+                    logger.info("%s: removing orphan index %s", self.dir, name)
+                    os.unlink(os.path.join(self.dir, name))
+
+    def _recover_segment(self, segment: LogSegment) -> int:
+        truncated = segment.recover(self.config.max_message_bytes if self.config.max_message_bytes > 0 else -1)
+        if truncated:
+            logger.warning("%s: truncated %d invalid bytes at position %d of segment %d",
+                           self.dir, truncated, segment.size, segment.base_offset)
+        return truncated
+
+    def _recover_from(self, recovery_point: int) -> None:
+        """Recover every segment holding offsets >= recovery_point; after a segment whose
+        tail was invalid, every later segment is deleted (it cannot be trusted to follow)."""
+        i = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        while i < len(self._segments):
+            segment = self._segments[i]
+            truncated = self._recover_segment(segment)
+            if truncated and i + 1 < len(self._segments):
+                doomed = self._segments[i + 1:]
+                logger.warning("%s: deleting %d segments after the corrupt segment %d: %s", self.dir,
+                               len(doomed), segment.base_offset, [s.base_offset for s in doomed])
+                for s in doomed:
+                    s.close()
+                    for p in s.file_paths():
+                        try:
+                            os.unlink(p)
+                        except FileNotFoundError:
+                            pass
+                del self._segments[i + 1:]
+                del self._bases[i + 1:]
+            if i + 1 < len(self._segments):
+                segment.on_become_inactive()
+            i += 1
+
+    # ------------------------------------------------------------------ sync
+
+    def _publish_active(self, active: LogSegment) -> None:
+        state = self.state
+        state.active_base_offset = active.base_offset
+        state.active_size = active.size
+        state.index_entries = active.offset_index.entries
+        state.time_index_entries = active.time_index.entries
+        state.active_max_timestamp = active.max_timestamp
+        state.active_offset_of_max_timestamp = active.offset_of_max_timestamp
+        state.bytes_since_last_index_entry = active.bytes_since_last_index_entry
+
+    def _sync(self) -> None:
+        if self.closed:
+            raise StorageError(f"{self.dir}: log is closed")
+        state = self.state
+        if state.generation != self._generation:
+            self._reload()
+            return
+        active = self._segments[-1]
+        active.size = state.active_size
+        active.offset_index.entries = state.index_entries
+        active.time_index.entries = state.time_index_entries
+        active.max_timestamp = state.active_max_timestamp
+        active.offset_of_max_timestamp = state.active_offset_of_max_timestamp
+        active.bytes_since_last_index_entry = state.bytes_since_last_index_entry
+
+    def _close_segments(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        self._segments, self._bases = [], []
+
+    def _reload(self) -> None:
+        """Another process changed the segment list: the files are the truth, the slot has the counters."""
+        state = self.state
+        self._close_segments()
+        self._epoch_cache = None
+        segments = []
+        try:
+            for base in _segment_bases(self.dir):
+                if base == state.active_base_offset:
+                    segment = self._open_segment(base, size=state.active_size, index_entries=state.index_entries,
+                                                 time_index_entries=state.time_index_entries)
+                    # A close() elsewhere trimmed these; the active segment needs the room back.
+                    segment.resize_indexes(self.config.segment_index_bytes)
+                    segment.max_timestamp = state.active_max_timestamp
+                    segment.offset_of_max_timestamp = state.active_offset_of_max_timestamp
+                    segment.bytes_since_last_index_entry = state.bytes_since_last_index_entry
+                    segment._max_timestamp_loaded = True
+                    segments.append(segment)
+                    break
+                segments.append(self._open_segment(base))
+        except BaseException:
+            for segment in segments:
+                segment.close()
+            raise
+        if not segments or segments[-1].base_offset != state.active_base_offset:
+            for segment in segments:
+                segment.close()
+            raise StorageError(f"{self.dir}: active segment {state.active_base_offset} missing on disk")
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._generation = state.generation
+
+    def _bump_generation(self) -> None:
+        self.state.generation += 1
+        self._generation = self.state.generation
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.state.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.state.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.state.log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self.state.recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        self._sync()
+        return self._segments[-1]
+
+    def segments(self) -> list[LogSegment]:
+        """The current segments, oldest first (call under the lock; do not keep them)."""
+        self._sync()
+        return list(self._segments)
+
+    def size_in_bytes(self) -> int:
+        self._sync()
+        return sum(s.size for s in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log_start_offset, log_end_offset]; returns it."""
+        state = self.state
+        hw = min(max(offset, state.log_start_offset), state.log_end_offset)
+        state.high_watermark = hw
+        return hw
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(self, records, leader_epoch: int) -> AppendResult:
+        """Validate, assign offsets to and append a produce request's batches.
+
+        ``records`` is a writable memoryview (offsets, leader epoch and, with
+        LogAppendTime, timestamps are patched in place).  Raises RecordError
+        with Kafka's error code; then nothing was written.
+        """
+        self._sync()
+        state = self.state
+        config = self.config
+        if len(records) == 0:
+            return AppendResult(-1, -1, -1, state.log_start_offset, 0, False)
+        headers, _, error = batch.scan_batches(
+            records, 0, -1, True, config.max_message_bytes if config.max_message_bytes >= 0 else -1)
+        if error:
+            raise RecordError(error, f"invalid record batch (error {error})")
+        if len(records) > config.segment_bytes:
+            raise RecordError(RECORD_LIST_TOO_LARGE,
+                              f"{len(records)} bytes do not fit in a segment of {config.segment_bytes} bytes")
+        now_ms = self._clock_ms()
+        producer_id = headers[0].producer_id
+        record_count = 0
+        offset_count = 0
+        max_timestamp = -1
+        for h in headers:
+            if h.attributes & (_TRANSACTIONAL_FLAG | _CONTROL_FLAG):
+                raise RecordError(INVALID_RECORD, "transactional and control batches are not supported")
+            if h.producer_id != producer_id or (producer_id >= 0 and h.producer_epoch != headers[0].producer_epoch):
+                raise RecordError(INVALID_RECORD, "batches of one produce request must share one producer")
+            if not config.log_append_time:
+                self._check_timestamp(h, now_ms)
+            record_count += h.records_count
+            offset_count += h.last_offset_delta + 1
+            max_timestamp = max(max_timestamp, h.max_timestamp)
+        log_append_time_ms = now_ms if config.log_append_time else -1
+        if log_append_time_ms >= 0:
+            max_timestamp = log_append_time_ms
+
+        psm = None
+        if producer_id >= 0:
+            if len(headers) != 1:
+                # Kafka accepts exactly one batch per partition from v3 producers.
+                raise RecordError(INVALID_RECORD, "an idempotent produce must carry exactly one batch")
+            psm = self._producer_state()
+            duplicate = self._psm_check(psm, headers[0])
+            if duplicate is not None:
+                first, last, timestamp = duplicate
+                return AppendResult(first, last, timestamp if log_append_time_ms >= 0 else -1,
+                                    state.log_start_offset, headers[0].records_count, True)
+
+        first_offset = state.log_end_offset
+        self._maybe_roll(len(records), max_timestamp, first_offset + offset_count - 1, now_ms)
+        active = self._segments[-1]
+        was_empty = active.size == 0
+        next_offset = batch.assign_offsets(records, headers, first_offset, leader_epoch, log_append_time_ms)
+        active.append(records, first_offset, headers, log_append_time_ms)
+        if was_empty:
+            first_ts = log_append_time_ms if log_append_time_ms >= 0 else headers[0].max_timestamp
+            state.first_batch_timestamp = first_ts
+        self._publish_active(active)
+        state.log_end_offset = next_offset
+        state.unflushed_messages += record_count
+        self._maybe_assign_epoch_start_offset(leader_epoch, first_offset)
+        if psm is not None:
+            h = headers[0]
+            psm.update(batch.read_header(records, h.position), first_offset, next_offset - 1, max_timestamp)
+        if (state.unflushed_messages >= config.flush_messages
+                or now_ms - state.last_flush_ms >= config.flush_ms):
+            self.flush()
+        return AppendResult(first_offset, next_offset - 1, log_append_time_ms, state.log_start_offset,
+                            record_count, False)
+
+    def _check_timestamp(self, h, now_ms: int) -> None:
+        limit = self.config.message_timestamp_difference_max_ms
+        if limit >= 2**63 - 1 or h.records_count == 0:
+            return
+        # Records are opaque here: the batch's first and max timestamps bound
+        # the record timestamps Kafka would check one by one.
+        for ts in (h.base_timestamp, h.max_timestamp):
+            if abs(ts - now_ms) > limit:
+                raise RecordError(INVALID_TIMESTAMP,
+                                  f"timestamp {ts} is more than {limit} ms away from the broker's time {now_ms}")
+
+    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int) -> None:
+        """Kafka's LogSegment.shouldRoll: size, time, full index, or relative-offset overflow."""
+        active = self._segments[-1]
+        config = self.config
+        first_ts = self.state.first_batch_timestamp
+        # Kafka's timeWaitedForRoll: the incoming batch's timestamp minus the
+        # segment's first batch timestamp, else wall time since creation.
+        waited_ms = max_timestamp - first_ts if first_ts >= 0 else now_ms - self._created_ms
+        reached_roll_ms = waited_ms > config.segment_ms - self._roll_jitter_ms(active.base_offset)
+        if (active.size > config.segment_bytes - messages_size
+                or (active.size > 0 and reached_roll_ms)
+                or active.offset_index.is_full
+                or active.time_index.is_full
+                or not active.can_convert_to_relative_offset(max_offset)):
+            if active.size == 0:
+                # A relative-offset overflow in an empty segment cannot be fixed by rolling.
+                return
+            self._roll(self.state.log_end_offset)
+
+    def _roll_jitter_ms(self, base_offset: int) -> int:
+        jitter = self.config.segment_jitter_ms
+        if jitter <= 0:
+            return 0
+        return (hash((self.topic, self.partition, base_offset)) & 0x7FFFFFFF) % min(jitter, self.config.segment_ms)
+
+    # ------------------------------------------------------------------ roll
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at log_end_offset (no-op if the active one is empty there)."""
+        self._sync()
+        return self._roll(self.state.log_end_offset)
+
+    def _roll(self, new_offset: int) -> LogSegment:
+        state = self.state
+        active = self._segments[-1]
+        if active.base_offset == new_offset and active.size == 0:
+            return active
+        if new_offset < active.base_offset:
+            raise StorageError(f"{self.dir}: cannot roll to {new_offset} below active segment {active.base_offset}")
+        psm = self._producer_state()
+        psm.catch_up(state.log_end_offset, self._read_headers_from)
+        psm.take_snapshot(new_offset)
+        active.on_become_inactive()
+        segment = self._open_segment(new_offset, create=True)
+        self._segments.append(segment)
+        self._bases.append(new_offset)
+        self._created_ms = self._clock_ms()
+        state.first_batch_timestamp = -1
+        self._publish_active(segment)
+        self._bump_generation()
+        # The rolled segment is flushed by LogManager.flush_dirty_logs (Kafka
+        # schedules that flush asynchronously too): an fsync of up to
+        # segment.bytes (1 GiB) of dirty pages would stall this produce.
+        return segment
+
+    # ------------------------------------------------------------------ read
+
+    def _floor_index(self, offset: int) -> int:
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchData:
+        """Kafka's UnifiedLog.read: the file region to send for a fetch at ``fetch_offset``.
+
+        ``max_offset`` (the high watermark for consumers, log_end_offset for
+        followers; None means log_end_offset): batches whose last offset is
+        >= max_offset are not returned.  The region starts at the batch that
+        contains ``fetch_offset`` and stays inside one segment.
+        """
+        self._sync()
+        state = self.state
+        log_end_offset = state.log_end_offset
+        if fetch_offset < state.log_start_offset or fetch_offset > log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {fetch_offset} outside [{state.log_start_offset}, {log_end_offset}] of {self.dir}")
+        if max_offset is None or max_offset > log_end_offset:
+            max_offset = log_end_offset
+        if fetch_offset >= max_offset:
+            return FetchData([], 0)
+        max_segment_index, max_position = len(self._segments), None
+        if max_offset < log_end_offset:
+            max_segment_index = self._floor_index(max_offset)
+            found = self._segments[max_segment_index].translate_offset(max_offset)
+            max_position = found[0] if found is not None else self._segments[max_segment_index].size
+        i = max(0, self._floor_index(fetch_offset))
+        while i < len(self._segments) and i <= max_segment_index:
+            segment = self._segments[i]
+            limit = max_position if i == max_segment_index and max_position is not None else segment.size
+            result = segment.read(fetch_offset, max_bytes, limit, min_one_batch)
+            if result is not None:
+                position, length = result
+                if length <= 0:
+                    return FetchData([], 0)
+                return FetchData([FileRegion(segment.path, segment.inode, position, length)], length)
+            i += 1
+        return FetchData([], 0)
+
+    def _read_headers_from(self, offset: int):
+        """Headers (absolute offsets, file positions) of every batch whose last offset >= ``offset``,
+        in order; what the ProducerStateManager reads to catch up."""
+        i = max(0, self._floor_index(offset))
+        for segment in self._segments[i:]:
+            found = segment.translate_offset(offset)
+            if found is None:
+                continue
+            yield from segment.headers(found[0])
+
+    def read_batch_headers(self, start_offset: int, end_offset: int | None = None):
+        """Headers of the batches overlapping [start_offset, end_offset); for tools and tests."""
+        self._sync()
+        out = []
+        for h in self._read_headers_from(start_offset):
+            if end_offset is not None and h.base_offset >= end_offset:
+                break
+            out.append(h)
+        return out
+
+    # ------------------------------------------------------------------ timestamps
+
+    def offset_for_timestamp(self, timestamp: int):
+        """Kafka's fetchOffsetByTimestamp: (offset, timestamp) or None.
+
+        -2 (earliest): (log_start_offset, -1); -1 (latest): (log_end_offset, -1);
+        -3 (max timestamp): ``max_timestamp_offset()``.  Otherwise the first
+        segment whose largest timestamp >= ``timestamp``, then the first batch
+        in it whose max timestamp >= ``timestamp``: its base offset (records
+        are opaque here, so never a later offset than Kafka's record-level
+        answer) and the batch's max timestamp.
+        """
+        self._sync()
+        state = self.state
+        if timestamp == EARLIEST_TIMESTAMP:
+            return state.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return state.log_end_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            return self.max_timestamp_offset()
+        for segment in self._segments:
+            if segment.largest_timestamp() >= timestamp and segment.max_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, state.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self):
+        """(offset, timestamp) of the batch with the highest timestamp (its last offset), or (-1, -1)."""
+        self._sync()
+        best_ts, best_offset = -1, -1
+        start = self.state.log_start_offset
+        for segment in self._segments:
+            segment.load_max_timestamp()
+            if segment.max_timestamp > best_ts and segment.offset_of_max_timestamp >= start:
+                best_ts, best_offset = segment.max_timestamp, segment.offset_of_max_timestamp
+        return best_offset, best_ts
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_retention_segments(self, now_ms: int | None = None) -> int:
+        """Kafka's deleteOldSegments for cleanup.policy=delete; returns how many segments went.
+
+        Three passes, Kafka's order: segments wholly below log_start_offset,
+        then retention.bytes, then retention.ms (by each segment's largest
+        timestamp).  A segment is never deleted if it reaches past the high
+        watermark (so log_start_offset never exceeds it), and an empty active
+        segment is kept; if every segment must go, the log rolls first so an
+        empty active segment remains.  log_start_offset moves up to the new
+        first segment.
+        """
+        self._sync()
+        if now_ms is None:
+            now_ms = self._clock_ms()
+        config = self.config
+        deleted = self._delete_segments_where(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.state.log_start_offset)
+        if "delete" not in config.cleanup_policy:
+            return deleted
+        if config.retention_bytes >= 0:
+            diff = sum(s.size for s in self._segments) - config.retention_bytes
+            if diff > 0:
+                remaining = [diff]
+
+                def over_size(seg, nxt):
+                    if remaining[0] - seg.size >= 0:
+                        remaining[0] -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments_where(over_size)
+        if config.retention_ms >= 0:
+            deleted += self._delete_segments_where(
+                lambda seg, nxt: now_ms - seg.largest_timestamp() > config.retention_ms)
+        return deleted
+
+    def _delete_segments_where(self, predicate) -> int:
+        state = self.state
+        deletable = []
+        for i, segment in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper_bound = nxt.base_offset if nxt is not None else state.log_end_offset
+            if upper_bound > state.high_watermark:
+                break
+            if nxt is None and segment.size == 0:
+                break
+            if not predicate(segment, nxt):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            self._roll(state.log_end_offset)
+        now_ms = self._clock_ms()
+        for segment in deletable:
+            self._segments.remove(segment)
+            logger.info("%s: deleting segment %d (%d bytes) by retention", self.dir, segment.base_offset, segment.size)
+            for path in segment.rename_deleted():
+                self.pending_deletions.append((path, now_ms))
+            self._rename_snapshot_deleted(segment.base_offset, now_ms)
+        self._bases = [s.base_offset for s in self._segments]
+        self._bump_generation()
+        new_start = self._segments[0].base_offset
+        if new_start > state.log_start_offset:
+            self._increment_log_start_offset(new_start)
+        return len(deletable)
+
+    def _rename_snapshot_deleted(self, base_offset: int, now_ms: int) -> None:
+        path = os.path.join(self.dir, segment_file_name(base_offset, SNAPSHOT_SUFFIX))
+        try:
+            os.rename(path, path + DELETED_SUFFIX)
+        except FileNotFoundError:
+            return
+        self.pending_deletions.append((path + DELETED_SUFFIX, now_ms))
+
+    def _increment_log_start_offset(self, new_start: int) -> None:
+        state = self.state
+        state.log_start_offset = new_start
+        if state.high_watermark < new_start:
+            state.high_watermark = new_start
+        if state.recovery_point < new_start:
+            state.recovery_point = new_start
+        epochs = self._epoch_entries()
+        trimmed = self._trim_epochs(epochs, new_start, state.log_end_offset)
+        if trimmed != epochs:
+            self._write_epochs(trimmed)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: raise log_start_offset to ``offset`` (<= high watermark); returns the new start.
+
+        Segments wholly below it go at the next retention pass, as in Kafka.
+        """
+        self._sync()
+        state = self.state
+        if offset > state.high_watermark or offset < 0:
+            raise OffsetOutOfRange(
+                f"cannot delete records up to {offset}: high watermark is {state.high_watermark}")
+        if offset > state.log_start_offset:
+            self._increment_log_start_offset(offset)
+        return state.log_start_offset
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch whose last offset >= ``offset`` (Kafka's truncateTo).
+
+        Returns False if there was nothing to remove.  A mid-batch ``offset``
+        removes that whole batch; log_end_offset becomes the end of what remains.
+        """
+        self._sync()
+        state = self.state
+        if offset < 0:
+            raise ValueError("cannot truncate to a negative offset")
+        if offset >= state.log_end_offset:
+            return False
+        if offset < self._segments[0].base_offset or offset < state.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        now_ms = self._clock_ms()
+        doomed = [s for s in self._segments if s.base_offset > offset]
+        for segment in doomed:
+            self._segments.remove(segment)
+            for path in segment.rename_deleted():
+                self.pending_deletions.append((path, now_ms))
+        self._bases = [s.base_offset for s in self._segments]
+        active = self._segments[-1]
+        if doomed:
+            # The surviving last segment was trimmed when it became inactive; it is active again.
+            active.resize_indexes(self.config.segment_index_bytes)
+            active.load_max_timestamp()
+            _, p = active.offset_index.lookup(active.offset_index.last_offset)
+            active.bytes_since_last_index_entry = active.size - p if active.offset_index.entries else active.size
+        active.truncate_to(offset)
+        log_end_offset = active.read_next_offset()
+        logger.info("%s: truncated to offset %d (log end offset now %d)", self.dir, offset, log_end_offset)
+        self._after_truncation(log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at ``new_offset`` (Kafka's truncateFullyAndStartAt)."""
+        self._sync()
+        state = self.state
+        now_ms = self._clock_ms()
+        for segment in self._segments:
+            for path in segment.rename_deleted():
+                self.pending_deletions.append((path, now_ms))
+        segment = self._open_segment(new_offset, create=True)
+        self._segments, self._bases = [segment], [new_offset]
+        state.log_start_offset = new_offset
+        self._write_epochs([])
+        self._after_truncation(new_offset)
+        state.high_watermark = new_offset
+        state.recovery_point = new_offset
+
+    def _after_truncation(self, log_end_offset: int) -> None:
+        state = self.state
+        active = self._segments[-1]
+        state.log_end_offset = log_end_offset
+        state.high_watermark = min(max(state.high_watermark, state.log_start_offset), log_end_offset)
+        state.recovery_point = min(state.recovery_point, log_end_offset)
+        state.first_batch_timestamp = active.first_batch_max_timestamp() if active.size else -1
+        self._created_ms = self._clock_ms()
+        self._publish_active(active)
+        self._bump_generation()
+        epochs = self._epoch_entries()
+        trimmed = self._trim_epochs(epochs, state.log_start_offset, log_end_offset)
+        if trimmed != epochs:
+            self._write_epochs(trimmed)
+        self._producer_state().truncate(state.log_start_offset, log_end_offset)
+
+    # ------------------------------------------------------------------ producer state
+
+    def _producer_state(self):
+        if self._psm is None:
+            self._psm = self._psm_factory(self.dir)
+            self._psm.load(self.state.log_end_offset, self._read_headers_from)
+        return self._psm
+
+    def _psm_check(self, psm, header):
+        from kafkapy.storage.producer_state import ProducerStateError
+        psm.catch_up(self.state.log_end_offset, self._read_headers_from)
+        try:
+            return psm.check(header)
+        except ProducerStateError as e:
+            raise RecordError(e.error_code, str(e)) from None
+
+    # ------------------------------------------------------------------ leader epochs
+
+    def _epoch_path(self) -> str:
+        return os.path.join(self.dir, checkpoints.LEADER_EPOCH_CHECKPOINT)
+
+    def _epoch_entries(self) -> list[tuple[int, int]]:
+        if self._epoch_cache is None:
+            self._epoch_cache = checkpoints.read_leader_epoch_checkpoint(self._epoch_path())
+        return self._epoch_cache
+
+    def _write_epochs(self, entries: list[tuple[int, int]]) -> None:
+        checkpoints.write_leader_epoch_checkpoint(self._epoch_path(), entries, fsync=self._fsync is os.fsync)
+        self._epoch_cache = list(entries)
+
+    @staticmethod
+    def _trim_epochs(entries, log_start_offset: int, log_end_offset: int) -> list[tuple[int, int]]:
+        """Kafka's truncateFromEnd(LEO) then truncateFromStart(log start): entries starting at or
+        past the end go; entries wholly before the start go, the last of them moved up to it."""
+        kept = [(e, o) for e, o in entries if o < log_end_offset]
+        first_after = 0
+        while first_after < len(kept) and kept[first_after][1] <= log_start_offset:
+            first_after += 1
+        if first_after > 0:
+            epoch, _ = kept[first_after - 1]
+            kept = [(epoch, log_start_offset)] + kept[first_after:]
+        return kept
+
+    def _maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        if leader_epoch < 0:
+            return
+        entries = self._epoch_entries()
+        if entries and entries[-1][0] >= leader_epoch:
+            return
+        # Another process may have written the file since we cached it.
+        self._epoch_cache = None
+        entries = self._epoch_entries()
+        if entries and entries[-1][0] >= leader_epoch:
+            return
+        self._write_epochs(entries + [(leader_epoch, start_offset)])
+
+    def leader_epoch_entries(self) -> list[tuple[int, int]]:
+        self._sync()
+        self._epoch_cache = None
+        return list(self._epoch_entries())
+
+    def latest_epoch(self) -> int:
+        entries = self.leader_epoch_entries()
+        return entries[-1][0] if entries else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), or (-1, -1)."""
+        entries = self.leader_epoch_entries()
+        for i in range(len(entries) - 1, -1, -1):
+            e, _ = entries[i]
+            if e <= epoch:
+                end = entries[i + 1][1] if i + 1 < len(entries) else self.state.log_end_offset
+                return e, end
+        return -1, -1
+
+    # ------------------------------------------------------------------ flush / close / delete
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery_point, up_to_offset) and the directory;
+        recovery_point becomes ``up_to_offset`` (default log_end_offset)."""
+        self._sync()
+        state = self.state
+        if up_to_offset is None:
+            up_to_offset = state.log_end_offset
+        up_to_offset = min(up_to_offset, state.log_end_offset)
+        flush_all = up_to_offset == state.log_end_offset
+        if up_to_offset > state.recovery_point or (flush_all and state.unflushed_messages):
+            first = max(0, self._floor_index(state.recovery_point))
+            for segment in self._segments[first:]:
+                if segment.base_offset >= up_to_offset and not flush_all:
+                    break
+                segment.flush(self._fsync)
+            if self._fsync is os.fsync:
+                checkpoints.fsync_dir(self.dir)
+            state.recovery_point = max(state.recovery_point, up_to_offset)
+        if flush_all:
+            state.unflushed_messages = 0
+        state.last_flush_ms = self._clock_ms()
+
+    def release(self) -> None:
+        """Drop this process's handles without touching the files (a worker letting go)."""
+        if not self.closed:
+            self._close_segments()
+            self._psm = None
+            self.closed = True
+
+    def close(self) -> None:
+        """Kafka's close: producer snapshot at log_end_offset, final time-index entry, trimmed
+        index files.  Other processes reload (generation bump) and re-extend the indexes.
+
+        Takes the partition lock itself (it is re-entrant).  If the partition
+        was deleted meanwhile (directory gone or holding another topic id),
+        only this process's handles are dropped: the slot may already belong
+        to another partition.
+        """
+        if self.closed:
+            return
+        with self.state.lock():
+            try:
+                if not self._still_ours():
+                    return
+                self._sync()
+                state = self.state
+                psm = self._producer_state()
+                psm.catch_up(state.log_end_offset, self._read_headers_from)
+                psm.take_snapshot(state.log_end_offset)
+                active = self._segments[-1]
+                active.on_become_inactive()
+                self._publish_active(active)
+                self._bump_generation()
+            finally:
+                self.release()
+
+    def _still_ours(self) -> bool:
+        if not os.path.isdir(self.dir):
+            return False
+        if self.topic_id is not None:
+            try:
+                if checkpoints.read_partition_metadata(self.dir) not in (None, self.topic_id):
+                    return False
+            except checkpoints.CheckpointError:
+                return False
+        return self.state.generation >= 1
+
+    def delete(self) -> str:
+        """Rename the directory to ``<topic>-<partition>.<uuid-hex>-delete`` (removed later); returns the new path."""
+        if not self.closed:
+            self._sync()
+            self._bump_generation()
+            self.release()
+        parent = os.path.dirname(os.path.abspath(self.dir))
+        target = os.path.join(
+            parent, f"{partition_dir_name(self.topic, self.partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.rename(self.dir, target)
+        if self._fsync is os.fsync:
+            checkpoints.fsync_dir(parent)
+        return target
+
+    def __repr__(self) -> str:
+        return f"Log({self.dir!r})"

@@ -1,0 +1,354 @@
+"""LogManager: the broker's log directories and the logs in them.
+
+Per log dir (Kafka's layout): ``meta.properties``, ``.kafka_cleanshutdown``,
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``replication-offset-checkpoint`` (high watermarks), and one
+``<topic>-<partition>`` directory per log.  Deleted partitions are renamed
+``<topic>-<partition>.<uuid-hex>-delete`` and removed after
+``file.delete.delay.ms``; segment files renamed ``*.deleted`` likewise.
+
+Ownership: a LogManager object belongs to one process.  The supervisor's
+instance loads and recovers every log before forking, then runs the periodic
+maintenance (retention, flush, checkpoints) and the shutdown; a forked worker
+inherits a copy and uses it only to attach/create/delete logs.  Each Log
+method takes the partition lock itself here (the locks are re-entrant), so
+maintenance never races a worker's append.  The manager's own dicts are not
+shared between processes: a log created by a worker is maintained by the
+supervisor only once the supervisor attaches it too.
+"""
+
+import logging
+import os
+import shutil
+import uuid
+
+from kafkapy.storage import checkpoints
+from kafkapy.storage.config import LogConfig
+from kafkapy.storage.errors import InconsistentClusterId
+from kafkapy.storage.log import DELETE_DIR_SUFFIX, Log, parse_partition_dir_name, partition_dir_name
+from kafkapy.storage.segment import DELETED_SUFFIX
+
+logger = logging.getLogger("kafkapy.storage")
+
+
+def _new_cluster_id() -> str:
+    # Kafka's Uuid.randomUuid().toString(): base64url of 16 random bytes, no padding.
+    return checkpoints.topic_id_to_str(uuid.uuid4().bytes)
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig, broker_id: int,
+                 cluster_id: str | None = None, *, fsync=os.fsync, clock_ms=None):
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self.broker_id = broker_id
+        self._fsync = fsync
+        self._clock_ms = clock_ms
+        self.logs: dict[tuple[str, int], Log] = {}
+        # path -> time it was first seen renamed (.deleted file or -delete dir)
+        self._pending_deletes: dict[str, int] = {}
+        self.cluster_id = self._check_meta_properties(cluster_id)
+
+    # ------------------------------------------------------------------ meta.properties
+
+    def _check_meta_properties(self, cluster_id: str | None) -> str:
+        """Every dir must agree on cluster.id and broker.id (Kafka refuses to start otherwise);
+        dirs without meta.properties get one."""
+        found_cluster = None
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            props = checkpoints.read_meta_properties(d)
+            if props is None:
+                continue
+            if props.get("version", "0") != "0":
+                raise InconsistentClusterId(f"{d}: unsupported meta.properties version {props.get('version')}")
+            dir_broker = props.get("broker.id")
+            if dir_broker is not None and self.broker_id >= 0 and int(dir_broker) != self.broker_id:
+                raise InconsistentClusterId(
+                    f"{d}: meta.properties has broker.id {dir_broker}, configured broker.id is {self.broker_id}")
+            dir_cluster = props.get("cluster.id")
+            if dir_cluster:
+                if found_cluster is not None and dir_cluster != found_cluster:
+                    raise InconsistentClusterId(f"{d}: cluster.id {dir_cluster} differs from {found_cluster}")
+                found_cluster = dir_cluster
+        if cluster_id is not None and found_cluster is not None and cluster_id != found_cluster:
+            raise InconsistentClusterId(f"log dirs belong to cluster {found_cluster}, not {cluster_id}")
+        cluster_id = cluster_id or found_cluster or _new_cluster_id()
+        for d in self.log_dirs:
+            if checkpoints.read_meta_properties(d) is None:
+                checkpoints.write_meta_properties(d, self.broker_id, cluster_id, fsync=self._durable)
+        return cluster_id
+
+    @property
+    def _durable(self) -> bool:
+        return self._fsync is os.fsync
+
+    def _log_kwargs(self) -> dict:
+        kw = {"fsync": self._fsync}
+        if self._clock_ms is not None:
+            kw["clock_ms"] = self._clock_ms
+        return kw
+
+    # ------------------------------------------------------------------ loading
+
+    def load_logs(self, state_factory, topic_configs: dict | None = None) -> dict[tuple[str, int], Log]:
+        """Start-up: open every partition directory, recovering it if the broker did not shut down cleanly.
+
+        ``state_factory()`` returns a fresh PartitionState, or ``(slot, state)``;
+        the slot is kept as ``log.state_slot``.  ``topic_configs`` maps topic
+        -> LogConfig (others get the default).  Leftover ``-delete`` dirs and
+        ``.deleted`` files are removed; the clean-shutdown marker is deleted
+        once every log is loaded, so a crash from here on means recovery.
+        """
+        topic_configs = topic_configs or {}
+        for d in self.log_dirs:
+            clean = checkpoints.has_clean_shutdown_marker(d)
+            recovery_points = self._read_checkpoint(d, checkpoints.RECOVERY_POINT_CHECKPOINT)
+            log_starts = self._read_checkpoint(d, checkpoints.LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = self._read_checkpoint(d, checkpoints.REPLICATION_OFFSET_CHECKPOINT)
+            if not clean:
+                logger.warning("%s: no clean shutdown marker; recovering logs from their recovery points", d)
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    logger.info("removing partition dir %s deleted before the restart", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                parsed = parse_partition_dir_name(name)
+                if parsed is None:
+                    continue
+                topic, partition = parsed
+                if (topic, partition) in self.logs:
+                    raise InconsistentClusterId(f"partition {topic}-{partition} exists in two log dirs")
+                key = (topic, partition)
+                slot, state = self._make_state(state_factory)
+                log = Log.open(
+                    path, topic, partition, topic_configs.get(topic, self.default_config), state, None,
+                    had_clean_shutdown=clean, recovery_point=recovery_points.get(key, 0),
+                    log_start_offset=log_starts.get(key), high_watermark=high_watermarks.get(key),
+                    **self._log_kwargs())
+                log.state_slot = slot
+                self.logs[key] = log
+            checkpoints.remove_clean_shutdown_marker(d)
+        return dict(self.logs)
+
+    @staticmethod
+    def _make_state(state_factory):
+        made = state_factory()
+        if isinstance(made, tuple):
+            return made
+        return getattr(made, "index", None), made
+
+    def _read_checkpoint(self, log_dir: str, name: str) -> dict:
+        path = os.path.join(log_dir, name)
+        try:
+            return checkpoints.read_offset_checkpoint(path)
+        except checkpoints.CheckpointError as e:
+            # Kafka treats a corrupt checkpoint as an I/O failure of the dir;
+            # starting from 0 (full recovery) is the safe fallback here.
+            logger.error("%s unreadable (%s); ignoring it", path, e)
+            return {}
+
+    # ------------------------------------------------------------------ create / attach / delete
+
+    def _dir_for_new_log(self) -> str:
+        """The log dir holding the fewest partitions (Kafka's nextLogDirs)."""
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self.log_dirs:
+            for name in os.listdir(d):
+                if parse_partition_dir_name(name) is not None and os.path.isdir(os.path.join(d, name)):
+                    counts[d] += 1
+        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def _find_dir(self, topic: str, partition: int) -> str | None:
+        name = partition_dir_name(topic, partition)
+        for d in self.log_dirs:
+            path = os.path.join(d, name)
+            if os.path.isdir(path):
+                return path
+        return None
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None, state,
+                   topic_id: bytes | None = None) -> Log:
+        """Create (or open, if its directory exists) a partition's log, filling the fresh ``state``."""
+        path = self._find_dir(topic, partition) or os.path.join(
+            self._dir_for_new_log(), partition_dir_name(topic, partition))
+        log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
+                       **self._log_kwargs())
+        log.state_slot = getattr(state, "index", None)
+        self.logs[(topic, partition)] = log
+        return log
+
+    def attach_log(self, topic: str, partition: int, config: LogConfig | None, state,
+                   topic_id: bytes | None = None) -> Log:
+        """This process's Log object for a partition whose ``state`` is already initialised."""
+        existing = self.logs.get((topic, partition))
+        if existing is not None and not existing.closed and existing.state is state and existing.owned_here():
+            return existing
+        path = self._find_dir(topic, partition)
+        if path is None:
+            path = os.path.join(self._dir_for_new_log(), partition_dir_name(topic, partition))
+        log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
+                       **self._log_kwargs())
+        log.state_slot = getattr(state, "index", None)
+        self.logs[(topic, partition)] = log
+        return log
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def delete_log(self, topic: str, partition: int) -> str | None:
+        """Rename the partition dir to ``<topic>-<partition>.<uuid>-delete``; removed by ``cleanup``
+        after file.delete.delay.ms.  Returns the new path (None if there was no such dir)."""
+        log = self.logs.pop((topic, partition), None)
+        if log is not None and os.path.isdir(log.dir):
+            with log.lock():
+                target = log.delete()
+        else:
+            if log is not None:
+                log.release()
+            path = self._find_dir(topic, partition)
+            if path is None:
+                return None
+            target = os.path.join(os.path.dirname(path),
+                                  f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            os.rename(path, target)
+            if self._durable:
+                checkpoints.fsync_dir(os.path.dirname(path))
+        self._pending_deletes[target] = self._now()
+        logger.info("deleted log %s-%d (renamed to %s)", topic, partition, target)
+        return target
+
+    # ------------------------------------------------------------------ maintenance
+
+    def _now(self) -> int:
+        if self._clock_ms is not None:
+            return self._clock_ms()
+        import time
+        return time.time_ns() // 1_000_000
+
+    def _live_logs(self):
+        for key, log in list(self.logs.items()):
+            if not log.closed:
+                yield key, log
+
+    def _logs_by_dir(self) -> dict[str, list[tuple[tuple[str, int], Log]]]:
+        by_dir = {d: [] for d in self.log_dirs}
+        for key, log in self._live_logs():
+            parent = os.path.dirname(os.path.abspath(log.dir))
+            by_dir.setdefault(parent, []).append((key, log))
+        return by_dir
+
+    def checkpoint_recovery_points(self) -> None:
+        for d, logs in self._logs_by_dir().items():
+            offsets = {}
+            for key, log in logs:
+                with log.lock():
+                    offsets[key] = log.recovery_point
+            checkpoints.write_offset_checkpoint(
+                os.path.join(d, checkpoints.RECOVERY_POINT_CHECKPOINT), offsets, fsync=self._durable)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Kafka writes only logs whose start offset is above their first segment's base offset."""
+        for d, logs in self._logs_by_dir().items():
+            offsets = {}
+            for key, log in logs:
+                with log.lock():
+                    segments = log.segments()
+                    if segments and log.log_start_offset > segments[0].base_offset:
+                        offsets[key] = log.log_start_offset
+            checkpoints.write_offset_checkpoint(
+                os.path.join(d, checkpoints.LOG_START_OFFSET_CHECKPOINT), offsets, fsync=self._durable)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint`` (Kafka's ReplicaManager writes it; here the dirs live)."""
+        for d, logs in self._logs_by_dir().items():
+            offsets = {}
+            for key, log in logs:
+                with log.lock():
+                    offsets[key] = log.high_watermark
+            checkpoints.write_offset_checkpoint(
+                os.path.join(d, checkpoints.REPLICATION_OFFSET_CHECKPOINT), offsets, fsync=self._durable)
+
+    def flush_dirty_logs(self, now_ms: int) -> int:
+        """Flush logs whose flush.ms elapsed, and the rolled segments of every log (Kafka flushes
+        those right after a roll, asynchronously).  Returns how many logs were flushed."""
+        flushed = 0
+        for _, log in self._live_logs():
+            with log.lock():
+                state = log.state
+                if now_ms - state.last_flush_ms >= log.config.flush_ms and state.unflushed_messages:
+                    log.flush()
+                    flushed += 1
+                elif state.recovery_point < state.active_base_offset:
+                    log.flush(state.active_base_offset)
+                    flushed += 1
+        return flushed
+
+    def cleanup(self, now_ms: int) -> int:
+        """Retention on every log, then removal of ``.deleted`` files and ``-delete`` dirs whose
+        file.delete.delay.ms has elapsed.  Returns how many segments retention deleted."""
+        deleted = 0
+        for key, log in self._live_logs():
+            try:
+                with log.lock():
+                    deleted += log.delete_retention_segments(now_ms)
+                    for path, at_ms in log.pending_deletions:
+                        self._pending_deletes.setdefault(path, at_ms)
+                    log.pending_deletions.clear()
+            except Exception:
+                logger.exception("retention of %s-%d failed", *key)
+        self._remove_expired_deletions(now_ms)
+        return deleted
+
+    def _delay_ms_for(self, path: str) -> int:
+        name = os.path.basename(os.path.dirname(path)) if path.endswith(DELETED_SUFFIX) else ""
+        parsed = parse_partition_dir_name(name) if name else None
+        if parsed is not None and parsed in self.logs:
+            return self.logs[parsed].config.file_delete_delay_ms
+        return self.default_config.file_delete_delay_ms
+
+    def _remove_expired_deletions(self, now_ms: int) -> None:
+        # Files renamed by other processes (a worker's truncation) are found by
+        # scanning; their delay counts from when this scan first sees them.
+        for d in self.log_dirs:
+            for name in os.listdir(d):
+                path = os.path.join(d, name)
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    self._pending_deletes.setdefault(path, now_ms)
+                elif parse_partition_dir_name(name) is not None and os.path.isdir(path):
+                    for f in os.listdir(path):
+                        if f.endswith(DELETED_SUFFIX):
+                            self._pending_deletes.setdefault(os.path.join(path, f), now_ms)
+        for path, at_ms in list(self._pending_deletes.items()):
+            if now_ms - at_ms < self._delay_ms_for(path):
+                continue
+            try:
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+                logger.info("removed %s", path)
+            except FileNotFoundError:
+                pass
+            del self._pending_deletes[path]
+
+    def pending_deletions(self) -> list[str]:
+        return sorted(self._pending_deletes)
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        for key, log in self._live_logs():
+            with log.lock():
+                log.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        for key, log in self._live_logs():
+            log.close()
+        for d in self.log_dirs:
+            checkpoints.write_clean_shutdown_marker(d, fsync=self._durable)
