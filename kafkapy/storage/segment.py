@@ -76,7 +76,8 @@ def iter_headers(fd: int, start: int, end: int):
 
 class LogSegment:
     def __init__(self, dir_path: str, base_offset: int, fd: int, size: int,
-                 offset_index: OffsetIndex, time_index: TimeIndex, index_interval_bytes: int):
+                 offset_index: OffsetIndex, time_index: TimeIndex, index_interval_bytes: int,
+                 max_index_size: int):
         self.dir = dir_path
         self.base_offset = base_offset
         self.path = os.path.join(dir_path, segment_file_name(base_offset, LOG_SUFFIX))
@@ -86,6 +87,7 @@ class LogSegment:
         self.offset_index = offset_index
         self.time_index = time_index
         self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
         self.bytes_since_last_index_entry = 0
         # Max batch timestamp in the segment and the last offset of that batch
         # (Kafka's maxTimestampAndOffsetSoFar); -1/-1 until known.
@@ -120,7 +122,8 @@ class LogSegment:
                 size = os.fstat(fd).st_size
             offset_index = OffsetIndex(index_path, base_offset, max_index_size, index_entries)
             time_index = TimeIndex(time_path, base_offset, max_index_size, time_index_entries)
-            return cls(dir_path, base_offset, fd, size, offset_index, time_index, index_interval_bytes)
+            return cls(dir_path, base_offset, fd, size, offset_index, time_index, index_interval_bytes,
+                       max_index_size)
         except BaseException:
             for index in (offset_index, time_index):
                 if index is not None:
@@ -272,8 +275,10 @@ class LogSegment:
         CRC, and it would otherwise resurrect old offsets.
         """
         file_size = os.fstat(self.fd).st_size
-        self.offset_index.reset()
-        self.time_index.reset()
+        # Kafka's index reset: no entries, full preallocated size for the rebuild.
+        for index in (self.offset_index, self.time_index):
+            index.reset()
+            index.resize(self.max_index_size)
         self.bytes_since_last_index_entry = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -295,12 +300,13 @@ class LogSegment:
                 break
             # A batch cut by the chunk end (not by a fault) is re-read next round.
             cut_by_chunk = error != 0 and position + len(chunk) < file_size
+            chunk_start = position
             for h in headers:
                 last_offset = h.base_offset + h.last_offset_delta
                 if h.base_offset < next_offset or not self.can_convert_to_relative_offset(last_offset):
                     bad = True
                     break
-                file_position = position + h.position
+                file_position = chunk_start + h.position
                 if h.max_timestamp > self.max_timestamp:
                     self.max_timestamp = h.max_timestamp
                     self.offset_of_max_timestamp = last_offset
@@ -315,6 +321,11 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, position)
         self.size = position
+        # As Kafka's recover does: a final time entry for the max timestamp,
+        # then trimmed indexes (Log re-extends the active segment's).
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         self._max_timestamp_loaded = True
         return truncated
 

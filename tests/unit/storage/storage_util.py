@@ -65,9 +65,9 @@ def read_bytes(log, fetch_offset, max_bytes=1 << 20, max_offset=None, min_one_ba
     return out
 
 
-def whole_batches(data: bytes):
+def whole_batches(data: bytes, verify_crc=True):
     """Headers of the whole batches in ``data`` (a trailing partial batch is dropped, as clients do)."""
-    headers, _, _ = batch.scan_batches(data, 0, -1, True, -1)
+    headers, _, _ = batch.scan_batches(data, 0, -1, verify_crc, -1)
     return headers
 
 
