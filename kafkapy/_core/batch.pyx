@@ -7,6 +7,8 @@ raw pointer is read, which is why Cython's own bounds checks are off.
 Functions hold no state; no buffer export outlives a call.
 """
 
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
 import crc32c as _crc32c_module
@@ -39,7 +41,6 @@ cdef enum:
     C_MAX_TIMESTAMP_AT = 35
 
 cdef object _crc32c = _crc32c_module.crc32c
-cdef object _tuple_new = tuple.__new__
 cdef object _BatchHeader = BatchHeader
 
 
@@ -72,25 +73,48 @@ cdef inline void _put_i64(unsigned char* p, int64_t v) noexcept nogil:
     _put_u32(p + 4, <uint32_t>u)
 
 
-cdef inline object _header_at(const unsigned char* p, Py_ssize_t position):
-    # tuple.__new__ on the namedtuple class skips its Python-level __new__,
-    # which costs about a microsecond per batch.
-    return _tuple_new(_BatchHeader, (
-        position,
-        _i64(p),
-        _i32(p + 8),
-        _i32(p + 12),
-        <signed char>p[16],
-        _u32(p + 17),
-        _i16(p + 21),
-        _i32(p + 23),
-        _i64(p + 27),
-        _i64(p + 35),
-        _i64(p + 43),
-        _i16(p + 51),
-        _i32(p + 53),
-        _i32(p + 57),
-    ))
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        pass
+    object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
+    object PyMemoryView_FromMemory(char* mem, Py_ssize_t size, int flags)
+    enum:
+        PyBUF_READ
+
+
+cdef inline object _crc_of(const unsigned char* start, Py_ssize_t length):
+    # A memoryview made straight over the bytes costs about half of slicing a
+    # memoryview of the whole buffer (~90 ns per batch).  It cannot outlive
+    # the caller's typed view: crc32c returns before we do and keeps nothing.
+    return _crc32c(PyMemoryView_FromMemory(<char*>start, length, PyBUF_READ))
+
+
+cdef inline void _set(object header, Py_ssize_t i, object value):
+    # PyTuple_SET_ITEM steals a reference; Cython does not add one for us.
+    Py_INCREF(value)
+    PyTuple_SET_ITEM(header, i, value)
+
+
+cdef object _header_at(const unsigned char* p, Py_ssize_t position):
+    # Allocate the namedtuple directly, as tuple.__new__ does for a subclass,
+    # but without building an intermediate tuple first: this halves the
+    # ~300 ns per batch that tuple.__new__(BatchHeader, (...)) cost.
+    cdef object header = PyType_GenericAlloc(<PyTypeObject*>_BatchHeader, 14)
+    _set(header, 0, position)
+    _set(header, 1, _i64(p))
+    _set(header, 2, _i32(p + 8))
+    _set(header, 3, _i32(p + 12))
+    _set(header, 4, <signed char>p[16])
+    _set(header, 5, _u32(p + 17))
+    _set(header, 6, _i16(p + 21))
+    _set(header, 7, _i32(p + 23))
+    _set(header, 8, _i64(p + 27))
+    _set(header, 9, _i64(p + 35))
+    _set(header, 10, _i64(p + 43))
+    _set(header, 11, _i16(p + 51))
+    _set(header, 12, _i32(p + 53))
+    _set(header, 13, _i32(p + 57))
+    return header
 
 
 def read_header(buf, Py_ssize_t position):
@@ -113,83 +137,71 @@ def scan_batches(buf, Py_ssize_t position=0, Py_ssize_t end=-1, bint verify_crc=
     cdef int32_t batch_length, records_count, last_offset_delta
     cdef const unsigned char* p
     cdef list headers = []
-    cdef object pyview
     if end < 0:
         end = size_of_buf
     if end > size_of_buf or position < 0 or position > end:
         raise ValueError(f"bad range position={position} end={end} for {size_of_buf} bytes")
-    if position == end:
-        return headers, position, NONE
-    pyview = memoryview(buf) if verify_crc else None
-    try:
-        while position < end:
-            remaining = end - position
-            if remaining < C_LOG_OVERHEAD:
-                return headers, position, CORRUPT_MESSAGE
-            p = &view[position]
-            batch_length = _i32(p + 8)
-            if batch_length < C_MIN_BATCH_LENGTH:
-                return headers, position, CORRUPT_MESSAGE
-            size = <Py_ssize_t>batch_length + C_LOG_OVERHEAD
-            if max_batch_size >= 0 and size > max_batch_size:
-                return headers, position, MESSAGE_TOO_LARGE
-            if size > remaining:
-                return headers, position, CORRUPT_MESSAGE
-            if p[C_MAGIC_AT] != 2:
-                return headers, position, INVALID_RECORD
-            if verify_crc and _crc32c(pyview[position + C_ATTRIBUTES_AT:position + size]) != _u32(p + C_CRC_AT):
-                return headers, position, CORRUPT_MESSAGE
-            if (_i16(p + C_ATTRIBUTES_AT) & 0x07) > 4:
-                return headers, position, CORRUPT_MESSAGE
-            # See batch_py: empty batches keep their old lastOffsetDelta.
-            records_count = _i32(p + 57)
-            last_offset_delta = _i32(p + 23)
-            if records_count < 0 or last_offset_delta < 0 or (
-                records_count > 0 and last_offset_delta != records_count - 1
-            ):
-                return headers, position, INVALID_RECORD
-            headers.append(_header_at(p, position))
-            position += size
-        return headers, position, NONE
-    finally:
-        if pyview is not None:
-            pyview.release()
+    while position < end:
+        remaining = end - position
+        if remaining < C_LOG_OVERHEAD:
+            return headers, position, CORRUPT_MESSAGE
+        p = &view[position]
+        batch_length = _i32(p + 8)
+        if batch_length < C_MIN_BATCH_LENGTH:
+            return headers, position, CORRUPT_MESSAGE
+        size = <Py_ssize_t>batch_length + C_LOG_OVERHEAD
+        if max_batch_size >= 0 and size > max_batch_size:
+            return headers, position, MESSAGE_TOO_LARGE
+        if size > remaining:
+            return headers, position, CORRUPT_MESSAGE
+        if p[C_MAGIC_AT] != 2:
+            return headers, position, INVALID_RECORD
+        if verify_crc and _crc_of(p + C_ATTRIBUTES_AT, size - C_ATTRIBUTES_AT) != _u32(p + C_CRC_AT):
+            return headers, position, CORRUPT_MESSAGE
+        if (_i16(p + C_ATTRIBUTES_AT) & 0x07) > 4:
+            return headers, position, CORRUPT_MESSAGE
+        # See batch_py: empty batches keep their old lastOffsetDelta.
+        records_count = _i32(p + 57)
+        last_offset_delta = _i32(p + 23)
+        if records_count < 0 or last_offset_delta < 0 or (
+            records_count > 0 and last_offset_delta != records_count - 1
+        ):
+            return headers, position, INVALID_RECORD
+        headers.append(_header_at(p, position))
+        position += size
+    return headers, position, NONE
 
 
 def assign_offsets(buf, headers, int64_t base_offset, int32_t partition_leader_epoch,
                    int64_t log_append_time_ms=-1):
     """Stamp offsets (and optionally LogAppendTime) in place; see batch_py.assign_offsets."""
-    cdef object pyview = memoryview(buf)
     cdef unsigned char[::1] view
     cdef unsigned char* p
     cdef Py_ssize_t size_of_buf, position, size
     cdef int64_t batch_length
     cdef int64_t next_offset = base_offset
     cdef int16_t attributes
-    cdef uint32_t crc
-    try:
-        if pyview.readonly:
+    with memoryview(buf) as probe:
+        # Same error as the twin rather than Cython's ValueError for bytes.
+        if probe.readonly:
             raise TypeError("assign_offsets needs a writable buffer")
-        view = buf
-        size_of_buf = view.shape[0]
-        for header in headers:
-            # position @0, batch_length @2, last_offset_delta @7 of a BatchHeader.
-            position = header[0]
-            batch_length = header[2]
-            size = <Py_ssize_t>(batch_length + C_LOG_OVERHEAD)
-            if position < 0 or batch_length < C_MIN_BATCH_LENGTH or position + size > size_of_buf:
-                raise ValueError(f"batch at {position} of {size} bytes is outside the buffer")
-            p = &view[position]
-            _put_i64(p, next_offset)
-            _put_u32(p + C_PLE_AT, <uint32_t>partition_leader_epoch)
-            if log_append_time_ms >= 0:
-                attributes = _i16(p + C_ATTRIBUTES_AT) | 0x08
-                p[C_ATTRIBUTES_AT] = <unsigned char>((<uint16_t>attributes) >> 8)
-                p[C_ATTRIBUTES_AT + 1] = <unsigned char>attributes
-                _put_i64(p + C_MAX_TIMESTAMP_AT, log_append_time_ms)
-                crc = _crc32c(pyview[position + C_ATTRIBUTES_AT:position + size])
-                _put_u32(p + C_CRC_AT, crc)
-            next_offset += <int64_t>header[7] + 1
-        return next_offset
-    finally:
-        pyview.release()
+    view = buf
+    size_of_buf = view.shape[0]
+    for header in headers:
+        # position @0, batch_length @2, last_offset_delta @7 of a BatchHeader.
+        position = header[0]
+        batch_length = header[2]
+        size = <Py_ssize_t>(batch_length + C_LOG_OVERHEAD)
+        if position < 0 or batch_length < C_MIN_BATCH_LENGTH or position + size > size_of_buf:
+            raise ValueError(f"batch at {position} of {size} bytes is outside the buffer")
+        p = &view[position]
+        _put_i64(p, next_offset)
+        _put_u32(p + C_PLE_AT, <uint32_t>partition_leader_epoch)
+        if log_append_time_ms >= 0:
+            attributes = _i16(p + C_ATTRIBUTES_AT) | 0x08
+            p[C_ATTRIBUTES_AT] = <unsigned char>((<uint16_t>attributes) >> 8)
+            p[C_ATTRIBUTES_AT + 1] = <unsigned char>attributes
+            _put_i64(p + C_MAX_TIMESTAMP_AT, log_append_time_ms)
+            _put_u32(p + C_CRC_AT, _crc_of(p + C_ATTRIBUTES_AT, size - C_ATTRIBUTES_AT))
+        next_offset += <int64_t>header[7] + 1
+    return next_offset
