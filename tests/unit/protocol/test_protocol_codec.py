@@ -391,3 +391,15 @@ def test_nullable_datetime_encodes_minus_one():
     data = encode_to_bytes(p)
     assert struct.pack(">q", -1) in data
     assert decode(PartitionProduceResponse, data)[0].log_append_time == -1
+
+
+@pytest.mark.parametrize("ms", [2**63 - 1, -(2**63), 0, -1, 4_480_250_522_178_387])
+def test_time_types_take_any_int64(ms):
+    # kio cannot represent these as timedelta/datetime exactly; our int
+    # domain can, and Kafka uses e.g. Long.MAX_VALUE-like sentinels.
+    from kio.schema.offset_commit.v2.request import OffsetCommitRequest
+
+    req = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=1, member_id="m", retention_time=ms, topics=())
+    data = encode_to_bytes(req)
+    assert struct.pack(">q", ms) in data
+    assert decode(OffsetCommitRequest, data)[0].retention_time == ms

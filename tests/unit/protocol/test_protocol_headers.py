@@ -1,0 +1,134 @@
+"""Request/response header codecs and error codes."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+
+import pytest
+from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
+from kio.schema.request_header.v2.header import RequestHeader
+
+from kafkapy._core.types import FileRegion
+from kafkapy.protocol import (
+    DecodeError,
+    ErrorCode,
+    KafkaError,
+    RecordsRegions,
+    decode,
+    encode_response,
+    encode_to_bytes,
+    read_request_header,
+    skip_tagged_fields,
+)
+
+
+def request_v1(api_key, version, correlation_id, client_id: bytes | None) -> bytes:
+    cid = b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id)) + client_id
+    return struct.pack(">hhi", api_key, version, correlation_id) + cid
+
+
+def test_read_request_header_v1():
+    buf = request_v1(3, 12, 42, b"rdkafka") + b"BODY"
+    h = read_request_header(memoryview(buf))
+    assert h == (3, 12, 42, "rdkafka", len(buf) - 4)
+    assert buf[h.offset :] == b"BODY"
+    assert read_request_header(request_v1(18, 0, -1, None)).client_id is None
+    assert read_request_header(request_v1(18, 0, 1, b"")).client_id == ""
+
+
+def test_read_request_header_v2_with_tags():
+    buf = request_v1(3, 12, 42, b"c") + b"\x02\x00\x01x\x05\x00" + b"BODY"
+    h = read_request_header(buf)
+    end = skip_tagged_fields(memoryview(buf), h.offset)
+    assert buf[end:] == b"BODY"
+    # Same as decoding kio's RequestHeader v2 with our codec.
+    header, end2 = decode(RequestHeader, buf)
+    assert end2 == end and header.client_id == "c" and header.correlation_id == 42
+
+
+@pytest.mark.parametrize(
+    "buf",
+    [
+        b"",
+        b"\x00\x03\x00\x0c\x00\x00",
+        request_v1(3, 12, 42, b"abc")[:-1],  # client id truncated
+        struct.pack(">hhih", 3, 12, 42, -2),  # negative length other than -1
+        request_v1(3, 12, 42, b"\xc3\x28"),  # invalid UTF-8
+    ],
+)
+def test_read_request_header_malformed(buf):
+    with pytest.raises(DecodeError):
+        read_request_header(buf)
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [b"", b"\x01", b"\x01\x00\x05ab", b"\xff\xff\xff\xff\x0f", b"\x01\x00\xff\xff\xff\xff\x0f", b"\x80\x80\x80\x80\x80"],
+)
+def test_skip_tagged_fields_malformed(tags):
+    with pytest.raises(DecodeError):
+        skip_tagged_fields(memoryview(tags), 0)
+
+
+def test_encode_response_v0_and_v1():
+    body = HeartbeatResponse(throttle_time=0, error_code=KioErrorCode.none)
+    body_bytes = encode_to_bytes(body)
+    v0 = encode_response(7, body, flexible_header=False)
+    assert v0 == [struct.pack(">ii", 4 + len(body_bytes), 7) + body_bytes]
+    v1 = encode_response(7, body, flexible_header=True)
+    assert v1 == [struct.pack(">ii", 5 + len(body_bytes), 7) + b"\x00" + body_bytes]
+
+
+def test_encode_response_api_versions_v0_header():
+    body = ApiVersionsResponseV0(error_code=KioErrorCode.unsupported_version, api_keys=(ApiVersionV0(api_key=18, min_version=0, max_version=4),))
+    (frame,) = encode_response(1, body, flexible_header=False)
+    size, corr = struct.unpack_from(">ii", frame)
+    assert size == len(frame) - 4 and corr == 1
+    assert frame[8:10] == b"\x00\x23"  # UNSUPPORTED_VERSION
+
+
+def test_encode_response_with_file_regions():
+    from kio.schema.fetch.v12.response import FetchResponse, FetchableTopicResponse, PartitionData
+
+    region = FileRegion("/data/t-0/00000000000000000000.log", 99, 0, 4096)
+    body = FetchResponse(
+        throttle_time=0, error_code=0, session_id=0,
+        responses=(FetchableTopicResponse(topic="t", partitions=(PartitionData(
+            partition_index=0, error_code=0, high_watermark=10, last_stable_offset=10,
+            log_start_offset=0, aborted_transactions=None, records=RecordsRegions([region], 4096)),)),),
+    )
+    parts = encode_response(5, body, flexible_header=True)
+    assert len(parts) == 3 and parts[1] is region
+    total = len(parts[0]) + 4096 + len(parts[2])
+    assert struct.unpack_from(">i", parts[0])[0] == total - 4
+
+
+def test_error_codes():
+    assert ErrorCode.NONE == 0
+    assert ErrorCode.UNKNOWN_SERVER_ERROR == -1
+    assert ErrorCode.OFFSET_OUT_OF_RANGE == 1
+    assert ErrorCode.CORRUPT_MESSAGE == 2
+    assert ErrorCode.UNKNOWN_TOPIC_OR_PARTITION == 3
+    assert ErrorCode.NOT_LEADER_OR_FOLLOWER == 6
+    assert ErrorCode.UNSUPPORTED_VERSION == 35
+    assert ErrorCode.MEMBER_ID_REQUIRED == 79
+    assert ErrorCode.INVALID_RECORD == 87
+    assert ErrorCode.TRANSACTION_ABORTABLE == 120
+    assert all(v in {int(e) for e in ErrorCode} for v in range(-1, 121))
+    # Same numbering as kio's copy of Kafka's Errors.
+    for e in KioErrorCode:
+        assert ErrorCode[e.name.upper()] == int(e)
+    assert ErrorCode.NOT_LEADER_OR_FOLLOWER.retriable and not ErrorCode.INVALID_REQUEST.retriable
+
+
+def test_kafka_error():
+    e = KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor 3 > 1 broker")
+    assert e.error_code is ErrorCode.INVALID_REPLICATION_FACTOR and "replication factor" in str(e)
+    assert KafkaError(39).error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert KafkaError(9999).error_code == 9999
+    again = pickle.loads(pickle.dumps(e))
+    assert again.error_code == e.error_code and again.message == e.message
