@@ -568,8 +568,20 @@ del _key
 # Listeners
 # ---------------------------------------------------------------------------
 
-# One listener: name (upper-case), host ("" = all interfaces), port.
-Endpoint = namedtuple("Endpoint", ("listener_name", "host", "port"))
+class Endpoint(namedtuple("Endpoint", ("listener_name", "host", "port"))):
+    """One listener: name (upper-case), host ("" = all interfaces), port."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        """Alias of ``listener_name`` (Kafka's ``EndPoint.listenerName``)."""
+        return self.listener_name
+
+    @property
+    def security_protocol(self) -> str:
+        # Only PLAINTEXT listeners get past validation.
+        return "PLAINTEXT"
 
 # NAME://host:port, with an IPv6 host in brackets (Kafka's EndPoint regex).
 _LISTENER_RE = re.compile(r"\A(?P<name>[^:/]+)://(?:\[(?P<ip6>[0-9a-fA-F:.%]*)\]|(?P<host>[0-9A-Za-z\-%._]*)):(?P<port>-?[0-9]+)\Z")
