@@ -194,12 +194,19 @@ class Log:
         state = self.state
         self._remove_stray_files()
         bases = _segment_bases(self.dir)
+        # Without a clean shutdown every segment from the one holding the
+        # recovery point on is rebuilt anyway; its untrimmed, zero-filled
+        # index tail would only fail the sanity check noisily.
+        first_recovered = bases[max(0, bisect.bisect_right(bases, recovery_point) - 1)] \
+            if bases and not had_clean_shutdown else None
         segments = []
         try:
             for base in bases:
                 had_indexes = LogSegment.index_files_exist(self.dir, base)
                 segment = self._open_segment(base)
                 segments.append(segment)
+                if first_recovered is not None and base >= first_recovered:
+                    continue
                 problem = None if had_indexes else "missing index files"
                 if problem is None:
                     try:
@@ -813,6 +820,8 @@ class Log:
         state = self.state
         active = self._segments[-1]
         state.log_end_offset = log_end_offset
+        # Kafka keeps logStartOffset = min(target, logStartOffset): the start never passes the end.
+        state.log_start_offset = min(state.log_start_offset, log_end_offset)
         state.high_watermark = min(max(state.high_watermark, state.log_start_offset), log_end_offset)
         state.recovery_point = min(state.recovery_point, log_end_offset)
         state.first_batch_timestamp = active.first_batch_max_timestamp() if active.size else -1
