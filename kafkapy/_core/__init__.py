@@ -3,8 +3,8 @@
 Each compiled module (``batch``, ``index``) has a plain-Python twin
 (``batch_py``, ``index_py``) with the same API.  ``load(name)`` returns the
 compiled module unless ``KAFKAPY_NO_EXTENSIONS=1`` is set or it was not built,
-in which case the twin is returned.  ``EXTENSIONS_LOADED`` tells which happened;
-a guard test fails if the extensions should have been built but were not.
+in which case the twin is returned.  A guard test fails when
+``KAFKAPY_REQUIRE_EXTENSIONS=1`` and ``load`` fell back to a twin.
 """
 
 import importlib
