@@ -750,16 +750,18 @@ def _write_bytes(flexible: bool, nullable: bool, records: bool):
             return
         if records and type(value) is RecordsRegions:
             write_prefix(buf, value.size)
-            written = out.size
+            # A wrong size would desynchronise the client's parser for the
+            # rest of the connection, so it is checked, not trusted.
+            total = 0
             for part in value.parts:
                 if type(part) is FileRegion:
                     out.region(part)
+                    total += part.length
                 else:
                     buf += part
-            if out.size - written != value.size:
-                raise ValueError(
-                    f"RecordsRegions.size {value.size} != {out.size - written} bytes of parts"
-                )
+                    total += _bytes_len(part)
+            if total != value.size:
+                raise ValueError(f"RecordsRegions.size {value.size} != {total} bytes of parts")
             return
         write_prefix(buf, _bytes_len(value))
         buf += value
@@ -822,15 +824,37 @@ def _array_writer(spec: _FieldSpec, flexible: bool):
     if spec.kafka_type in _FIXED_CODES:
         code = _FIXED_CODES[spec.kafka_type]
         coerce = _coerce_fixed(spec.kafka_type)
-        pack = struct.pack
+        # One Struct packs the count prefix and all elements; arrays of
+        # broker ids (replicas, ISR) are written 3x per Metadata partition,
+        # and a cached packer halves their cost against formatting a struct
+        # format per call.  Cached for counts whose compact prefix is one
+        # byte (< 127 elements): bounded cache, covers real replica lists.
+        packers: dict[int, object] = {}
+        prefix_code = "B" if flexible else "i"
+
+        def packer_for(n):
+            packer = packers.get(n)
+            if packer is None:
+                packer = struct.Struct(">%s%d%s" % (prefix_code, n, code)).pack
+                if n < 127:
+                    packers[n] = packer
+            return packer
 
         def write_fixed_array(out, buf, items):
-            if write_count(buf, items):
-                fmt = ">%d%s" % (len(items), code)
-                try:
-                    buf += pack(fmt, *items)
-                except (struct.error, TypeError):
-                    buf += pack(fmt, *[coerce(v) for v in items])
+            if items is None:
+                write_count(buf, None)
+                return
+            n = len(items)
+            if flexible and n >= 127:
+                write_count(buf, items)
+                buf += struct.pack(">%d%s" % (n, code), *[coerce(v) for v in items])
+                return
+            pack = packer_for(n)
+            prefix = n + 1 if flexible else n
+            try:
+                buf += pack(prefix, *items)
+            except (struct.error, TypeError):
+                buf += pack(prefix, *[coerce(v) for v in items])
 
         return write_fixed_array
 
