@@ -179,7 +179,8 @@ class BrokerProcess:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1):
                     pass
                 admin = AdminClient({"bootstrap.servers": self.bootstrap,
-                                     "socket.timeout.ms": 2000})
+                                     "socket.timeout.ms": 2000,
+                                     "log_level": 3})
                 admin.list_topics(timeout=2)
                 self.remember_tree()
                 return
@@ -198,18 +199,26 @@ class BrokerProcess:
         self.remember_tree()
         return tree_cpu_seconds(self.pid)
 
-    def rss_bytes(self) -> int:
-        """Sum of VmRSS over the tree (shared pages counted once per process)."""
+    def pss_bytes(self) -> int:
+        """Proportional set size summed over the tree, in bytes.
+
+        PSS rather than RSS: kafkapy's 13 forked processes share the
+        interpreter and the shared request arena, and summing their RSS would
+        count those pages 13 times. Falls back to VmRSS without smaps_rollup.
+        """
         total = 0
         for pid in process_tree(self.pid):
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            total += int(line.split()[1]) * 1024
-                            break
-            except OSError:
-                continue
+            for path, key in ((f"/proc/{pid}/smaps_rollup", "Pss:"),
+                              (f"/proc/{pid}/status", "VmRSS:")):
+                try:
+                    with open(path) as f:
+                        value = next((int(line.split()[1]) for line in f
+                                      if line.startswith(key)), None)
+                except OSError:
+                    value = None
+                if value is not None:
+                    total += value * 1024
+                    break
         return total
 
     def log_tail(self, lines: int = 30) -> str:
