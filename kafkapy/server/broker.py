@@ -58,7 +58,7 @@ class Broker:
                 info = md.topics.get(key[0])
                 if info is None or info.topic_id != topic_id or key[1] >= info.num_partitions:
                     del self._logs[key]
-                    lg.close()
+                    lg.release()
         return md
 
     def partition(self, topic: str, partition: int):
@@ -142,7 +142,7 @@ class Broker:
                 slot = self.table.allocate()
                 info.slots.append(slot)
                 self.log_manager.create_log(name, p, config, self.table.slot(slot),
-                                            info.topic_id.bytes).close()
+                                            info.topic_id.bytes)
                 created.append(p)
             md.topics[name] = info
 
@@ -202,12 +202,21 @@ class Broker:
             self.table.set_counter(NEXT_PRODUCER_ID, producer_id + 1)
         return producer_id
 
+    def sync_logs(self) -> None:
+        """Open every partition of the metadata (the supervisor, which flushes,
+        checkpoints and applies retention to all of them)."""
+        md = self.metadata()
+        for name, info in md.topics.items():
+            for p in range(info.num_partitions):
+                self.partition(name, p)
+        for key in list(self.log_manager.logs):
+            if key not in self._logs:
+                self.log_manager.logs.pop(key).release()
+
     def close(self) -> None:
+        """Let go of this process's handles (workers); files are left as they are."""
         for lg, _slot, _tid in self._logs.values():
-            try:
-                lg.close()
-            except Exception:
-                log.exception("closing %s failed", lg)
+            lg.release()
         self._logs.clear()
 
 

@@ -199,9 +199,9 @@ class Supervisor:
                 return 1
             now = time.monotonic()
             try:
+                self.broker.sync_logs()
                 if now >= next_retention:
                     next_retention = now + retention_every
-                    self.broker.metadata()
                     self.log_manager.cleanup(int(time.time() * 1000))
                 if now >= next_flush:
                     next_flush = now + flush_every
