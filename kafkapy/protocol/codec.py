@@ -543,11 +543,19 @@ def _read_plan(cls) -> _ReadPlan:
     plan.flexible = flexible
     plan.tag_readers = {s.tag: (i, _field_reader(s, flexible)) for i, s in enumerate(tagged)}
     plan.tag_defaults = [_tagged_default_value(cls, s, flexible) for s in tagged]
-    plan.setters = [cls.__dict__[s.name].__set__ for s in plain + tagged]
+    plan.setters = [_slot_setter(cls, s.name) for s in plain + tagged]
     plan.min_size = min_size
     _READ_PLANS[cls] = plan
     plan.reader = _make_entity_reader(plan)
     return plan
+
+
+def _slot_setter(cls, name: str):
+    descriptor = cls.__dict__.get(name)
+    if hasattr(descriptor, "__set__"):
+        return descriptor.__set__  # slots: bypasses the frozen __setattr__
+    setattr_ = object.__setattr__
+    return lambda obj, value: setattr_(obj, name, value)
 
 
 def _field_min_size(spec: _FieldSpec, flexible: bool) -> int:
