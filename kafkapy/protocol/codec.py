@@ -609,9 +609,14 @@ def _make_entity_reader(plan: _ReadPlan):
             else:
                 append(value)
         if flexible:
-            tag_values = tag_defaults[:]
-            off = _read_tag_buffer(buf, off, tag_readers, tag_values)
-            values += tag_values
+            # Nearly every tag buffer is empty (a single 0 byte).
+            if buf[off] == 0:
+                off += 1
+                values += tag_defaults
+            else:
+                tag_values = tag_defaults[:]
+                off = _read_tag_buffer(buf, off, tag_readers, tag_values)
+                values += tag_values
         obj = new(cls)
         for setter, value in zip(setters, values):
             setter(obj, value)
