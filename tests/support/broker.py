@@ -34,8 +34,10 @@ BASE_CONFIG = REPO_ROOT / "config" / "server.properties"
 # children, which takes well under a second on this 2-core machine class; 30 s
 # leaves room for a loaded CI box without letting a hung broker stall the run.
 DEFAULT_START_TIMEOUT_S = 30.0
-# Bound on a clean SIGTERM shutdown (kafkapy.shutdown.timeout.ms is 30 s).
-DEFAULT_STOP_TIMEOUT_S = 30.0
+# Bound on a SIGTERM shutdown: the broker's own bound (kafkapy.shutdown.timeout.ms,
+# 30 s by default) plus this margin, so the broker's "did not stop in time"
+# handling runs and shows in its log before the harness gives up on it.
+STOP_MARGIN_S = 15.0
 # After the supervisor is gone, how long its children get to notice and exit.
 CHILD_EXIT_GRACE_S = 10.0
 # Lines of the broker log shown when it fails to start.
@@ -229,13 +231,25 @@ class BrokerProcess:
                                        f"log tail:\n{self.log_tail()}")
             time.sleep(0.05)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = DEFAULT_STOP_TIMEOUT_S) -> Optional[int]:
+    @property
+    def stop_timeout_s(self) -> float:
+        """The broker's shutdown bound (kafkapy.shutdown.timeout.ms) plus a margin."""
+        try:
+            shutdown_ms = int(self.props.get("kafkapy.shutdown.timeout.ms", "30000"))
+        except ValueError:
+            shutdown_ms = 30000
+        return shutdown_ms / 1000 + STOP_MARGIN_S
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: Optional[float] = None) -> Optional[int]:
         """Send ``sig`` to the broker and wait for it; returns its exit code.
 
-        If it is still running after ``timeout`` seconds it is SIGKILLed and
-        AssertionError is raised: a broker must shut down within its bound."""
+        If it is still running after ``timeout`` seconds (default
+        ``stop_timeout_s``) it is SIGKILLed and AssertionError is raised: a
+        broker must shut down within its bound."""
         if self.proc is None:
             return None
+        if timeout is None:
+            timeout = self.stop_timeout_s
         if self.proc.poll() is None:
             try:
                 os.kill(self.proc.pid, sig)
@@ -271,11 +285,11 @@ class BrokerProcess:
         if self.proc.poll() is None:
             try:
                 os.kill(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(DEFAULT_STOP_TIMEOUT_S)
+                self.proc.wait(self.stop_timeout_s)
             except ProcessLookupError:
                 pass
             except subprocess.TimeoutExpired:
-                self.leaked.append(f"broker pid {self.proc.pid} ignored SIGTERM for {DEFAULT_STOP_TIMEOUT_S} s")
+                self.leaked.append(f"broker pid {self.proc.pid} ignored SIGTERM for {self.stop_timeout_s} s")
                 self._kill_and_reap()
         self._reap_group()
 

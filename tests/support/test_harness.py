@@ -276,3 +276,31 @@ def test_broker_factory_fixture(broker_factory):
 
 def test_process_group_members_sees_own_group():
     assert any(pid == os.getpid() for pid, _, _ in process_group_members(os.getpgrp()))
+
+
+# ---------------------------------------------------------------- the real entry point
+
+
+def test_real_broker_start_stop_restart(broker):
+    """The harness against kafkapy-server-start: ready means ApiVersions answers;
+    SIGTERM exits 0 within the bound; a restart reuses port and log dirs."""
+    with RawClient.connect(broker.bootstrap) as client:
+        error_code, apis = client.api_versions()
+    assert error_code == 0 and any(api_key == 18 for api_key, _, _ in apis)
+    port, dirs = broker.port, broker.log_dirs
+    assert broker.stop() == 0
+    assert (dirs[0] / ".kafka_cleanshutdown").exists()
+    broker.restart()
+    assert (broker.port, broker.log_dirs) == (port, dirs)
+    with RawClient.connect(broker.bootstrap) as client:
+        assert client.api_versions()[0] == 0
+
+
+def test_real_broker_sigkill_leaves_no_children(broker):
+    """SIGKILL of the supervisor (a crash) must take its children with it
+    within the harness's grace period, and the broker must start again."""
+    pgid = broker.pgid
+    assert broker.kill() == -signal.SIGKILL
+    assert broker.leaked == [], "children outlived their SIGKILLed supervisor"
+    assert process_group_members(pgid) == []
+    broker.restart()
