@@ -17,7 +17,9 @@ Contract:
 """
 
 import logging
+import struct
 
+from kafkapy.protocol.codec import decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import CloseConnection, NoResponse, construct
 
@@ -56,3 +58,32 @@ def handle(ctx, request):
     if acks == 0:
         return CloseConnection if any_error else NoResponse
     return construct(ctx.response_class(), {"responses": topics, "throttle_time": 0})
+
+
+def reject_old_version(version: int, buf, offset: int) -> bytes:
+    """Answer Produce v0-v2 (message format v0/v1) with UNSUPPORTED_VERSION.
+
+    Their request body is v3's without the leading transactional id, so it is
+    decoded as v3 behind a null one (0xFFFF); the response is written by hand
+    because v0/v1 responses predate kio's schemas: per partition
+    (index, error, base_offset[, log_append_time v2]), then throttle_time (v1+).
+    Returns the response body; raises DecodeError on a malformed request.
+    """
+    from kafkapy.protocol.api import API_TABLE
+
+    body = b"\xff\xff" + bytes(buf[offset:])
+    request, _ = decode(API_TABLE[API_KEY].request_class(3), memoryview(body), 0)
+    if request.acks == 0:
+        return None
+    out = [struct.pack(">i", len(request.topic_data))]
+    for topic in request.topic_data:
+        name = topic.name.encode()
+        out.append(struct.pack(">h", len(name)) + name)
+        out.append(struct.pack(">i", len(topic.partition_data)))
+        for pdata in topic.partition_data:
+            out.append(struct.pack(">ihq", pdata.index, ErrorCode.UNSUPPORTED_VERSION, -1))
+            if version >= 2:
+                out.append(struct.pack(">q", -1))
+    if version >= 1:
+        out.append(struct.pack(">i", 0))
+    return b"".join(out)

@@ -40,7 +40,7 @@ _MAX_CACHED_FILES = 256
 class Connection:
     __slots__ = (
         "conn_id", "sock", "peer", "state", "header", "header_got", "size", "body",
-        "arena_off", "got", "out", "out_pos", "desc", "delay", "events",
+        "arena_off", "got", "out", "out_pos", "desc", "delay", "events", "last_active",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer):
@@ -59,6 +59,7 @@ class Connection:
         self.desc = None  # descriptor of the request being handled
         self.delay = None  # (deadline_ms, watched slots->hw) while a fetch waits
         self.events = 0
+        self.last_active = time.monotonic()
 
 
 class Processor:
@@ -95,6 +96,7 @@ class Processor:
         sel.register(self.responses.fileno(), selectors.EVENT_READ, "responses")
         sel.register(self.wake_pipe.read_fd, selectors.EVENT_READ, "wake")
         stop_deadline = None
+        next_idle_sweep = time.monotonic() + 1.0
         while True:
             if self.stopping:
                 if stop_deadline is None:
@@ -123,6 +125,10 @@ class Processor:
                         self._read(conn)
             self._retry_backlog()
             self._check_delayed(woken=False)
+            now = time.monotonic()
+            if now >= next_idle_sweep:
+                next_idle_sweep = now + 1.0
+                self._close_idle(now)
         for conn in list(self.conns.values()):
             self._close(conn)
 
@@ -134,6 +140,14 @@ class Processor:
             if conn.state in (_READ_HEADER,) and not conn.out:
                 self._close(conn)
 
+    def _close_idle(self, now: float) -> None:
+        """Kafka's connections.max.idle.ms: close connections with nothing in flight."""
+        limit = now - self.idle_ms / 1000.0
+        for conn in list(self.conns.values()):
+            if conn.last_active < limit and conn.state in (_READ_HEADER, _READ_BODY) and not conn.out:
+                log.debug("closing idle connection %s", conn.peer)
+                self._close(conn)
+
     def _timeout(self):
         if self.backlog or self.arena_waiters:
             return 0.002
@@ -143,7 +157,7 @@ class Processor:
             now = time.time() * 1000
             nearest = min(c.delay[0] for c in self.delayed.values())
             return max(0.0, (nearest - now) / 1000.0)
-        return 1.0
+        return 0.5
 
     # -- connections -----------------------------------------------------------
     def _on_new_fds(self):
@@ -208,6 +222,7 @@ class Processor:
     def _read(self, conn: Connection) -> None:
         """Read until a whole request is in, then hand it to the workers."""
         sock = conn.sock
+        conn.last_active = time.monotonic()
         try:
             if conn.state == _READ_HEADER:
                 n = sock.recv_into(memoryview(conn.header)[conn.header_got:])
@@ -350,6 +365,7 @@ class Processor:
 
     def _unmute(self, conn: Connection) -> None:
         conn.state = _READ_HEADER
+        conn.last_active = time.monotonic()
         if self.stopping:
             return self._close(conn)
         self._set_events(conn, selectors.EVENT_READ)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import struct
 import time
 
 from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
@@ -25,6 +26,7 @@ from kafkapy.server.handlers import (
     RequestContext,
     api_versions_response,
 )
+from kafkapy.server.handlers.produce import reject_old_version
 from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
 
 log = logging.getLogger("kafkapy.request")
@@ -53,6 +55,17 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
         # UNSUPPORTED_VERSION and its own range, so the client can downgrade.
         body = api_versions_response(0, ErrorCode.UNSUPPORTED_VERSION)
         return SEND, encode_response(header.correlation_id, body, False)
+    if spec.min_version <= version < spec.served_from:
+        # Advertised for old clients' feature detection, refused here: only
+        # Produce v0-v2 (message format v0/v1).
+        try:
+            body = reject_old_version(version, buf, header.offset)
+        except DecodeError:
+            return CLOSE, None
+        if body is None:
+            return NOREPLY, None
+        size = len(body) + 4
+        return SEND, [struct.pack(">ii", size, header.correlation_id) + body]
     if not spec.served_from <= version <= spec.max_version:
         log.info("closing connection: %s v%d is not supported", spec.name, version)
         return CLOSE, None
