@@ -17,6 +17,7 @@ and any descendants it saw, never processes found by name.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import shutil
@@ -141,6 +142,7 @@ class BrokerProcess:
         self.log_path = os.path.join(workdir, f"{name}.log")
         self.proc: subprocess.Popen | None = None
         self._known_pids: set[int] = set()
+        self._admin = None
 
     @property
     def pid(self) -> int:
@@ -160,14 +162,26 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def admin(self):
+        """The one AdminClient the driver uses for this broker (created lazily).
+
+        One per broker rather than one per call: librdkafka handles that are
+        not yet garbage-collected keep reconnecting (and logging) after the
+        broker is gone. stop() drops it.
+        """
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap,
+                                       "socket.timeout.ms": 2000,
+                                       "log_level": 3})
+        return self._admin
+
     def wait_ready(self, timeout_s: float = 30.0) -> None:
         """Block until the broker answers a Metadata request, or raise.
 
         A bare TCP connect is not enough: kafkapy's acceptor may listen before
         its workers are up, so a real request round trip is required.
         """
-        from confluent_kafka.admin import AdminClient
-
         deadline = time.monotonic() + timeout_s
         last_error: Exception | None = None
         while time.monotonic() < deadline:
@@ -178,10 +192,7 @@ class BrokerProcess:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1):
                     pass
-                admin = AdminClient({"bootstrap.servers": self.bootstrap,
-                                     "socket.timeout.ms": 2000,
-                                     "log_level": 3})
-                admin.list_topics(timeout=2)
+                self.admin().list_topics(timeout=2)
                 self.remember_tree()
                 return
             except Exception as exc:  # noqa: BLE001 - retried until the deadline
@@ -237,6 +248,9 @@ class BrokerProcess:
         Only PIDs this object spawned or saw as its descendants are signalled.
         Returns the broker's exit code (None if it never started).
         """
+        if self._admin is not None:
+            self._admin = None
+            gc.collect()
         if self.proc is None:
             return None
         if self.alive():

@@ -15,7 +15,8 @@ bounded wait), so the two brokers never compete for the 2 cores. Workloads:
       process timed, with the same linger/batch/compression settings.
 * consume: the 1 M x 100 B topic written by confluent-kafka (acks=1) read
   from the beginning by assignment (no group) with a confluent-kafka consumer
-  process (``_consume``) and with ``kcat -C -e -o beginning``.
+  process (``_consume``, fetch.queue.backoff.ms=10, see there) and with
+  ``kcat -C -e -o beginning``.
 
 Every workload gets a fresh topic (AdminClient.create_topics, 1 partition),
 a hard timeout, and a verification of the record count (high watermark, and
@@ -150,6 +151,13 @@ def loadgen_consume(args: dict) -> dict:
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
+        # librdkafka stops fetching once queued.min.messages (100000) records
+        # wait in its local queue and then backs off fetch.queue.backoff.ms,
+        # 1000 ms by default. The Python loop drains ~1 M records/s, slower
+        # than the fetcher fills, so with the default every 100k records cost
+        # a 1 s pause: measured 190k records/s against either broker, 830k/s
+        # with 10 ms.
+        "fetch.queue.backoff.ms": 10,
     })
     consumer.list_topics(args["topic"], timeout=10)
     print("READY", flush=True)
@@ -216,10 +224,9 @@ def _kill(proc: subprocess.Popen) -> None:
             pass
 
 
-def create_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+def create_topic(admin, topic: str, timeout_s: float = 30.0) -> None:
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     futures = admin.create_topics([NewTopic(topic, num_partitions=1,
                                             replication_factor=1)],
                                   operation_timeout=timeout_s)
@@ -402,7 +409,7 @@ def produce_workload(broker, client: str, env: dict | None, record_size: int,
                      timeout_s: float) -> dict:
     result = {"kind": "produce", "client": client, "record_size": record_size,
               "records": records, "acks": acks, "topic": topic}
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.admin(), topic)
     value_bytes = record_size * records
     if client == "confluent-kafka":
         gen, cpu_s = run_loadgen(broker, "_produce", {
@@ -510,7 +517,7 @@ def summarize_runs(runs: list[dict]) -> dict:
     summary["repeats"] = len(runs)
     summary["runs"] = [{k: r.get(k) for k in ("topic", "wall_s", "records_per_s",
                                               "mb_per_s", "broker_cpu_s",
-                                              "cpu_s_per_gb", "error")}
+                                              "cpu_s_per_gb", "loadavg_1m", "error")}
                        for r in runs]
     return summary
 
@@ -567,6 +574,8 @@ def run_broker(name: str, plan: list[dict], kcat_envs: dict, inputs: dict,
                 except Exception as exc:  # noqa: BLE001 - one failure must not end the run
                     res = {**w, "error": f"{type(exc).__name__}: {exc}"}
                 res["broker_pss_bytes"] = broker.pss_bytes() if broker.alive() else None
+                # Other work on the 2 cores skews a run; keep the evidence.
+                res["loadavg_1m"] = round(os.getloadavg()[0], 2)
                 if "error" in res:
                     res["broker_log_tail"] = broker.log_tail(15)
                     print(f"[{name}]   ERROR {res['error'][:300]}", file=sys.stderr)
