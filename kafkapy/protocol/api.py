@@ -55,6 +55,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(1, "Fetch", "fetch", 4, 12),
         _spec(2, "ListOffsets", "list_offsets", 1, 7),
         _spec(3, "Metadata", "metadata", 0, 12),
+        _spec(10, "FindCoordinator", "find_coordinator", 0, 4),
         _spec(18, "ApiVersions", "api_versions", 0, 4),
         _spec(19, "CreateTopics", "create_topics", 2, 7),
         _spec(20, "DeleteTopics", "delete_topics", 1, 6),

@@ -19,7 +19,14 @@ import uuid
 
 from kafkapy.coordination.embedded import PRODUCER_ID_BLOCK, EmbeddedMetadataStore, TopicInfo
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.config import InvalidConfigError, log_config_for, topic_config_values, validate_topic_configs
+from kafkapy.server.config import (
+    TOPIC_CONFIGS,
+    InvalidConfigError,
+    format_value,
+    log_config_for,
+    topic_config_values,
+    validate_topic_configs,
+)
 from kafkapy.server.topics import TopicError, check_topic_name
 from kafkapy.storage.errors import RecordError
 from kafkapy.storage.producer_state import ProducerStateError
@@ -183,12 +190,8 @@ class Broker:
     def topic_config_entries(self, overrides: dict):
         values = topic_config_values(self.config, overrides)
         for key in sorted(values):
-            value = values[key]
-            if key in overrides:
-                source = SOURCE_DYNAMIC_TOPIC
-            else:
-                source = SOURCE_DEFAULT
-            yield key, None if value is None else str(value), source
+            source = SOURCE_DYNAMIC_TOPIC if key in overrides else SOURCE_DEFAULT
+            yield key, format_value(TOPIC_CONFIGS[key].type, values[key]), source
 
     # -- producer ids ------------------------------------------------------------
     def allocate_producer_id(self) -> int:

@@ -155,6 +155,11 @@ class Supervisor:
                                                      self.table.slot(slot), info.topic_id.bytes)
                     log.warning("partition %s-%d had no directory; created it empty", name, p)
                 info.slots.append(lg.state_slot)
+                with lg.lock():
+                    # One replica: the leader's whole log is committed, as
+                    # Kafka's high watermark becomes the LEO when the ISR is
+                    # just the leader.
+                    lg.update_high_watermark(lg.log_end_offset)
         # Producer ids issued before a restart may be anywhere in the old
         # block: start a fresh one.
         next_pid = md.producer_id_block_end
@@ -170,7 +175,8 @@ class Supervisor:
         return {name: log_config_for(self.config, info.configs) for name, info in md.topics.items()}
 
     def _spawn(self, name, target, args):
-        proc = self.ctx.Process(target=_child, args=(name, target, args), name=name, daemon=False)
+        proc = self.ctx.Process(target=_child, args=(name, target, args, os.getpid()), name=name,
+                                daemon=False)
         proc.start()
         self.children[proc.sentinel] = (name, proc)
 
@@ -210,6 +216,7 @@ class Supervisor:
                     next_checkpoint = now + checkpoint_every
                     self.log_manager.checkpoint_recovery_points()
                     self.log_manager.checkpoint_log_start_offsets()
+                    self.log_manager.checkpoint_high_watermarks()
             except Exception:
                 log.exception("log maintenance failed")
         log.info("shutting down")
@@ -238,9 +245,11 @@ class Supervisor:
             for p in group:
                 p.join(max(0.1, deadline - time.monotonic()))
         workers = [p for p in procs if p.name.startswith("handler-")]
-        for p in workers:
-            if p.is_alive():
-                self.channel.requests.put_stop()
+        # One stop per live worker, counted before sending: a worker that
+        # takes a stop exits at once, so checking is_alive() while sending
+        # would send too few.
+        for _ in range(sum(1 for p in workers if p.is_alive())):
+            self.channel.requests.put_stop()
         for p in workers:
             p.join(max(0.1, deadline - time.monotonic()))
         for p in procs:
@@ -254,7 +263,30 @@ class Supervisor:
         return ok
 
 
-def _child(name, target, args):
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this child when the supervisor dies.
+
+    A SIGKILLed supervisor runs no clean-up, and children left running would
+    keep the port and the log dirs busy: the broker must not live on half
+    alive. The check after prctl closes the race with a parent that died
+    before the call.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _child(name, target, args, parent_pid):
+    _die_with_parent(parent_pid)
     # Children must not run the supervisor's signal handlers.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -646,8 +646,35 @@ class Log:
             if segment.largest_timestamp() >= timestamp and segment.max_timestamp >= timestamp:
                 found = segment.find_offset_by_timestamp(timestamp, state.log_start_offset)
                 if found is not None:
-                    return found
+                    return self._record_level(found, lambda recs: next(
+                        ((o, t) for o, t in recs if t >= timestamp and o >= found[0]), None))
         return None
+
+    def _record_level(self, batch_answer, pick):
+        """Refine a batch-level (offset, timestamp) answer to the record Kafka would name.
+
+        Kafka's searchForTimestamp and offsetOfMaxTimestamp look at records,
+        decompressing if needed; this reads the one batch holding
+        ``batch_answer``'s offset and applies ``pick`` to its
+        ``[(offset, timestamp)]``. If the batch cannot be decoded (a codec
+        the machine lacks), the batch-level answer stands.
+        """
+        from kafkapy._core.records_py import decode_records
+
+        try:
+            data = self.read(batch_answer[0], 1, self.state.log_end_offset, True)
+            if not data.regions:
+                return batch_answer
+            region = data.regions[0]
+            fd = os.open(region.path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                raw = os.pread(fd, region.length, region.position)
+            finally:
+                os.close(fd)
+            records = [(r[0], r[1]) for r in decode_records(raw)]
+        except Exception:  # noqa: BLE001 - an undecodable batch keeps the batch-level answer
+            return batch_answer
+        return pick(records) or batch_answer
 
     def max_timestamp_offset(self):
         """(offset, timestamp) of the batch with the highest timestamp (its last offset), or (-1, -1)."""
@@ -658,7 +685,12 @@ class Log:
             segment.load_max_timestamp()
             if segment.max_timestamp > best_ts and segment.offset_of_max_timestamp >= start:
                 best_ts, best_offset = segment.max_timestamp, segment.offset_of_max_timestamp
-        return best_offset, best_ts
+        if best_offset < 0:
+            return best_offset, best_ts
+        # The segment tracks the batch; KAFKA-16310: answer the first record
+        # carrying the maximum timestamp.
+        return self._record_level((best_offset, best_ts), lambda recs: next(
+            ((o, t) for o, t in recs if t == best_ts), None))
 
     # ------------------------------------------------------------------ retention
 

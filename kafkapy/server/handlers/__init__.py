@@ -68,19 +68,15 @@ def _plan(cls):
     plan = []
     for f in dataclasses.fields(cls):
         nested = None
-        ftype = f.type
-        origin = getattr(ftype, "__origin__", None)
-        if origin is tuple:
-            inner = ftype.__args__[0]
-            if dataclasses.is_dataclass(inner):
-                nested = ("many", inner)
-        elif dataclasses.is_dataclass(ftype):
-            nested = ("one", ftype)
-        else:
-            args = getattr(ftype, "__args__", ())
-            for a in args:  # Optional[Entity]
-                if dataclasses.is_dataclass(a):
-                    nested = ("one", a)
+        for ftype in (f.type, *getattr(f.type, "__args__", ())):  # X or Optional[X]
+            if getattr(ftype, "__origin__", None) is tuple:
+                inner = ftype.__args__[0]
+                if dataclasses.is_dataclass(inner):
+                    nested = ("many", inner)
+                    break
+            elif dataclasses.is_dataclass(ftype):
+                nested = ("one", ftype)
+                break
         if f.default is not _MISSING:
             default = (False, f.default)
         elif f.default_factory is not _MISSING:
@@ -129,6 +125,7 @@ def _register():
         create_topics,
         delete_topics,
         fetch,
+        find_coordinator,
         init_producer_id,
         list_offsets,
         metadata,
@@ -136,7 +133,7 @@ def _register():
     )
 
     for module in (produce, fetch, list_offsets, metadata, api_versions, create_topics,
-                   delete_topics, init_producer_id):
+                   delete_topics, init_producer_id, find_coordinator):
         HANDLERS[module.API_KEY] = module.handle
     missing = set(API_TABLE) - set(HANDLERS)
     assert not missing, f"API table lists keys without handlers: {missing}"

@@ -97,7 +97,10 @@ def test_empty_produce_and_log_append_time(tmp_path):
     h = whole_batches(read_bytes(log, 0))[0]
     assert h.max_timestamp == T0 + 1234 and h.attributes & 0x08
     with log.lock():
-        assert log.max_timestamp_offset() == (2, T0 + 1234)
+        # Every record of a LogAppendTime batch carries the append time, so
+        # the first record with the maximum timestamp is the batch's first
+        # (KAFKA-16310: ListOffsets MAX_TIMESTAMP names a record, not a batch).
+        assert log.max_timestamp_offset() == (0, T0 + 1234)
     log.close()
 
 
@@ -508,10 +511,13 @@ def test_offset_for_timestamp(tmp_path):
     for i in range(12):
         append(log, make_batch(2, timestamp=T0 + 100 * i, value_size=50))   # ts T0+100i, T0+100i+1
     with log.lock():
-        assert log.offset_for_timestamp(T0) == (0, T0 + 1)
-        assert log.offset_for_timestamp(T0 + 2) == (2, T0 + 101)
-        assert log.offset_for_timestamp(T0 + 500) == (10, T0 + 501)
-        assert log.offset_for_timestamp(T0 + 1101) == (22, T0 + 1101)
+        # Record-level answers (Kafka's searchForTimestamp): the first record
+        # whose timestamp is >= the target, with its own timestamp.
+        assert log.offset_for_timestamp(T0) == (0, T0)
+        assert log.offset_for_timestamp(T0 + 1) == (1, T0 + 1)
+        assert log.offset_for_timestamp(T0 + 2) == (2, T0 + 100)
+        assert log.offset_for_timestamp(T0 + 500) == (10, T0 + 500)
+        assert log.offset_for_timestamp(T0 + 1101) == (23, T0 + 1101)
         assert log.offset_for_timestamp(T0 + 1102) is None
         assert log.offset_for_timestamp(-2) == (0, -1)
         assert log.offset_for_timestamp(-1) == (24, -1)

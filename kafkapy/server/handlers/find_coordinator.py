@@ -1,0 +1,36 @@
+"""FindCoordinator (key 10), v0-v4.
+
+Contract: with one broker, this broker coordinates every group (key type 0).
+Transactions (key type 1) have no coordinator yet: COORDINATOR_NOT_AVAILABLE
+(15), retriable. Unknown key types -> INVALID_REQUEST (42). v4 answers a
+batch of keys (``coordinator_keys``); v0-v3 a single ``key`` (v0 has no
+key type: always a group).
+Advertising v0 matters beyond groups: librdkafka before 2.11 enables its LZ4
+support only when FindCoordinator v0 is inside the broker's range.
+"""
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+
+API_KEY = 10
+GROUP, TRANSACTION = 0, 1
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    key_type = getattr(request, "key_type", GROUP)
+    host, port = broker.advertised_address
+    if key_type == GROUP:
+        found = {"node_id": broker.broker_id, "host": host, "port": port,
+                 "error_code": 0, "error_message": None}
+    elif key_type == TRANSACTION:
+        found = {"node_id": -1, "host": "", "port": -1,
+                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                 "error_message": "The transaction coordinator is not available."}
+    else:
+        found = {"node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.INVALID_REQUEST,
+                 "error_message": f"Unknown coordinator key type {key_type}"}
+    if ctx.api_version >= 4:
+        coordinators = [dict(found, key=key) for key in request.coordinator_keys]
+        return construct(ctx.response_class(), {"throttle_time": 0, "coordinators": coordinators})
+    return construct(ctx.response_class(), dict(found, throttle_time=0))
