@@ -57,6 +57,10 @@ def module_broker(tmp_path_factory, overrides=None):
     finally:
         broker.close()
         assert not broker.leaked, f"broker processes outlived the module: {broker.leaked}"
+        # A SIGTERM after the clients closed must be a clean shutdown (exit 0,
+        # no child killed for overrunning kafkapy.shutdown.timeout.ms).
+        assert broker.proc.returncode == 0 and "did not stop in time" not in broker.log_text(), \
+            f"unclean shutdown (exit {broker.proc.returncode}); log tail:\n{broker.log_tail(30)}"
 
 
 # -- records -----------------------------------------------------------------------
