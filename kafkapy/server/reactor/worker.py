@@ -82,17 +82,19 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
                          header.client_id, deadline_ms)
     try:
         response = HANDLERS[header.api_key](ctx, request)
+        if response is NoResponse:
+            return NOREPLY, None
+        if response is CloseConnection:
+            return CLOSE, None
+        if isinstance(response, Delay):
+            return DELAY, (response.deadline_ms, response.watched)
+        response_header_flexible = flexible and header.api_key != API_VERSIONS_KEY
+        return SEND, encode_response(header.correlation_id, response, response_header_flexible)
     except Exception:
-        log.exception("%s v%d handler failed; closing the connection", spec.name, version)
+        # A bug in one handler must cost one connection, never the worker
+        # (whose death stops the whole broker).
+        log.exception("%s v%d request failed; closing the connection", spec.name, version)
         return CLOSE, None
-    if response is NoResponse:
-        return NOREPLY, None
-    if response is CloseConnection:
-        return CLOSE, None
-    if isinstance(response, Delay):
-        return DELAY, (response.deadline_ms, response.watched)
-    response_header_flexible = flexible and header.api_key != API_VERSIONS_KEY
-    return SEND, encode_response(header.correlation_id, response, response_header_flexible)
 
 
 def worker_main(worker_id: int, broker_factory, channel) -> None:
