@@ -120,23 +120,19 @@ HANDLERS: dict = {}
 
 
 def _register():
-    from kafkapy.server.handlers import (
-        api_versions,
-        create_topics,
-        delete_topics,
-        fetch,
-        find_coordinator,
-        init_producer_id,
-        list_offsets,
-        metadata,
-        produce,
-    )
+    """Every module of this package with an ``API_KEY`` handles that API."""
+    import importlib
+    import pkgutil
 
-    for module in (produce, fetch, list_offsets, metadata, api_versions, create_topics,
-                   delete_topics, init_producer_id, find_coordinator):
-        HANDLERS[module.API_KEY] = module.handle
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        key = getattr(module, "API_KEY", None)
+        if key is not None:
+            HANDLERS[key] = module.handle
     missing = set(API_TABLE) - set(HANDLERS)
     assert not missing, f"API table lists keys without handlers: {missing}"
+    unlisted = set(HANDLERS) - set(API_TABLE)
+    assert not unlisted, f"handlers for keys the API table does not list: {unlisted}"
 
 
 _register()
