@@ -25,6 +25,10 @@ class ApiSpec:
     min_version: int
     max_version: int
     served_from: int
+    # Which process kind handles it: "worker" (any handler worker) or
+    # "coordinator" (the one group-coordinator process, which owns all group
+    # state in memory; see docs/architecture.md).
+    owner: str = "worker"
 
     @property
     def camel(self) -> str:
@@ -44,8 +48,8 @@ class ApiSpec:
         return bool(self.request_class(version).__flexible__)
 
 
-def _spec(key, name, module, lo, hi, served_from=None):
-    return ApiSpec(key, name, module, lo, hi, lo if served_from is None else served_from)
+def _spec(key, name, module, lo, hi, served_from=None, owner="worker"):
+    return ApiSpec(key, name, module, lo, hi, lo if served_from is None else served_from, owner)
 
 
 API_TABLE: dict[int, ApiSpec] = {
@@ -64,3 +68,6 @@ API_TABLE: dict[int, ApiSpec] = {
 }
 
 API_VERSIONS_KEY = 18
+
+# API keys whose requests go to the group coordinator process.
+COORDINATOR_KEYS = frozenset(k for k, s in API_TABLE.items() if s.owner == "coordinator")

@@ -49,6 +49,8 @@ class Channel:
     def __init__(self, ctx, config):
         n = config.num_network_threads
         self.requests = RequestQueue(ctx, config["queued.max.requests"])
+        # Group APIs go to the one coordinator process (docs/architecture.md).
+        self.coordinator_requests = RequestQueue(ctx, config["queued.max.requests"])
         self.arenas = [Arena(ARENA_BYTES) for _ in range(n)]
         self.response_pipes = [ResponsePipe(ctx) for _ in range(n)]
         self.wake_pipes = [WakePipe() for _ in range(n)]

@@ -29,6 +29,7 @@ import fcntl
 import mmap
 import os
 import pickle
+import queue
 from collections import OrderedDict
 
 INLINE_MAX_BYTES = 16 * 1024
@@ -78,8 +79,12 @@ class RequestQueue:
         with self._wlock:
             self._writer.send_bytes(pickle.dumps(None, _PICKLE))
 
-    def get(self):
+    def get(self, timeout_s: float | None = None):
+        """Next descriptor (None = stop). With ``timeout_s``, raises
+        ``queue.Empty`` if nothing arrived in time."""
         with self._rlock:
+            if timeout_s is not None and not self._reader.poll(timeout_s):
+                raise queue.Empty
             data = self._reader.recv_bytes()
         item = pickle.loads(data)
         if item is not None:

@@ -24,6 +24,7 @@ import time
 from collections import OrderedDict, deque
 
 from kafkapy._core.types import FileRegion
+from kafkapy.protocol.api import COORDINATOR_KEYS
 from kafkapy.server.reactor.channel import CLOSE, DELAY, INLINE_MAX_BYTES, NOREPLY, SEND
 
 DELAYED_FETCHES = "delayed_fetches"  # table counter: fetches parked in any processor
@@ -285,8 +286,17 @@ class Processor:
         conn.state = _MUTED
         conn.header_got = 0
         self._set_events(conn, 0)
-        if not self.channel.requests.try_put(desc):
+        if not self._queue_for(desc).try_put(desc):
             self.backlog.append(conn)
+
+    def _queue_for(self, desc):
+        """The shared request queue, or the coordinator's for group APIs."""
+        _, _, inline, off, size, _ = desc
+        if size >= 2:
+            head = inline[:2] if inline is not None else self.arena.view[off:off + 2]
+            if int.from_bytes(head, "big") in COORDINATOR_KEYS:
+                return self.channel.coordinator_requests
+        return self.channel.requests
 
     def _retry_backlog(self) -> None:
         while self.arena_waiters:
@@ -308,7 +318,7 @@ class Processor:
             if conn.conn_id not in self.conns:
                 self.backlog.popleft()
                 continue
-            if not self.channel.requests.try_put(conn.desc):
+            if not self._queue_for(conn.desc).try_put(conn.desc):
                 break
             self.backlog.popleft()
 
@@ -360,7 +370,7 @@ class Processor:
                 pid, cid, inline, off, size, _ = conn.desc
                 conn.desc = (pid, cid, inline, off, size, deadline)
                 conn.delay = None
-                if not self.channel.requests.try_put(conn.desc):
+                if not self._queue_for(conn.desc).try_put(conn.desc):
                     self.backlog.append(conn)
 
     def _unmute(self, conn: Connection) -> None:
