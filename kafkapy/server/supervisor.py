@@ -103,6 +103,10 @@ class Supervisor:
                         (i, config, self.channel, self.table, pairs[i][1]))
         for i in range(config.num_io_threads):
             self._spawn(f"handler-{i}", worker_main, (i, self._worker_broker, self.channel))
+        from kafkapy.coordinator.process import coordinator_main
+
+        self._spawn("group-coordinator", coordinator_main,
+                    (self._worker_broker, self.channel, config))
         self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs]))
         for s in listen:
             s.close()
@@ -252,6 +256,11 @@ class Supervisor:
         # would send too few.
         for _ in range(sum(1 for p in workers if p.is_alive())):
             self.channel.requests.put_stop()
+        coordinators = [p for p in procs if p.name == "group-coordinator"]
+        for p in coordinators:
+            if p.is_alive():
+                self.channel.coordinator_requests.put_stop()
+        workers += coordinators
         for p in workers:
             p.join(max(0.1, deadline - time.monotonic()))
         for p in procs:
