@@ -41,6 +41,7 @@ import json
 import os
 import platform
 import select
+import signal
 import shutil
 import subprocess
 import sys
@@ -584,6 +585,11 @@ def run_broker(name: str, plan: list[dict], kcat_envs: dict, inputs: dict,
                             w["record_size"], w["records"], consume_topic, timeout_s)
                 except Exception as exc:  # noqa: BLE001 - one failure must not end the run
                     res = {**w, "error": f"{type(exc).__name__}: {exc}"}
+                if "error" in res:
+                    # Timing a client that exited at once gives absurd rates
+                    # (90 M records/s); a failed run has no figures.
+                    for key in ("records_per_s", "mb_per_s", "cpu_s_per_gb"):
+                        res[key] = None
                 res["broker_pss_bytes"] = broker.pss_bytes() if broker.alive() else None
                 # Other work on the 2 cores skews a run; keep the evidence.
                 res["loadavg_1m"] = round(os.getloadavg()[0], 2)
@@ -743,6 +749,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=300.0,
                         help="hard limit per workload")
     args = parser.parse_args(argv)
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the finally blocks
+    # stop the broker under test instead of leaving it running.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
 
     scale = 10 if args.quick else 1
     out_path = Path(args.out)
