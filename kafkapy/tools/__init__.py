@@ -1,0 +1,7 @@
+"""Command-line tools with the names, options and output of Kafka's own.
+
+One module per tool, each exposing ``main(argv=None) -> int`` and registered
+as a ``kafkapy-*`` console script.  ``_cli`` holds what they share: argument
+parsing that fails with one line, ``k=v`` property parsing, and the wrapper
+that turns any exception into one line on stderr and a non-zero exit.
+"""
