@@ -127,13 +127,12 @@ def _register():
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
         key = getattr(module, "API_KEY", None)
-        if key is not None:
+        # A handler is served only once the API table lists its versions.
+        if key is not None and key in API_TABLE:
             HANDLERS[key] = module.handle
     workers_keys = {k for k, spec in API_TABLE.items() if spec.owner == "worker"}
     missing = workers_keys - set(HANDLERS)
     assert not missing, f"API table lists keys without handlers: {missing}"
-    unlisted = set(HANDLERS) - set(API_TABLE)
-    assert not unlisted, f"handlers for keys the API table does not list: {unlisted}"
 
 
 _register()
