@@ -169,13 +169,13 @@ class Clients:
         request = {}
         for tp, spec in specs.items():
             if spec == LATEST:
-                offset_spec = ck.OffsetSpec.latest()
+                offset_spec = ck_admin.OffsetSpec.latest()
             elif spec == EARLIEST:
-                offset_spec = ck.OffsetSpec.earliest()
+                offset_spec = ck_admin.OffsetSpec.earliest()
             elif spec == MAX_TIMESTAMP:
-                offset_spec = ck.OffsetSpec.max_timestamp()
+                offset_spec = ck_admin.OffsetSpec.max_timestamp()
             else:
-                offset_spec = ck.OffsetSpec.for_timestamp(spec)
+                offset_spec = ck_admin.OffsetSpec.for_timestamp(spec)
             request[ck.TopicPartition(tp.topic, tp.partition)] = offset_spec
         isolation = ck.IsolationLevel.READ_COMMITTED if read_committed else ck.IsolationLevel.READ_UNCOMMITTED
         futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=DEFAULT_TIMEOUT_S)
