@@ -146,7 +146,7 @@ class Clients:
         result = _result(self.admin.describe_configs([resource])[resource])
         entries = []
         for entry in result.values():
-            synonyms = [(s.name, s.value, s.source.name if hasattr(s.source, "name") else str(s.source))
+            synonyms = [(s.name, s.value, _source_name(s.source))
                         for s in entry.synonyms.values()]
             entries.append(ConfigEntry(entry.name, entry.value, _source_name(entry.source), bool(entry.is_default),
                                        bool(entry.is_sensitive), bool(entry.is_read_only), synonyms))
@@ -263,11 +263,17 @@ def _enum_name(value) -> str:
             "STABLE": "Stable", "DEAD": "Dead", "EMPTY": "Empty", "UNKNOWN": "Unknown"}.get(name, name)
 
 
+_CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                   3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                   6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+
+
 def _source_name(source) -> str:
+    """Kafka's ConfigSource name; confluent hands out the wire code as an int."""
+    if isinstance(source, int):
+        return _CONFIG_SOURCES.get(source, "UNKNOWN")
     name = getattr(source, "name", str(source))
-    return {"DYNAMIC_TOPIC_CONFIG": "DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG": "DYNAMIC_BROKER_CONFIG",
-            "DYNAMIC_DEFAULT_BROKER_CONFIG": "DYNAMIC_DEFAULT_BROKER_CONFIG",
-            "STATIC_BROKER_CONFIG": "STATIC_BROKER_CONFIG", "DEFAULT_CONFIG": "DEFAULT_CONFIG"}.get(name, name)
+    return name[:-len("_CONFIG")] if name == "UNKNOWN_CONFIG" else name
 
 
 class Producer:
