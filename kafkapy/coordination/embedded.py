@@ -2,7 +2,9 @@
 
 What it holds (Kafka keeps the same facts in ZooKeeper or the KRaft
 ``__cluster_metadata`` log): topics with their ids, partition counts and
-config overrides, and the end of the reserved producer-id block.
+config overrides, dynamic broker configs (per broker id, and the cluster-wide
+default under ``<default>``, as Kafka's ``/config/brokers/<entity>``), and the
+end of the reserved producer-id block.
 
 Stored as one JSON file in the first log dir, replaced atomically (write a
 temporary file, fsync, rename, fsync the directory) so a crash leaves either
@@ -43,6 +45,11 @@ class TopicInfo:
 class Metadata:
     topics: dict = field(default_factory=dict)  # name -> TopicInfo
     producer_id_block_end: int = 0
+    # entity ("<default>" or a broker id as a string) -> {broker key: raw value}
+    broker_configs: dict = field(default_factory=dict)
+
+    def broker_dynamic(self, entity: str) -> dict:
+        return self.broker_configs.get(entity, {})
 
     def by_id(self, topic_id) -> TopicInfo | None:
         for info in self.topics.values():
@@ -54,6 +61,7 @@ class Metadata:
         return {
             "version": 1,
             "producer_id_block_end": self.producer_id_block_end,
+            "broker_configs": {entity: dict(c) for entity, c in self.broker_configs.items() if c},
             "topics": {
                 name: {"topic_id": str(t.topic_id), "num_partitions": t.num_partitions,
                        "configs": t.configs, "slots": t.slots}
@@ -63,7 +71,8 @@ class Metadata:
 
     @classmethod
     def from_json(cls, data: dict) -> "Metadata":
-        md = cls(producer_id_block_end=data.get("producer_id_block_end", 0))
+        md = cls(producer_id_block_end=data.get("producer_id_block_end", 0),
+                 broker_configs={entity: dict(c) for entity, c in data.get("broker_configs", {}).items()})
         for name, t in data.get("topics", {}).items():
             md.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), t["num_partitions"],
                                         dict(t.get("configs", {})), list(t.get("slots", [])))
@@ -99,7 +108,8 @@ class EmbeddedMetadataStore:
     def replace(self, md: Metadata) -> None:
         """Write ``md`` as the whole metadata (the supervisor, at start-up)."""
         self.update(lambda current: current.__dict__.update(topics=md.topics,
-                                                            producer_id_block_end=md.producer_id_block_end))
+                                                            producer_id_block_end=md.producer_id_block_end,
+                                                            broker_configs=md.broker_configs))
 
     def _load(self) -> Metadata:
         try:

@@ -63,7 +63,26 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(18, "ApiVersions", "api_versions", 0, 4),
         _spec(19, "CreateTopics", "create_topics", 2, 7),
         _spec(20, "DeleteTopics", "delete_topics", 1, 6),
+        _spec(21, "DeleteRecords", "delete_records", 0, 2),
         _spec(22, "InitProducerId", "init_producer_id", 0, 4),
+        # Group APIs: served by the group-coordinator process.
+        _spec(8, "OffsetCommit", "offset_commit", 2, 8, owner="coordinator"),
+        _spec(9, "OffsetFetch", "offset_fetch", 1, 8, owner="coordinator"),
+        _spec(11, "JoinGroup", "join_group", 0, 7, owner="coordinator"),
+        _spec(12, "Heartbeat", "heartbeat", 0, 4, owner="coordinator"),
+        _spec(13, "LeaveGroup", "leave_group", 0, 5, owner="coordinator"),
+        _spec(14, "SyncGroup", "sync_group", 0, 5, owner="coordinator"),
+        _spec(15, "DescribeGroups", "describe_groups", 0, 5, owner="coordinator"),
+        _spec(16, "ListGroups", "list_groups", 0, 4, owner="coordinator"),
+        _spec(42, "DeleteGroups", "delete_groups", 0, 2, owner="coordinator"),
+        _spec(47, "OffsetDelete", "offset_delete", 0, 0, owner="coordinator"),
+        _spec(32, "DescribeConfigs", "describe_configs", 1, 4),
+        _spec(33, "AlterConfigs", "alter_configs", 0, 2),
+        _spec(35, "DescribeLogDirs", "describe_log_dirs", 1, 4),
+        _spec(37, "CreatePartitions", "create_partitions", 0, 3),
+        _spec(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1),
+        _spec(60, "DescribeCluster", "describe_cluster", 0, 1),
+        _spec(61, "DescribeProducers", "describe_producers", 0, 0),
     )
 }
 

@@ -9,6 +9,13 @@ lock) and the files on disk; a ``Broker`` only caches views of them:
   closes the logs of partitions that disappeared or whose topic id changed;
 * ``partition(topic, p)`` opens the ``Log`` of a partition on first use, on
   the slot the metadata assigns it.
+
+Dynamic configs: ``config`` is the static ``BrokerConfig`` layered with the
+dynamic broker configs of the metadata store (``effective_broker_config``),
+rebuilt when the generation moves; at the same moment every open log whose
+effective ``LogConfig`` changed (topic override or broker default) gets the
+new one, so an AlterConfigs handled by one worker takes effect in every
+worker and in the supervisor (which runs retention) within one tick.
 """
 
 from __future__ import annotations
@@ -20,11 +27,14 @@ import uuid
 from kafkapy.coordination.embedded import PRODUCER_ID_BLOCK, EmbeddedMetadataStore, TopicInfo
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.config import (
-    TOPIC_CONFIGS,
+    DEFAULT_BROKER_ENTITY,
     InvalidConfigError,
-    format_value,
+    broker_config_entries,
+    cluster_default_entries,
+    effective_broker_config,
     log_config_for,
-    topic_config_values,
+    topic_config_entries,
+    validate_dynamic_broker_configs,
     validate_topic_configs,
 )
 from kafkapy.server.topics import TopicError, check_topic_name
@@ -36,15 +46,13 @@ log = logging.getLogger("kafkapy.broker")
 NEXT_PRODUCER_ID = "next_producer_id"
 DELAYED_FETCHES = "delayed_fetches"
 
-# DescribeConfigs config sources (Kafka's ConfigSource ids).
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 
 
 class Broker:
     def __init__(self, config, table, log_manager, wake_pipes=(), cluster_id=None):
-        self.config = config
+        self.static_config = config
+        self._config = config  # static layered with the dynamic configs; see metadata()
+        self._dynamic = ({}, {})  # (cluster default, this broker) the _config was built from
         self.table = table
         self.log_manager = log_manager
         self.store = EmbeddedMetadataStore(config.log_dirs[0], table)
@@ -57,16 +65,49 @@ class Broker:
         self._seen_generation = -1
 
     # -- metadata -------------------------------------------------------------
+    @property
+    def config(self):
+        """The effective broker config (static + dynamic), current as of the latest metadata."""
+        self.metadata()
+        return self._config
+
     def metadata(self):
         md = self.store.current()
         if self.store._cached_generation != self._seen_generation:
             self._seen_generation = self.store._cached_generation
+            self._apply_dynamic_configs(md)
             for key, (lg, slot, topic_id) in list(self._logs.items()):
                 info = md.topics.get(key[0])
                 if info is None or info.topic_id != topic_id or key[1] >= info.num_partitions:
                     del self._logs[key]
                     lg.release()
+                else:
+                    self._refresh_log_config(lg, info)
         return md
+
+    def _apply_dynamic_configs(self, md) -> None:
+        dynamic = (md.broker_dynamic(DEFAULT_BROKER_ENTITY), md.broker_dynamic(str(self.broker_id)))
+        if dynamic == self._dynamic:
+            return
+        try:
+            self._config = effective_broker_config(self.static_config, *dynamic)
+        except InvalidConfigError as exc:
+            # Validated before it was stored, so only a hand-edited metadata
+            # file gets here; keep serving with the previous config.
+            log.error("ignoring dynamic broker configs: %s", exc.message)
+            return
+        self._dynamic = dynamic
+        log.info("dynamic broker configs now %s (cluster default) and %s (broker %d)",
+                 dynamic[0], dynamic[1], self.broker_id)
+
+    def _refresh_log_config(self, lg, info) -> None:
+        try:
+            config = self.log_config(info)
+        except InvalidConfigError as exc:
+            log.error("topic %s: ignoring invalid stored configs: %s", info.name, exc.message)
+            return
+        if lg.config != config:
+            lg.config = config
 
     def partition(self, topic: str, partition: int):
         """``(Log, slot)`` of a partition this broker leads, or None."""
@@ -83,11 +124,14 @@ class Broker:
         slot = info.slots[partition]
         lg = self.log_manager.attach_log(topic, partition, self.log_config(info),
                                          self.table.slot(slot), info.topic_id.bytes)
+        # attach_log may hand back a Log opened earlier (the supervisor's,
+        # loaded with the static config before dynamic configs were read).
+        self._refresh_log_config(lg, info)
         self._logs[(topic, partition)] = (lg, slot, info.topic_id)
         return lg, slot
 
     def log_config(self, info: TopicInfo):
-        return log_config_for(self.config, info.configs)
+        return log_config_for(self._config, info.configs)
 
     # -- produce --------------------------------------------------------------
     def append(self, topic: str, partition: int, records):
@@ -188,10 +232,178 @@ class Broker:
         log.info("deleted topic %s", name)
 
     def topic_config_entries(self, overrides: dict):
-        values = topic_config_values(self.config, overrides)
-        for key in sorted(values):
-            source = SOURCE_DYNAMIC_TOPIC if key in overrides else SOURCE_DEFAULT
-            yield key, format_value(TOPIC_CONFIGS[key].type, values[key]), source
+        """``(name, value, source)`` of every topic key (CreateTopics v5+)."""
+        for entry in self.describe_topic_configs(overrides):
+            yield entry.name, entry.value, entry.source
+
+    # -- configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) ---------
+    def _dynamic_layers(self, md):
+        return md.broker_dynamic(DEFAULT_BROKER_ENTITY), md.broker_dynamic(str(self.broker_id))
+
+    def describe_topic_configs(self, overrides: dict):
+        md = self.metadata()
+        return topic_config_entries(self._config, self.static_config, *self._dynamic_layers(md),
+                                    overrides)
+
+    def describe_broker_configs(self, entity: str):
+        """Entries of broker resource ``entity`` ("" = the cluster default)."""
+        md = self.metadata()
+        entity = self._broker_entity(entity)
+        if entity == DEFAULT_BROKER_ENTITY:
+            return cluster_default_entries(md.broker_dynamic(entity))
+        return broker_config_entries(self.static_config, *self._dynamic_layers(md))
+
+    def _broker_entity(self, name: str) -> str:
+        """Kafka's check in ConfigAdminManager: "" or this broker's own id."""
+        if name == "":
+            return DEFAULT_BROKER_ENTITY
+        try:
+            broker_id = int(name)
+        except ValueError:
+            broker_id = None
+        if broker_id != self.broker_id:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {self.broker_id} or empty string, "
+                             f"but received {name}")
+        return str(broker_id)
+
+    def alter_topic_configs(self, name: str, compute, validate_only=False) -> dict:
+        """Replace topic ``name``'s overrides with ``compute(current overrides)``.
+
+        ``compute`` runs under the metadata lock, so concurrent incremental
+        changes from several workers never lose each other's keys. Raises
+        TopicError (UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG). Returns the
+        new overrides.
+        """
+        result = {}
+
+        def change(md):
+            info = md.topics.get(name)
+            if info is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Topic {name} does not exist")
+            try:
+                overrides = validate_topic_configs(compute(dict(info.configs)))
+                log_config_for(self._config, overrides)
+            except InvalidConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, exc.message) from None
+            info.configs = overrides
+            result.update(overrides)
+
+        if validate_only:
+            change(self._copy_metadata())
+        else:
+            self.store.update(change)
+            self.metadata()
+            log.info("topic %s configs now %s", name, result)
+        return result
+
+    def alter_broker_configs(self, entity_name: str, compute, validate_only=False) -> dict:
+        """Replace the dynamic configs of broker entity ("" = cluster default, or this
+        broker's id) with ``compute(current)``. INVALID_REQUEST for keys that cannot change
+        at run time or another broker's id, INVALID_CONFIG for bad values."""
+        from kafkapy.server.config import NonDynamicConfigError
+
+        entity = self._broker_entity(entity_name)
+        result = {}
+
+        def change(md):
+            try:
+                configs = validate_dynamic_broker_configs(compute(dict(md.broker_dynamic(entity))))
+                layers = dict(md.broker_configs)
+                layers[entity] = configs
+                effective_broker_config(self.static_config, layers.get(DEFAULT_BROKER_ENTITY, {}),
+                                        layers.get(str(self.broker_id), {}))
+            except NonDynamicConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_REQUEST, exc.message) from None
+            except InvalidConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, exc.message) from None
+            if configs:
+                md.broker_configs[entity] = configs
+            else:
+                md.broker_configs.pop(entity, None)
+            result.update(configs)
+
+        if validate_only:
+            change(self._copy_metadata())
+        else:
+            self.store.update(change)
+            self.metadata()
+            log.info("dynamic broker configs of %s now %s", entity, result)
+        return result
+
+    def _copy_metadata(self):
+        import copy
+
+        return copy.deepcopy(self.metadata())
+
+    # -- partitions ----------------------------------------------------------------
+    def create_partitions(self, name: str, count: int, assignments=None, validate_only=False) -> None:
+        """CreatePartitions: grow topic ``name`` to ``count`` partitions (Kafka's checks and
+        messages); raises TopicError."""
+        info = self.metadata().topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        current = info.num_partitions
+        if count < current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than the "
+                             f"requested {count}.")
+        if count == current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if assignments is not None:
+            added = count - current
+            if len(assignments) != added:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Increasing the number of partitions by {added} but "
+                                 f"{len(assignments)} assignments provided.")
+            unknown = sorted({b for a in assignments for b in a if b != self.broker_id})
+            if unknown:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Unknown broker(s) in replica assignment: "
+                                 f"{', '.join(map(str, unknown))}.")
+            for i, a in enumerate(assignments):
+                if len(a) != 1:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Inconsistent replication factor between partitions, partition 0 "
+                                     f"has 1 while partitions [{current + i}] have replication "
+                                     f"factors [{len(a)}], respectively.")
+        if validate_only:
+            return
+        created = []
+
+        def change(md):
+            created.clear()
+            live = md.topics.get(name)
+            if live is None or live.topic_id != info.topic_id:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition.")
+            if live.num_partitions >= count:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Topic currently has {live.num_partitions} partitions, which is "
+                                 f"higher than the requested {count}.")
+            config = log_config_for(self._config, live.configs)
+            for p in range(live.num_partitions, count):
+                slot = self.table.allocate()
+                created.append((p, slot))
+                self.log_manager.create_log(name, p, config, self.table.slot(slot),
+                                            live.topic_id.bytes)
+                live.slots.append(slot)
+            live.num_partitions = count
+
+        try:
+            self.store.update(change)
+        except TopicError:
+            raise
+        except Exception:
+            log.exception("adding partitions to %s failed; rolling back %d", name, len(created))
+            for p, slot in created:
+                self.log_manager.delete_log(name, p)
+                self.table.free(slot)
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             f"Adding partitions to {name} failed") from None
+        log.info("topic %s now has %d partitions", name, count)
 
     # -- producer ids ------------------------------------------------------------
     def allocate_producer_id(self) -> int:

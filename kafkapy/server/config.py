@@ -661,7 +661,7 @@ class BrokerConfig:
     # -- construction -------------------------------------------------------
 
     @classmethod
-    def from_props(cls, props: Mapping[str, Any]) -> "BrokerConfig":
+    def from_props(cls, props: Mapping[str, Any], warn_unknown: bool = True) -> "BrokerConfig":
         values: dict[str, Any] = {}
         for name, key in BROKER_CONFIGS.items():
             if name in props:
@@ -671,7 +671,7 @@ class BrokerConfig:
             else:
                 values[name] = key.default
         unknown = {k: v for k, v in props.items() if k not in BROKER_CONFIGS}
-        for name in sorted(unknown):
+        for name in sorted(unknown) if warn_unknown else ():
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         return cls(values, {k: v for k, v in props.items()}, unknown)
 
@@ -684,7 +684,9 @@ class BrokerConfig:
     def with_overrides(self, overrides: Mapping[str, Any]) -> "BrokerConfig":
         props = dict(self.originals)
         props.update(overrides)
-        return BrokerConfig.from_props(props)
+        # The file's unknown keys were reported once at start-up; dynamic
+        # configs rebuild the config in every process on each change.
+        return BrokerConfig.from_props(props, warn_unknown=False)
 
     # -- access ---------------------------------------------------------------
 
@@ -1159,3 +1161,191 @@ def render_properties(values: Optional[Mapping[str, Any]] = None) -> str:
                 lines.append(f"#{key.name}={_escape_properties(default or '', False)}")
             lines.append("")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Dynamic broker configs and DescribeConfigs entries
+# ---------------------------------------------------------------------------
+
+# DescribeConfigs ConfigSource ids (Kafka's DescribeConfigsResponse.ConfigSource).
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+# DescribeConfigs v3+ config_type ids (Kafka's DescribeConfigsResponse.ConfigType).
+CONFIG_TYPE_IDS = {BOOLEAN: 1, STRING: 2, INT: 3, SHORT: 4, LONG: 5, DOUBLE: 6, LIST: 7,
+                   CLASS: 8, PASSWORD: 9}
+
+# The metadata store's entity name for the cluster-wide dynamic default
+# (Kafka's ZooKeeper path /config/brokers/<default>).
+DEFAULT_BROKER_ENTITY = "<default>"
+
+# Broker keys that may change at run time: Kafka's DynamicLogConfig makes
+# every broker synonym of a topic config reconfigurable (log.retention.ms but
+# not log.retention.hours, message.max.bytes, compression.type, ...), and
+# kafkapy applies exactly those: each process rebuilds its open logs'
+# LogConfig when the metadata generation moves.  Kafka's other dynamic keys
+# (num.io.threads, max.connections, listeners, ...) size processes forked at
+# start-up here, so they are refused like any read-only key.
+DYNAMIC_BROKER_CONFIGS = frozenset(
+    key.synonym for key in _TOPIC_KEYS if key.synonym is not None and key.synonym in BROKER_CONFIGS)
+
+# Broker keys whose value falls back through other keys (Kafka's
+# DynamicBrokerConfig.brokerConfigSynonyms), most specific first.
+BROKER_SYNONYMS = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.retention.minutes": ("log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+
+class NonDynamicConfigError(Exception):
+    """AlterConfigs on a broker key that cannot change at run time: INVALID_REQUEST (42)."""
+
+    error_code = 42
+
+    def __init__(self, names):
+        self.names = sorted(names)
+        self.message = "Cannot update these configs dynamically: Set(" + ", ".join(self.names) + ")"
+        super().__init__(self.message)
+
+
+@dataclasses.dataclass
+class ConfigEntry:
+    """One DescribeConfigs result entry; ``synonyms`` are ``(name, value, source)``."""
+
+    name: str
+    value: Optional[str]
+    source: int
+    read_only: bool
+    is_sensitive: bool
+    synonyms: list
+    config_type: int
+    documentation: Optional[str]
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, Optional[str]]) -> dict[str, str]:
+    """Check a dynamic broker config set; returns the trimmed strings.
+
+    Unknown or read-only keys raise ``NonDynamicConfigError``; a null value or
+    a value that does not parse raises ``InvalidConfigError``.
+    """
+    refused = [name for name in configs if name not in DYNAMIC_BROKER_CONFIGS]
+    if refused:
+        raise NonDynamicConfigError(refused)
+    result: dict[str, str] = {}
+    for name, raw in configs.items():
+        if raw is None:
+            raise InvalidConfigError(name, f"Null value not supported for : {name}")
+        try:
+            BROKER_CONFIGS[name].parse(raw)
+        except ConfigException as exc:
+            raise InvalidConfigError(name, str(exc)) from None
+        result[name] = raw.strip()
+    return result
+
+
+def effective_broker_config(static: "BrokerConfig", cluster_dynamic: Mapping[str, str],
+                            broker_dynamic: Mapping[str, str]) -> "BrokerConfig":
+    """Kafka's precedence: per-broker dynamic > cluster-default dynamic > static file > default.
+
+    Raises ``InvalidConfigError`` when the layered result does not validate
+    (e.g. a derived check such as log.retention.ms = 0).
+    """
+    if not cluster_dynamic and not broker_dynamic:
+        return static
+    layered = dict(cluster_dynamic)
+    layered.update(broker_dynamic)
+    try:
+        return static.with_overrides(layered)
+    except ConfigException as exc:
+        raise InvalidConfigError(getattr(exc, "name", None), str(exc)) from None
+
+
+def _broker_layers(static: "BrokerConfig", cluster_dynamic, broker_dynamic):
+    """``(source, {name: raw string})`` from most to least specific."""
+    return ((SOURCE_DYNAMIC_BROKER, broker_dynamic), (SOURCE_DYNAMIC_DEFAULT_BROKER, cluster_dynamic),
+            (SOURCE_STATIC_BROKER, {k: v for k, v in static.originals.items() if k in BROKER_CONFIGS}))
+
+
+def _broker_synonyms(name: str, layers) -> list:
+    out = []
+    for synonym in BROKER_SYNONYMS.get(name, (name,)):
+        key = BROKER_CONFIGS[synonym]
+        for source, values in layers:
+            if synonym in values:
+                out.append((synonym, _formatted(key, values[synonym]), source))
+        if key.has_default and key.default is not None:
+            out.append((synonym, key.default_string(), SOURCE_DEFAULT))
+    return out
+
+
+def _formatted(key, raw: str) -> Optional[str]:
+    try:
+        return format_value(key.type, key.parse(raw))
+    except ConfigException:
+        return raw
+
+
+def broker_config_entries(static: "BrokerConfig", cluster_dynamic: Mapping[str, str],
+                          broker_dynamic: Mapping[str, str]) -> list[ConfigEntry]:
+    """DescribeConfigs of a broker id: every broker key with its source and synonyms."""
+    layers = _broker_layers(static, cluster_dynamic, broker_dynamic)
+    entries = []
+    for name in sorted(BROKER_CONFIGS):
+        key = BROKER_CONFIGS[name]
+        value = key.default_string() if key.has_default else None
+        for _source, values in layers:
+            if name in values:
+                value = _formatted(key, values[name])
+                break
+        synonyms = _broker_synonyms(name, layers)
+        source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
+        sensitive = key.type == PASSWORD
+        entries.append(ConfigEntry(name, None if sensitive else value, source,
+                                   name not in DYNAMIC_BROKER_CONFIGS, sensitive, synonyms,
+                                   CONFIG_TYPE_IDS.get(key.type, 0), key.doc))
+    return entries
+
+
+def cluster_default_entries(cluster_dynamic: Mapping[str, str]) -> list[ConfigEntry]:
+    """DescribeConfigs of broker "" (the cluster default): only its dynamic keys, as Kafka."""
+    entries = []
+    for name in sorted(cluster_dynamic):
+        key = BROKER_CONFIGS.get(name)
+        if key is None:
+            continue
+        value = _formatted(key, cluster_dynamic[name])
+        entries.append(ConfigEntry(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER, False, False,
+                                   [(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER)],
+                                   CONFIG_TYPE_IDS.get(key.type, 0), key.doc))
+    return entries
+
+
+def topic_config_entries(effective: "BrokerConfig", static: "BrokerConfig",
+                         cluster_dynamic: Mapping[str, str], broker_dynamic: Mapping[str, str],
+                         overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """DescribeConfigs of a topic: each topic key, its override or broker-derived default.
+
+    ``effective`` is the layered broker config (for derived defaults such as
+    retention.ms from log.retention.hours); the layers give the sources.
+    """
+    values = topic_config_values(effective, overrides)
+    layers = _broker_layers(static, cluster_dynamic, broker_dynamic)
+    entries = []
+    for name in sorted(TOPIC_CONFIGS):
+        key = TOPIC_CONFIGS[name]
+        synonyms = []
+        if name in overrides:
+            synonyms.append((name, format_value(key.type, values[name]), SOURCE_DYNAMIC_TOPIC))
+        if key.synonym is not None and key.synonym in BROKER_CONFIGS:
+            synonyms.extend(_broker_synonyms(key.synonym, layers))
+        source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
+        entries.append(ConfigEntry(name, format_value(key.type, values[name]), source, False,
+                                   key.type == PASSWORD, synonyms, CONFIG_TYPE_IDS.get(key.type, 0),
+                                   key.doc))
+    return entries

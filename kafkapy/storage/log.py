@@ -31,7 +31,8 @@ from collections import namedtuple
 
 from kafkapy._core import load
 from kafkapy._core.types import FileRegion
-from kafkapy.storage import checkpoints
+from kafkapy.metrics import probes
+from kafkapy.storage import checkpoints, recompress
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
     CORRUPT_MESSAGE,
@@ -60,6 +61,7 @@ logger = logging.getLogger("kafkapy.storage")
 # Batch attribute bits (Kafka's DefaultRecordBatch).
 _TRANSACTIONAL_FLAG = 0x10
 _CONTROL_FLAG = 0x20
+UNSUPPORTED_COMPRESSION_TYPE = 76
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -438,6 +440,9 @@ class Log:
             records, 0, -1, True, config.max_message_bytes if config.max_message_bytes >= 0 else -1)
         if error:
             raise RecordError(error, f"invalid record batch (error {error})")
+        codec = recompress.target_codec(config.compression_type)
+        if recompress.needs_recompression(headers, codec):
+            records, headers = self._recompress(records, headers, codec)
         if len(records) > config.segment_bytes:
             raise RecordError(RECORD_LIST_TOO_LARGE,
                               f"{len(records)} bytes do not fit in a segment of {config.segment_bytes} bytes")
@@ -491,8 +496,25 @@ class Log:
         if (state.unflushed_messages >= config.flush_messages
                 or now_ms - state.last_flush_ms >= config.flush_ms):
             self.flush()
+        probes.log.appended(self.topic, len(records), record_count)
         return AppendResult(first_offset, next_offset - 1, log_append_time_ms, state.log_start_offset,
                             record_count, False)
+
+    def _recompress(self, records, headers, codec):
+        """compression.type is a codec the batches are not in: rewrite them (see storage.recompress)."""
+        from kafkapy._core.records_py import CorruptRecordError, UnsupportedCompressionError
+
+        try:
+            converted = memoryview(recompress.recompress(records, headers, codec))
+        except CorruptRecordError as e:
+            raise RecordError(CORRUPT_MESSAGE, f"cannot decode records to recompress them: {e}") from None
+        except UnsupportedCompressionError as e:
+            raise RecordError(UNSUPPORTED_COMPRESSION_TYPE, str(e)) from None
+        limit = self.config.max_message_bytes
+        headers, _, error = batch.scan_batches(converted, 0, -1, False, limit if limit >= 0 else -1)
+        if error:
+            raise RecordError(error, f"recompressed record batch invalid (error {error})")
+        return converted, headers
 
     def _check_timestamp(self, h, now_ms: int) -> None:
         limit = self.config.message_timestamp_difference_max_ms
@@ -781,6 +803,13 @@ class Log:
         if trimmed != epochs:
             self._write_epochs(trimmed)
 
+    def active_producers(self) -> list:
+        """DescribeProducers: this partition's producer-state entries, caught up to the log end."""
+        self._sync()
+        psm = self._producer_state()
+        psm.catch_up(self.state.log_end_offset, self._read_headers_from)
+        return sorted(psm.producers.values(), key=lambda e: e.producer_id)
+
     def delete_records(self, offset: int) -> int:
         """DeleteRecords: raise log_start_offset to ``offset`` (<= high watermark); returns the new start.
 
@@ -953,6 +982,7 @@ class Log:
         up_to_offset = min(up_to_offset, state.log_end_offset)
         flush_all = up_to_offset == state.log_end_offset
         if up_to_offset > state.recovery_point or (flush_all and state.unflushed_messages):
+            started = time.monotonic()
             first = max(0, self._floor_index(state.recovery_point))
             for segment in self._segments[first:]:
                 if segment.base_offset >= up_to_offset and not flush_all:
@@ -961,6 +991,7 @@ class Log:
             if self._fsync is os.fsync:
                 checkpoints.fsync_dir(self.dir)
             state.recovery_point = max(state.recovery_point, up_to_offset)
+            probes.log.flushed(time.monotonic() - started)
         if flush_all:
             state.unflushed_messages = 0
         state.last_flush_ms = self._clock_ms()

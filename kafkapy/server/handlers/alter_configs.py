@@ -1,0 +1,59 @@
+"""AlterConfigs (key 33), v0-v2: replace a resource's whole set of dynamic configs.
+
+Contract, per resource (Kafka's legacy AlterConfigs):
+- The configs given become the resource's complete set of dynamic configs:
+  keys not named lose their override (back to the broker default).
+- TOPIC (2): unknown topic -> UNKNOWN_TOPIC_OR_PARTITION (3); unknown key or
+  a value that does not validate -> INVALID_CONFIG (40).
+- BROKER (4): name "" = the cluster-wide default, or this broker's id (another
+  id -> INVALID_REQUEST 42). Keys that cannot change at run time ->
+  INVALID_REQUEST "Cannot update these configs dynamically: Set(...)"; bad
+  values -> INVALID_CONFIG. Stored in the metadata store, so they survive a
+  restart and reach every process (docs/architecture.md).
+- A null value -> INVALID_REQUEST; the same resource twice in one request ->
+  INVALID_REQUEST for each; other resource types -> INVALID_REQUEST.
+- ``validate_only`` runs every check and changes nothing.
+"""
+
+from collections import Counter
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+from kafkapy.server.topics import TopicError
+
+API_KEY = 33
+TOPIC, BROKER = 2, 4
+
+
+def handle(ctx, request):
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for resource in request.resources:
+        code, message = 0, None
+        try:
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Error due to duplicate resource {resource.resource_name} "
+                                 f"of type {resource.resource_type}")
+            configs = {}
+            for c in resource.configs:
+                if c.value is None:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
+                configs[c.name] = c.value
+            apply_resource(ctx.broker, resource.resource_type, resource.resource_name,
+                           lambda current: configs, request.validate_only)
+        except TopicError as exc:
+            code, message = exc.error_code, exc.message
+        responses.append({"error_code": code, "error_message": message,
+                          "resource_type": resource.resource_type,
+                          "resource_name": resource.resource_name})
+    return construct(ctx.response_class(), {"throttle_time": 0, "responses": responses})
+
+
+def apply_resource(broker, resource_type, name, compute, validate_only):
+    """Shared with IncrementalAlterConfigs: ``compute(current) -> new set``."""
+    if resource_type == TOPIC:
+        return broker.alter_topic_configs(name, compute, validate_only)
+    if resource_type == BROKER:
+        return broker.alter_broker_configs(name, compute, validate_only)
+    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type}")

@@ -1,0 +1,42 @@
+"""CreatePartitions (key 37), v0-v3: add partitions to existing topics.
+
+Contract, per topic (Kafka's AdminManager.createPartitions):
+- ``count`` is the new total; below the current count -> INVALID_PARTITIONS
+  (37) "Topic currently has N partitions, which is higher than the requested
+  M.", equal -> INVALID_PARTITIONS "Topic already has N partitions.";
+  partitions are never removed.
+- ``assignments`` (optional): one replica list per new partition, each with
+  the topic's replication factor (1) and only known broker ids; otherwise
+  INVALID_REPLICA_ASSIGNMENT (39).
+- Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION (3); the same topic twice in
+  one request -> INVALID_REQUEST (42) for it.
+- ``validate_only`` runs every check and creates nothing. New partitions are
+  created synchronously (empty logs), so clients see them at once.
+"""
+
+from collections import Counter
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+from kafkapy.server.topics import TopicError
+
+API_KEY = 37
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        code, message = 0, None
+        try:
+            if counts[topic.name] > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            assignments = None
+            if topic.assignments is not None:
+                assignments = [list(a.broker_ids) for a in topic.assignments]
+            broker.create_partitions(topic.name, topic.count, assignments, request.validate_only)
+        except TopicError as exc:
+            code, message = exc.error_code, exc.message
+        results.append({"name": topic.name, "error_code": code, "error_message": message})
+    return construct(ctx.response_class(), {"throttle_time": 0, "results": results})

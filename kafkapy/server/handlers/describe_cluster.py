@@ -1,0 +1,40 @@
+"""DescribeCluster (key 60), v0-v1.
+
+Contract:
+- One broker: the cluster is this broker, which is also the controller;
+  ``cluster_id`` is the one in meta.properties, ``rack`` is broker.rack.
+- v1 ``endpoint_type``: 1 (brokers) answers the broker list; 2 (controllers)
+  -> UNSUPPORTED_ENDPOINT_TYPE (115), as a Kafka broker answers it (only
+  KRaft controllers serve that).
+- ``cluster_authorized_operations``: INT32_MIN unless asked for; with no
+  authorizer every cluster operation is allowed, so asked for it is the bit
+  set of Kafka's cluster operations (ALTER 7, CREATE 5, DESCRIBE 8,
+  CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12).
+"""
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+
+API_KEY = 60
+BROKERS, CONTROLLERS = 1, 2
+_NOT_REQUESTED = -(2**31)
+_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    endpoint_type = getattr(request, "endpoint_type", BROKERS)
+    data = {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "endpoint_type": endpoint_type, "cluster_id": broker.cluster_id,
+            "controller_id": broker.broker_id, "brokers": [],
+            "cluster_authorized_operations": _CLUSTER_OPERATIONS
+            if request.include_cluster_authorized_operations else _NOT_REQUESTED}
+    if endpoint_type != BROKERS:
+        data.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                    error_message="The broker does not support CONTROLLERS endpoint type" if
+                    endpoint_type == CONTROLLERS else f"Unknown endpoint type {endpoint_type}")
+    else:
+        host, port = broker.advertised_address
+        data["brokers"] = [{"broker_id": broker.broker_id, "host": host, "port": port,
+                            "rack": broker.static_config["broker.rack"]}]
+    return construct(ctx.response_class(), data)
