@@ -25,6 +25,7 @@ import signal
 import socket
 import time
 
+from kafkapy import __version__, metrics
 from kafkapy.coordination.embedded import GENERATION, PRODUCER_ID_BLOCK, EmbeddedMetadataStore, TopicInfo
 from kafkapy.server.broker import NEXT_PRODUCER_ID, Broker
 from kafkapy.server.config import log_config_for
@@ -79,6 +80,8 @@ class Supervisor:
     def run(self) -> int:
         config = self.config
         listen = bind_listeners(config)
+        # Before forking: binds prometheus.port, sets PROMETHEUS_MULTIPROC_DIR.
+        self.metrics = configure_metrics(config)
         self._lock_log_dirs()
         from kafkapy.storage.log_manager import LogManager
 
@@ -113,9 +116,17 @@ class Supervisor:
         for a, b in pairs:
             a.close()
             b.close()
+        metrics.start_process("supervisor")
+        if self.metrics:
+            self.metrics.serve(self.channel.requests, self.broker.broker_id, __version__)
         addresses = ", ".join(f"{ep.name}://{ep.host}:{ep.port}" for ep in config.listeners)
         log.info("kafkapy started (broker.id=%d) listening on %s", self.broker.broker_id, addresses)
-        return self._watch()
+        try:
+            return self._watch()
+        finally:
+            if self.metrics:
+                metrics.probes.publish()
+                self.metrics.close()
 
     def _worker_broker(self, worker_id):
         return Broker(self.config, self.table, self.log_manager, self.channel.wake_pipes,
@@ -225,6 +236,9 @@ class Supervisor:
                     self.log_manager.checkpoint_high_watermarks()
             except Exception:
                 log.exception("log maintenance failed")
+            if self.metrics:
+                metrics.probes.publish()
+                self.metrics.snapshot.maybe_refresh(self.log_manager, now)
         log.info("shutting down")
         clean = self._stop_children()
         if not clean:
@@ -271,6 +285,8 @@ class Supervisor:
                 ok = False
             elif p.exitcode != 0:
                 ok = False
+            if self.metrics:
+                self.metrics.process_dead(p.pid)
         return ok
 
 
@@ -296,8 +312,20 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def configure_metrics(config):
+    """The MetricsServer for prometheus.host/port, or None when the port is 0."""
+    from kafkapy.protocol.api import API_TABLE
+    from kafkapy.protocol.errors import ErrorCode
+
+    return metrics.configure(config["prometheus.host"], config["prometheus.port"],
+                             {key: spec.name for key, spec in API_TABLE.items()},
+                             {int(code): code.name for code in ErrorCode},
+                             [ep.listener_name for ep in config.listeners])
+
+
 def _child(name, target, args, parent_pid):
     _die_with_parent(parent_pid)
+    metrics.start_process(name)
     # Children must not run the supervisor's signal handlers.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

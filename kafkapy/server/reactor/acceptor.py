@@ -26,9 +26,11 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sel = selectors.DefaultSelector()
-    for ls in listen_sockets:
+    for index, ls in enumerate(listen_sockets):
         ls.setblocking(False)
-        sel.register(ls, selectors.EVENT_READ)
+        # The byte sent with each descriptor: the listener's index (metrics
+        # count connections per listener).
+        sel.register(ls, selectors.EVENT_READ, bytes((index,)))
     turn = 0
     while not stopping:
         for key, _ in sel.select(0.5):
@@ -44,7 +46,7 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
                 target = processor_sockets[turn % len(processor_sockets)]
                 turn += 1
                 try:
-                    socket.send_fds(target, [b"c"], [sock.fileno()])
+                    socket.send_fds(target, [key.data], [sock.fileno()])
                 except OSError as exc:
                     log.warning("could not hand a connection to a processor: %s", exc)
                 finally:

@@ -30,6 +30,7 @@ import mmap
 import os
 import pickle
 import queue
+import time
 from collections import OrderedDict
 
 INLINE_MAX_BYTES = 16 * 1024
@@ -65,11 +66,15 @@ class RequestQueue:
         self._wlock = ctx.Lock()
         self._permits = ctx.BoundedSemaphore(maxsize)
         self._maxsize = maxsize
+        # When the item ``get`` last returned was put (time.monotonic(), which
+        # is system-wide on Linux, so comparable across processes): the
+        # request-queue time of metrics. Owned by the reading process.
+        self.last_put_s = 0.0
 
     def try_put(self, item) -> bool:
         if not self._permits.acquire(False):
             return False
-        data = pickle.dumps(item, _PICKLE)
+        data = pickle.dumps((item, time.monotonic()), _PICKLE)
         with self._wlock:
             self._writer.send_bytes(data)
         return True
@@ -82,12 +87,19 @@ class RequestQueue:
     def get(self, timeout_s: float | None = None):
         """Next descriptor (None = stop). With ``timeout_s``, raises
         ``queue.Empty`` if nothing arrived in time."""
-        with self._rlock:
+        # Readers wait for the lock with the same bound: an idle reader must
+        # wake within timeout_s even while another one polls.
+        if not self._rlock.acquire(True, timeout_s):
+            raise queue.Empty
+        try:
             if timeout_s is not None and not self._reader.poll(timeout_s):
                 raise queue.Empty
             data = self._reader.recv_bytes()
+        finally:
+            self._rlock.release()
         item = pickle.loads(data)
         if item is not None:
+            item, self.last_put_s = item
             self._permits.release()
         return item
 

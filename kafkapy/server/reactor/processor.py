@@ -24,6 +24,7 @@ import time
 from collections import OrderedDict, deque
 
 from kafkapy._core.types import FileRegion
+from kafkapy.metrics import probes
 from kafkapy.protocol.api import COORDINATOR_KEYS
 from kafkapy.server.reactor.channel import CLOSE, DELAY, INLINE_MAX_BYTES, NOREPLY, SEND
 
@@ -42,6 +43,7 @@ class Connection:
     __slots__ = (
         "conn_id", "sock", "peer", "state", "header", "header_got", "size", "body",
         "arena_off", "got", "out", "out_pos", "desc", "delay", "events", "last_active",
+        "listener", "api_key", "received_at", "responded_at",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer):
@@ -61,6 +63,12 @@ class Connection:
         self.delay = None  # (deadline_ms, watched slots->hw) while a fetch waits
         self.events = 0
         self.last_active = time.monotonic()
+        # Metrics: listener index, and the request in flight (api key, when it
+        # was read completely, when its response reached this processor).
+        self.listener = 0
+        self.api_key = -1
+        self.received_at = 0.0
+        self.responded_at = 0.0
 
 
 class Processor:
@@ -96,6 +104,7 @@ class Processor:
         sel.register(self.fd_socket, selectors.EVENT_READ, "accept")
         sel.register(self.responses.fileno(), selectors.EVENT_READ, "responses")
         sel.register(self.wake_pipe.read_fd, selectors.EVENT_READ, "wake")
+        probe = probes.network
         stop_deadline = None
         next_idle_sweep = time.monotonic() + 1.0
         while True:
@@ -107,7 +116,12 @@ class Processor:
                 if not busy or time.monotonic() > stop_deadline:
                     break
             timeout = self._timeout()
-            for key, events in sel.select(timeout):
+            selected_at = time.monotonic()
+            ready = sel.select(timeout)
+            now = time.monotonic()
+            probe.selected(now - selected_at)
+            probe.maybe_publish(now)
+            for key, events in ready:
                 data = key.data
                 if data == "responses":
                     self._on_responses()
@@ -132,6 +146,7 @@ class Processor:
                 self._close_idle(now)
         for conn in list(self.conns.values()):
             self._close(conn)
+        probes.publish()
 
     def _on_term(self, *_):
         self.stopping = True
@@ -163,12 +178,13 @@ class Processor:
     # -- connections -----------------------------------------------------------
     def _on_new_fds(self):
         try:
-            _, fds, _, _ = socket.recv_fds(self.fd_socket, 1024, 64)
+            data, fds, _, _ = socket.recv_fds(self.fd_socket, 1024, 64)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            fds = []
-        for fd in fds:
+            data, fds = b"", []
+        # The acceptor sends one byte per descriptor: its listener's index.
+        for i, fd in enumerate(fds):
             sock = socket.socket(fileno=fd)
             if self.stopping:
                 sock.close()
@@ -187,6 +203,8 @@ class Processor:
             self.next_conn_id += 1
             conn = Connection(self.next_conn_id, sock, peer)
             self.conns[conn.conn_id] = conn
+            conn.listener = data[i] if i < len(data) else 0
+            probes.network.connection_opened(conn.listener)
             self._set_events(conn, selectors.EVENT_READ)
 
     def _set_events(self, conn: Connection, events: int) -> None:
@@ -203,6 +221,7 @@ class Processor:
     def _close(self, conn: Connection) -> None:
         if self.conns.pop(conn.conn_id, None) is None:
             return
+        probes.network.connection_closed(conn.listener)
         self._set_events(conn, 0)
         waiting = self.delayed.pop(conn.conn_id, None) is not None
         if waiting:
@@ -280,6 +299,8 @@ class Processor:
             desc = (self.id, conn.conn_id, None, conn.arena_off, conn.size, 0)
         else:
             desc = (self.id, conn.conn_id, conn.body.obj, -1, conn.size, 0)
+        conn.api_key = int.from_bytes(conn.body[:2], "big") if conn.size >= 2 else -1
+        conn.received_at = time.monotonic()
         conn.body.release()
         conn.body = None
         conn.desc = desc
@@ -344,13 +365,16 @@ class Processor:
                 self.arena.free(conn.arena_off)
                 conn.arena_off = -1
             conn.desc = None
+            conn.responded_at = time.monotonic()
             if kind == SEND:
                 conn.out.extend(payload)
                 conn.out_pos = 0
                 self._send(conn)
             elif kind == NOREPLY:
+                self._request_done(conn)
                 self._unmute(conn)
             elif kind == CLOSE:
+                self._request_done(conn)
                 conn.state = _READ_HEADER
                 self._close(conn)
 
@@ -421,7 +445,12 @@ class Processor:
         if out:
             self._set_events(conn, selectors.EVENT_WRITE)
         else:
+            self._request_done(conn)
             self._unmute(conn)
+
+    def _request_done(self, conn: Connection) -> None:
+        now = time.monotonic()
+        probes.network.request_completed(conn.api_key, now - conn.received_at, now - conn.responded_at)
 
     def _file(self, region: FileRegion) -> int:
         key = (region.path, region.inode)

@@ -10,10 +10,12 @@ from the shared partition table and the partition locks (docs/architecture.md).
 from __future__ import annotations
 
 import logging
+import queue
 import signal
 import struct
 import time
 
+from kafkapy.metrics import probes
 from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
 from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
@@ -104,17 +106,39 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
     requests = channel.requests
     arenas = [a.view for a in channel.arenas]
     pipes = channel.response_pipes
+    probe = probes.request
+    # With metrics on, an idle worker wakes every 0.5 s to publish what it
+    # counted and its idle ratio; otherwise it just blocks.
+    poll_s = None if probe is probes.NULL_REQUEST else 0.5
+    monotonic = time.monotonic
     while True:
-        desc = requests.get()
+        waited_at = monotonic()
+        try:
+            desc = requests.get(poll_s)
+        except queue.Empty:
+            now = monotonic()
+            probe.waited(now - waited_at)
+            probe.maybe_publish(now)
+            continue
         if desc is None:
             break
+        started = monotonic()
+        probe.waited(started - waited_at)
         processor_id, conn_id, inline, arena_off, size, deadline_ms = desc
         if inline is not None:
             buf = memoryview(inline)
         else:
             buf = arenas[processor_id][arena_off:arena_off + size]
+        api_key = int.from_bytes(buf[:2], "big") if size >= 2 else -1
         kind, payload = handle_request(broker, buf, deadline_ms)
+        done = monotonic()
+        # A re-run of a parked fetch (deadline_ms set) waited in a processor,
+        # not in the queue: its queue time was counted on the first pass.
+        probe.request_handled(api_key, -1.0 if deadline_ms else started - requests.last_put_s,
+                              done - started)
         pipes[processor_id].send((conn_id, kind, payload))
+        probe.maybe_publish(done)
+    probes.publish()
     broker.close()
 
 
