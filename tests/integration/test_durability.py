@@ -14,6 +14,7 @@ the broker returns (no client-side retries, resets or de-duplication).
 
 from __future__ import annotations
 
+import collections
 import datetime
 import os
 import signal
@@ -235,6 +236,8 @@ PRODUCER_SCRIPT = textwrap.dedent("""
             producer.poll(0.05)
             continue
         if i % 50 == 0:
+            # About 10k records/s at most: enough to keep requests in flight
+            # at the kill, small enough to verify quickly.
             producer.poll(0.005)
     left = producer.flush(30)
     out.write("DONE %d %d\\n" % (i, left))
@@ -292,8 +295,7 @@ def _run_kill_cycles(broker, tmp_path, topic, partitions, delays_s, idempotent):
             # Retries of batches written before the crash must be de-duplicated
             # from the producer state the broker rebuilt from its log.
             for p, records in consumed.items():
-                values = list(records.values())
-                dups = {v for v in values if values.count(v) > 1}
+                dups = [v for v, n in collections.Counter(records.values()).items() if n > 1]
                 assert not dups, f"{topic}-{p}: duplicated records {sorted(dups)[:5]}"
     # Offsets continue after the last restart.
     more = produce(broker.bootstrap, topic, [(0, b"final")])
@@ -333,19 +335,18 @@ def test_sigkill_of_a_handler_worker_stops_the_broker(broker):
     topic = "halfalive"
     create_topic(broker.bootstrap, topic, 2)
     acked = produce(broker.bootstrap, topic, [(i % 2, b"v%d" % i) for i in range(200)])
-    # The supervisor forks processor-0..1, then handler-0..1, then the acceptor
-    # (supervisor.run), so in pid order the third child is handler-0.
+    # The supervisor forks processor-0..1, then handler-0..1, then the rest
+    # (coordinator, acceptor; supervisor.run), so in pid order the third child
+    # is handler-0; the log line checked below confirms the name.
     children = children_of(broker.pid)
-    assert len(children) == 2 + 2 + 1, children
+    assert len(children) >= 2 + 2 + 1, children
     victim = children[2]
-    killed_at = time.monotonic()
     os.kill(victim, signal.SIGKILL)
     try:
         broker.proc.wait(SHUTDOWN_S + 5)
     except subprocess.TimeoutExpired:
         pytest.fail(f"broker kept running {SHUTDOWN_S + 5} s after handler pid {victim} was killed:\n"
                     f"{broker.log_tail()}")
-    print(f"broker exited {time.monotonic() - killed_at:.1f} s after the kill")
     assert broker.proc.returncode not in (0, None)
     log = broker.log_text()
     assert f"handler-0 (pid {victim}) died with exit code -9" in log, log[-3000:]
