@@ -3,7 +3,17 @@
 Group APIs (``owner="coordinator"`` in the API table) are routed by the
 processors to ``channel.coordinator_requests`` instead of the shared queue, so
 exactly one process holds group state in memory and can park JoinGroup /
-SyncGroup responses until the rebalance completes.
+SyncGroup responses until the rebalance completes (a connection has one
+request in flight, so a parked request simply gets its SEND later).
+
+Single-threaded: the loop runs due timers (session, rebalance, sync and
+initial-delay timeouts, offset expiry, compaction of ``__consumer_offsets``),
+then waits for the next request at most until the next timer deadline.
+
+Start-up: if ``__consumer_offsets`` exists, its records are replayed in
+steps; between steps requests are answered COORDINATOR_LOAD_IN_PROGRESS
+(heartbeats NONE, as Kafka does), so a restarted broker never answers from
+half-loaded state.
 """
 
 from __future__ import annotations
@@ -11,25 +21,169 @@ from __future__ import annotations
 import logging
 import queue
 import signal
+import time
+
+from kafkapy.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
+from kafkapy.coordinator.handlers import HANDLERS, CoordinatorContext
+from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC, OffsetsTopicStore
+from kafkapy.server.reactor.channel import CLOSE
 
 log = logging.getLogger("kafkapy.coordinator")
+
+# Longest wait for a request when no timer is due: bounds how late a timer
+# scheduled by nothing but the clock (none today) could run.
+_IDLE_WAIT_S = 1.0
+# How often __consumer_offsets is compacted (Kafka's log.cleaner.backoff.ms
+# is 15 s between cleaner passes when there is nothing to clean).
+CLEANER_INTERVAL_MS = 15_000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CoordinatorServer:
+    """Glue between the request channel and ``GroupCoordinator``."""
+
+    def __init__(self, broker, channel, config, clock_ms=_now_ms):
+        self.broker = broker
+        self.channel = channel
+        self.config = config
+        self.clock_ms = clock_ms
+        self.store = OffsetsTopicStore(broker, config, clock_ms)
+        self.coordinator = GroupCoordinator(CoordinatorConfig.from_broker_config(config), self.store,
+                                            clock_ms)
+        self.arenas = [a.view for a in channel.arenas]
+        self.pipes = channel.response_pipes
+        self.stopping = False
+
+    # -- requests ---------------------------------------------------------------
+    def handle(self, desc) -> None:
+        from kafkapy.server.reactor.worker import Decoded, finish_request, prepare_request
+
+        processor_id, conn_id, inline, arena_off, size, _deadline_ms = desc
+        buf = memoryview(inline) if inline is not None else self.arenas[processor_id][arena_off:arena_off + size]
+        pipe = self.pipes[processor_id]
+        decoded = prepare_request(buf)
+        if not isinstance(decoded, Decoded):
+            pipe.send((conn_id, *decoded))
+            return
+        header = decoded.header
+        handler = HANDLERS.get(header.api_key)
+        if handler is None:
+            log.error("no coordinator handler for api key %d", header.api_key)
+            pipe.send((conn_id, CLOSE, None))
+            return
+
+        def send(response_entity):
+            try:
+                kind, payload = finish_request(decoded, response_entity)
+            except Exception:
+                log.exception("%s v%d response failed to encode; closing the connection",
+                              decoded.spec.name, decoded.version)
+                kind, payload = CLOSE, None
+            pipe.send((conn_id, kind, payload))
+
+        ctx = CoordinatorContext(self.coordinator, self.store, header.api_key, decoded.version,
+                                 header.correlation_id, header.client_id, send)
+        try:
+            handler(ctx, decoded.request)
+        except Exception:
+            # One bad request costs its connection, never the coordinator
+            # (whose death stops the broker).
+            log.exception("%s v%d request failed; closing the connection", decoded.spec.name,
+                          decoded.version)
+            if not ctx.replied:
+                ctx.replied = True
+                pipe.send((conn_id, CLOSE, None))
+
+    def _serve_pending(self, timeout_s: float) -> bool:
+        """Handle at most one request; False when told to stop."""
+        try:
+            desc = self.channel.coordinator_requests.get(timeout_s)
+        except queue.Empty:
+            return True
+        if desc is None:
+            return False
+        self.handle(desc)
+        return True
+
+    # -- start-up ---------------------------------------------------------------
+    def load(self) -> bool:
+        """Replay __consumer_offsets; False if told to stop meanwhile."""
+        if not self.store.exists():
+            return True
+        coordinator = self.coordinator
+        coordinator.loading = True
+        started = time.monotonic()
+        records = []
+        try:
+            for item in self.store.replay():
+                if item is None:
+                    # Let waiting clients hear COORDINATOR_LOAD_IN_PROGRESS.
+                    for _ in range(100):
+                        if not self._serve_pending(0):
+                            return False
+                        if self.channel.coordinator_requests.size() == 0:
+                            break
+                    continue
+                records.append(item)
+            coordinator.load(records)
+        finally:
+            coordinator.loading = False
+        log.info("loaded %d records of %s in %.2f s", len(records), OFFSETS_TOPIC,
+                 time.monotonic() - started)
+        return True
+
+    # -- maintenance ------------------------------------------------------------
+    def clean_offsets_topic(self) -> None:
+        from kafkapy.storage.cleaner import clean_log
+
+        info = self.broker.metadata().topics.get(OFFSETS_TOPIC)
+        if info is None:
+            return
+        now = self.clock_ms()
+        for p in range(info.num_partitions):
+            part = self.broker.partition(OFFSETS_TOPIC, p)
+            if part is None:
+                continue
+            try:
+                clean_log(part[0], now)
+            except Exception:
+                log.exception("cleaning %s-%d failed", OFFSETS_TOPIC, p)
+
+    def _cleaner_tick(self) -> None:
+        try:
+            self.clean_offsets_topic()
+        finally:
+            self.coordinator.timers.schedule(self.clock_ms() + CLEANER_INTERVAL_MS, self._cleaner_tick)
+
+    def run(self) -> None:
+        if not self.load():
+            return
+        coordinator = self.coordinator
+        coordinator.schedule_offset_expiry()
+        coordinator.timers.schedule(self.clock_ms() + CLEANER_INTERVAL_MS, self._cleaner_tick)
+        timers = coordinator.timers
+        while True:
+            now = self.clock_ms()
+            try:
+                timers.run_due(now)
+            except Exception:
+                # A timer bug must not stop the broker (the supervisor stops
+                # everything when the coordinator dies); log it and go on.
+                log.exception("coordinator timer failed")
+            deadline = timers.next_deadline_ms()
+            wait_s = _IDLE_WAIT_S if deadline is None else min(_IDLE_WAIT_S, max(0.0, (deadline - now) / 1000))
+            if not self._serve_pending(wait_s):
+                return
 
 
 def coordinator_main(broker_factory, channel, config) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopped via the queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     broker = broker_factory(-1)
-    requests = channel.coordinator_requests
-    while True:
-        try:
-            desc = requests.get(1.0)
-        except queue.Empty:
-            continue
-        if desc is None:
-            break
-        # No group API is advertised yet: nothing can arrive here.
-        log.error("coordinator got a request but serves no API yet; closing the connection")
-        from kafkapy.server.reactor.channel import CLOSE
-
-        channel.response_pipes[desc[0]].send((desc[1], CLOSE, None))
-    broker.close()
+    try:
+        CoordinatorServer(broker, channel, config).run()
+    finally:
+        broker.close()

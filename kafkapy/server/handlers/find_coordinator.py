@@ -1,7 +1,11 @@
 """FindCoordinator (key 10), v0-v4.
 
-Contract: with one broker, this broker coordinates every group (key type 0).
-Transactions (key type 1) have no coordinator yet: COORDINATOR_NOT_AVAILABLE
+Contract: with one broker, this broker coordinates every group (key type 0)
+once ``__consumer_offsets`` exists: the first group lookup creates it, as
+Kafka does (``offsets.topic.num.partitions`` partitions, compacted,
+``offsets.topic.replication.factor`` replicas). While it cannot be created
+(e.g. a replication factor above the one broker there is) the answer is
+COORDINATOR_NOT_AVAILABLE (15), retriable, as in Kafka. Transactions (key type 1) have no coordinator yet: COORDINATOR_NOT_AVAILABLE
 (15), retriable. Unknown key types -> INVALID_REQUEST (42). v4 answers a
 batch of keys (``coordinator_keys``); v0-v3 a single ``key`` (v0 has no
 key type: always a group).
@@ -21,8 +25,15 @@ def handle(ctx, request):
     key_type = getattr(request, "key_type", GROUP)
     host, port = broker.advertised_address
     if key_type == GROUP:
-        found = {"node_id": broker.broker_id, "host": host, "port": port,
-                 "error_code": 0, "error_message": None}
+        from kafkapy.coordinator.offsets_topic import ensure_offsets_topic
+
+        error, _ = ensure_offsets_topic(broker, broker.config)
+        if error:
+            found = {"node_id": -1, "host": "", "port": -1, "error_code": error,
+                     "error_message": "The coordinator is not available."}
+        else:
+            found = {"node_id": broker.broker_id, "host": host, "port": port,
+                     "error_code": 0, "error_message": None}
     elif key_type == TRANSACTION:
         found = {"node_id": -1, "host": "", "port": -1,
                  "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,

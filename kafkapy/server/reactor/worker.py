@@ -34,13 +34,27 @@ from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
 log = logging.getLogger("kafkapy.request")
 
 
-def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
-    """Handle one request frame (without its size prefix).
+class Decoded:
+    """A request that decoded and is to be handled: what ``finish_request`` needs."""
 
-    Returns ``(kind, payload)`` for the processor: SEND with the response
-    parts, NOREPLY, CLOSE, or DELAY with ``(deadline_ms, {slot: hw})``.
-    Never raises: a handler bug answers the connection with a close, as Kafka
-    does for requests it cannot parse or answer.
+    __slots__ = ("header", "spec", "version", "flexible", "request")
+
+    def __init__(self, header, spec, version, flexible, request):
+        self.header = header
+        self.spec = spec
+        self.version = version
+        self.flexible = flexible
+        self.request = request
+
+
+def prepare_request(buf: memoryview):
+    """Decode one request frame (without its size prefix).
+
+    Returns a ``Decoded``, or ``(kind, payload)`` when the request is answered
+    (or the connection closed) without reaching a handler: undecodable
+    header or body, unknown key, unsupported version, ApiVersions outside its
+    range, Produce v0-v2. Shared by the handler workers and the group
+    coordinator process, so both treat malformed input alike.
     """
     try:
         header = read_request_header(buf)
@@ -80,22 +94,43 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
     except DecodeError as exc:
         log.info("closing connection: malformed %s v%d request (%s)", spec.name, version, exc)
         return CLOSE, None
-    ctx = RequestContext(broker, header.api_key, version, header.correlation_id,
+    return Decoded(header, spec, version, flexible, request)
+
+
+def finish_request(decoded: Decoded, response):
+    """``(kind, payload)`` for a handler's result (may raise if encoding fails)."""
+    if response is NoResponse:
+        return NOREPLY, None
+    if response is CloseConnection:
+        return CLOSE, None
+    if isinstance(response, Delay):
+        return DELAY, (response.deadline_ms, response.watched)
+    header = decoded.header
+    probes.request.response_built(header.api_key, response)
+    response_header_flexible = decoded.flexible and header.api_key != API_VERSIONS_KEY
+    return SEND, encode_response(header.correlation_id, response, response_header_flexible)
+
+
+def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
+    """Handle one request frame (without its size prefix).
+
+    Returns ``(kind, payload)`` for the processor: SEND with the response
+    parts, NOREPLY, CLOSE, or DELAY with ``(deadline_ms, {slot: hw})``.
+    Never raises: a handler bug answers the connection with a close, as Kafka
+    does for requests it cannot parse or answer.
+    """
+    decoded = prepare_request(buf)
+    if not isinstance(decoded, Decoded):
+        return decoded
+    header = decoded.header
+    ctx = RequestContext(broker, header.api_key, decoded.version, header.correlation_id,
                          header.client_id, deadline_ms)
     try:
-        response = HANDLERS[header.api_key](ctx, request)
-        if response is NoResponse:
-            return NOREPLY, None
-        if response is CloseConnection:
-            return CLOSE, None
-        if isinstance(response, Delay):
-            return DELAY, (response.deadline_ms, response.watched)
-        response_header_flexible = flexible and header.api_key != API_VERSIONS_KEY
-        return SEND, encode_response(header.correlation_id, response, response_header_flexible)
+        return finish_request(decoded, HANDLERS[header.api_key](ctx, decoded.request))
     except Exception:
         # A bug in one handler must cost one connection, never the worker
         # (whose death stops the whole broker).
-        log.exception("%s v%d request failed; closing the connection", spec.name, version)
+        log.exception("%s v%d request failed; closing the connection", decoded.spec.name, decoded.version)
         return CLOSE, None
 
 

@@ -28,7 +28,9 @@ REPO = Path(__file__).resolve().parents[3]
 SERVER_PROPERTIES = REPO / "config" / "server.properties"
 
 # Keys config/server.properties deliberately sets away from Kafka's default.
-INTENTIONAL_DEVIATIONS = {"broker.id", "listeners", "advertised.listeners", "log.dirs"}
+INTENTIONAL_DEVIATIONS = {"broker.id", "listeners", "advertised.listeners", "log.dirs",
+                          # as in Kafka's own config/server.properties (single-broker development)
+                          "offsets.topic.replication.factor", "group.initial.rebalance.delay.ms"}
 
 
 def cfg(**props):

@@ -1,0 +1,900 @@
+"""The classic group coordinator (Kafka's GroupCoordinator + GroupMetadataManager).
+
+Owned by the group-coordinator process and run on its single thread: every
+method here and every timer callback runs there, so group state needs no
+locks. Sans-IO in the sense that matters for tests: the clock is injected
+(``clock_ms``), persistence goes through ``store`` (``append(partition,
+[(key, value_or_None)]) -> error_code``, ``partition_exists(topic, p)``,
+``num_partitions``), and answers go to ``respond`` callbacks, which may be
+called at once or later (a parked JoinGroup / SyncGroup).
+
+Results are plain dicts with Kafka's (kio's) field names, so each API
+handler builds its response for every version with ``construct``.
+
+Where Kafka's behaviour depends on time, the numbers are Kafka's:
+``group.initial.rebalance.delay.ms`` applies only to the first rebalance of
+an Empty group and is extended (by at most the same delay, within the
+rebalance timeout) while new members keep arriving; a new member's parked
+JoinGroup is dropped after 5 minutes (Kafka's newMemberJoinTimeoutMs) since
+its session timeout cannot run before it has a member id.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from kafkapy.coordinator import group as g
+from kafkapy.coordinator.group import Group, Member
+from kafkapy.coordinator.records import (
+    EMPTY_CONSUMER_ASSIGNMENT,
+    GroupKey,
+    GroupRecord,
+    MemberRecord,
+    OffsetAndMetadata,
+    OffsetKey,
+    RecordFormatError,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    partition_for,
+)
+from kafkapy.coordinator.timers import Timers
+from kafkapy.protocol.errors import ErrorCode as E
+
+log = logging.getLogger("kafkapy.coordinator")
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+UNKNOWN_MEMBER_ID = ""
+
+
+@dataclass
+class CoordinatorConfig:
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    max_size: int = 2**31 - 1
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+
+    @classmethod
+    def from_broker_config(cls, config) -> "CoordinatorConfig":
+        return cls(
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            max_size=config["group.max.size"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60 * 1000,
+            offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+        )
+
+
+def _join_result(error, member_id="", generation_id=-1, protocol_type=None, protocol_name=None,
+                 leader="", members=()):
+    return {"error_code": error, "generation_id": generation_id, "protocol_type": protocol_type,
+            "protocol_name": protocol_name, "leader": leader, "member_id": member_id,
+            "members": list(members), "throttle_time": 0}
+
+
+def _sync_result(error, assignment=b"", protocol_type=None, protocol_name=None):
+    return {"error_code": error, "assignment": assignment, "protocol_type": protocol_type,
+            "protocol_name": protocol_name, "throttle_time": 0}
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig, store, clock_ms):
+        self.config = config
+        self.store = store
+        self.clock_ms = clock_ms
+        self.timers = Timers()
+        self.groups: dict[str, Group] = {}
+        self.loading = False
+        self._retention_timer = None
+
+    # ------------------------------------------------------------------ helpers
+    def _now(self) -> int:
+        return self.clock_ms()
+
+    def _partition(self, group_id: str) -> int:
+        return partition_for(group_id, self.store.num_partitions)
+
+    def _validate(self, group_id, need_non_empty: bool):
+        """Kafka's validateGroupStatus: None if the request may proceed."""
+        if group_id is None or (need_non_empty and group_id == ""):
+            return E.INVALID_GROUP_ID
+        if self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def _get_or_create(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id, self._now(), self._partition(group_id))
+            self.groups[group_id] = group
+        return group
+
+    def _drop_if_unused(self, group: Group) -> None:
+        """Forget a group that exists only because a failed request created it."""
+        if (group.is_(g.EMPTY) and not group.members and not group.pending_members
+                and not group.offsets and group.generation_id == 0):
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+
+    # ------------------------------------------------------------------ persistence
+    def _group_record(self, group: Group, assignment: dict | None = None) -> bytes:
+        members = []
+        protocol = group.protocol_name
+        for m in group.members.values():
+            members.append(MemberRecord(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.session_timeout_ms, m.metadata(protocol) if protocol else b"",
+                (assignment or {}).get(m.member_id, m.assignment)))
+        rec = GroupRecord(group.protocol_type or "", group.generation_id, protocol,
+                          group.leader_id if members else None, group.state_timestamp_ms, members)
+        return encode_group_value(rec)
+
+    def _store_group(self, group: Group, assignment: dict | None = None) -> int:
+        return self.store.append(group.partition, [(encode_group_key(group.group_id),
+                                                    self._group_record(group, assignment))])
+
+    # ------------------------------------------------------------------ timers
+    def _arm_member_timer(self, group: Group, member: Member, deadline_ms: int) -> None:
+        member.heartbeat_deadline_ms = deadline_ms
+        self.timers.schedule(deadline_ms, lambda: self._member_timer(group, member))
+
+    def _heartbeat(self, group: Group, member: Member) -> None:
+        # Only the deadline moves; the armed timer re-arms itself when it
+        # fires early, so each member has one live timer, not one per heartbeat.
+        member.heartbeat_deadline_ms = self._now() + member.session_timeout_ms
+
+    def _member_timer(self, group: Group, member: Member) -> None:
+        if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
+            return
+        now = self._now()
+        if member.awaiting_join:
+            if member.is_new and now >= member.heartbeat_deadline_ms:
+                log.info("group %s: new member %s did not complete its join in time", group.group_id,
+                         member.member_id)
+                self._remove_member_and_update_group(group, member, E.UNKNOWN_MEMBER_ID)
+                return
+            deadline = member.heartbeat_deadline_ms if member.is_new else now + member.session_timeout_ms
+        elif member.sync_callback is not None:
+            deadline = now + member.session_timeout_ms
+        elif now < member.heartbeat_deadline_ms:
+            deadline = member.heartbeat_deadline_ms
+        else:
+            log.info("group %s: member %s session expired (%d ms)", group.group_id, member.member_id,
+                     member.session_timeout_ms)
+            self._remove_member_and_update_group(group, member, E.UNKNOWN_MEMBER_ID)
+            return
+        member.heartbeat_deadline_ms = max(member.heartbeat_deadline_ms, deadline)
+        self.timers.schedule(deadline, lambda: self._member_timer(group, member))
+
+    def _pending_member_timer(self, group: Group, member_id: str) -> None:
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            if group.is_(g.PREPARING_REBALANCE):
+                self._try_complete_join(group)
+
+    # ------------------------------------------------------------------ rebalance
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state in (g.STABLE, g.COMPLETING_REBALANCE, g.EMPTY):
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(g.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS)
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+        group.pending_sync.clear()
+        now = self._now()
+        rebalance_timeout = group.rebalance_timeout_ms()
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        if group.is_(g.EMPTY):
+            delay = self.config.initial_rebalance_delay_ms
+            remaining = max(rebalance_timeout - delay, 0)
+            group.new_member_added = False
+            group.join_timer = self.timers.schedule(
+                now + delay, lambda: self._initial_join_timer(group, delay, remaining))
+            group.join_timer.initial = True
+        else:
+            group.join_timer = self.timers.schedule(now + rebalance_timeout,
+                                                    lambda: self._complete_join(group))
+        log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id,
+                 group.generation_id, reason)
+        group.transition(g.PREPARING_REBALANCE, now)
+
+    def _initial_join_timer(self, group: Group, delay: int, remaining: int) -> None:
+        if group.new_member_added and remaining > 0:
+            group.new_member_added = False
+            next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            left = max(remaining - delay, 0)
+            group.join_timer = self.timers.schedule(
+                self._now() + next_delay, lambda: self._initial_join_timer(group, next_delay, left))
+            group.join_timer.initial = True
+            return
+        self._complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        timer = group.join_timer
+        if (group.is_(g.PREPARING_REBALANCE) and timer is not None
+                and not timer.initial and group.has_all_members_joined()):
+            timer.cancel()
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        if not group.is_(g.PREPARING_REBALANCE):
+            return
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+        for member in list(group.members.values()):
+            if not member.awaiting_join:
+                log.info("group %s: removing member %s which did not rejoin", group.group_id,
+                         member.member_id)
+                group.remove(member.member_id)
+        now = self._now()
+        group.generation_id += 1
+        if group.members:
+            group.protocol_name = group.select_protocol()
+            group.transition(g.COMPLETING_REBALANCE, now)
+        else:
+            group.protocol_name = None
+            group.transition(g.EMPTY, now)
+            # The generation bump of an emptied group must survive a restart
+            # (stale members must not commit with the old generation).
+            self._store_group(group)
+            log.info("group %s is empty (generation %d)", group.group_id, group.generation_id)
+            return
+        log.info("group %s: generation %d with %d members, protocol %s", group.group_id,
+                 group.generation_id, len(group.members), group.protocol_name)
+        member_list = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "metadata": m.metadata(group.protocol_name)} for m in group.members.values()]
+        group.pending_sync = set(group.members)
+        for member in list(group.members.values()):
+            is_leader = member.member_id == group.leader_id
+            result = _join_result(E.NONE, member.member_id, group.generation_id, group.protocol_type,
+                                  group.protocol_name, group.leader_id, member_list if is_leader else ())
+            callback, member.join_callback = member.join_callback, None
+            member.is_new = False
+            member.heartbeat_deadline_ms = now + member.session_timeout_ms
+            callback(result)
+        generation = group.generation_id
+        group.sync_timer = self.timers.schedule(now + group.rebalance_timeout_ms(),
+                                                lambda: self._sync_timeout(group, generation))
+
+    def _sync_timeout(self, group: Group, generation: int) -> None:
+        """Kafka's DelayedSync: members that joined but never sent SyncGroup
+        within the rebalance timeout are removed and the group rebalances."""
+        group.sync_timer = None
+        if group.generation_id != generation or not group.pending_sync:
+            return
+        if group.state not in (g.COMPLETING_REBALANCE, g.STABLE):
+            return
+        missing = list(group.pending_sync)
+        log.info("group %s: members %s did not sync in time", group.group_id, missing)
+        for member_id in missing:
+            group.remove(member_id)
+        group.pending_sync.clear()
+        self._prepare_rebalance(group, f"members {missing} failed to sync")
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            if member.sync_callback is not None:
+                callback, member.sync_callback = member.sync_callback, None
+                callback(_sync_result(error))
+
+    def _remove_member_and_update_group(self, group: Group, member: Member, error: int) -> None:
+        if member.join_callback is not None:
+            callback, member.join_callback = member.join_callback, None
+            callback(_join_result(error, member.member_id))
+        if member.sync_callback is not None:
+            callback, member.sync_callback = member.sync_callback, None
+            callback(_sync_result(error))
+        group.remove(member.member_id)
+        if group.state in (g.STABLE, g.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}")
+        elif group.is_(g.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # ------------------------------------------------------------------ JoinGroup
+    def join_group(self, group_id, member_id, group_instance_id, require_known_member_id, client_id,
+                   client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                   respond) -> None:
+        error = self._validate(group_id, True)
+        if error is not None:
+            return respond(_join_result(error, member_id))
+        if not (self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms):
+            return respond(_join_result(E.INVALID_SESSION_TIMEOUT, member_id))
+        is_unknown = member_id == UNKNOWN_MEMBER_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            if not is_unknown:
+                return respond(_join_result(E.UNKNOWN_MEMBER_ID, member_id))
+            group = self._get_or_create(group_id)
+        try:
+            if not self._accept_joining_member(group, member_id):
+                return respond(_join_result(E.GROUP_MAX_SIZE_REACHED, member_id))
+            if group.is_(g.DEAD):
+                return respond(_join_result(E.COORDINATOR_NOT_AVAILABLE, member_id))
+            names = [name for name, _ in protocols]
+            if not group.supports_protocols(protocol_type, names):
+                return respond(_join_result(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            args = (group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                    protocol_type, protocols, respond)
+            if is_unknown:
+                self._new_member_join(group, require_known_member_id, *args)
+            else:
+                self._current_member_join(group, member_id, *args)
+            if group.is_(g.PREPARING_REBALANCE):
+                self._try_complete_join(group)
+        finally:
+            self._drop_if_unused(group)
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember: may this member join under group.max.size?"""
+        max_size = self.config.max_size
+        if group.state in (g.EMPTY, g.DEAD):
+            return True
+        if group.is_(g.PREPARING_REBALANCE):
+            member = group.members.get(member_id)
+            return (member is not None and member.awaiting_join) or group.num_awaiting_join() < max_size
+        return group.has(member_id) or member_id in group.pending_members or group.size() < max_size
+
+    def _new_member_join(self, group, require_known_member_id, group_instance_id, client_id, client_host,
+                         rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, respond):
+        new_id = f"{client_id or ''}-{uuid.uuid4()}"
+        if group_instance_id is not None:
+            old_id = group.static_members.get(group_instance_id)
+            if old_id is not None and old_id in group.members:
+                return self._update_static_member(group, old_id, new_id, client_id, client_host,
+                                                  rebalance_timeout_ms, session_timeout_ms, protocols, respond)
+            return self._add_member_and_rebalance(group, new_id, group_instance_id, client_id, client_host,
+                                                  rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                                  protocols, respond)
+        if require_known_member_id:
+            # JoinGroup v4+: hand out the id first, so a client that retries
+            # after a lost response re-uses it instead of leaving a ghost member.
+            group.pending_members.add(new_id)
+            self.timers.schedule(self._now() + session_timeout_ms,
+                                 lambda: self._pending_member_timer(group, new_id))
+            return respond(_join_result(E.MEMBER_ID_REQUIRED, new_id))
+        self._add_member_and_rebalance(group, new_id, None, client_id, client_host, rebalance_timeout_ms,
+                                       session_timeout_ms, protocol_type, protocols, respond)
+
+    def _current_member_join(self, group, member_id, group_instance_id, client_id, client_host,
+                             rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, respond):
+        if member_id in group.pending_members:
+            return self._add_member_and_rebalance(group, member_id, group_instance_id, client_id, client_host,
+                                                  rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                                  protocols, respond)
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            return respond(_join_result(E.FENCED_INSTANCE_ID, member_id))
+        member = group.members.get(member_id)
+        if member is None:
+            return respond(_join_result(E.UNKNOWN_MEMBER_ID, member_id))
+        state = group.state
+        if state == g.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                              session_timeout_ms, respond)
+        elif state == g.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # A repeat of a JoinGroup whose answer was lost: the same answer.
+                is_leader = member_id == group.leader_id
+                members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                            "metadata": m.metadata(group.protocol_name)} for m in group.members.values()] \
+                    if is_leader else ()
+                respond(_join_result(E.NONE, member_id, group.generation_id, group.protocol_type,
+                                     group.protocol_name, group.leader_id, members))
+            else:
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                  session_timeout_ms, respond)
+        elif state == g.STABLE:
+            if member_id == group.leader_id or not member.matches(protocols):
+                # The leader rejoining asks for a rebalance (e.g. its metadata changed).
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                  session_timeout_ms, respond)
+            else:
+                respond(_join_result(E.NONE, member_id, group.generation_id, group.protocol_type,
+                                     group.protocol_name, group.leader_id))
+        else:
+            respond(_join_result(E.UNKNOWN_MEMBER_ID, member_id))
+
+    def _add_member_and_rebalance(self, group, member_id, group_instance_id, client_id, client_host,
+                                  rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, respond):
+        member = Member(member_id, group_instance_id, client_id or "", client_host, rebalance_timeout_ms,
+                        session_timeout_ms, protocol_type, protocols)
+        member.is_new = True
+        member.join_callback = respond
+        if group.is_(g.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        # Before it has its first generation a new member cannot heartbeat:
+        # its parked JoinGroup is bounded by Kafka's 5-minute new-member timeout.
+        self._arm_member_timer(group, member, self._now() + NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+
+    def _update_member_and_rebalance(self, group, member, protocols, rebalance_timeout_ms,
+                                     session_timeout_ms, respond):
+        member.protocols = list(protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if member.join_callback is not None:
+            # The client gave up on its earlier JoinGroup (a new connection);
+            # release that one so its connection is not muted forever.
+            old, member.join_callback = member.join_callback, None
+            old(_join_result(E.REBALANCE_IN_PROGRESS, member.member_id))
+        member.join_callback = respond
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+
+    def _update_static_member(self, group, old_id, new_id, client_id, client_host, rebalance_timeout_ms,
+                              session_timeout_ms, protocols, respond):
+        """A static member came back with a new member id: the old id is fenced,
+        and a Stable group whose protocol would not change keeps its
+        assignment without a rebalance (KIP-345)."""
+        member = group.members[old_id]
+        if member.join_callback is not None:
+            old, member.join_callback = member.join_callback, None
+            old(_join_result(E.FENCED_INSTANCE_ID, old_id))
+        if member.sync_callback is not None:
+            old, member.sync_callback = member.sync_callback, None
+            old(_sync_result(E.FENCED_INSTANCE_ID))
+        current_leader = group.leader_id
+        old_protocols = member.protocols
+        old_timeouts = (member.rebalance_timeout_ms, member.session_timeout_ms)
+        del group.members[old_id]
+        group.pending_sync.discard(old_id)
+        member.member_id = new_id
+        member.client_id = client_id or ""
+        member.client_host = client_host
+        group.members[new_id] = member
+        group.static_members[member.group_instance_id] = new_id
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        member.protocols = list(protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        self._arm_member_timer(group, member, self._now() + session_timeout_ms)
+        if group.is_(g.STABLE):
+            if group.select_protocol() == group.protocol_name:
+                error = self._store_group(group)
+                if error:
+                    # Undo: the old id stays the member, the new one is refused.
+                    del group.members[new_id]
+                    member.member_id = old_id
+                    member.protocols = old_protocols
+                    member.rebalance_timeout_ms, member.session_timeout_ms = old_timeouts
+                    group.members[old_id] = member
+                    group.static_members[member.group_instance_id] = old_id
+                    if group.leader_id == new_id:
+                        group.leader_id = old_id
+                    return respond(_join_result(error, ""))
+                # Kafka answers with the leader as it was: a restarted leader
+                # then acts as a follower and fetches its stored assignment.
+                return respond(_join_result(E.NONE, new_id, group.generation_id, group.protocol_type,
+                                            group.protocol_name, current_leader))
+            member.join_callback = respond
+            return self._maybe_prepare_rebalance(group, f"static member {member.group_instance_id} "
+                                                 "changed the selected protocol")
+        member.join_callback = respond
+        if group.is_(g.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"static member {member.group_instance_id} rejoined")
+
+    # ------------------------------------------------------------------ SyncGroup
+    def sync_group(self, group_id, generation_id, member_id, protocol_type, protocol_name,
+                   group_instance_id, assignments, respond) -> None:
+        error = self._validate(group_id, True)
+        if error is not None:
+            return respond(_sync_result(error))
+        group = self.groups.get(group_id)
+        if group is None:
+            return respond(_sync_result(E.UNKNOWN_MEMBER_ID))
+        if group.is_(g.DEAD):
+            return respond(_sync_result(E.COORDINATOR_NOT_AVAILABLE))
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            return respond(_sync_result(E.FENCED_INSTANCE_ID))
+        member = group.members.get(member_id)
+        if member is None:
+            return respond(_sync_result(E.UNKNOWN_MEMBER_ID))
+        if generation_id != group.generation_id:
+            return respond(_sync_result(E.ILLEGAL_GENERATION))
+        if protocol_type is not None and protocol_type != group.protocol_type:
+            return respond(_sync_result(E.INCONSISTENT_GROUP_PROTOCOL))
+        if protocol_name is not None and protocol_name != group.protocol_name:
+            return respond(_sync_result(E.INCONSISTENT_GROUP_PROTOCOL))
+        if group.is_(g.EMPTY):
+            return respond(_sync_result(E.UNKNOWN_MEMBER_ID))
+        if group.is_(g.PREPARING_REBALANCE):
+            return respond(_sync_result(E.REBALANCE_IN_PROGRESS))
+        group.pending_sync.discard(member_id)
+        if group.is_(g.STABLE):
+            self._heartbeat(group, member)
+            return respond(_sync_result(E.NONE, member.assignment, group.protocol_type, group.protocol_name))
+        # CompletingRebalance: park until the leader's assignment is stored.
+        member.sync_callback = respond
+        self._heartbeat(group, member)
+        if member_id != group.leader_id:
+            return
+        assignment = {}
+        for m_id in group.members:
+            assignment[m_id] = None
+        for m_id, data in assignments:
+            if m_id in assignment:
+                assignment[m_id] = data
+        for m_id, data in assignment.items():
+            if data is None:
+                # Kafka fills members the leader left out with zero bytes.
+                # The consumer-protocol clients decode an assignment without
+                # a length check (kafka-python and aiokafka raise on b""), so
+                # a "consumer" group gets a valid empty assignment instead.
+                assignment[m_id] = EMPTY_CONSUMER_ASSIGNMENT if group.protocol_type == "consumer" else b""
+        error = self._store_group(group, assignment)
+        if not group.is_(g.COMPLETING_REBALANCE) or group.generation_id != generation_id:
+            return
+        if error:
+            self._reset_and_propagate_assignment_error(group, error)
+            self._maybe_prepare_rebalance(group, f"storing the assignment failed (error {error})")
+            return
+        for m in group.members.values():
+            m.assignment = assignment[m.member_id]
+            if m.sync_callback is not None:
+                callback, m.sync_callback = m.sync_callback, None
+                callback(_sync_result(E.NONE, m.assignment, group.protocol_type, group.protocol_name))
+        group.transition(g.STABLE, self._now())
+        log.info("group %s stable at generation %d", group.group_id, group.generation_id)
+
+    # ------------------------------------------------------------------ Heartbeat
+    def heartbeat(self, group_id, member_id, group_instance_id, generation_id) -> int:
+        error = self._validate(group_id, True)
+        if error == E.COORDINATOR_LOAD_IN_PROGRESS:
+            # Kafka: the group is still loading, so answer blindly; the real
+            # check comes with the next heartbeat.
+            return E.NONE
+        if error is not None:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        if group.is_(g.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if group.is_(g.EMPTY):
+            return E.UNKNOWN_MEMBER_ID
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            return E.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+        self._heartbeat(group, member)
+        if group.is_(g.PREPARING_REBALANCE):
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    # ------------------------------------------------------------------ LeaveGroup
+    def leave_group(self, group_id, leaving) -> tuple[int, list]:
+        """``leaving``: list of ``(member_id, group_instance_id)``. Returns the
+        top-level error and one error per leaving member."""
+        error = self._validate(group_id, True)
+        if error is not None:
+            return error, [error] * len(leaving)
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.is_(g.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(leaving)
+        errors = []
+        for member_id, instance_id in leaving:
+            if member_id == UNKNOWN_MEMBER_ID and instance_id is not None:
+                found = group.static_members.get(instance_id)
+                if found is None or found not in group.members:
+                    errors.append(E.UNKNOWN_MEMBER_ID)
+                    continue
+                member_id = found
+            elif group.is_static_member_fenced(instance_id, member_id):
+                errors.append(E.FENCED_INSTANCE_ID)
+                continue
+            if member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                if group.is_(g.PREPARING_REBALANCE):
+                    self._try_complete_join(group)
+                errors.append(E.NONE)
+                continue
+            member = group.members.get(member_id)
+            if member is None:
+                errors.append(E.UNKNOWN_MEMBER_ID)
+                continue
+            log.info("group %s: member %s left", group_id, member_id)
+            self._remove_member_and_update_group(group, member, E.UNKNOWN_MEMBER_ID)
+            errors.append(E.NONE)
+        return E.NONE, errors
+
+    # ------------------------------------------------------------------ offsets
+    def commit_offsets(self, group_id, member_id, group_instance_id, generation_id, offsets,
+                       retention_ms=-1) -> dict:
+        """``offsets``: list of ``(topic, partition, offset, leader_epoch, metadata)``.
+        Returns ``{(topic, partition): error_code}``."""
+        keys = [(t, p) for t, p, *_ in offsets]
+
+        def all_(error):
+            return {k: error for k in keys}
+
+        error = self._validate(group_id, False)
+        if error is not None:
+            return all_(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A commit from an old generation of a group that is gone.
+                return all_(E.ILLEGAL_GENERATION)
+            group = self._get_or_create(group_id)  # offsets-only ("simple") group
+        if group.is_(g.DEAD):
+            error = E.COORDINATOR_NOT_AVAILABLE
+        elif group.is_static_member_fenced(group_instance_id, member_id):
+            error = E.FENCED_INSTANCE_ID
+        elif generation_id < 0 and group.is_(g.EMPTY):
+            error = None
+        elif group.is_(g.COMPLETING_REBALANCE):
+            error = E.REBALANCE_IN_PROGRESS
+        elif member_id not in group.members:
+            error = E.UNKNOWN_MEMBER_ID
+        elif generation_id != group.generation_id:
+            error = E.ILLEGAL_GENERATION
+        else:
+            error = None
+            self._heartbeat(group, group.members[member_id])
+        if error is not None:
+            self._drop_if_unused(group)
+            return all_(error)
+        return self._store_offsets(group, offsets, retention_ms)
+
+    def _store_offsets(self, group: Group, offsets, retention_ms) -> dict:
+        now = self._now()
+        results = {}
+        records = []
+        accepted = {}
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            key = (topic, partition)
+            if metadata is not None and len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                results[key] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            if not self.store.partition_exists(topic, partition):
+                results[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            om = OffsetAndMetadata(offset, leader_epoch, metadata or "", now,
+                                   now + retention_ms if retention_ms is not None and retention_ms >= 0 else -1)
+            accepted[key] = om
+            records.append((encode_offset_key(group.group_id, topic, partition), encode_offset_value(om)))
+        if records:
+            error = self.store.append(group.partition, records)
+            for key, om in accepted.items():
+                results[key] = error
+                if not error:
+                    group.offsets[key] = om
+        self._drop_if_unused(group)
+        return results
+
+    def fetch_offsets(self, group_id, topics, require_stable=False):
+        """``topics``: list of ``(topic, [partitions])`` or None for all.
+        Returns ``(group_error, [(topic, [(partition, OffsetAndMetadata|None, error)])])``.
+        ``require_stable`` matters only with transactional commits (UNSTABLE_OFFSET_COMMIT),
+        which this coordinator does not take, so nothing is ever pending."""
+        error = self._validate(group_id, False)
+        if error is not None:
+            return error, []
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        out = []
+        if topics is None:
+            by_topic: dict[str, list] = {}
+            for (t, p), om in sorted(offsets.items()):
+                by_topic.setdefault(t, []).append((p, om, E.NONE))
+            return E.NONE, list(by_topic.items())
+        for topic, partitions in topics:
+            out.append((topic, [(p, offsets.get((topic, p)), E.NONE) for p in partitions]))
+        return E.NONE, out
+
+    def delete_offsets(self, group_id, partitions) -> tuple[int, dict]:
+        """OffsetDelete: ``partitions`` list of (topic, partition)."""
+        error = self._validate(group_id, False)
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(g.DEAD):
+            return E.GROUP_ID_NOT_FOUND, {}
+        results = {}
+        if group.is_(g.EMPTY):
+            subscribed: set[str] = set()
+        else:
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return E.NON_EMPTY_GROUP, {}
+        tombstones = []
+        for topic, partition in partitions:
+            if topic in subscribed:
+                results[(topic, partition)] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            results[(topic, partition)] = E.NONE
+            if (topic, partition) in group.offsets:
+                tombstones.append((encode_offset_key(group_id, topic, partition), None))
+        if tombstones:
+            error = self.store.append(group.partition, tombstones)
+            if error:
+                return error, {}
+            for key, _ in list(results.items()):
+                if results[key] == E.NONE:
+                    group.offsets.pop(key, None)
+        return E.NONE, results
+
+    # ------------------------------------------------------------------ admin
+    def describe_group(self, group_id) -> dict:
+        error = self._validate(group_id, False)
+        if error is not None:
+            return {"error_code": error, "group_id": group_id, "group_state": "", "protocol_type": "",
+                    "protocol_data": "", "members": []}
+        group = self.groups.get(group_id)
+        if group is None:
+            return {"error_code": E.NONE, "group_id": group_id, "group_state": g.DEAD, "protocol_type": "",
+                    "protocol_data": "", "members": []}
+        stable = group.is_(g.STABLE)
+        members = []
+        for m in group.members.values():
+            members.append({
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment if stable else b""})
+        return {"error_code": E.NONE, "group_id": group_id, "group_state": group.state,
+                "protocol_type": group.protocol_type or "",
+                "protocol_data": (group.protocol_name or "") if stable else "", "members": members}
+
+    def list_groups(self, states_filter=()) -> tuple[int, list]:
+        if self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, []
+        wanted = {s.lower() for s in states_filter}
+        out = []
+        for group in self.groups.values():
+            if wanted and group.state.lower() not in wanted:
+                continue
+            out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
+                        "group_state": group.state})
+        return E.NONE, out
+
+    def delete_groups(self, group_ids) -> dict:
+        results = {}
+        for group_id in group_ids:
+            error = self._validate(group_id, False)
+            if error is not None:
+                results[group_id] = error
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_(g.DEAD):
+                results[group_id] = E.GROUP_ID_NOT_FOUND
+                continue
+            if not group.is_(g.EMPTY):
+                results[group_id] = E.NON_EMPTY_GROUP
+                continue
+            records = [(encode_offset_key(group_id, t, p), None) for t, p in group.offsets]
+            records.append((encode_group_key(group_id), None))
+            error = self.store.append(group.partition, records)
+            if error:
+                results[group_id] = error
+                continue
+            group.transition(g.DEAD, self._now())
+            del self.groups[group_id]
+            results[group_id] = E.NONE
+            log.info("deleted group %s", group_id)
+        return results
+
+    # ------------------------------------------------------------------ retention
+    def schedule_offset_expiry(self) -> None:
+        interval = self.config.offsets_retention_check_interval_ms
+        self._retention_timer = self.timers.schedule(self._now() + interval, self._expiry_tick)
+
+    def _expiry_tick(self) -> None:
+        try:
+            self.expire_offsets()
+        finally:
+            self.schedule_offset_expiry()
+
+    def expire_offsets(self) -> int:
+        """offsets.retention.minutes for Empty groups (Kafka 2.1+, KIP-211): a
+        consumer group's offsets expire that long after it became Empty; an
+        offsets-only group's offsets that long after each commit; an explicit
+        v1 expire timestamp wins. An Empty group left without offsets is
+        removed (tombstoned). Returns how many offsets expired."""
+        now = self._now()
+        retention = self.config.offsets_retention_ms
+        expired_total = 0
+        for group in list(self.groups.values()):
+            if not group.is_(g.EMPTY):
+                continue
+            expired = []
+            for key, om in group.offsets.items():
+                if om.expire_timestamp_ms >= 0:
+                    due = now >= om.expire_timestamp_ms
+                else:
+                    base = group.state_timestamp_ms if group.protocol_type else om.commit_timestamp_ms
+                    due = now >= base + retention
+                if due:
+                    expired.append(key)
+            records = [(encode_offset_key(group.group_id, t, p), None) for t, p in expired]
+            drop_group = not group.members and len(expired) == len(group.offsets)
+            if drop_group:
+                records.append((encode_group_key(group.group_id), None))
+            if not records:
+                continue
+            if self.store.append(group.partition, records):
+                continue
+            for key in expired:
+                del group.offsets[key]
+            expired_total += len(expired)
+            if drop_group:
+                group.transition(g.DEAD, now)
+                del self.groups[group.group_id]
+                log.info("group %s removed: empty with no offsets left", group.group_id)
+        return expired_total
+
+    # ------------------------------------------------------------------ loading
+    def load(self, records) -> None:
+        """Replay ``(partition, key_bytes, value_bytes_or_None)`` in log order
+        (Kafka's GroupMetadataManager.loadGroupsAndOffsets): the last record
+        per key wins, tombstones delete."""
+        offsets: dict[str, dict] = {}
+        groups: dict[str, GroupRecord | None] = {}
+        skipped = 0
+        for _partition, key_bytes, value in records:
+            try:
+                key = decode_key(key_bytes)
+                if isinstance(key, OffsetKey):
+                    per = offsets.setdefault(key.group, {})
+                    if value is None:
+                        per.pop((key.topic, key.partition), None)
+                    else:
+                        per[(key.topic, key.partition)] = decode_offset_value(value)
+                elif isinstance(key, GroupKey):
+                    groups[key.group] = decode_group_value(value) if value is not None else None
+            except RecordFormatError as exc:
+                skipped += 1
+                log.warning("skipping undecodable __consumer_offsets record: %s", exc)
+        now = self._now()
+        for group_id in set(offsets) | set(groups):
+            rec = groups.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if rec is None and not group_offsets:
+                continue
+            group = Group(group_id, now, self._partition(group_id))
+            group.offsets = dict(group_offsets)
+            if rec is not None:
+                group.protocol_type = rec.protocol_type or None
+                group.generation_id = rec.generation
+                group.protocol_name = rec.protocol
+                group.leader_id = rec.leader
+                if rec.current_state_timestamp_ms >= 0:
+                    group.state_timestamp_ms = rec.current_state_timestamp_ms
+                for mr in rec.members:
+                    m = Member(mr.member_id, mr.group_instance_id, mr.client_id, mr.client_host,
+                               mr.rebalance_timeout_ms, mr.session_timeout_ms, group.protocol_type,
+                               [(rec.protocol, mr.subscription)] if rec.protocol else [])
+                    m.assignment = mr.assignment
+                    group.members[m.member_id] = m
+                    if m.group_instance_id is not None:
+                        group.static_members[m.group_instance_id] = m.member_id
+                if group.members:
+                    # Kafka loads a group with members as Stable; members that
+                    # do not heartbeat within their session timeout are removed.
+                    group.state = g.STABLE
+                    for m in group.members.values():
+                        self._arm_member_timer(group, m, now + m.session_timeout_ms)
+            self.groups[group_id] = group
+        log.info("loaded %d groups from __consumer_offsets (%d records skipped)", len(self.groups), skipped)

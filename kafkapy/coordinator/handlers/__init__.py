@@ -1,0 +1,66 @@
+"""Group API handlers, run by the group-coordinator process (one module per API).
+
+A handler takes ``(ctx, request)`` — the decoded kio request — and answers
+by calling ``ctx.reply(dict)`` exactly once, at once or later: JoinGroup and
+SyncGroup hand ``ctx.reply`` to the coordinator, which calls it when the
+rebalance completes. The dict is turned into the response entity of the
+request's version with ``construct`` (fields a version lacks are dropped).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.server.handlers import construct
+
+# DescribeGroups has no peer address to report: the processors' request
+# descriptors do not carry it. Kafka formats it as "/<ip>".
+UNKNOWN_CLIENT_HOST = "/127.0.0.1"
+
+
+class CoordinatorContext:
+    """One request's context; owned by the coordinator thread."""
+
+    __slots__ = ("coordinator", "store", "api_key", "api_version", "correlation_id", "client_id",
+                 "client_host", "now_ms", "replied", "_send")
+
+    def __init__(self, coordinator, store, api_key, api_version, correlation_id, client_id, send):
+        self.coordinator = coordinator
+        self.store = store
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.client_host = UNKNOWN_CLIENT_HOST
+        self.now_ms = int(time.time() * 1000)
+        self.replied = False
+        self._send = send
+
+    def response_class(self):
+        return API_TABLE[self.api_key].response_class(self.api_version)
+
+    def reply(self, data: dict) -> None:
+        if self.replied:
+            raise AssertionError(f"api {self.api_key} answered twice")
+        self.replied = True
+        self._send(construct(self.response_class(), data))
+
+
+HANDLERS: dict = {}
+
+
+def _register():
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        key = getattr(module, "API_KEY", None)
+        if key is not None:
+            HANDLERS[key] = module.handle
+    wanted = {k for k, spec in API_TABLE.items() if spec.owner == "coordinator"}
+    missing = wanted - set(HANDLERS)
+    assert not missing, f"API table routes keys to the coordinator without handlers: {missing}"
+
+
+_register()

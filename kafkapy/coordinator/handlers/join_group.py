@@ -1,0 +1,40 @@
+"""JoinGroup (key 11), v0-v7.
+
+Contract (Kafka's GroupCoordinator.handleJoinGroup):
+* v0 has no rebalance timeout: the session timeout is used for both.
+* A new member (empty member_id) gets its id from the coordinator. From v4
+  it first gets MEMBER_ID_REQUIRED (79) with that id and must join again
+  with it; v0-v3 join at once. Static members (group_instance_id, v5+)
+  skip MEMBER_ID_REQUIRED; a static member rejoining a Stable group without
+  changing protocols gets the current generation without a rebalance, and
+  the id it replaces is fenced (FENCED_INSTANCE_ID, 82).
+* The response is parked until the rebalance completes (all members
+  rejoined, or the rebalance timeout passed; an Empty group's first
+  rebalance waits group.initial.rebalance.delay.ms). The leader's answer
+  lists every member's metadata for the selected protocol.
+* Errors: INVALID_GROUP_ID (24) empty group id, INVALID_SESSION_TIMEOUT (26)
+  outside group.min/max.session.timeout.ms, INCONSISTENT_GROUP_PROTOCOL (23)
+  empty protocol list / other protocol type / no common protocol,
+  UNKNOWN_MEMBER_ID (25), GROUP_MAX_SIZE_REACHED (81),
+  COORDINATOR_LOAD_IN_PROGRESS (14), REBALANCE_IN_PROGRESS (27) to an
+  earlier parked JoinGroup of the same member that a newer one replaced.
+"""
+
+API_KEY = 11
+
+
+def handle(ctx, request):
+    version = ctx.api_version
+    session_timeout = int(request.session_timeout)
+    rebalance_timeout = int(request.rebalance_timeout) if version >= 1 else session_timeout
+    instance_id = request.group_instance_id if version >= 5 else None
+    protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
+
+    def respond(result):
+        if version < 7 and result["protocol_name"] is None:
+            result["protocol_name"] = ""  # nullable only from v7
+        ctx.reply(result)
+
+    ctx.coordinator.join_group(request.group_id, request.member_id, instance_id, version >= 4,
+                               ctx.client_id, ctx.client_host, rebalance_timeout, session_timeout,
+                               request.protocol_type, protocols, respond)

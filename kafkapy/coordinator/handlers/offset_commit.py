@@ -1,0 +1,34 @@
+"""OffsetCommit (key 8), v2-v8.
+
+Contract (Kafka's handleCommitOffsets): a commit with generation -1 and no
+member is accepted for an Empty group (or creates an offsets-only group);
+otherwise the member must belong to the group and give its generation:
+UNKNOWN_MEMBER_ID (25), ILLEGAL_GENERATION (22) (also for a positive
+generation of a group that does not exist), REBALANCE_IN_PROGRESS (27) while
+the group awaits SyncGroup, FENCED_INSTANCE_ID (82). Per partition:
+OFFSET_METADATA_TOO_LARGE (12) over offset.metadata.max.bytes,
+UNKNOWN_TOPIC_OR_PARTITION (3). Offsets are appended to __consumer_offsets
+(OffsetCommitValue v3, or v1 with an expire timestamp when v2-v4 give a
+retention_time) before the answer. committed_leader_epoch is kept from v6.
+"""
+
+API_KEY = 8
+
+
+def handle(ctx, request):
+    version = ctx.api_version
+    retention_ms = int(request.retention_time) if version <= 4 else -1
+    offsets = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            offsets.append((topic.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
+    results = ctx.coordinator.commit_offsets(
+        request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
+        request.generation_id_or_member_epoch, offsets, retention_ms)
+    topics = []
+    for topic in request.topics:
+        topics.append({"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": results[(topic.name, p.partition_index)]}
+            for p in topic.partitions]})
+    ctx.reply({"topics": topics, "throttle_time": 0})

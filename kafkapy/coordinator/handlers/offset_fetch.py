@@ -1,0 +1,50 @@
+"""OffsetFetch (key 9), v1-v8.
+
+Contract (Kafka's handleFetchOffsets): committed offset, leader epoch (v5+)
+and metadata per partition; -1 / "" for partitions without a commit and for
+unknown groups (no error). Null topics (v2+) means every committed
+partition. v8 batches several groups. COORDINATOR_LOAD_IN_PROGRESS (14)
+while loading: per partition in v1, top level from v2, per group in v8.
+``require_stable`` (v7+) would answer UNSTABLE_OFFSET_COMMIT for pending
+transactional commits; this coordinator takes none, so it has no effect.
+"""
+
+from kafkapy.protocol.errors import ErrorCode
+
+API_KEY = 9
+
+
+def _partition(p, om, error):
+    if om is None:
+        return {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": error}
+    return {"partition_index": p, "committed_offset": om.offset,
+            "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata, "error_code": error}
+
+
+def _fetch(ctx, group_id, topics, require_stable):
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    error, found = ctx.coordinator.fetch_offsets(group_id, wanted, require_stable)
+    if error and wanted is not None:
+        # v1 has no top-level error: every partition carries it.
+        found = [(t, [(p, None, error) for p in parts]) for t, parts in wanted]
+    out = [{"name": t, "partitions": [_partition(p, om, e) for p, om, e in parts]} for t, parts in found]
+    return error, out
+
+
+def handle(ctx, request):
+    version = ctx.api_version
+    require_stable = request.require_stable if version >= 7 else False
+    if version >= 8:
+        groups = []
+        for grp in request.groups:
+            error, topics = _fetch(ctx, grp.group_id, grp.topics, require_stable)
+            groups.append({"group_id": grp.group_id, "topics": topics if not error else [],
+                           "error_code": error})
+        ctx.reply({"groups": groups, "throttle_time": 0})
+        return
+    error, topics = _fetch(ctx, request.group_id, request.topics, require_stable)
+    if version >= 2 and error:
+        topics = []
+    ctx.reply({"topics": topics, "error_code": error if version >= 2 else ErrorCode.NONE,
+               "throttle_time": 0})

@@ -1,0 +1,153 @@
+"""``__consumer_offsets`` as the coordinator's store: create, append, replay.
+
+Owned by the group-coordinator process (its own ``Broker`` view); the only
+writer of this topic. Appends go through the partition's ``Log`` under its
+shared-table lock like any produce, so the supervisor's maintenance
+(flush, checkpoints, the cleaner) sees them as ordinary log data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from kafkapy._core import load as _load_core
+from kafkapy._core.records_py import build_batch, decode_records
+from kafkapy.protocol.errors import ErrorCode as E
+from kafkapy.server.topics import TopicError
+from kafkapy.storage.errors import RecordError
+
+log = logging.getLogger("kafkapy.coordinator")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_batch = _load_core("batch")
+
+# Replay reads this much of a partition per step, so the coordinator loop
+# can answer requests (COORDINATOR_LOAD_IN_PROGRESS) between steps.
+LOAD_READ_BYTES = 1 << 20
+
+
+def offsets_topic_configs(config) -> dict:
+    """Kafka's GroupMetadataManager topic configs for __consumer_offsets."""
+    return {"cleanup.policy": "compact", "compression.type": "producer",
+            "segment.bytes": str(config["offsets.topic.segment.bytes"])}
+
+
+def ensure_offsets_topic(broker, config) -> tuple[int, int]:
+    """Create ``__consumer_offsets`` if it does not exist (Kafka does this on
+    the first FindCoordinator). Returns ``(error_code, num_partitions)``;
+    COORDINATOR_NOT_AVAILABLE while it cannot exist (e.g.
+    ``offsets.topic.replication.factor`` above the number of brokers)."""
+    info = broker.metadata().topics.get(OFFSETS_TOPIC)
+    if info is not None:
+        return E.NONE, info.num_partitions
+    try:
+        info = broker.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"],
+                                   offsets_topic_configs(config),
+                                   replication_factor=config["offsets.topic.replication.factor"])
+        return E.NONE, info.num_partitions
+    except TopicError as exc:
+        if exc.error_code == E.TOPIC_ALREADY_EXISTS:  # another process won the race
+            info = broker.metadata().topics.get(OFFSETS_TOPIC)
+            if info is not None:
+                return E.NONE, info.num_partitions
+        log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+        return E.COORDINATOR_NOT_AVAILABLE, 0
+
+
+class OffsetsTopicStore:
+    """The persistence interface ``GroupCoordinator`` uses."""
+
+    def __init__(self, broker, config, clock_ms=None):
+        self.broker = broker
+        self.config = config
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        info = broker.metadata().topics.get(OFFSETS_TOPIC)
+        # The partition count is fixed once the topic exists (changing it
+        # would move groups); before that, the configured count is what
+        # FindCoordinator will create.
+        self.num_partitions = info.num_partitions if info is not None \
+            else config["offsets.topic.num.partitions"]
+
+    def exists(self) -> bool:
+        return self.broker.metadata().topics.get(OFFSETS_TOPIC) is not None
+
+    def ensure(self) -> int:
+        error, n = ensure_offsets_topic(self.broker, self.config)
+        if not error:
+            self.num_partitions = n
+        return error
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        info = self.broker.metadata().topics.get(topic)
+        return info is not None and 0 <= partition < info.num_partitions
+
+    def append(self, partition: int, records) -> int:
+        """Append ``[(key, value_or_None)]`` as one batch; Kafka's error mapping
+        for a failed group-metadata append (GroupMetadataManager)."""
+        if not records:
+            return E.NONE
+        if self.ensure():
+            return E.COORDINATOR_NOT_AVAILABLE
+        part = self.broker.partition(OFFSETS_TOPIC, partition)
+        if part is None:
+            return E.COORDINATOR_NOT_AVAILABLE
+        lg, _slot = part
+        now = self.clock_ms()
+        batch = build_batch([(k, v, [], now) for k, v in records])
+        try:
+            with lg.lock():
+                lg.append_as_leader(memoryview(bytearray(batch)), 0)
+                lg.update_high_watermark(lg.log_end_offset)
+        except RecordError as exc:
+            if exc.error_code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
+                return E.INVALID_COMMIT_OFFSET_SIZE
+            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            return E.UNKNOWN_SERVER_ERROR
+        except OSError as exc:
+            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            return E.COORDINATOR_NOT_AVAILABLE
+        return E.NONE
+
+    def replay(self):
+        """Yield ``(partition, key, value)`` for every record, partition by
+        partition in offset order; yields ``None`` between read steps so the
+        caller can serve requests while loading."""
+        info = self.broker.metadata().topics.get(OFFSETS_TOPIC)
+        if info is None:
+            return
+        for p in range(info.num_partitions):
+            part = self.broker.partition(OFFSETS_TOPIC, p)
+            if part is None:
+                continue
+            lg, _slot = part
+            with lg.lock():
+                offset = lg.log_start_offset
+                end = lg.log_end_offset
+            while offset < end:
+                with lg.lock():
+                    data = lg.read(offset, LOAD_READ_BYTES, end, True)
+                    chunks = []
+                    for region in data.regions:
+                        fd = os.open(region.path, os.O_RDONLY)
+                        try:
+                            chunks.append(os.pread(fd, region.length, region.position))
+                        finally:
+                            os.close(fd)
+                buf = b"".join(chunks)
+                if not buf:
+                    break
+                headers, _, _ = _batch.scan_batches(buf, 0, -1, False)
+                if not headers:
+                    break
+                for h in headers:
+                    if h.attributes & 0x20:  # control batch (transaction markers)
+                        continue
+                    for rec_offset, _ts, key, value, _hdrs in decode_records(
+                            memoryview(buf)[h.position:h.position + h.batch_length + 12]):
+                        if rec_offset >= offset and key is not None:
+                            yield p, key, value
+                last = headers[-1]
+                offset = last.base_offset + last.last_offset_delta + 1
+                yield None
