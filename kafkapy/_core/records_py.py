@@ -319,3 +319,101 @@ def decode_records(batch):
     if position != size:
         raise CorruptRecordError("bytes left after the last record")
     return records
+
+
+# ---------------------------------------------------------------- producer side
+
+
+class BatchBuilder:
+    """Accumulate records for one v2 batch; ``build`` seals it.
+
+    The producer's ``ProducerBatch``/``MemoryRecordsBuilder``: records are
+    encoded as they are appended (into ``_body``, uncompressed), so sealing a
+    batch costs one compression pass and one CRC.  ``batch_size`` bounds the
+    *uncompressed* records section, like Java's builder before it learns the
+    compression ratio; a first record larger than ``batch_size`` is always
+    accepted (Java gives an oversized record its own batch).
+
+    Ownership: one builder belongs to one producer batch; the accumulator
+    appends under its lock and the sender thread builds it once it is closed.
+    """
+
+    __slots__ = ("compression", "batch_size", "base_timestamp", "max_timestamp", "records_count", "_body")
+
+    def __init__(self, compression=COMPRESSION_NONE, batch_size=16384):
+        if compression not in (0, 1, 2, 3, 4):
+            raise UnsupportedCompressionError(f"unknown compression codec {compression}")
+        self.compression = compression
+        self.batch_size = batch_size
+        self.base_timestamp = -1
+        self.max_timestamp = -1
+        self.records_count = 0
+        self._body = bytearray()
+
+    @property
+    def size_bytes(self):
+        """Bytes the batch would take uncompressed (header included)."""
+        return BATCH_HEADER_SIZE + len(self._body)
+
+    def append(self, timestamp_ms, key, value, headers=None):
+        """Append one record; return its offset delta, or -1 when it does not fit.
+
+        ``headers``: None or a sequence of ``(str, bytes | None)``.
+        """
+        if self.records_count == 0:
+            self.base_timestamp = timestamp_ms
+            self.max_timestamp = timestamp_ms
+        record = bytearray()
+        _encode_record(record, self.records_count, timestamp_ms - self.base_timestamp, key, value, headers or ())
+        if self.records_count and len(self._body) + len(record) > self.batch_size - BATCH_HEADER_SIZE:
+            return -1
+        self._body += record
+        if timestamp_ms > self.max_timestamp:
+            self.max_timestamp = timestamp_ms
+        delta = self.records_count
+        self.records_count += 1
+        return delta
+
+    def build(self, producer_id=-1, producer_epoch=-1, base_sequence=-1, is_transactional=False):
+        """The sealed batch (base offset 0, leader epoch -1) with its CRC."""
+        payload = compress(self.compression, self._body)
+        attributes = self.compression
+        if is_transactional:
+            attributes |= ATTRIBUTE_TRANSACTIONAL
+        covered = (
+            _HEADER_AFTER_CRC.pack(
+                attributes,
+                max(self.records_count - 1, 0),
+                self.base_timestamp,
+                self.max_timestamp,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                self.records_count,
+            )
+            + payload
+        )
+        return (
+            _HEADER_BEFORE_CRC.pack(0, 4 + 1 + 4 + len(covered), -1, 2)
+            + struct.pack(">I", crc32c.crc32c(covered))
+            + covered
+        )
+
+
+# ---------------------------------------------------------------- consumer side
+
+
+def decode_consumer_records(batch, topic, partition, min_offset, record_cls):
+    """Records of the batch at the start of ``batch`` with offset >= ``min_offset``.
+
+    Each is ``record_cls(topic, partition, offset, timestamp_ms,
+    timestamp_type, key, value, headers)`` (the client's ConsumerRecord).  A
+    fetch may start mid-batch (a compressed batch is returned whole), so the
+    records before the fetch offset are skipped here, as Java's Fetcher does.
+    """
+    timestamp_type = 1 if read_header(batch, 0).attributes & ATTRIBUTE_TIMESTAMP_TYPE else 0
+    return [
+        record_cls(topic, partition, offset, timestamp_ms, timestamp_type, key, value, headers)
+        for offset, timestamp_ms, key, value, headers in decode_records(batch)
+        if offset >= min_offset
+    ]

@@ -1,0 +1,363 @@
+"""The producer's I/O thread (Java's Sender over a NetworkClient).
+
+One loop, one thread ("kafkapy-producer-network-thread | <client.id>"):
+
+1. refresh metadata when asked (unknown topic, NOT_LEADER_OR_FOLLOWER...) or
+   when it is older than metadata.max.age.ms;
+2. with idempotence, obtain a producer id (InitProducerId) before sending;
+3. ask the accumulator which leaders have ready batches, drain at most one
+   batch per partition per node, stamp producer id/epoch/sequence, and send
+   one Produce request per node while the node has fewer than
+   max.in.flight.requests.per.connection requests outstanding;
+4. wait in ``select`` for responses, a wake-up byte (a new or full batch) or
+   the next linger expiry, then complete, retry or split batches.
+
+Idempotence (KIP-98): sequences are per partition and assigned when a batch
+is first drained.  A partition with a batch being retried is drained only
+once nothing else of it is in flight, and retried batches are re-inserted in
+sequence order, so the broker sees sequences in order and records keep their
+order across retries.  OUT_OF_ORDER_SEQUENCE_NUMBER caused by an earlier
+failed batch of the same partition is retried like any retriable error; an
+unexplained one, UNKNOWN_PRODUCER_ID, or any batch that must be split or
+failed resets the producer id (new InitProducerId once nothing is in
+flight), after which unacknowledged batches are re-sequenced from 0.
+
+Ownership: everything here belongs to the sender thread, except
+``wakeup()`` (any thread) and the accumulator/metadata (own locks).
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+import socket
+import threading
+import time
+
+from . import errors
+from .conn import KafkaClient
+from .structs import TopicPartition
+
+log = logging.getLogger("kafkapy.client")
+
+PRODUCE = 0
+INIT_PRODUCER_ID = 22
+
+MESSAGE_TOO_LARGE = 10
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+UNKNOWN_PRODUCER_ID = 59
+# Errors after which the leader may have moved: refresh metadata (Java's
+# InvalidMetadataException subclasses).
+_METADATA_ERRORS = frozenset((3, 5, 6, 74, 75, 100))
+
+
+class Sender(threading.Thread):
+    def __init__(self, client: KafkaClient, accumulator, config: dict, idempotent: bool, acks: int):
+        super().__init__(name=f"kafkapy-producer-network-thread | {client.client_id}", daemon=True)
+        self.client = client
+        self.accumulator = accumulator
+        self.metadata = client.metadata
+        self.acks = acks
+        self.idempotent = idempotent
+        self.max_in_flight = int(config["max.in.flight.requests.per.connection"])
+        self.max_request_size = int(config["max.request.size"])
+        self.request_timeout_ms = int(config["request.timeout.ms"])
+        self.retries = int(config["retries"])
+        self.retry_backoff_ms = int(config["retry.backoff.ms"])
+        self.delivery_timeout_ms = int(config["delivery.timeout.ms"])
+        self.metadata_max_age_ms = int(config["metadata.max.age.ms"])
+        self.running = True
+        self.force_close = False
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._pid_reset_pending = False
+        self._next_sequence: dict[TopicPartition, int] = {}
+        self._in_flight_batches: dict[TopicPartition, int] = {}
+        self._fatal_error: Exception | None = None
+        # Partitions with a batch waiting to be retried: an OUT_OF_ORDER for
+        # them is explained by that batch, not by lost broker state.
+        self._retrying: set = set()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._registered: dict[int, object] = {}
+        self._node_backoff_until: dict[int, float] = {}
+
+    # ------------------------------------------------------------ any thread
+
+    def wakeup(self) -> None:
+        try:
+            self._wake_w.send(b"\x00")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full: the sender is awake already
+
+    def initiate_close(self, force: bool = False) -> None:
+        self.running = False
+        if force:
+            self.force_close = True
+        self.wakeup()
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        try:
+            while self.running:
+                self._run_once()
+            # Graceful close: keep sending until everything is acknowledged.
+            while not self.force_close and (self.accumulator.has_incomplete() or self._in_flight_count()):
+                self._run_once()
+            if self.force_close:
+                error = errors.IllegalStateError("producer closed forcefully")
+                for batch in self.accumulator.abort_all():
+                    self.accumulator.complete(batch, -1, -1, error)
+                for conn in self.client.connections.values():
+                    conn.close(error)
+        except Exception as exc:  # pragma: no cover - a bug; fail everything loudly
+            log.exception("producer sender thread died")
+            self._fatal_error = exc
+            for batch in self.accumulator.abort_all():
+                self.accumulator.complete(batch, -1, -1, exc)
+        finally:
+            self.client.close()
+            self._selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _in_flight_count(self) -> int:
+        return sum(len(c.in_flight) for c in self.client.connections.values())
+
+    def _run_once(self) -> None:
+        now_ms = time.monotonic() * 1000
+        self._maybe_refresh_metadata(now_ms)
+        if self.idempotent and not self._ensure_producer_id():
+            self._poll(self.retry_backoff_ms)
+            return
+        self._expire(now_ms)
+        ready_nodes, next_check_ms, unknown = self.accumulator.ready(self.metadata, now_ms)
+        if unknown:
+            self.client.topics.update(unknown)
+            self.metadata.request_update()
+        sendable = set()
+        for node in ready_nodes:
+            if self._node_backoff_until.get(node, 0) > now_ms:
+                next_check_ms = min(next_check_ms, self._node_backoff_until[node] - now_ms)
+                continue
+            try:
+                conn = self.client.connection(node)
+            except errors.KafkaError as exc:
+                log.warning("cannot connect to node %s: %s", node, exc)
+                self._node_backoff_until[node] = now_ms + self.retry_backoff_ms
+                self.metadata.request_update()
+                continue
+            if len(conn.in_flight) < self.max_in_flight:
+                sendable.add(node)
+        if sendable and not self._pid_reset_pending:
+            drained = self.accumulator.drain(self.metadata, sendable, self.max_request_size, now_ms,
+                                             self._can_drain if self.idempotent else None)
+            for node, batches in drained.items():
+                if batches:
+                    self._send_produce(node, batches, now_ms)
+        timeout_ms = min(next_check_ms, 100.0 if self._in_flight_count() else 1000.0)
+        self._poll(max(0.0, timeout_ms))
+        self._check_request_timeouts()
+
+    def _maybe_refresh_metadata(self, now_ms: float) -> None:
+        metadata = self.metadata
+        stale = now_ms - metadata.last_refresh_ms >= self.metadata_max_age_ms
+        if not (metadata.need_update or stale) or not (self.client.topics or stale):
+            return
+        if metadata.need_update and now_ms - metadata.last_refresh_ms < self.retry_backoff_ms:
+            return  # retry.backoff.ms between refreshes, as Java's Metadata does
+        try:
+            self.client.refresh_metadata()
+        except errors.KafkaError as exc:
+            log.warning("metadata refresh failed: %s", exc)
+            metadata.last_refresh_ms = now_ms
+
+    def _ensure_producer_id(self) -> bool:
+        if self.producer_id >= 0 and not self._pid_reset_pending:
+            return True
+        if self._in_flight_count():
+            return False  # wait for in-flight batches before changing identity
+        try:
+            response = self.client.any_request(INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout": 60000,
+                "producer_id": -1, "producer_epoch": -1,
+            })
+        except errors.KafkaError as exc:
+            log.warning("InitProducerId failed: %s", exc)
+            return False
+        if response.error_code:
+            error = errors.for_code(response.error_code, "InitProducerId")
+            if not error.retriable:
+                self._fail_everything(error)
+            return False
+        self.producer_id = response.producer_id
+        self.producer_epoch = response.producer_epoch
+        self._next_sequence.clear()
+        self._pid_reset_pending = False
+        return True
+
+    def _fail_everything(self, error) -> None:
+        for batch in self.accumulator.abort_all():
+            self.accumulator.complete(batch, -1, -1, error)
+
+    def _can_drain(self, tp, batch) -> bool:
+        # A retried batch goes out only when nothing else of its partition is
+        # in flight, so sequences reach the broker in order.
+        if batch.in_retry and self._in_flight_batches.get(tp, 0):
+            return False
+        return True
+
+    def _send_produce(self, node: int, batches, now_ms: float) -> None:
+        topics: dict[str, list] = {}
+        for batch in batches:
+            tp = batch.tp
+            if self.idempotent:
+                if batch.producer_id != self.producer_id or batch.base_sequence < 0:
+                    sequence = self._next_sequence.get(tp, 0)
+                    self._next_sequence[tp] = (sequence + batch.record_count) & 0x7FFFFFFF
+                else:
+                    sequence = batch.base_sequence
+                data = batch.seal(self.producer_id, self.producer_epoch, sequence)
+            else:
+                data = batch.seal()
+            self._in_flight_batches[tp] = self._in_flight_batches.get(tp, 0) + 1
+            topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": data})
+        values = {
+            "transactional_id": None,
+            "acks": self.acks,
+            "timeout": self.request_timeout_ms,
+            "topic_data": [{"name": name, "partition_data": parts} for name, parts in topics.items()],
+        }
+        conn = self.client.connections[node]
+        expect = self.acks != 0
+
+        def on_response(response, error, batches=batches, node=node):
+            self._handle_response(node, batches, response, error)
+
+        try:
+            conn.send(PRODUCE, values, on_response if expect else None, expect_response=expect)
+        except errors.KafkaError as exc:
+            # conn.send closed the connection, failing earlier in-flight
+            # requests; this one was never registered, so handle it here.
+            self._handle_response(node, batches, None, exc)
+            return
+        self._register(conn)
+        if not expect:
+            for batch in batches:
+                self._done_in_flight(batch.tp)
+                self.accumulator.complete(batch, -1, -1, None)
+
+    def _register(self, conn) -> None:
+        fd = conn.fileno()
+        if fd >= 0 and self._registered.get(fd) is not conn:
+            if fd in self._registered:
+                try:
+                    self._selector.unregister(fd)
+                except (KeyError, ValueError):
+                    pass
+            self._selector.register(fd, selectors.EVENT_READ, conn)
+            self._registered[fd] = conn
+
+    def _poll(self, timeout_ms: float) -> None:
+        # Drop closed connections from the selector first.
+        for fd, conn in list(self._registered.items()):
+            if conn.fileno() != fd:
+                try:
+                    self._selector.unregister(fd)
+                except (KeyError, ValueError):
+                    pass
+                del self._registered[fd]
+        for key, _ in self._selector.select(timeout_ms / 1000):
+            if key.data is None:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except (BlockingIOError, OSError):
+                    pass
+            else:
+                key.data.on_readable()
+
+    def _check_request_timeouts(self) -> None:
+        now = time.monotonic()
+        for conn in list(self.client.connections.values()):
+            if conn.in_flight and now - conn.in_flight[0].sent_at > self.request_timeout_ms / 1000:
+                conn.close(errors.KafkaTimeoutError(
+                    f"no Produce response from node {conn.node_id} in {self.request_timeout_ms} ms"))
+                self.metadata.request_update()
+
+    def _done_in_flight(self, tp) -> None:
+        n = self._in_flight_batches.get(tp, 0) - 1
+        if n > 0:
+            self._in_flight_batches[tp] = n
+        else:
+            self._in_flight_batches.pop(tp, None)
+
+    def _expire(self, now_ms: float) -> None:
+        for batch in self.accumulator.expired(now_ms):
+            self.accumulator.complete(batch, -1, -1, errors.KafkaTimeoutError(
+                f"Expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
+                f"{now_ms - batch.created_ms:.0f} ms has passed since batch creation"))
+
+    # ------------------------------------------------------------ responses
+
+    def _handle_response(self, node, batches, response, error) -> None:
+        now_ms = time.monotonic() * 1000
+        by_tp = {}
+        if response is not None:
+            for topic in response.responses:
+                for part in topic.partition_responses:
+                    by_tp[(topic.name, part.index)] = part
+        retried_tps = set()
+        for batch in batches:
+            tp = batch.tp
+            self._done_in_flight(tp)
+            if error is not None:
+                code, message = int(error.error_code), str(error)
+                self.metadata.request_update()
+            else:
+                part = by_tp.get((tp.topic, tp.partition))
+                if part is None:
+                    code, message = 13, "partition missing from the Produce response"
+                else:
+                    code, message = part.error_code, getattr(part, "error_message", None)
+            if code == 0 or code == DUPLICATE_SEQUENCE_NUMBER:
+                base_offset = part.base_offset if code == 0 else -1
+                if batch.in_retry:
+                    self._retrying.discard(tp)
+                self.accumulator.complete(batch, base_offset, getattr(part, "log_append_time", -1), None)
+                continue
+            if code == MESSAGE_TOO_LARGE and batch.record_count > 1:
+                log.info("splitting a batch of %d records for %s after MESSAGE_TOO_LARGE", batch.record_count, tp)
+                self.accumulator.split(batch, now_ms)
+                self._retrying.add(tp)
+                if self.idempotent:
+                    self._pid_reset_pending = True
+                retried_tps.add(tp)
+                continue
+            failure = errors.for_code(code, message)
+            retriable = failure.retriable
+            if code == OUT_OF_ORDER_SEQUENCE_NUMBER or code == UNKNOWN_PRODUCER_ID:
+                retriable = True
+                if code == UNKNOWN_PRODUCER_ID or tp not in self._retrying:
+                    # Not explained by an earlier failed batch of ours: the
+                    # broker lost our state; start a new producer identity.
+                    self._pid_reset_pending = True
+            if code in _METADATA_ERRORS:
+                self.metadata.request_update()
+            within_deadline = now_ms - batch.created_ms < self.delivery_timeout_ms
+            if retriable and batch.attempts < self.retries and within_deadline and not self.force_close:
+                retried_tps.add(tp)
+                self._retrying.add(tp)
+                self.accumulator.reenqueue(batch, now_ms)
+            else:
+                if not within_deadline:
+                    failure = errors.KafkaTimeoutError(
+                        f"delivery.timeout.ms ({self.delivery_timeout_ms}) expired for {tp}: {failure}")
+                if self.idempotent:
+                    self._pid_reset_pending = True
+                self.accumulator.complete(batch, -1, -1, failure)
