@@ -1,0 +1,311 @@
+"""The ``kafkapy`` Spark data source: Kafka topics as DataFrames, without the JVM connector.
+
+Built on Spark 4's Python Data Source API.  Usage::
+
+    from kafkapy.spark import register
+    register(spark)
+    df = (spark.read.format("kafkapy")
+          .option("bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events")
+          .option("startingOffsets", "earliest")     # or latest, or {"events": {"0": 42}}
+          .option("endingOffsets", "latest")
+          .load())
+    df.write.format("kafkapy").option("bootstrap.servers", ...).option("topic", "copy").mode("append").save()
+    spark.readStream.format("kafkapy")...option("checkpointLocation", ...)
+
+Schema (Spark's Kafka source schema): key binary, value binary, topic string,
+partition int, offset long, timestamp timestamp, timestampType int,
+headers array<struct<key string, value binary>> (null for a record without
+headers, as Spark's source reports it).
+
+Options (case-insensitive, Spark's Kafka source names):
+
+* ``bootstrap.servers`` or ``kafka.bootstrap.servers``; any ``kafka.<name>`` is
+  passed to librdkafka.
+* one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (regex),
+  ``assign`` (JSON ``{"topic": [0, 1]}``).
+* ``startingOffsets`` (batch default earliest, streaming default latest) and
+  ``endingOffsets`` (batch only, default latest): ``earliest``, ``latest`` or
+  JSON per partition with -2 = earliest and -1 = latest.
+* ``minPartitions``: split offset ranges so at least this many Spark tasks read.
+* ``maxOffsetsPerTrigger`` (streaming): records per micro-batch, split over
+  partitions in proportion to their backlog.
+* ``failOnDataLoss`` (default true), ``kafkaConsumer.pollTimeoutMs``.
+* writes: ``topic`` (overrides a ``topic`` column), and librdkafka producer
+  settings as ``kafka.<name>`` (e.g. ``kafka.acks``, ``kafka.enable.idempotence``).
+
+Batch reads resolve "latest" once, on the driver, when the DataFrame is
+planned: one input partition per topic partition and offset range.  Streaming
+offsets are Spark's Kafka JSON (``{"topic": {"0": 42}}``), so the offsets Spark
+writes to the checkpoint are readable by people and by Spark's own source.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
+                                    DataSourceWriter, InputPartition, WriterCommitMessage)
+from pyspark.sql.types import StructType
+
+from . import _kafka
+
+KAFKA_SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
+                    "timestamp timestamp, timestampType int, "
+                    "headers array<struct<key: string, value: binary>>")
+
+
+class KafkaInputPartition(InputPartition):
+    """One offset range of one topic partition; pickled to the executor that reads it."""
+
+    def __init__(self, offset_range: _kafka.OffsetRange):
+        super().__init__(offset_range)
+        self.offset_range = offset_range
+
+
+class KafkapyDataSource(DataSource):
+    """Format ``"kafkapy"``; instances live on the driver (Spark re-creates them per query)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkapy"
+
+    def schema(self):
+        return KAFKA_SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> "KafkaBatchReader":
+        return KafkaBatchReader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> "KafkaStreamReader":
+        return KafkaStreamReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> "KafkaWriter":
+        return KafkaWriter(self.options, schema)
+
+
+def _arrow_batches(options: dict, schema: StructType, offset_range: _kafka.OffsetRange):
+    """Executor side: read one range and yield ``pyarrow.RecordBatch``es in Spark's Arrow schema.
+
+    Arrow batches rather than tuples: Spark's tuple path converts every value
+    of every row through a per-type Python converter; building each column with
+    one ``pa.array`` call measured ~3x faster for 1 KiB records.
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    types = {f.name: f.type for f in arrow_schema}
+    for cols in _kafka.read_range(options, offset_range):
+        # Kafka timestamps are ms; Spark's TimestampType is us since the epoch, UTC.
+        timestamps_us = [ms * 1000 for ms in cols["timestamp_ms"]]
+        arrays = {
+            "key": pa.array(cols["key"], types["key"]),
+            "value": pa.array(cols["value"], types["value"]),
+            "topic": pa.array(cols["topic"], types["topic"]),
+            "partition": pa.array(cols["partition"], types["partition"]),
+            "offset": pa.array(cols["offset"], types["offset"]),
+            "timestamp": pa.array(timestamps_us, types["timestamp"]),
+            "timestampType": pa.array(cols["timestampType"], types["timestampType"]),
+            "headers": pa.array(
+                [None if h is None else [{"key": k, "value": v} for k, v in h] for h in cols["headers"]],
+                types["headers"]),
+        }
+        yield pa.RecordBatch.from_arrays([arrays[f.name] for f in arrow_schema], schema=arrow_schema)
+
+
+class KafkaBatchReader(DataSourceReader):
+    """Plans once on the driver: offsets are resolved when Spark asks for partitions."""
+
+    def __init__(self, options, schema: StructType):
+        self.options = _kafka.normalize_options(options)
+        self.schema = schema
+
+    def partitions(self):
+        planner = _kafka.Planner(self.options)
+        try:
+            tps = planner.partitions()
+            marks = planner.watermarks(tps)
+            start = planner.resolve(_kafka.parse_offsets_option(
+                self.options.get("startingoffsets"), "earliest"), tps, ending=False, marks=marks)
+            end = planner.resolve(_kafka.parse_offsets_option(
+                self.options.get("endingoffsets"), "latest"), tps, ending=True, marks=marks)
+        finally:
+            planner.close()
+        ranges = _kafka.plan_ranges(start, end, int(self.options.get("minpartitions", "0")))
+        # Spark needs at least one partition; an empty range reads nothing.
+        return [KafkaInputPartition(r) for r in ranges] or [
+            KafkaInputPartition(_kafka.OffsetRange(tps[0][0] if tps else "", 0, 0, 0))]
+
+    def read(self, partition: KafkaInputPartition) -> Iterator:
+        return _arrow_batches(self.options, self.schema, partition.offset_range)
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """Micro-batches over offset ranges; Spark persists the offsets in its checkpoint.
+
+    Owned by Spark's streaming engine on the driver (one per query run).  On
+    restart Spark hands back the last checkpointed end offset as ``start`` and
+    initialOffset() is not called, so nothing but the checkpoint carries state.
+    """
+
+    def __init__(self, options, schema: StructType):
+        self.options = _kafka.normalize_options(options)
+        self.schema = schema
+        self._planner: _kafka.Planner | None = None
+
+    def _get_planner(self) -> _kafka.Planner:
+        if self._planner is None:
+            self._planner = _kafka.Planner(self.options)
+        return self._planner
+
+    def initialOffset(self) -> dict:
+        planner = self._get_planner()
+        tps = planner.partitions()
+        spec = _kafka.parse_offsets_option(self.options.get("startingoffsets"), "latest")
+        return _kafka.offsets_to_json(planner.resolve(spec, tps, ending=False))
+
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+        limit = self.options.get("maxoffsetspertrigger")
+        return ReadMaxRows(int(limit)) if limit else ReadAllAvailable()
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        """High watermarks, capped by the read limit when Spark passes one.
+
+        ``start``/``limit`` are Spark >= 4.2's admission-control arguments;
+        4.0/4.1 call latestOffset() bare, and the cap is then not applied.
+        Partitions that appeared since ``start`` begin at their earliest
+        offset, as Spark's Kafka source treats newly discovered partitions.
+        """
+        planner = self._get_planner()
+        tps = planner.partitions()
+        marks = planner.watermarks(tps)
+        latest = {tp: high for tp, (_low, high) in marks.items()}
+        max_rows = getattr(limit, "max_rows", None)
+        if start is None or max_rows is None:
+            return _kafka.offsets_to_json(latest)
+        begin = _kafka.offsets_from_json(start)
+        for tp, (low, _high) in marks.items():
+            begin.setdefault(tp, low)
+        backlog = {tp: max(0, latest[tp] - begin[tp]) for tp in latest}
+        total = sum(backlog.values())
+        if total <= max_rows:
+            return _kafka.offsets_to_json(latest)
+        capped = {}
+        for tp in latest:
+            # Proportional share, at least one record from any partition with
+            # a backlog so a small partition is never starved.
+            share = int(max_rows * backlog[tp] / total)
+            if backlog[tp] and share == 0:
+                share = 1
+            capped[tp] = begin[tp] + min(backlog[tp], share)
+        return _kafka.offsets_to_json(capped)
+
+    def partitions(self, start: dict, end: dict):
+        begin = _kafka.offsets_from_json(start)
+        finish = _kafka.offsets_from_json(end)
+        new = [tp for tp in finish if tp not in begin]
+        if new:
+            marks = self._get_planner().watermarks(new)
+            for tp in new:
+                begin[tp] = marks[tp][0]
+        ranges = _kafka.plan_ranges(begin, finish, int(self.options.get("minpartitions", "0")))
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: KafkaInputPartition) -> Iterator:
+        return _arrow_batches(self.options, self.schema, partition.offset_range)
+
+    def commit(self, end: dict) -> None:
+        # Offsets live in Spark's checkpoint, not in a consumer group: nothing to do.
+        pass
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.close()
+            self._planner = None
+
+
+class KafkaCommitMessage(WriterCommitMessage):
+    def __init__(self, records: int, value_bytes: int):
+        self.records = records
+        self.value_bytes = value_bytes
+
+
+class KafkaWriter(DataSourceWriter):
+    """``df.write.format("kafkapy")``: each Spark task produces its rows with its own producer.
+
+    At-least-once, like Spark's Kafka sink: a task that fails after some
+    records were acknowledged is retried by Spark and sends them again (set
+    ``kafka.enable.idempotence=true`` to de-duplicate retries *within* a task).
+    """
+
+    def __init__(self, options, schema: StructType):
+        self.options = _kafka.normalize_options(options)
+        names = set(schema.fieldNames())
+        if "value" not in names:
+            raise _kafka.KafkaSourceError("kafkapy sink needs a 'value' column")
+        if "topic" not in names and not self.options.get("topic"):
+            raise _kafka.KafkaSourceError("kafkapy sink needs a 'topic' option or a 'topic' column")
+        self.columns = names
+        self.records_written = 0
+
+    def write(self, iterator) -> KafkaCommitMessage:
+        from confluent_kafka import Producer
+        config = _kafka.client_config(self.options)
+        producer = Producer(config)
+        fixed_topic = self.options.get("topic")
+        errors: list[str] = []
+
+        def on_delivery(err, _msg):
+            if err is not None and len(errors) < 10:
+                errors.append(str(err))
+
+        has = self.columns.__contains__
+        records = value_bytes = 0
+        for row in iterator:
+            topic = fixed_topic or row["topic"]
+            if topic is None:
+                raise _kafka.KafkaSourceError("null topic in a row and no 'topic' option")
+            value = _as_bytes(row["value"])
+            kwargs = {"on_delivery": on_delivery}
+            if has("key") and row["key"] is not None:
+                kwargs["key"] = _as_bytes(row["key"])
+            if has("partition") and row["partition"] is not None:
+                kwargs["partition"] = int(row["partition"])
+            if has("headers") and row["headers"]:
+                kwargs["headers"] = [(h["key"], _as_bytes(h["value"])) for h in row["headers"]]
+            # Bounded retry on a full local queue (queue.buffering.max.messages):
+            # serve delivery reports until there is room, at most ~60 s.
+            for _attempt in range(600):
+                try:
+                    producer.produce(topic, value, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            else:
+                raise _kafka.KafkaSourceError("producer queue stayed full for 60 s")
+            producer.poll(0)
+            records += 1
+            value_bytes += len(value) if value is not None else 0
+        remaining = producer.flush(60)
+        if remaining:
+            raise _kafka.KafkaSourceError(f"{remaining} records not acknowledged after 60 s")
+        if errors:
+            raise _kafka.KafkaSourceError(f"delivery failed: {errors[0]} ({len(errors)} errors shown at most 10)")
+        return KafkaCommitMessage(records, value_bytes)
+
+    def commit(self, messages) -> None:
+        self.records_written = sum(m.records for m in messages if m is not None)
+
+    def abort(self, messages) -> None:
+        # Records already acknowledged cannot be taken back (Kafka has no
+        # undo outside transactions); the retry will send them again.
+        pass
+
+
+def _as_bytes(value):
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
