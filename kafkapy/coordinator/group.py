@@ -35,7 +35,7 @@ class Member:
     __slots__ = ("member_id", "group_instance_id", "client_id", "client_host",
                  "rebalance_timeout_ms", "session_timeout_ms", "protocol_type", "protocols",
                  "assignment", "join_callback", "sync_callback", "is_new",
-                 "heartbeat_deadline_ms", "join_version")
+                 "heartbeat_deadline_ms", "timer")
 
     def __init__(self, member_id, group_instance_id, client_id, client_host,
                  rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols):
@@ -52,7 +52,7 @@ class Member:
         self.sync_callback = None  # set while a SyncGroup is parked
         self.is_new = False
         self.heartbeat_deadline_ms = 0
-        self.join_version = 0
+        self.timer = None  # the one live session/join timer (GroupCoordinator's)
 
     @property
     def awaiting_join(self) -> bool:

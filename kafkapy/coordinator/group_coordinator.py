@@ -147,7 +147,9 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ timers
     def _arm_member_timer(self, group: Group, member: Member, deadline_ms: int) -> None:
         member.heartbeat_deadline_ms = deadline_ms
-        self.timers.schedule(deadline_ms, lambda: self._member_timer(group, member))
+        if member.timer is not None:
+            member.timer.cancel()
+        member.timer = self.timers.schedule(deadline_ms, lambda: self._member_timer(group, member))
 
     def _heartbeat(self, group: Group, member: Member) -> None:
         # Only the deadline moves; the armed timer re-arms itself when it
@@ -175,7 +177,7 @@ class GroupCoordinator:
             self._remove_member_and_update_group(group, member, E.UNKNOWN_MEMBER_ID)
             return
         member.heartbeat_deadline_ms = max(member.heartbeat_deadline_ms, deadline)
-        self.timers.schedule(deadline, lambda: self._member_timer(group, member))
+        member.timer = self.timers.schedule(deadline, lambda: self._member_timer(group, member))
 
     def _pending_member_timer(self, group: Group, member_id: str) -> None:
         if member_id in group.pending_members:
@@ -212,6 +214,9 @@ class GroupCoordinator:
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id,
                  group.generation_id, reason)
         group.transition(g.PREPARING_REBALANCE, now)
+        # Kafka's tryCompleteElseWatch: a rebalance nobody has to wait for
+        # (e.g. the last member left) completes at once.
+        self._try_complete_join(group)
 
     def _initial_join_timer(self, group: Group, delay: int, remaining: int) -> None:
         if group.new_member_added and remaining > 0:
@@ -266,7 +271,7 @@ class GroupCoordinator:
                                   group.protocol_name, group.leader_id, member_list if is_leader else ())
             callback, member.join_callback = member.join_callback, None
             member.is_new = False
-            member.heartbeat_deadline_ms = now + member.session_timeout_ms
+            self._arm_member_timer(group, member, now + member.session_timeout_ms)
             callback(result)
         generation = group.generation_id
         group.sync_timer = self.timers.schedule(now + group.rebalance_timeout_ms(),
