@@ -173,7 +173,7 @@ class BrokerProcess:
             from confluent_kafka.admin import AdminClient
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap,
                                        "socket.timeout.ms": 2000,
-                                       "log_level": 3})
+                                       "log_level": 2})
         return self._admin
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
@@ -294,7 +294,29 @@ def make_tansu(workdir: str) -> BrokerProcess:
     return BrokerProcess("tansu", argv, port, workdir)
 
 
-def make_kafkapy(workdir: str, overrides: dict[str, str] | None = None) -> BrokerProcess:
+def snapshot_source(repo: str, dest: str, rev: str = "HEAD") -> str:
+    """Export ``rev`` of the repo to ``dest`` (git archive) and copy in the
+    compiled ``_core`` extensions from the working tree; returns ``dest``.
+
+    The repo's working tree is shared with people editing it: benchmarking a
+    commit keeps a half-saved edit from crashing or skewing the run. The
+    extensions are build products (not in git); they are the working tree's
+    build, which matches ``rev`` unless a ``.pyx`` changed since.
+    """
+    os.makedirs(dest, exist_ok=True)
+    archive = subprocess.run(["git", "-C", repo, "archive", "--format=tar", rev, "kafkapy"],
+                             capture_output=True, check=True, timeout=60).stdout
+    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True, timeout=60)
+    core = Path(repo) / "kafkapy" / "_core"
+    for so in core.glob("*.so"):
+        shutil.copy2(so, Path(dest) / "kafkapy" / "_core" / so.name)
+    return dest
+
+
+def make_kafkapy(workdir: str, overrides: dict[str, str] | None = None,
+                 src: str | None = None) -> BrokerProcess:
+    """A kafkapy broker; ``src``: run the package found there (a snapshot from
+    snapshot_source) instead of the installed one."""
     port = free_port()
     log_dir = os.path.join(workdir, "logs")
     os.makedirs(log_dir, exist_ok=True)
@@ -309,7 +331,14 @@ def make_kafkapy(workdir: str, overrides: dict[str, str] | None = None) -> Broke
     props_path = os.path.join(workdir, "server.properties")
     with open(props_path, "w") as f:
         f.writelines(f"{k}={v}\n" for k, v in props.items())
-    return BrokerProcess("kafkapy", kafkapy_command(props_path), port, workdir)
+    if src is None:
+        return BrokerProcess("kafkapy", kafkapy_command(props_path), port, workdir)
+    env = dict(os.environ)
+    # PYTHONPATH comes before site-packages, so the snapshot shadows the
+    # editable install.
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return BrokerProcess("kafkapy", [sys.executable, "-m", "kafkapy", props_path],
+                         port, workdir, env=env)
 
 
 BROKER_FACTORIES = {"kafkapy": make_kafkapy, "tansu": make_tansu}

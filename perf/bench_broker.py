@@ -114,12 +114,15 @@ def loadgen_produce(args: dict) -> dict:
     value = _payload(args["record_size"])
     topic = args["topic"]
     count = args["records"]
+    # Round-robin over the partitions, record by record: every partition gets
+    # the same share and librdkafka batches per partition.
+    partitions = args.get("partitions", 1)
     deadline = time.monotonic() + args["timeout_s"]
     sent = 0
     start = time.perf_counter()
     while sent < count:
         try:
-            producer.produce(topic, value, partition=0)
+            producer.produce(topic, value, partition=sent % partitions)
             sent += 1
         except BufferError:
             # Local queue full (queue.buffering.max.messages=100000): wait for
@@ -170,7 +173,8 @@ def loadgen_consume(args: dict) -> dict:
     value_bytes = 0
     first_error = None
     start = time.perf_counter()
-    consumer.assign([TopicPartition(args["topic"], 0, OFFSET_BEGINNING)])
+    consumer.assign([TopicPartition(args["topic"], p, OFFSET_BEGINNING)
+                     for p in range(args.get("partitions", 1))])
     while records < expected and time.monotonic() < deadline:
         for msg in consumer.consume(num_messages=10_000, timeout=0.5):
             if msg.error():
@@ -225,25 +229,27 @@ def _kill(proc: subprocess.Popen) -> None:
             pass
 
 
-def create_topic(admin, topic: str, timeout_s: float = 30.0) -> None:
+def create_topic(admin, topic: str, timeout_s: float = 30.0,
+                 partitions: int = 1) -> None:
     from confluent_kafka.admin import NewTopic
 
-    futures = admin.create_topics([NewTopic(topic, num_partitions=1,
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                             replication_factor=1)],
-                                  operation_timeout=timeout_s)
+                                  operation_timeout=timeout_s,
+                                  request_timeout=timeout_s)
     futures[topic].result(timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         meta = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if meta and meta.error is None and 0 in meta.partitions \
-                and meta.partitions[0].leader >= 0:
+        if meta and meta.error is None and len(meta.partitions) == partitions \
+                and all(p.leader >= 0 for p in meta.partitions.values()):
             return
         time.sleep(0.1)
     raise WorkloadError(f"topic {topic} has no leader after {timeout_s:.0f} s")
 
 
 def verify_count(bootstrap: str, topic: str, expected: int,
-                 timeout_s: float = 120.0) -> dict:
+                 timeout_s: float = 120.0, partitions: int = 1) -> dict:
     """How many records the topic holds: high watermark, else a full count.
 
     tansu 0.6.0 (memory storage) answers ListOffsets(latest) with less than
@@ -255,14 +261,21 @@ def verify_count(bootstrap: str, topic: str, expected: int,
     consumer = Consumer({"bootstrap.servers": bootstrap, "log_level": 3,
                          "group.id": "bench-verify", "enable.auto.commit": False})
     try:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, 0), timeout=10, cached=False)
+        # Summed over partitions: one ListOffsets round trip each, about
+        # 1 ms, so 10 s for the suite's 10,000-partition topic.
+        low = high = 0
+        for p in range(partitions):
+            lo, hi = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=10, cached=False)
+            low += lo
+            high += hi
         result = {"high_watermark": high, "log_start_offset": low}
         if high - low == expected:
             result.update(method="high_watermark", records=high - low,
                           ok=True)
             return result
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
+                         for p in range(partitions)])
         counted = 0
         idle_polls = 0
         deadline = time.monotonic() + timeout_s
@@ -412,16 +425,17 @@ def run_kcat(broker, argv: list[str], env: dict | None, stdin_path: str | None,
 
 def produce_workload(broker, client: str, env: dict | None, record_size: int,
                      records: int, acks: str, topic: str, kcat_input: str,
-                     timeout_s: float) -> dict:
+                     timeout_s: float, partitions: int = 1) -> dict:
     result = {"kind": "produce", "client": client, "record_size": record_size,
-              "records": records, "acks": acks, "topic": topic}
-    create_topic(broker.admin(), topic)
+              "records": records, "acks": acks, "topic": topic,
+              "partitions": partitions}
+    create_topic(broker.admin(), topic, partitions=partitions)
     value_bytes = record_size * records
     if client == "confluent-kafka":
         gen, cpu_s = run_loadgen(broker, "_produce", {
             "bootstrap": broker.bootstrap, "topic": topic, "acks": acks,
             "record_size": record_size, "records": records,
-            "timeout_s": timeout_s}, timeout_s)
+            "timeout_s": timeout_s, "partitions": partitions}, timeout_s)
         result["client_report"] = gen
         wall_s = gen["wall_s"]
         if gen["timed_out"] or gen["delivery_errors"]:
@@ -429,7 +443,10 @@ def produce_workload(broker, client: str, env: dict | None, record_size: int,
                                f"delivery_errors={gen['delivery_errors']} "
                                f"first={gen['first_error']}")
     else:
-        argv = [KCAT, "-P", "-b", broker.bootstrap, "-t", topic, "-p", "0",
+        # Without -p kcat leaves the partition unassigned and librdkafka's
+        # partitioner picks a random one per keyless record.
+        where = ["-p", "0"] if partitions == 1 else []
+        argv = [KCAT, "-P", "-b", broker.bootstrap, "-t", topic, *where,
                 "-X", f"acks={acks}",
                 "-X", f"linger.ms={PRODUCER_SETTINGS['linger.ms']}",
                 "-X", f"batch.size={PRODUCER_SETTINGS['batch.size']}",
@@ -441,27 +458,33 @@ def produce_workload(broker, client: str, env: dict | None, record_size: int,
                                f"{info.get('diagnosis') or info['stderr_tail']}")
     _finish(result, wall_s, records, value_bytes, cpu_s)
     if "error" not in result:
-        result["verify"] = verify_count(broker.bootstrap, topic, records)
+        result["verify"] = verify_count(broker.bootstrap, topic, records,
+                                        partitions=partitions)
         if not result["verify"]["ok"]:
             result["error"] = f"count mismatch: {result['verify']}"
     return result
 
 
 def consume_workload(broker, client: str, env: dict | None, record_size: int,
-                     records: int, topic: str, timeout_s: float) -> dict:
+                     records: int, topic: str, timeout_s: float,
+                     partitions: int = 1) -> dict:
     result = {"kind": "consume", "client": client, "record_size": record_size,
-              "records": records, "acks": None, "topic": topic}
+              "records": records, "acks": None, "topic": topic,
+              "partitions": partitions}
     if client == "confluent-kafka":
         gen, cpu_s = run_loadgen(broker, "_consume", {
             "bootstrap": broker.bootstrap, "topic": topic, "records": records,
-            "timeout_s": timeout_s}, timeout_s)
+            "timeout_s": timeout_s, "partitions": partitions}, timeout_s)
         result["client_report"] = gen
         wall_s, got, value_bytes = gen["wall_s"], gen["records"], gen["value_bytes"]
     else:
         # -f '\n' prints one byte per record: the count comes from the output
         # without making kcat format 100 MB of payload.
+        # Without -p kcat reads every partition; -e exits once all are at
+        # their end.
+        where = ["-p", "0"] if partitions == 1 else []
         argv = [KCAT, "-C", "-e", "-o", "beginning", "-b", broker.bootstrap,
-                "-t", topic, "-p", "0", "-c", str(records), "-f", "\\n"]
+                "-t", topic, *where, "-c", str(records), "-f", "\\n"]
         if client == "kcat-newlib":
             # Same librdkafka fetch-queue pause as in loadgen_consume: without
             # this, runs were either ~2.1M records/s or ~0.67M records/s

@@ -1,0 +1,341 @@
+"""Load generators for the suite, each run as a child process.
+
+Run as ``_loadgens.py KIND '<json args>'``. Protocol with the driver (the
+same as bench_broker's): the child connects, prints ``READY``, waits for a
+line on stdin, runs its bounded timed loop and prints one JSON line. So
+interpreter start-up and connection set-up stay out of the timed window and
+out of the broker CPU sample.
+
+Kinds:
+
+* ``small``: the small-request test. One TCP connection, raw Kafka protocol,
+  a Produce v8 request holding one batch of one 100-byte record, acks=1,
+  encoded once with kafkapy's codec (kio's ProduceRequest) and
+  ``records_py.build_batch``; only the correlation id is patched per request.
+  ``inflight`` requests are kept outstanding (1 = strict request/response,
+  the latency figure; 5 = librdkafka's max.in.flight default). A raw client
+  costs a few microseconds per request, so the figure is the broker's.
+* ``conns``: the same request over N connections from one process
+  (``selectors``), one outstanding request per connection, for a fixed time.
+* ``e2e_produce`` / ``e2e_consume``: end-to-end latency at a fixed rate. The
+  producer (confluent-kafka, linger.ms=0, acks=1) writes
+  ``time.monotonic_ns()`` into the first 8 bytes of each value (CLOCK_MONOTONIC
+  is one clock for every process on the host); the consumer subtracts it from
+  its own clock on receipt and reports percentiles overall and per second.
+* ``kproduce``: kafkapy's own producer (``kafkapy.client.KafkaProducer``), if
+  that module exists.
+
+Every loop is bounded by a count and by ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import socket
+import struct
+import sys
+import time
+
+_SIZE = struct.Struct(">i")
+_CORR = struct.Struct(">i")
+
+
+def _wait_go() -> None:
+    print("READY", flush=True)
+    sys.stdin.readline()
+
+
+def percentiles(samples_us: list[float]) -> dict:
+    if not samples_us:
+        return {"count": 0}
+    s = sorted(samples_us)
+    n = len(s)
+
+    def pct(q):
+        return round(s[min(n - 1, int(q * n))], 1)
+
+    return {"count": n, "p50_us": pct(0.50), "p99_us": pct(0.99),
+            "p999_us": pct(0.999), "max_us": round(s[-1], 1),
+            "mean_us": round(sum(s) / n, 1)}
+
+
+# ------------------------------------------------------------ raw produce
+
+def produce_request(topic: str, partition: int, record_size: int,
+                    acks: int = 1) -> bytes:
+    """A size-prefixed Produce v8 request (header v1) with one record."""
+    from kio.schema.produce.v8.request import (PartitionProduceData,
+                                               ProduceRequest, TopicProduceData)
+    from kafkapy._core.records_py import build_batch
+    from kafkapy.protocol.codec import encode_to_bytes
+
+    value = b"v" * record_size
+    batch = build_batch([(None, value, [], int(time.time() * 1000))])
+    body = encode_to_bytes(ProduceRequest(
+        transactional_id=None, acks=acks,
+        timeout=__import__("datetime").timedelta(milliseconds=30000),
+        topic_data=(TopicProduceData(name=topic, partition_data=(
+            PartitionProduceData(index=partition, records=batch),)),)))
+    client_id = b"perf-small"
+    # Header v1: api_key 0, api_version 8, correlation_id, client_id.
+    header = struct.pack(">hhih", 0, 8, 0, len(client_id)) + client_id
+    msg = header + body
+    return _SIZE.pack(len(msg)) + msg
+
+
+def _check_response(resp: bytes) -> int:
+    """Error code of the one partition in a Produce v8 response body.
+
+    Layout after the correlation id: topics array (int32 count), name
+    (int16 length + bytes), partitions array (int32), index int32, error
+    int16. Checked per response so a broker answering errors cannot post a
+    good figure.
+    """
+    pos = 4 + 4
+    (name_len,) = struct.unpack_from(">h", resp, pos)
+    pos += 2 + name_len + 4 + 4
+    (error,) = struct.unpack_from(">h", resp, pos)
+    return error
+
+
+class _Conn:
+    """One connection's framing state; owned by the generator's loop."""
+
+    def __init__(self, sock: socket.socket, request: bytes):
+        self.sock = sock
+        self.request = bytearray(request)
+        self.rbuf = bytearray()
+        self.sent_at: dict[int, int] = {}
+        self.next_corr = 0
+
+    def send(self) -> None:
+        corr = self.next_corr
+        self.next_corr += 1
+        _CORR.pack_into(self.request, 4 + 4, corr)
+        self.sent_at[corr] = time.perf_counter_ns()
+        self.sock.sendall(self.request)
+
+    def responses(self, data: bytes):
+        """Yield (correlation_id, latency_ns, error_code) for complete frames."""
+        self.rbuf += data
+        now = time.perf_counter_ns()
+        while len(self.rbuf) >= 4:
+            (size,) = _SIZE.unpack_from(self.rbuf, 0)
+            if len(self.rbuf) < 4 + size:
+                break
+            frame = bytes(self.rbuf[4:4 + size])
+            del self.rbuf[:4 + size]
+            (corr,) = _CORR.unpack_from(frame, 0)
+            started = self.sent_at.pop(corr, now)
+            yield corr, now - started, _check_response(frame)
+
+
+def _connect(host: str, port: int) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def gen_small(args: dict) -> dict:
+    host, port = args["bootstrap"].split(":")
+    request = produce_request(args["topic"], 0, args["record_size"])
+    conn = _Conn(_connect(host, int(port)), request)
+    count, inflight = args["requests"], args["inflight"]
+    # Warm-up outside the timed window: the first requests pay for log
+    # opening and any lazy imports in the broker.
+    for _ in range(20):
+        conn.send()
+        while conn.sent_at:
+            list(conn.responses(conn.sock.recv(65536)))
+    _wait_go()
+    lat_us: list[float] = []
+    errors = 0
+    done = 0
+    deadline = time.monotonic() + args["timeout_s"]
+    start = time.perf_counter()
+    while done < count and time.monotonic() < deadline:
+        while len(conn.sent_at) < inflight and done + len(conn.sent_at) < count:
+            conn.send()
+        data = conn.sock.recv(1 << 16)
+        if not data:
+            raise ConnectionError("broker closed the connection")
+        for _corr, ns, err in conn.responses(data):
+            done += 1
+            lat_us.append(ns / 1000)
+            errors += err != 0
+    wall_s = time.perf_counter() - start
+    conn.sock.close()
+    return {"wall_s": wall_s, "requests": done, "errors": errors,
+            "requests_per_s": round(done / wall_s, 1),
+            "latency": percentiles(lat_us), "timed_out": done < count}
+
+
+def gen_conns(args: dict) -> dict:
+    import resource
+
+    n = args["connections"]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 256), hard))
+    host, port = args["bootstrap"].split(":")
+    request = produce_request(args["topic"], 0, args["record_size"])
+    sel = selectors.DefaultSelector()
+    conns = []
+    for _ in range(n):
+        c = _Conn(_connect(host, int(port)), request)
+        c.sock.setblocking(False)
+        sel.register(c.sock, selectors.EVENT_READ, c)
+        conns.append(c)
+    _wait_go()
+    lat_us: list[float] = []
+    errors = 0
+    done = 0
+    duration_s = args["duration_s"]
+    start = time.perf_counter()
+    end = start + duration_s
+    for c in conns:
+        c.send()
+    while True:
+        now = time.perf_counter()
+        if now >= end:
+            break
+        for key, _ in sel.select(timeout=min(0.1, end - now)):
+            c = key.data
+            try:
+                data = c.sock.recv(1 << 16)
+            except BlockingIOError:
+                continue
+            if not data:
+                raise ConnectionError("broker closed a connection")
+            for _corr, ns, err in c.responses(data):
+                done += 1
+                lat_us.append(ns / 1000)
+                errors += err != 0
+            if not c.sent_at:
+                c.send()
+    wall_s = time.perf_counter() - start
+    for c in conns:
+        c.sock.close()
+    return {"wall_s": wall_s, "requests": done, "errors": errors,
+            "requests_per_s": round(done / wall_s, 1),
+            "latency": percentiles(lat_us), "timed_out": False}
+
+
+# ------------------------------------------------------------ end-to-end
+
+_TS = struct.Struct(">q")
+
+
+def gen_e2e_produce(args: dict) -> dict:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": args["bootstrap"], "acks": "1",
+                  # linger 0: a 5 ms linger would be most of a 5 ms p99 budget.
+                  "linger.ms": 0, "compression.type": "none",
+                  "delivery.report.only.error": True, "log_level": 3})
+    p.list_topics(args["topic"], timeout=10)
+    _wait_go()
+    rate, total = args["rate"], args["records"]
+    pad = b"p" * (args["record_size"] - _TS.size)
+    sent = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + args["timeout_s"]
+    while sent < total and time.monotonic() < deadline:
+        due = min(total, int((time.perf_counter() - start) * rate) + 1)
+        while sent < due:
+            try:
+                p.produce(args["topic"], _TS.pack(time.monotonic_ns()) + pad,
+                          partition=0)
+                sent += 1
+            except BufferError:
+                p.poll(0.001)
+        p.poll(0)
+        # Sleep until the next record is due (at most 1 ms): the pacing
+        # quantum is 1 ms, i.e. bursts of rate/1000 records.
+        ahead = (sent / rate) - (time.perf_counter() - start)
+        if ahead > 0:
+            time.sleep(min(ahead, 0.001))
+    unflushed = p.flush(10)
+    wall_s = time.perf_counter() - start
+    return {"wall_s": wall_s, "sent": sent, "unflushed": unflushed,
+            "offered_rate": rate, "achieved_rate": round(sent / wall_s, 1),
+            "timed_out": sent < total}
+
+
+def gen_e2e_consume(args: dict) -> dict:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": args["bootstrap"],
+                  "group.id": "perf-e2e", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 10,
+                  "log_level": 3})
+    c.assign([TopicPartition(args["topic"], 0, OFFSET_BEGINNING)])
+    c.list_topics(args["topic"], timeout=10)
+    # Get the fetcher going (offset lookup, first empty long poll) before the
+    # producer starts, so the first records do not wait for consumer set-up.
+    for _ in range(3):
+        c.consume(num_messages=1, timeout=0.3)
+    _wait_go()
+    total = args["records"]
+    got = 0
+    lat_us: list[float] = []
+    per_second: dict[int, list[float]] = {}
+    first_ns = None
+    deadline = time.monotonic() + args["timeout_s"]
+    while got < total and time.monotonic() < deadline:
+        for msg in c.consume(num_messages=1000, timeout=0.2):
+            if msg.error():
+                continue
+            now = time.monotonic_ns()
+            (ts,) = _TS.unpack_from(msg.value(), 0)
+            first_ns = first_ns or ts
+            us = (now - ts) / 1000
+            # The first second is a warm-up (connection, first batches): kept
+            # in the per-second series, left out of the overall percentiles.
+            if ts - first_ns >= 1_000_000_000:
+                lat_us.append(us)
+            per_second.setdefault(int((ts - first_ns) // 1_000_000_000), []).append(us)
+            got += 1
+    c.close()
+    series = [{"second": s, **percentiles(v)} for s, v in sorted(per_second.items())]
+    return {"records": got, "latency": percentiles(lat_us), "series": series,
+            "timed_out": got < total}
+
+
+# ------------------------------------------------------------ kafkapy client
+
+def gen_kproduce(args: dict) -> dict:
+    """kafkapy's own producer; its API is assumed kafka-python-like."""
+    from kafkapy.client import KafkaProducer  # ImportError -> skipped by driver
+
+    p = KafkaProducer(bootstrap_servers=args["bootstrap"], acks=(
+        "all" if args["acks"] == "all" else int(args["acks"])),
+        linger_ms=5, batch_size=1_000_000)
+    _wait_go()
+    value = b"x" * args["record_size"]
+    partitions = args.get("partitions", 1)
+    start = time.perf_counter()
+    deadline = time.monotonic() + args["timeout_s"]
+    sent = 0
+    while sent < args["records"] and time.monotonic() < deadline:
+        p.send(args["topic"], value=value, partition=sent % partitions)
+        sent += 1
+    p.flush()
+    wall_s = time.perf_counter() - start
+    close = getattr(p, "close", None)
+    if close:
+        close()
+    return {"wall_s": wall_s, "sent": sent, "timed_out": sent < args["records"],
+            "delivery_errors": 0, "unflushed": 0, "first_error": None}
+
+
+KINDS = {"small": gen_small, "conns": gen_conns, "e2e_produce": gen_e2e_produce,
+         "e2e_consume": gen_e2e_consume, "kproduce": gen_kproduce}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = KINDS[sys.argv[1]](json.loads(sys.argv[2]))
+    print(json.dumps(result), flush=True)
