@@ -21,7 +21,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # `python3 -m venv` its ensurepip.
 RUN_DEBS := build-essential python3-dev python3-venv
 # Peers used by the integration and system tests.
-TEST_DEBS := kcat zookeeper
+TEST_DEBS := kcat zookeeper prometheus systemd
 
 # The stamp names carry a hash of everything that affects the build, so an
 # edit to the packaging or a .pyx re-runs pip (which rebuilds the extensions).
@@ -56,7 +56,7 @@ if [ ! -x $(VENV)/bin/pip ]; then \
 fi
 endef
 
-.PHONY: help run test bench install install-test deps deps-test clean distclean
+.PHONY: help run test bench install install-test deps deps-test clean distclean install-service uninstall-service
 
 help:
 	@echo "make run    install what is missing, then start a broker with $(CONFIG)"
@@ -64,6 +64,8 @@ help:
 	@echo "make test   install what is missing (with test tools), then run all tests"
 	@echo "make bench  run the micro-benchmarks in perf/"
 	@echo "make clean  remove build output; make distclean also removes $(VENV)"
+	@echo "make install-service    install kafkapy as a systemd service (user, /etc/kafkapy, /var/lib/kafkapy, unit)"
+	@echo "make uninstall-service  remove the unit (PURGE=1 also removes data, config and user)"
 
 deps:
 	@$(call ensure_debs,$(RUN_DEBS))
@@ -104,3 +106,11 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV)
+
+# The systemd service (systemd/README.md). Re-running is safe: an edited
+# /etc/kafkapy/server.properties is never overwritten.
+install-service: install
+	$(SUDO) $(VENV)/bin/kafkapy-install-service --exec $(abspath $(VENV))/bin/kafkapy-server-start
+
+uninstall-service:
+	$(SUDO) $(VENV)/bin/kafkapy-install-service --uninstall $(if $(PURGE),--purge,)
