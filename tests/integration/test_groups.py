@@ -1,0 +1,472 @@
+"""Consumer groups with real clients against the real broker (issue 3).
+
+One broker per module for the group tests that do not restart it; restart
+tests start their own. Session timeouts are short (group.min.session.timeout.ms
+lowered) so take-overs happen in seconds; every wait is bounded by a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from clients_support import module_broker
+from support.rawclient import RawClient
+
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.codec import decode, encode_to_bytes
+from kafkapy.protocol.errors import ErrorCode as E
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+OVERRIDES = {"group.min.session.timeout.ms": 1000, "offsets.topic.num.partitions": 5}
+PARTITIONS = 6
+N_RECORDS = 120
+DEADLINE_S = 30
+
+
+@pytest.fixture(scope="module")
+def gbroker(tmp_path_factory):
+    with module_broker(tmp_path_factory, OVERRIDES) as b:
+        yield b
+
+
+def _topic(broker, partitions=PARTITIONS, n=N_RECORDS):
+    name = f"g-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(name, value=b"%d" % i, key=b"%d" % i, partition=i % partitions)
+    assert p.flush(10) == 0
+    return name
+
+
+def _committed(broker, group, topic, partitions=PARTITIONS):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    res = admin.list_consumer_group_offsets([req])[group].result(10)
+    return {tp.partition: tp.offset for tp in res.topic_partitions}
+
+
+def _check_split(assignments: list[set], partitions=PARTITIONS):
+    union = set().union(*assignments)
+    assert union == set(range(partitions)), assignments
+    assert sum(len(a) for a in assignments) == partitions, f"a partition owned twice: {assignments}"
+
+
+# ---------------------------------------------------------------- three-member groups
+
+
+def _confluent_member(broker, group, topic, out, stop, extra=None):
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "session.timeout.ms": 3000, "heartbeat.interval.ms": 300}
+    conf.update(extra or {})
+    c = ck.Consumer(conf)
+    c.subscribe([topic])
+    seen = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while not stop.is_set() and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None or m.error():
+                continue
+            seen.append((m.partition(), m.offset()))
+            c.commit(m, asynchronous=False)
+        out.append({"assignment": {tp.partition for tp in c.assignment()}, "seen": seen})
+    finally:
+        c.close()
+
+
+def _wait_all(results_fn, expected, timeout_s=DEADLINE_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if results_fn() >= expected:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_confluent_three_members_share_partitions(gbroker):
+    topic = _topic(gbroker)
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    out, stop, seen = [], threading.Event(), []
+    threads = [threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    assert _wait_all(lambda: sum(_committed(gbroker, group, topic).get(p, -1) for p in range(PARTITIONS)),
+                     N_RECORDS)
+    stop.set()
+    for t in threads:
+        t.join(DEADLINE_S)
+    _check_split([o["assignment"] for o in out])
+    consumed = {pos for o in out for pos in o["seen"]}
+    assert len(consumed) == N_RECORDS
+    assert _committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
+
+
+def test_kafka_python_three_members_share_partitions(gbroker):
+    kafka = pytest.importorskip("kafka")
+    topic = _topic(gbroker)
+    group = f"kp-{uuid.uuid4().hex[:6]}"
+    out, stop = [], threading.Event()
+
+    def member():
+        c = kafka.KafkaConsumer(topic, bootstrap_servers=gbroker.bootstrap, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                session_timeout_ms=3000, heartbeat_interval_ms=300)
+        seen = []
+        deadline = time.monotonic() + DEADLINE_S
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                for tp, msgs in c.poll(200).items():
+                    seen += [(tp.partition, m.offset) for m in msgs]
+                    if msgs:
+                        c.commit()
+            out.append({"assignment": {tp.partition for tp in c.assignment()}, "seen": seen})
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member) for _ in range(3)]
+    for t in threads:
+        t.start()
+    ok = _wait_all(lambda: sum(max(_committed(gbroker, group, topic).get(p, -1), 0)
+                               for p in range(PARTITIONS)), N_RECORDS)
+    stop.set()
+    for t in threads:
+        t.join(DEADLINE_S)
+    assert ok, out
+    _check_split([o["assignment"] for o in out])
+    assert len({pos for o in out for pos in o["seen"]}) == N_RECORDS
+
+
+def test_aiokafka_three_members_share_partitions(gbroker):
+    aiokafka = pytest.importorskip("aiokafka")
+    topic = _topic(gbroker)
+    group = f"ak-{uuid.uuid4().hex[:6]}"
+
+    async def member(seen):
+        c = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=gbroker.bootstrap, group_id=group,
+                                      auto_offset_reset="earliest", enable_auto_commit=False,
+                                      session_timeout_ms=3000, heartbeat_interval_ms=300)
+        await c.start()
+        return c
+
+    async def main():
+        seen = set()
+        consumers = await asyncio.gather(*(member(seen) for _ in range(3)))
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while len(seen) < N_RECORDS and time.monotonic() < deadline:
+                for c in consumers:
+                    batches = await c.getmany(timeout_ms=100)
+                    for tp, msgs in batches.items():
+                        seen.update((tp.partition, m.offset) for m in msgs)
+                    if batches:
+                        await c.commit()
+            # Let the group settle so every member reports its final share.
+            settle = time.monotonic() + 10
+            while time.monotonic() < settle:
+                assignments = [{tp.partition for tp in c.assignment()} for c in consumers]
+                if sum(len(a) for a in assignments) == PARTITIONS and all(assignments):
+                    break
+                await asyncio.sleep(0.2)
+            return seen, assignments
+        finally:
+            for c in consumers:
+                await c.stop()
+
+    seen, assignments = asyncio.run(main())
+    assert len(seen) == N_RECORDS
+    _check_split(assignments)
+    assert _committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
+
+
+def test_cooperative_sticky_group_rebalances(gbroker):
+    topic = _topic(gbroker)
+    group = f"coop-{uuid.uuid4().hex[:6]}"
+    extra = {"partition.assignment.strategy": "cooperative-sticky"}
+    out, stop = [], threading.Event()
+    first = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra))
+    first.start()
+    assert _wait_all(lambda: sum(max(v, 0) for v in _committed(gbroker, group, topic).values()), 1)
+    second = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra))
+    second.start()
+    time.sleep(6)  # incremental rebalance: revoke half, then assign it to the newcomer
+    stop.set()
+    first.join(DEADLINE_S)
+    second.join(DEADLINE_S)
+    assignments = [o["assignment"] for o in out]
+    _check_split(assignments)
+    assert all(assignments)
+
+
+# ---------------------------------------------------------------- members that leave or die
+
+MEMBER_SCRIPT = r"""
+import json, sys, time
+import confluent_kafka as ck
+bootstrap, group, topic = sys.argv[1:4]
+c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                 "enable.auto.commit": False, "session.timeout.ms": 2000, "heartbeat.interval.ms": 200})
+c.subscribe([topic])
+deadline = time.monotonic() + 60
+last = None
+while time.monotonic() < deadline:
+    m = c.poll(0.1)
+    if m is not None and not m.error():
+        c.commit(m, asynchronous=False)
+    a = sorted(tp.partition for tp in c.assignment())
+    if a != last:
+        print(json.dumps(a), flush=True)
+        last = a
+    if sys.stdin in __import__("select").select([sys.stdin], [], [], 0)[0]:
+        break
+c.close()
+"""
+
+
+class Member:
+    def __init__(self, broker, group, topic):
+        self.proc = subprocess.Popen([sys.executable, "-c", MEMBER_SCRIPT, broker.bootstrap, group, topic],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.assignment = []
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.assignment = json.loads(line)
+
+    def leave(self):
+        self.proc.stdin.write("x\n")
+        self.proc.stdin.flush()
+        self.proc.wait(20)
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _wait_split(members, timeout_s=20):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        parts = [set(m.assignment) for m in members]
+        if set().union(*parts) == set(range(PARTITIONS)) and sum(map(len, parts)) == PARTITIONS \
+                and all(parts):
+            return parts
+        time.sleep(0.1)
+    raise AssertionError(f"group did not settle: {[m.assignment for m in members]}")
+
+
+def test_member_leaves_and_member_dies(gbroker):
+    topic = _topic(gbroker)
+    group = f"die-{uuid.uuid4().hex[:6]}"
+    members = [Member(gbroker, group, topic) for _ in range(3)]
+    try:
+        _wait_split(members)
+        members[0].leave()
+        _wait_split(members[1:], timeout_s=10)
+        started = time.monotonic()
+        members[1].kill()
+        _wait_split(members[2:], timeout_s=15)
+        # session.timeout.ms=2000 plus one rebalance: well under 15 s.
+        assert time.monotonic() - started < 15
+    finally:
+        for m in members:
+            m.stop()
+    assert sum(_committed(gbroker, group, topic).values()) == N_RECORDS
+
+
+# ---------------------------------------------------------------- restart
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_committed_offsets_survive_restart(broker_factory, sig):
+    broker = broker_factory(dict(OVERRIDES))
+    topic = _topic(broker)
+    group = "restart"
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    c.commit(offsets=[TopicPartition(topic, p, 7 + p, f"meta-{p}") for p in range(PARTITIONS)],
+             asynchronous=False)
+    c.close()
+    broker.restart(sig)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    try:
+        committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=20)
+        assert [(tp.offset, tp.metadata) for tp in committed] == [(7 + p, f"meta-{p}") for p in range(PARTITIONS)]
+        c.subscribe([topic])
+        first = {}
+        deadline = time.monotonic() + DEADLINE_S
+        while len(first) < PARTITIONS and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                first.setdefault(m.partition(), m.offset())
+        assert first == {p: 7 + p for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------- static membership
+
+
+def test_static_member_restart_without_rebalance(gbroker):
+    topic = _topic(gbroker)
+    group = f"static-{uuid.uuid4().hex[:6]}"
+    conf = {"bootstrap.servers": gbroker.bootstrap, "group.id": group, "group.instance.id": "inst-1",
+            "session.timeout.ms": 10000, "auto.offset.reset": "earliest"}
+
+    def run_once():
+        c = ck.Consumer(conf)
+        c.subscribe([topic])
+        deadline = time.monotonic() + DEADLINE_S
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.1)
+        assignment = sorted(tp.partition for tp in c.assignment())
+        c.close()  # a static member sends no LeaveGroup
+        return assignment
+
+    assert run_once() == list(range(PARTITIONS))
+    rebalances = gbroker.log_text().count(f"group {group}: preparing to rebalance")
+    assert run_once() == list(range(PARTITIONS))
+    assert gbroker.log_text().count(f"group {group}: preparing to rebalance") == rebalances
+
+
+# ---------------------------------------------------------------- admin
+
+
+def test_admin_describe_list_delete(gbroker):
+    topic = _topic(gbroker)
+    group = f"adm-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
+    out, stop = [], threading.Event()
+    t = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop))
+    t.start()
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        desc = None
+        while time.monotonic() < deadline:
+            desc = admin.describe_consumer_groups([group])[group].result(10)
+            if str(desc.state).endswith("STABLE") and desc.members and desc.members[0].assignment.topic_partitions:
+                break
+            time.sleep(0.2)
+        assert str(desc.state).endswith("STABLE")
+        assert desc.partition_assignor == "range" and len(desc.members) == 1
+        assert sorted(tp.partition for tp in desc.members[0].assignment.topic_partitions) == list(range(PARTITIONS))
+        listed = {g.group_id: g for g in admin.list_consumer_groups().result(10).valid}
+        assert group in listed
+        res = admin.delete_consumer_groups([group])[group]
+        with pytest.raises(ck.KafkaException) as exc:
+            res.result(10)
+        assert exc.value.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
+    finally:
+        stop.set()
+        t.join(DEADLINE_S)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if str(admin.describe_consumer_groups([group])[group].result(10).state).endswith("EMPTY"):
+            break
+        time.sleep(0.2)
+    assert _committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
+    admin.delete_consumer_groups([group])[group].result(10)
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+    assert _committed(gbroker, group, topic) == {p: -1001 for p in range(PARTITIONS)}
+
+
+# ---------------------------------------------------------------- hostile and odd input
+
+
+def _call(client, key, version, data):
+    spec = API_TABLE[key]
+    req_cls = spec.request_class(version)
+    body = encode_to_bytes(_build(req_cls, data))
+    resp = client.request(key, version, body)
+    return decode(spec.response_class(version), resp, 0)[0]
+
+
+def _build(cls, data):
+    from kafkapy.server.handlers import construct
+
+    return construct(cls, data)
+
+
+def test_hostile_input_gets_kafka_errors_and_others_keep_working(gbroker):
+    topic = _topic(gbroker, n=0)
+    with RawClient.connect(gbroker.bootstrap) as raw:
+        # JoinGroup with an empty protocol list.
+        r = _call(raw, 11, 4, {"group_id": "hostile", "session_timeout": 10000, "rebalance_timeout": 10000,
+                               "member_id": "", "protocol_type": "consumer", "protocols": []})
+        assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+        # Heartbeats for an unknown group and an unknown member.
+        r = _call(raw, 12, 2, {"group_id": "nope", "generation_id": 1, "member_id": "m"})
+        assert r.error_code == E.UNKNOWN_MEMBER_ID
+        # Session timeout out of bounds.
+        r = _call(raw, 11, 4, {"group_id": "hostile", "session_timeout": 10, "rebalance_timeout": 10,
+                               "member_id": "", "protocol_type": "consumer",
+                               "protocols": [{"name": "range", "metadata": b""}]})
+        assert r.error_code == E.INVALID_SESSION_TIMEOUT
+        # A v4 join gets MEMBER_ID_REQUIRED, then joins; v0 has no rebalance timeout.
+        r = _call(raw, 11, 4, {"group_id": "hostile", "session_timeout": 10000, "rebalance_timeout": 10000,
+                               "member_id": "", "protocol_type": "consumer",
+                               "protocols": [{"name": "range", "metadata": b"m" * 200_000}]})
+        assert r.error_code == E.MEMBER_ID_REQUIRED and r.member_id
+        r = _call(raw, 11, 4, {"group_id": "hostile", "session_timeout": 10000, "rebalance_timeout": 10000,
+                               "member_id": r.member_id, "protocol_type": "consumer",
+                               "protocols": [{"name": "range", "metadata": b"m" * 200_000}]})
+        assert r.error_code == E.NONE and r.generation_id == 1 and len(r.members[0].metadata) == 200_000
+        member, gen = r.member_id, r.generation_id
+        r = _call(raw, 12, 2, {"group_id": "hostile", "generation_id": gen, "member_id": "stranger"})
+        assert r.error_code == E.UNKNOWN_MEMBER_ID
+        r = _call(raw, 12, 2, {"group_id": "hostile", "generation_id": gen + 5, "member_id": member})
+        assert r.error_code == E.ILLEGAL_GENERATION
+        r = _call(raw, 14, 2, {"group_id": "hostile", "generation_id": gen, "member_id": member,
+                               "assignments": []})
+        assert r.error_code == E.NONE
+        # Stale-generation and oversized-metadata commits.
+        commit = {"group_id": "hostile", "member_id": member, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                            "committed_metadata": ""}]}]}
+        r = _call(raw, 8, 6, dict(commit, generation_id_or_member_epoch=gen - 1))
+        assert r.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
+        big = {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                              "committed_metadata": "x" * 5000}]}
+        r = _call(raw, 8, 6, dict(commit, generation_id_or_member_epoch=gen, topics=[big]))
+        assert r.topics[0].partitions[0].error_code == E.OFFSET_METADATA_TOO_LARGE
+        # A v0 JoinGroup (no rebalance timeout) of another group still works.
+        r = _call(raw, 11, 0, {"group_id": "v0-group", "session_timeout": 6000, "member_id": "",
+                               "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+        assert r.error_code == E.NONE and r.member_id
+    # Garbage bytes on a group API close that connection only.
+    with RawClient.connect(gbroker.bootstrap) as raw:
+        raw.send_request(11, 4, b"\xff\xff\xff")
+        with pytest.raises(Exception):
+            raw.recv_frame(5)
+    # The coordinator keeps serving other groups.
+    out, stop = [], threading.Event()
+    t = threading.Thread(target=_confluent_member,
+                         args=(gbroker, "after-hostile", _topic(gbroker, n=12), out, stop))
+    t.start()
+    time.sleep(4)
+    stop.set()
+    t.join(DEADLINE_S)
+    assert out and out[0]["assignment"] == set(range(PARTITIONS)) and len(out[0]["seen"]) == 12
