@@ -29,6 +29,9 @@ BUILD_INPUTS := pyproject.toml setup.py $(sort $(wildcard kafkapy/_core/*.pyx ka
 BUILD_HASH := $(shell cat $(BUILD_INPUTS) 2>/dev/null | sha256sum | cut -c1-16)
 RUN_STAMP := $(VENV)/.kafkapy-run-$(BUILD_HASH)
 TEST_STAMP := $(VENV)/.kafkapy-test-$(BUILD_HASH)
+PERF_STAMP := $(VENV)/.kafkapy-perf-$(BUILD_HASH)
+# Extra arguments for perf/suite.py, e.g. make bench BENCH_ARGS=--quick
+BENCH_ARGS ?=
 PIP := $(VENV)/bin/pip --disable-pip-version-check
 
 # $(call ensure_debs,packages): install the missing ones with one apt-get
@@ -62,7 +65,7 @@ help:
 	@echo "make run    install what is missing, then start a broker with $(CONFIG)"
 	@echo "            (make run ARGS='--override key=value')"
 	@echo "make test   install what is missing (with test tools), then run all tests"
-	@echo "make bench  run the micro-benchmarks in perf/"
+	@echo "make bench  run the performance suite (perf/suite.py; BENCH_ARGS=--quick)"
 	@echo "make clean  remove build output; make distclean also removes $(VENV)"
 	@echo "make install-service    install kafkapy as a systemd service (user, /etc/kafkapy, /var/lib/kafkapy, unit)"
 	@echo "make uninstall-service  remove the unit (PURGE=1 also removes data, config and user)"
@@ -97,8 +100,10 @@ run: install
 test: install-test
 	KAFKAPY_REQUIRE_EXTENSIONS=1 $(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --timeout=300 $(PYTEST_ARGS)
 
-bench: install
+bench: install-test
+	@[ -f $(PERF_STAMP) ] || { $(PIP) install $(PIP_FLAGS) -e '.[test,perf]' && touch $(PERF_STAMP); }
 	$(VENV)/bin/python perf/bench_core.py
+	$(VENV)/bin/python perf/suite.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info kafkapy/_core/*.so kafkapy/_core/*.c
