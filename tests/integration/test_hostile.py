@@ -510,7 +510,7 @@ def test_client_that_never_reads_does_not_block_others(hostile_broker, bystander
         for _ in range(20):
             t0 = time.monotonic()
             assert bystander.api_versions(timeout_s=PROMPT_S)[0] == NONE
-            assert time.monotonic() - t0 < 1.0
+            assert time.monotonic() - t0 < 3.0  # generous: a shared 2-core box; blocked would be "never"
         with RawClient.connect(hostile_broker.bootstrap) as other:
             records, _ = read_partition(other, KEEP_TOPIC, 0)
             assert len(records) == KEEP_RECORDS
