@@ -70,6 +70,53 @@ def _loadgen(bootstrap: str, workload: str, count: int, topic: str) -> None:
     print(json.dumps({"rate": count / elapsed, "elapsed_s": elapsed}))
 
 
+def _probe_cost(n: int = 200_000) -> None:
+    """Child process: CPU per request of every probe call one Produce request makes.
+
+    Runs the same calls the processor, the worker and the log make for one
+    request, with real probes writing to a temporary multiprocess directory,
+    and with null probes; prints the difference in us per request. Less
+    disturbed by other load than the end-to-end rates.
+    """
+    import os
+
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="bench-probes-")
+    from kafkapy import metrics
+    from kafkapy.metrics import exporter, probes
+    from kafkapy.protocol.api import API_TABLE
+    from kafkapy.server.handlers import construct
+
+    resp = construct(API_TABLE[0].response_class(9), {"throttle_time": 0, "responses": [
+        {"name": "t", "partition_responses": [{"index": 0, "error_code": 0, "base_offset": 0,
+                                                "log_append_time": -1, "log_start_offset": 0}]}]})
+
+    def one_pass(count: int) -> float:
+        net, req, lg = probes.network, probes.request, probes.log
+        mono = time.monotonic
+        start = time.process_time()
+        for _ in range(count):
+            t0 = mono()
+            net.selected(mono() - t0)            # processor loop
+            net.maybe_publish(t0)
+            req.waited(mono() - t0)              # worker loop
+            req.request_handled(0, 0.0001, 0.0003)
+            lg.appended("t", 1100, 1)
+            req.response_built(0, resp)
+            req.maybe_publish(mono())
+            net.request_completed(0, 0.0005, mono() - t0)
+        return (time.process_time() - start) / count * 1e6
+
+    metrics._state = {"metrics": exporter.Metrics(), "api_names": {0: "Produce"}, "error_names": {0: "NONE"},
+                      "listener_names": ["PLAINTEXT"]}
+    on, off = [], []
+    for _ in range(5):
+        metrics.start_process("handler-0")
+        on.append(one_pass(n // 5))
+        probes.install()  # null probes, as with prometheus.port=0
+        off.append(one_pass(n // 5))
+    print(json.dumps({"probe_us_per_request": statistics.median(on) - statistics.median(off)}))
+
+
 class Scraper(threading.Thread):
     def __init__(self, port: int):
         super().__init__(daemon=True)
@@ -144,7 +191,9 @@ def main(argv=None) -> int:
         summary[name] = {"off_per_s": off, "on_per_s": on, "cost_pct": 100 * (1 - on / off),
                          "cpu_ms_per_1k_off": cpu_off, "cpu_ms_per_1k_on": cpu_on,
                          "cpu_cost_pct": 100 * (cpu_on / cpu_off - 1)}
-    report = {"workloads": workloads, "runs": results, "summary": summary,
+    r = subprocess.run([sys.executable, __file__, "_probes"], capture_output=True, text=True, timeout=300)
+    probe_us = json.loads(r.stdout.strip().splitlines()[-1])["probe_us_per_request"] if r.returncode == 0 else None
+    report = {"probe_us_per_request": probe_us, "workloads": workloads, "runs": results, "summary": summary,
               "machine": _brokers.__dict__.get("machine_info", lambda: {})()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
@@ -153,11 +202,17 @@ def main(argv=None) -> int:
     for name, s in summary.items():
         print(f"| {labels[name]} | {s['off_per_s']:,.0f} | {s['on_per_s']:,.0f} | {s['cost_pct']:+.1f} % | "
               f"{s['cpu_ms_per_1k_off']:.0f} | {s['cpu_ms_per_1k_on']:.0f} | {s['cpu_cost_pct']:+.1f} % |")
+    if probe_us is not None:
+        cpu_us = summary["small"]["cpu_ms_per_1k_off"]  # ms per 1000 = us per request
+        print(f"\nprobe calls per Produce request: {probe_us:.2f} us of CPU = "
+              f"{100 * probe_us / cpu_us:.1f} % of the broker's {cpu_us:.0f} us per small request (metrics off)")
     return 0
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_loadgen":
         _loadgen(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    elif len(sys.argv) > 1 and sys.argv[1] == "_probes":
+        _probe_cost()
     else:
         raise SystemExit(main())
