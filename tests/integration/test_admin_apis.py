@@ -30,6 +30,8 @@ from confluent_kafka.admin import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from clients_support import (  # noqa: E402
+    CREATE_TIME,
+    LOG_APPEND_TIME,
     Rec,
     admin,
     assert_delivered,
@@ -358,6 +360,32 @@ def test_shorter_retention_ms_deletes_old_segments(kbroker):
     assert wait_for(lambda: segment_bases(kbroker, topic)[0] == low), segment_bases(kbroker, topic)
 
 
+def test_altered_timestamp_type_and_retention_bytes_take_effect(kbroker):
+    bs = kbroker.bootstrap
+    topic = "alter-effects"
+    create_topic(bs, topic, 1, {"segment.bytes": "1024", "file.delete.delay.ms": "0"})
+    produce_n(bs, topic, 2, timestamp_ms=1_000_000)
+    assert incremental(bs, ResourceType.TOPIC, topic,
+                       [("message.timestamp.type", "LogAppendTime", AlterConfigOpType.SET)]) is None
+    before_ms = int(time.time() * 1000)
+    produce_n(bs, topic, 2, timestamp_ms=1_000_000)
+    got = consume_confluent(bs, topic, {0: 4})
+    assert [g.timestamp_type for g in got] == [CREATE_TIME] * 2 + [LOG_APPEND_TIME] * 2
+    assert got[0].timestamp_ms == 1_000_000
+    assert all(g.timestamp_ms >= before_ms for g in got[2:]), got
+    # retention.bytes: the partition is trimmed to whole segments within the limit.
+    produce_one_per_batch(bs, topic, 20, 200, 0)
+    assert incremental(bs, ResourceType.TOPIC, topic,
+                       [("retention.bytes", "2048", AlterConfigOpType.SET)]) is None
+    path = kbroker.log_dirs[0] / f"{topic}-0"
+
+    def trimmed():
+        total = sum(p.stat().st_size for p in path.glob("*.log"))
+        return total <= 2048 + 1024 and watermarks(bs, topic)[0] > 0
+
+    assert wait_for(trimmed), segment_bases(kbroker, topic)
+
+
 @pytest.mark.parametrize("codec", ["gzip", "zstd"])
 def test_topic_compression_type_recompresses_on_append(kbroker, codec):
     bs = kbroker.bootstrap
@@ -577,6 +605,8 @@ def test_dynamic_broker_configs_apply_and_survive_restart(broker_factory):
     assert describe(bs, ResourceType.BROKER, "0")["compression.type"].source == \
         ConfigSource.DYNAMIC_BROKER_CONFIG.value
 
+    assert incremental(bs, ResourceType.TOPIC, "kept", [("max.message.bytes", "4000", AlterConfigOpType.SET)]) is None
+
     # Everything survives a restart.
     assert b.stop() == 0
     b.start()
@@ -585,6 +615,9 @@ def test_dynamic_broker_configs_apply_and_survive_restart(broker_factory):
     assert configs["compression.type"].value == "zstd"
     assert cluster_default(bs)["compression.type"][0] == "gzip"
     assert describe(bs, ResourceType.TOPIC, "kept")["retention.ms"].value == "-1"
+    assert describe(bs, ResourceType.TOPIC, "kept")["max.message.bytes"].value == "4000"
+    reports = produce_confluent(bs, "kept", [Rec(0, None, b"x" * 6000)], message_max_bytes=100000, retries=0)
+    assert reports[0][0] is not None and reports[0][0].code() == 10
     produce_n(bs, "fresh", 3, compression_type="none")
     assert batch_codecs(b, "fresh", 0)[-1] == 4
 
