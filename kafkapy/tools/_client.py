@@ -110,9 +110,16 @@ def backend_name() -> str:
         return "confluent"
     # The package may exist before its classes do (it was written alongside
     # the tools): use it only once it offers all three.
-    if all(hasattr(module, name) for name in ("KafkaProducer", "KafkaConsumer", "AdminClient")):
-        return "kafkapy"
-    return "confluent"
+    for name in ("KafkaProducer", "KafkaConsumer", "AdminClient"):
+        try:
+            getattr(module, name)
+        except Exception:  # noqa: BLE001 - AttributeError, or a lazy import of a module not written yet
+            return "confluent"
+    try:
+        importlib.import_module("kafkapy.tools._client_kafkapy")
+    except ImportError:
+        return "confluent"
+    return "kafkapy"
 
 
 def connect(bootstrap_servers: str, config: Optional[dict] = None):

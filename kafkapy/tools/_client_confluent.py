@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from typing import Iterable, Optional
 
 from kafkapy.tools._client import (
@@ -31,10 +32,11 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _TRANSPORT = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE"}
 
 
-def _error(exc: BaseException) -> ClientError:
+def _error(exc) -> ClientError:
     if isinstance(exc, ClientError):
         return exc
-    err = exc.args[0] if getattr(exc, "args", None) else None
+    err = exc if ck is not None and isinstance(exc, ck.KafkaError) else \
+        (exc.args[0] if getattr(exc, "args", None) else None)
     if ck is not None and isinstance(err, ck.KafkaError):
         name = err.name().lstrip("_") if err.code() < 0 else err.name()
         if err.name() in _TRANSPORT:
@@ -276,6 +278,30 @@ def _source_name(source) -> str:
     return name[:-len("_CONFIG")] if name == "UNKNOWN_CONFIG" else name
 
 
+class _PolledFuture(concurrent.futures.Future):
+    """A future whose waiting serves librdkafka's delivery reports.
+
+    confluent-kafka only runs delivery callbacks inside ``poll``/``flush`` on
+    the caller's thread, so a plain Future waited on would never complete."""
+
+    def __init__(self, producer):
+        super().__init__()
+        self._producer = producer
+
+    def _drive(self, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.done() and (deadline is None or time.monotonic() < deadline):
+            self._producer.poll(0.05)
+
+    def result(self, timeout=None):
+        self._drive(timeout)
+        return super().result(timeout=0)
+
+    def exception(self, timeout=None):
+        self._drive(timeout)
+        return super().exception(timeout=0)
+
+
 class Producer:
     """``send`` returns a ``concurrent.futures.Future`` of ``(partition, offset)``."""
 
@@ -286,7 +312,7 @@ class Producer:
             raise ClientError("INVALID_CONFIG", -1, str(exc)) from None
 
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
-        future: concurrent.futures.Future = concurrent.futures.Future()
+        future = _PolledFuture(self._producer)
 
         def delivered(err, msg):
             if err is not None:

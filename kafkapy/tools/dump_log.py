@@ -350,6 +350,11 @@ def _time_entries(data: bytes, base_offset: int) -> list[tuple[int, int]]:
     for i, (timestamp, relative) in enumerate(_TIME_ENTRY.iter_unpack(data[:usable])):
         if i > 0 and relative == 0:
             break
+        if i == 0 and timestamp == 0 and relative == 0:
+            # An all-zero first slot is a preallocated, still empty index (a
+            # real entry would carry a 1970 timestamp), e.g. a live segment
+            # under index.interval.bytes (4096) of data.
+            break
         entries.append((timestamp, base_offset + relative))
     return entries
 
