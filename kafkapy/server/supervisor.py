@@ -215,10 +215,12 @@ class Supervisor:
             if ready and not self.stopping:
                 for sentinel in ready:
                     name, proc = self.children[sentinel]
-                    proc.join(0)
+                    # The sentinel fires as the child exits, a moment before
+                    # it can be reaped: wait briefly for the real exit code.
+                    proc.join(1.0)
                     log.error("%s (pid %d) died with exit code %s; stopping the broker",
                               name, proc.pid, proc.exitcode)
-                self._stop_children()
+                self._kill_children()
                 return 1
             now = time.monotonic()
             try:
@@ -247,6 +249,16 @@ class Supervisor:
         self.log_manager.shutdown()
         log.info("shut down cleanly")
         return 0
+
+    def _kill_children(self) -> None:
+        """After a child died: no clean shutdown is possible (it may have died
+        mid-append or holding a queue lock), so end the rest at once. The
+        next start recovers the logs from their recovery points."""
+        for _, proc in self.children.values():
+            if proc.is_alive():
+                proc.kill()
+        for _, proc in self.children.values():
+            proc.join(5)
 
     def _stop_children(self) -> bool:
         """Stop acceptor, processors, workers in that order; True if all exited 0."""
