@@ -402,9 +402,18 @@ def partition_scaling(name: str, cfg, base_dir: str, rows: list) -> None:
                          "records": max(records, partitions)}
             topic = f"scale-{partitions}"
             try:
+                # A dedicated admin client: the shared one times requests out
+                # after 2 s (socket.timeout.ms), and kafkapy took 19 s to
+                # create 1,000 partitions (load average 12) and over 120 s
+                # for 10,000.
+                from confluent_kafka.admin import AdminClient
+                admin = AdminClient({"bootstrap.servers": broker.bootstrap,
+                                     "socket.timeout.ms": int(cfg.create_timeout_s * 1000),
+                                     "log_level": 2})
                 t0 = time.monotonic()
-                bb.create_topic(broker.admin(), topic, timeout_s=cfg.timeout_s,
+                bb.create_topic(admin, topic, timeout_s=cfg.create_timeout_s,
                                 partitions=partitions)
+                del admin
                 res["create_topic_s"] = round(time.monotonic() - t0, 2)
                 # Verification is skipped here (one ListOffsets per partition would
                 # take 10 s at 10,000); the producer's own error count stands in.
@@ -515,6 +524,7 @@ class Config:
         self.scaling_partitions = [1, 100, 1_000, 10_000]
         self.partition_records = 20_000 if q else 200_000
         self.profile_seconds = 4 if q else 10
+        self.create_timeout_s = 300.0
         self.kafkapy_client_note = kafkapy_client_available()
 
 
