@@ -111,7 +111,8 @@ def record(broker, seconds: int, out_dir: str, tag: str, load_fn) -> dict:
         path = os.path.join(out_dir, f"{tag}-{pid}.txt")
         procs[pid] = (subprocess.Popen(
             [pyspy, "record", "--pid", str(pid), "--duration", str(seconds),
-             "--rate", "100", "--format", "raw", "--nonblocking", "--output", path],
+             "--rate", "100", "--format", "raw", "--nonblocking", "--full-filenames",
+             "--output", path],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), path)
     time.sleep(1.0)   # attach before the load starts
     loops = load_fn(seconds)
