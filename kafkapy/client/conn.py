@@ -409,6 +409,9 @@ class ClusterMetadata:
         self.topic_errors: dict[str, int] = {}
         self.topic_ids: dict = {}
         self.internal_topics: set[str] = set()
+        # topic -> partitions with a leader, computed once per update because
+        # the sticky partitioner asks on every keyless send.
+        self.available: dict[str, list[int]] = {}
         self.last_refresh_ms = 0.0
         self.need_update = False
 
@@ -437,7 +440,9 @@ class ClusterMetadata:
                     p.error_code)
                 for p in topic.partitions
             }
+        available = {t: [p for p, meta in parts.items() if meta.leader >= 0] for t, parts in partitions.items()}
         with self._lock:
+            self.available = available
             self.brokers = brokers
             self.controller_id = getattr(response, "controller_id", -1)
             self.cluster_id = getattr(response, "cluster_id", None)
@@ -462,8 +467,7 @@ class ClusterMetadata:
         return meta.leader if meta is not None else -1
 
     def available_partitions(self, topic: str) -> list[int]:
-        parts = self.partitions.get(topic) or {}
-        return [p for p, meta in parts.items() if meta.leader >= 0]
+        return self.available.get(topic, [])
 
     def request_update(self) -> int:
         with self._lock:

@@ -84,6 +84,7 @@ class KafkaProducer:
         self._metadata = self._client.metadata
         delivery_timeout_ms = int(cfg["delivery.timeout.ms"])
         linger_ms = int(cfg["linger.ms"])
+        self._linger_s = linger_ms / 1000
         if delivery_timeout_ms < linger_ms + int(cfg["request.timeout.ms"]):
             raise ValueError("delivery.timeout.ms should be >= linger.ms + request.timeout.ms")
         self._accumulator = RecordAccumulator(
@@ -145,7 +146,11 @@ class KafkaProducer:
             raise TypeError("topic is required")
         if value is None and key is None:
             pass  # a tombstone with a null key is legal
-        count, waited_ms = self._wait_on_metadata(topic, partition, self._max_block_ms)
+        parts = self._metadata.partitions.get(topic)
+        if parts and (partition is None or partition < len(parts)):
+            count, waited_ms = len(parts), 0.0
+        else:
+            count, waited_ms = self._wait_on_metadata(topic, partition, self._max_block_ms)
         key_bytes = _to_bytes(self._key_serializer(key) if self._key_serializer and key is not None else key, "key")
         value_bytes = _to_bytes(
             self._value_serializer(value) if self._value_serializer and value is not None else value, "value")
@@ -185,8 +190,10 @@ class KafkaProducer:
             tp = TopicPartition(topic, partition)
             future, full, new_batch = accumulator.append(tp, timestamp_ms, key_bytes, value_bytes, headers,
                                                          remaining_ms)
-        if full or new_batch:
-            self._sender.wakeup()
+        if full:
+            self._sender.maybe_wakeup(0.0)
+        elif new_batch:
+            self._sender.maybe_wakeup(time.monotonic() + self._linger_s)
         if callback is not None:
             future.add_callback(lambda metadata: callback(metadata, None))
             future.add_errback(lambda exc: callback(None, exc))

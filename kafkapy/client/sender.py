@@ -84,15 +84,30 @@ class Sender(threading.Thread):
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._registered: dict[int, object] = {}
+        # When the sleeping loop will wake by itself (monotonic s; 0 while
+        # awake).  send() wakes it only if a new batch is due earlier: a
+        # wake-up is a syscall plus a GIL hand-over, about 1 ms each under
+        # load, so one per batch capped throughput at ~20k records/s.
+        self.wake_deadline = 0.0
+        self._wakeup_pending = False
         self._node_backoff_until: dict[int, float] = {}
 
     # ------------------------------------------------------------ any thread
 
     def wakeup(self) -> None:
+        if self._wakeup_pending:
+            return
+        self._wakeup_pending = True
         try:
             self._wake_w.send(b"\x00")
         except (BlockingIOError, OSError):
             pass  # the pipe is full: the sender is awake already
+
+    def maybe_wakeup(self, due_s: float) -> None:
+        """Wake the loop if it sleeps past ``due_s`` (when a new batch becomes ready)."""
+        deadline = self.wake_deadline
+        if deadline and deadline > due_s:
+            self.wakeup()
 
     def initiate_close(self, force: bool = False) -> None:
         self.running = False
@@ -272,8 +287,14 @@ class Sender(threading.Thread):
                 except (KeyError, ValueError):
                     pass
                 del self._registered[fd]
-        for key, _ in self._selector.select(timeout_ms / 1000):
+        self.wake_deadline = time.monotonic() + timeout_ms / 1000
+        try:
+            events = self._selector.select(timeout_ms / 1000)
+        finally:
+            self.wake_deadline = 0.0
+        for key, _ in events:
             if key.data is None:
+                self._wakeup_pending = False
                 try:
                     while self._wake_r.recv(4096):
                         pass
