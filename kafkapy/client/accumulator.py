@@ -243,10 +243,15 @@ class RecordAccumulator:
             if dq:
                 last = dq[-1]
                 if not last.closed:
-                    delta = last.builder.append(timestamp_ms, key, value, headers)
+                    builder = last.builder
+                    delta = builder.append(timestamp_ms, key, value, headers)
                     if delta >= 0:
-                        future = self._future(last, delta, tp, timestamp_ms, key, value)
-                        return future, len(dq) > 1 or last.builder.size_bytes >= self.batch_size, False
+                        # The per-record fast path: the future is built inline.
+                        future = FutureRecordMetadata(last.result, delta, tp.topic, tp.partition, timestamp_ms,
+                                                      len(key) if key is not None else -1,
+                                                      len(value) if value is not None else -1)
+                        last.futures.append(future)
+                        return future, len(dq) > 1 or builder.size_bytes >= self.batch_size, False
                     last.closed = True
             if abort_on_new_batch:
                 return None, False, False

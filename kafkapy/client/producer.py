@@ -93,6 +93,7 @@ class KafkaProducer:
             delivery_timeout_ms)
         self._sender = Sender(self._client, self._accumulator, cfg, idempotent, acks)
         self._closed = False
+        self._tps: dict = {}
         self._close_lock = threading.Lock()
         self._sender.start()
 
@@ -133,6 +134,13 @@ class KafkaProducer:
 
     # ------------------------------------------------------------ send
 
+    def _tp(self, topic, partition):
+        # One TopicPartition per partition, reused: send() needs it per record.
+        tp = self._tps.get((topic, partition))
+        if tp is None:
+            tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
+        return tp
+
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
              callback=None):
         """Queue one record; returns a future resolving to RecordMetadata.
@@ -151,9 +159,16 @@ class KafkaProducer:
             count, waited_ms = len(parts), 0.0
         else:
             count, waited_ms = self._wait_on_metadata(topic, partition, self._max_block_ms)
-        key_bytes = _to_bytes(self._key_serializer(key) if self._key_serializer and key is not None else key, "key")
-        value_bytes = _to_bytes(
-            self._value_serializer(value) if self._value_serializer and value is not None else value, "value")
+        # bytes pass straight through (the common case, checked inline: this
+        # runs once per record).
+        if key is None or (self._key_serializer is None and type(key) is bytes):
+            key_bytes = key
+        else:
+            key_bytes = _to_bytes(self._key_serializer(key) if self._key_serializer else key, "key")
+        if value is None or (self._value_serializer is None and type(value) is bytes):
+            value_bytes = value
+        else:
+            value_bytes = _to_bytes(self._value_serializer(value) if self._value_serializer else value, "value")
         if headers:
             headers = [(k, _to_bytes(v, "header value")) for k, v in headers]
         size = ((len(key_bytes) if key_bytes is not None else 0)
@@ -169,7 +184,7 @@ class KafkaProducer:
         if partition is None:
             available = self._metadata.available_partitions(topic) if key_bytes is None else None
             partition = self._partitioner.partition(topic, key_bytes, count, available)
-            tp = TopicPartition(topic, partition)
+            tp = self._tp(topic, partition)
             if self._sticky and key_bytes is None:
                 future, full, new_batch = accumulator.append(tp, timestamp_ms, key_bytes, value_bytes, headers,
                                                              remaining_ms, abort_on_new_batch=True)
@@ -178,7 +193,7 @@ class KafkaProducer:
                     # partition first and put the record where it now points.
                     self._partitioner.on_new_batch(topic, partition, count, available)
                     partition = self._partitioner.partition(topic, None, count, available)
-                    tp = TopicPartition(topic, partition)
+                    tp = self._tp(topic, partition)
                     future, full, new_batch = accumulator.append(tp, timestamp_ms, None, value_bytes, headers,
                                                                  remaining_ms)
             else:
@@ -187,7 +202,7 @@ class KafkaProducer:
         else:
             if partition < 0 or partition >= count:
                 raise ValueError(f"partition {partition} out of range for topic {topic} with {count} partitions")
-            tp = TopicPartition(topic, partition)
+            tp = self._tp(topic, partition)
             future, full, new_batch = accumulator.append(tp, timestamp_ms, key_bytes, value_bytes, headers,
                                                          remaining_ms)
         if full:
