@@ -1,0 +1,291 @@
+"""The ``kafkapy`` Spark data source and the producer fleet, with a real local Spark session.
+
+One ``local[2]`` SparkSession for the module (JVM start-up is ~10-25 s on the
+2-core machine, far more than any test here) and one real kafkapy broker for
+the module: ``broker`` is overridden here with module scope, built like the
+conftest fixture (``support.broker.BrokerProcess``, same leak check), because
+a broker start took 10-17 s per test on the loaded 2-core machine.  Every
+test uses its own topics.  Records are produced and checked with
+confluent-kafka, so the data source is checked against an independent client.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark not installed (pip install '.[spark]')")
+pytest.importorskip("pyarrow", reason="pyarrow not installed (pip install '.[spark]')")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    from support.broker import BrokerProcess
+    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker"))
+    b.start()
+    yield b
+    b.close()
+    assert not b.leaked, f"broker processes outlived the module: {b.leaked}\n{b.log_tail()}"
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from kafkapy.spark import local_session
+    session = local_session("kafkapy-tests", master="local[2]", shuffle_partitions=2)
+    yield session
+    session.stop()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=10)[topic].result(timeout=30)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if md is not None and md.error is None and len(md.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(topic)
+
+
+def produce(bootstrap: str, topic: str, records: list[dict]) -> None:
+    """records: dicts with partition, key, value, headers, timestamp_ms (optional)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "log_level": 3})
+    errors = []
+    for r in records:
+        kwargs = {"partition": r["partition"], "key": r.get("key"), "headers": r.get("headers"),
+                  "on_delivery": lambda err, _m: err and errors.append(err)}
+        if "timestamp_ms" in r:
+            kwargs["timestamp"] = r["timestamp_ms"]
+        producer.produce(topic, r["value"], **kwargs)
+    assert producer.flush(30) == 0
+    assert not errors, errors
+
+
+def known_records(partitions: int, per_partition: int, tag: str = "") -> list[dict]:
+    out = []
+    for p in range(partitions):
+        for i in range(per_partition):
+            r = {"partition": p, "key": f"{tag}k{p}-{i}".encode(), "value": f"{tag}v{p}-{i}".encode() * 3,
+                 "timestamp_ms": 1_700_000_000_000 + p * 1000 + i}
+            if i % 3 == 0:
+                r["headers"] = [("h1", b"a%d" % i), ("h2", b"")]
+            if i == 1:
+                r["key"] = None   # a null key survives the round trip
+            out.append(r)
+    return out
+
+
+def rows_as_tuples(rows):
+    return sorted((r["partition"], r["offset"], r["key"], r["value"]) for r in rows)
+
+
+def reader(spark, bootstrap, topic, **options):
+    df = spark.read.format("kafkapy").option("bootstrap.servers", bootstrap).option("subscribe", topic)
+    for k, v in options.items():
+        df = df.option(k, v)
+    return df.load()
+
+
+def test_batch_read_schema_and_values(spark, broker):
+    create_topic(broker.bootstrap, "events", 3)
+    records = known_records(3, 20)
+    produce(broker.bootstrap, "events", records)
+
+    df = reader(spark, broker.bootstrap, "events")
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>")
+    assert df.rdd.getNumPartitions() == 3   # one input partition per topic partition
+    rows = df.collect()
+    assert len(rows) == 60
+    expected = {}
+    for r in records:
+        offset = sum(1 for e in expected if e[0] == r["partition"])
+        expected[(r["partition"], offset)] = r
+    for row in rows:
+        r = expected[(row["partition"], row["offset"])]
+        assert row["topic"] == "events"
+        assert row["key"] == r["key"] and row["value"] == r["value"]
+        assert row["timestampType"] == 0   # CreateTime
+        assert int(row["timestamp"].timestamp() * 1000) == r["timestamp_ms"]
+        if "headers" in r:
+            assert [(h["key"], bytes(h["value"])) for h in row["headers"]] == r["headers"]
+        else:
+            assert row["headers"] is None
+
+
+def test_batch_read_offset_ranges(spark, broker):
+    create_topic(broker.bootstrap, "ranges", 2)
+    produce(broker.bootstrap, "ranges", known_records(2, 10))
+
+    df = reader(spark, broker.bootstrap, "ranges",
+                startingOffsets=json.dumps({"ranges": {"0": 3, "1": -2}}),
+                endingOffsets=json.dumps({"ranges": {"0": 7, "1": -1}}))
+    got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(3, 7)] + [(1, o) for o in range(10)]
+
+    # "latest" is resolved when the DataFrame is planned: nothing to read from latest.
+    assert reader(spark, broker.bootstrap, "ranges", startingOffsets="latest").count() == 0
+    # minPartitions splits the ranges (Spark's KafkaOffsetRangeCalculator behaviour).
+    split = reader(spark, broker.bootstrap, "ranges", minPartitions="6")
+    assert split.rdd.getNumPartitions() >= 6
+    assert sorted(r["offset"] for r in split.where("partition = 0").select("offset").collect()) == list(range(10))
+    # subscribePattern picks topics by regex.
+    assert (spark.read.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
+            .option("subscribePattern", "ran.*").load().count()) == 20
+
+
+def test_unknown_topic_is_a_clear_error(spark, broker):
+    with pytest.raises(Exception, match="not available|UNKNOWN_TOPIC|Unknown topic"):
+        reader(spark, broker.bootstrap, "no-such-topic").collect()
+
+
+def test_write_then_read_back(spark, broker):
+    from pyspark.sql import Row
+    create_topic(broker.bootstrap, "sink", 3)
+    rows = [Row(key=f"k{i}".encode(), value=f"value-{i}".encode(), partition=i % 3,
+                headers=[Row(key="n", value=str(i).encode())]) for i in range(90)]
+    df = spark.createDataFrame(rows, "key binary, value binary, partition int, "
+                                     "headers array<struct<key: string, value: binary>>")
+    df.write.format("kafkapy").option("bootstrap.servers", broker.bootstrap).option("topic", "sink") \
+        .mode("append").save()
+
+    back = reader(spark, broker.bootstrap, "sink").collect()
+    assert len(back) == 90
+    for r in back:
+        i = int(r["key"][1:])
+        assert r["value"] == f"value-{i}".encode() and r["partition"] == i % 3
+        assert [(h["key"], bytes(h["value"])) for h in r["headers"]] == [("n", str(i).encode())]
+
+    # the same check with an independent consumer: the writer really produced to Kafka
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "t", "log_level": 3})
+    try:
+        lows_highs = [consumer.get_watermark_offsets(TopicPartition("sink", p), timeout=10) for p in range(3)]
+    finally:
+        consumer.close()
+    assert [h for _l, h in lows_highs] == [30, 30, 30]
+
+    # a string topic column and string key/value are accepted too (as Spark's Kafka sink does)
+    create_topic(broker.bootstrap, "sink2", 1)
+    spark.createDataFrame([("sink2", "a", "b")], "topic string, key string, value string") \
+        .write.format("kafkapy").option("bootstrap.servers", broker.bootstrap).mode("append").save()
+    (row,) = reader(spark, broker.bootstrap, "sink2").collect()
+    assert (row["key"], row["value"]) == (b"a", b"b")
+
+
+def test_stream_two_micro_batches_and_restart_from_checkpoint(spark, broker, tmp_path):
+    create_topic(broker.bootstrap, "stream", 2)
+    produce(broker.bootstrap, "stream", known_records(2, 5, tag="a"))
+    checkpoint = str(tmp_path / "checkpoint")
+    seen: list[tuple[int, list[bytes]]] = []
+
+    def collect(batch_df, batch_id):
+        seen.append((batch_id, [r["value"] for r in batch_df.select("value").collect()]))
+
+    def start():
+        stream = (spark.readStream.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
+                  .option("subscribe", "stream").option("startingOffsets", "earliest").load())
+        return (stream.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
+                .trigger(processingTime="0 seconds").start())
+
+    def values(tag):
+        return sorted(r["value"] for r in known_records(2, 5, tag=tag))
+
+    query = start()
+    try:
+        query.processAllAvailable()
+        produce(broker.bootstrap, "stream", known_records(2, 5, tag="b"))
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    with_data = [(b, v) for b, v in seen if v]
+    assert len(with_data) >= 2, seen
+    assert sorted(v for _b, vs in seen for v in vs) == sorted(values("a") + values("b"))
+
+    # Restart: records produced while the query was down are read once, and
+    # nothing read before the stop is read again.
+    seen.clear()
+    produce(broker.bootstrap, "stream", known_records(2, 5, tag="c"))
+    query = start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sorted(v for _b, vs in seen for v in vs) == values("c")
+    # the offsets Spark checkpointed are Kafka-style JSON, readable by people
+    offsets_dir = Path(checkpoint) / "offsets"
+    last = max(offsets_dir.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
+    assert json.loads(last.read_text().splitlines()[-1]) == {"stream": {"0": 15, "1": 15}}
+
+
+def test_stream_max_offsets_per_trigger(spark, broker, tmp_path):
+    if tuple(int(x) for x in __import__("pyspark").__version__.split(".")[:2]) < (4, 2):
+        pytest.skip("read limits reach Python data sources from Spark 4.2")
+    create_topic(broker.bootstrap, "limited", 1)
+    produce(broker.bootstrap, "limited", known_records(1, 30))
+    sizes: list[int] = []
+    stream = (spark.readStream.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
+              .option("subscribe", "limited").option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "10").load())
+    query = (stream.writeStream.foreachBatch(lambda df, _id: sizes.append(df.count()))
+             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert [s for s in sizes if s] == [10, 10, 10]
+
+
+def _load_fleet():
+    spec = importlib.util.spec_from_file_location("spark_fleet", REPO / "perf" / "spark_fleet.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["spark_fleet"] = module   # run_fleet ships its task functions by value
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafkapy"])
+def test_small_fleet_with_verification(spark, broker, client, tmp_path):
+    fleet = _load_fleet()
+    if client == "kafkapy" and importlib.util.find_spec("kafkapy.client") is None:
+        pytest.skip("kafkapy.client not available")
+    topic = f"fleet-{client}"
+    create_topic(broker.bootstrap, topic, 2)
+    result = fleet.run_fleet(spark, broker.bootstrap, topic, tasks=2, records=2000, record_size=64,
+                             client=client, acks="all", idempotent=True, linger_ms=1)
+    agg = result["aggregate"]
+    assert agg["tasks"] == 2 and agg["records_acked"] == 4000 and agg["errors"] == 0
+    assert agg["value_bytes"] == 4000 * 64
+    assert result["latency_ms"]["samples"] >= 2 * 1000
+    assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"] <= result["latency_ms"]["max"]
+    verification = fleet.verify(spark, broker.bootstrap, topic, result["run_id"], 2, 2000, exactly_once=True)
+    assert verification["ok"], verification
+    assert verification["lost"] == 0 and verification["duplicates"] == 0
+
+    # Verification notices loss: claim a third task that never ran.
+    missing = fleet.verify(spark, broker.bootstrap, topic, result["run_id"], 3, 2000, exactly_once=True)
+    assert not missing["ok"] and missing["lost"] == 2000
+
+    # Outputs: json, markdown and a plot.
+    results = {"started": "test", "master": "local[2]", "tasks": 2, "records": 2000, "record_size": 64,
+               "acks": "all", "idempotent": True, "client": client,
+               "brokers": {"kafkapy": {"fleet": result, "verify": verification}}}
+    out = tmp_path / "fleet.json"
+    fleet.write_outputs(results, out)
+    assert json.loads(out.read_text())["brokers"]["kafkapy"]["verify"]["ok"]
+    assert "exactly-once: ok" in out.with_suffix(".md").read_text()
+    assert out.with_suffix(".png").stat().st_size > 1000
