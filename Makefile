@@ -90,7 +90,7 @@ install-test: deps-test
 	@if [ -f $(TEST_STAMP) ]; then \
 	  echo "make: kafkapy[test] already installed in $(VENV) (build hash $(BUILD_HASH))"; \
 	else \
-	  $(PIP) install $(PIP_FLAGS) -e '.[test]' ; \
+	  $(PIP) install $(PIP_FLAGS) -e '.[test,spark]' ; \
 	  rm -f $(VENV)/.kafkapy-run-* $(VENV)/.kafkapy-test-*; touch $(RUN_STAMP) $(TEST_STAMP); \
 	fi
 

@@ -378,7 +378,12 @@ def write_outputs(results: dict, out: Path) -> None:
 
 
 def _plot(results: dict, path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        # matplotlib comes with the perf extra, not the spark one.
+        print("spark_fleet: matplotlib not installed (pip install '.[perf]'); no plot", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     brokers = [(n, b) for n, b in results["brokers"].items() if "fleet" in b]

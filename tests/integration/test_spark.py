@@ -288,4 +288,5 @@ def test_small_fleet_with_verification(spark, broker, client, tmp_path):
     fleet.write_outputs(results, out)
     assert json.loads(out.read_text())["brokers"]["kafkapy"]["verify"]["ok"]
     assert "exactly-once: ok" in out.with_suffix(".md").read_text()
-    assert out.with_suffix(".png").stat().st_size > 1000
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert out.with_suffix(".png").stat().st_size > 1000
