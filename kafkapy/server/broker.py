@@ -134,7 +134,7 @@ class Broker:
         return log_config_for(self._config, info.configs)
 
     # -- produce --------------------------------------------------------------
-    def append(self, topic: str, partition: int, records):
+    def append(self, topic: str, partition: int, records, acks: int = 1):
         """Append one partition's records; returns ``(error_code, AppendResult, message)``."""
         part = self.partition(topic, partition)
         if part is None:
@@ -142,6 +142,13 @@ class Broker:
         lg, _slot = part
         if records is None or len(records) == 0:
             return ErrorCode.CORRUPT_MESSAGE, None, "Produce request has no records"
+        isr_size = 1  # one broker: the ISR is the leader alone
+        if acks == -1 and isr_size < lg.config.min_insync_replicas:
+            # Kafka's Partition.appendRecordsToLeader refuses before writing.
+            return (ErrorCode.NOT_ENOUGH_REPLICAS, None,
+                    f"The size of the current ISR Set({self.broker_id}) is insufficient to satisfy "
+                    f"the min.isr requirement of {lg.config.min_insync_replicas} for partition "
+                    f"{topic}-{partition}")
         try:
             with lg.lock():
                 result = lg.append_as_leader(records, 0)

@@ -627,3 +627,24 @@ def test_dynamic_broker_configs_apply_and_survive_restart(broker_factory):
     configs = describe(bs, ResourceType.BROKER, "0")
     assert configs["log.retention.ms"].source != ConfigSource.DYNAMIC_BROKER_CONFIG.value
     assert configs["compression.type"].value == "gzip"  # the cluster default again
+
+
+def test_min_insync_replicas_refuses_acks_all_only(broker):
+    """min.insync.replicas=2 on a one-replica topic: acks=all gets
+    NOT_ENOUGH_REPLICAS (nothing written), acks=1 still succeeds."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("minisr", 1, 1, config={"min.insync.replicas": "2"})])["minisr"].result(30)
+    results = {}
+    for acks in ("all", "1"):
+        errors = []
+        p = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "retries": 0,
+                      "message.timeout.ms": 5000})
+        p.produce("minisr", b"v", on_delivery=lambda err, msg: errors.append(err))
+        p.flush(15)
+        results[acks] = errors
+    assert len(results["all"]) == 1 and results["all"][0] is not None
+    assert results["all"][0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+    assert results["1"] == [None]

@@ -9,7 +9,8 @@ Contract:
   under the partition lock; errors are per partition: CORRUPT_MESSAGE (2),
   INVALID_RECORD (87), MESSAGE_TOO_LARGE (10), RECORD_LIST_TOO_LARGE (18),
   UNKNOWN_TOPIC_OR_PARTITION (3), INVALID_PRODUCER_EPOCH (47),
-  OUT_OF_ORDER_SEQUENCE_NUMBER (45). A duplicate idempotent batch is
+  OUT_OF_ORDER_SEQUENCE_NUMBER (45), NOT_ENOUGH_REPLICAS (19) for acks=-1
+  when ``min.insync.replicas`` exceeds the ISR (one replica here). A duplicate idempotent batch is
   acknowledged with the offsets it got the first time.
 - ``log_append_time`` is -1 unless the topic uses LogAppendTime.
 - Records stay a memoryview of the request buffer: offsets are assigned in
@@ -39,7 +40,7 @@ def handle(ctx, request):
             if acks not in (-1, 0, 1):
                 code, result, message = ErrorCode.INVALID_REQUIRED_ACKS, None, None
             else:
-                code, result, message = broker.append(topic.name, pdata.index, pdata.records)
+                code, result, message = broker.append(topic.name, pdata.index, pdata.records, acks)
             if code:
                 any_error = True
                 partitions.append({"index": pdata.index, "error_code": int(code),
