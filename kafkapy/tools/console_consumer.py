@@ -219,8 +219,11 @@ def _position(clients, consumer, args, start) -> None:
         regex = re.compile(args.include.replace(",", "|"))
         topics = [t for t in clients.topic_names() if regex.fullmatch(t)]
     tps = []
+    # Ask the admin side first: a consumer's metadata request may auto-create
+    # the topic (allow.auto.create.topics), which a reader should never do.
+    existing = set(clients.topic_names())
     for topic in topics:
-        partitions = consumer.partitions_for(topic)
+        partitions = consumer.partitions_for(topic) if topic in existing else []
         if not partitions:
             raise ToolError(f"Topic '{topic}' does not exist or has no partitions")
         if args.partition is not None:

@@ -276,7 +276,7 @@ def test_configs_describe_and_alter(broker, apis):
     assert done.strip() == f"Completed updating config for topic {topic}."
     lines = tool("configs", "--bootstrap-server", b, "--describe", "--topic", topic).stdout.splitlines()
     assert lines[0] == f"Dynamic configs for topic {topic} are:"
-    assert any(line.startswith("  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000")
+    assert any(line.startswith("  retention.ms=5000 sensitive=false synonyms={")
                for line in lines), lines
     tool("configs", "--bootstrap-server", b, "--alter", "--topic", topic, "--delete-config", "retention.ms")
     lines = tool("configs", "--bootstrap-server", b, "--describe", "--topic", topic).stdout.splitlines()
