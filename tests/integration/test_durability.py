@@ -45,6 +45,11 @@ OFFSET_OUT_OF_RANGE = 1
 SETTLE_S = 15.0
 
 
+# Fewer processes than the defaults (8 handlers, 3 processors): each test
+# starts its own broker, and forking 12 children is most of a start-up on a
+# shared 2-core box.  Tests about the process model set their own counts.
+pytestmark = pytest.mark.broker_config({"num.io.threads": 2, "num.network.threads": 1})
+
 # ----------------------------------------------------------------- helpers
 
 

@@ -33,6 +33,12 @@ from support.rawclient import API_VERSIONS, RawClient, encode_request
 PRODUCE, FETCH, METADATA = 0, 1, 3
 SETTLE_S = 15.0
 
+# Several handlers (so two requests of one connection *could* be handled
+# concurrently and overtake each other) but fewer than the default 8, which
+# would make each start-up slow on a shared 2-core box.  Tests that need
+# other counts set their own.
+pytestmark = pytest.mark.broker_config({"num.io.threads": 3, "num.network.threads": 2})
+
 # Each producer process appends "partition offset value" per acknowledged
 # record to its file and exits after `count` records (bounded by max_s).
 PRODUCER_SCRIPT = textwrap.dedent("""
@@ -170,7 +176,23 @@ def test_concurrent_producers_one_partition_offsets_exactly_once(broker, tmp_pat
 # ----------------------------------------------------------------- one connection, in order
 
 
-def test_pipelined_requests_answered_in_order(broker):
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One broker for the connection-ordering tests (they only read its state)."""
+    from support.broker import BrokerProcess
+
+    broker = BrokerProcess(tmp_path_factory.mktemp("ordering"),
+                           overrides={"num.io.threads": 3, "num.network.threads": 2})
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+    assert not broker.leaked, broker.leaked
+
+
+def test_pipelined_requests_answered_in_order(shared_broker):
+    broker = shared_broker
     topic = "pipeline"
     create_topic(broker.bootstrap, topic)
     with RawClient.connect(broker.bootstrap) as client:
@@ -188,9 +210,10 @@ def test_pipelined_requests_answered_in_order(broker):
         assert got == expected
 
 
-def test_delayed_fetch_is_not_overtaken_by_later_requests(broker):
+def test_delayed_fetch_is_not_overtaken_by_later_requests(shared_broker):
     """A long-poll fetch parks the connection; the ApiVersions sent right after
     it must still be answered after the fetch (Kafka mutes the connection)."""
+    broker = shared_broker
     topic = "parked"
     create_topic(broker.bootstrap, topic)
     with RawClient.connect(broker.bootstrap) as client:
@@ -206,7 +229,8 @@ def test_delayed_fetch_is_not_overtaken_by_later_requests(broker):
         assert struct.unpack_from(">i", client.recv_frame(SETTLE_S))[0] == 3
 
 
-def test_acks_0_produce_gets_no_response_and_connection_continues(broker):
+def test_acks_0_produce_gets_no_response_and_connection_continues(shared_broker):
+    broker = shared_broker
     topic = "fire-and-forget"
     create_topic(broker.bootstrap, topic)
     with RawClient.connect(broker.bootstrap) as client:
