@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import re
 import struct
-import time
 from pathlib import Path
 
 import confluent_kafka

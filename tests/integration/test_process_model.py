@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
