@@ -474,6 +474,8 @@ _BROKER_KEYS = [
     _k("log.segment.delete.delay.ms", LONG, 60000, _at_least(0), HIGH, _RETENTION,
        "Delay between renaming a segment to .deleted and removing its files."),
     # --- Log Cleaner
+    _k("log.cleaner.backoff.ms", LONG, 15000, _at_least(0), MEDIUM, _CLEANER,
+       "The amount of time to sleep when there are no logs to clean."),
     _k("log.cleaner.enable", BOOLEAN, True, None, MEDIUM, _CLEANER,
        "Run the log cleaner for compacted topics."),
     _k("log.cleaner.delete.retention.ms", LONG, 86400000, _at_least(0), MEDIUM, _CLEANER,

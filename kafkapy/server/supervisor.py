@@ -210,6 +210,9 @@ class Supervisor:
         next_retention = now + retention_every
         next_checkpoint = now + checkpoint_every
         next_flush = now + flush_every
+        # Kafka's log.cleaner.backoff.ms between passes over compacted logs.
+        clean_every = config["log.cleaner.backoff.ms"] / 1000
+        next_clean = now + clean_every
         while not self.stopping:
             ready = multiprocessing.connection.wait(list(self.children), timeout=_TICK_S)
             if ready and not self.stopping:
@@ -228,6 +231,10 @@ class Supervisor:
                 if now >= next_retention:
                     next_retention = now + retention_every
                     self.log_manager.cleanup(int(time.time() * 1000))
+                if now >= next_clean:
+                    next_clean = now + clean_every
+                    if config["log.cleaner.enable"]:
+                        self._clean_compacted_logs()
                 if now >= next_flush:
                     next_flush = now + flush_every
                     self.log_manager.flush_dirty_logs(int(time.time() * 1000))
@@ -249,6 +256,21 @@ class Supervisor:
         self.log_manager.shutdown()
         log.info("shut down cleanly")
         return 0
+
+    def _clean_compacted_logs(self) -> None:
+        """Compact every ``cleanup.policy=compact`` log except
+        ``__consumer_offsets``, which its only writer, the coordinator
+        process, compacts itself."""
+        from kafkapy.storage.cleaner import clean_log
+
+        now_ms = int(time.time() * 1000)
+        for (topic, partition), lg in list(self.log_manager.logs.items()):
+            if topic == "__consumer_offsets" or "compact" not in lg.config.cleanup_policy:
+                continue
+            try:
+                clean_log(lg, now_ms)
+            except Exception:
+                log.exception("cleaning %s-%d failed", topic, partition)
 
     def _kill_children(self) -> None:
         """After a child died: no clean shutdown is possible (it may have died
