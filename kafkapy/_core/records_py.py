@@ -21,6 +21,7 @@ itself does not depend on it.
 """
 
 import struct
+import time
 import zlib
 
 import crc32c
@@ -417,3 +418,111 @@ def decode_consumer_records(batch, topic, partition, min_offset, record_cls):
         for offset, timestamp_ms, key, value, headers in decode_records(batch)
         if offset >= min_offset
     ]
+
+
+# ---------------------------------------------------------------- producer fast path
+
+
+class RecordFutureBase:
+    """The fields of the producer's per-record future (behaviour: the client's subclass)."""
+
+    __slots__ = ("_result", "_relative_offset", "_topic", "_partition", "_timestamp",
+                 "_key_size", "_value_size", "_callbacks", "_errbacks")
+
+    def __init__(self, result, relative_offset, topic, partition, timestamp, key_size, value_size):
+        self._result = result
+        self._relative_offset = relative_offset
+        self._topic = topic
+        self._partition = partition
+        self._timestamp = timestamp
+        self._key_size = key_size
+        self._value_size = value_size
+        self._callbacks = None
+        self._errbacks = None
+
+
+class ProducerBatchBase:
+    """The fields of a producer batch that ``FastSend`` touches (the rest: the client's subclass)."""
+
+    __slots__ = ("tp", "builder", "futures", "result", "closed")
+
+    def __init__(self, tp, builder, result):
+        self.tp = tp
+        self.builder = builder
+        self.futures = []
+        self.result = result
+        self.closed = False
+
+
+class FastSend:
+    """``KafkaProducer.send`` for the common case (see the compiled twin).
+
+    Plain Python is not atomic under the GIL, so this twin holds ``lock``
+    (the accumulator's) from its checks to the append.
+    """
+
+    __slots__ = ("enabled", "metadata", "sticky", "open_batches", "future_type", "partition_for_key",
+                 "slow", "on_full", "batch_size", "max_record_size", "lock")
+
+    def __init__(self, metadata, sticky, open_batches, future_type, partition_for_key, slow, on_full,
+                 batch_size, max_record_size, lock=None):
+        if not issubclass(future_type, RecordFutureBase):
+            raise TypeError("future_type must subclass RecordFutureBase")
+        self.enabled = True
+        self.metadata = metadata
+        self.sticky = sticky
+        self.open_batches = open_batches
+        self.future_type = future_type
+        self.partition_for_key = partition_for_key
+        self.slow = slow
+        self.on_full = on_full
+        self.batch_size = batch_size
+        self.max_record_size = max_record_size
+        self.lock = lock
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+             callback=None):
+        appended = self._append(topic, value, key, partition, timestamp_ms, headers, callback)
+        if appended is None:
+            return self.slow(topic, value, key, partition, timestamp_ms, headers, callback)
+        future, full = appended
+        if full:
+            self.on_full()
+        return future
+
+    def _append(self, topic, value, key, partition, timestamp_ms, headers, callback):
+        if (not self.enabled or headers or callback is not None
+                or (value is not None and type(value) is not bytes)
+                or (key is not None and type(key) is not bytes)
+                or (partition is not None and type(partition) is not int)
+                or (timestamp_ms is not None and type(timestamp_ms) is not int)):
+            return None
+        slots = self.open_batches.get(topic)
+        parts = self.metadata.partitions.get(topic)
+        if slots is None or not parts:
+            return None
+        count = len(parts)
+        if partition is not None:
+            p = partition
+        elif key is None:
+            p = self.sticky.get(topic)
+            if p is None:
+                return None
+        else:
+            p = self.partition_for_key(key, count)
+        key_len = -1 if key is None else len(key)
+        value_len = -1 if value is None else len(value)
+        if p < 0 or p >= count or p >= len(slots) or max(key_len, 0) + max(value_len, 0) + 92 > self.max_record_size:
+            return None
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        with self.lock:
+            batch = slots[p]
+            if batch is None or batch.closed:
+                return None
+            delta = batch.builder.append(ts, key, value)
+            if delta < 0:
+                return None
+            future = self.future_type.__new__(self.future_type)
+            RecordFutureBase.__init__(future, batch.result, delta, topic, p, ts, key_len, value_len)
+            batch.futures.append(future)
+            return future, batch.builder.size_bytes >= self.batch_size

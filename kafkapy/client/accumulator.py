@@ -28,7 +28,8 @@ from kafkapy._core import load
 from . import errors
 from .structs import RecordMetadata, TopicPartition
 
-BatchBuilder = load("records").BatchBuilder
+_records = load("records")
+BatchBuilder = _records.BatchBuilder
 
 # Java's estimate of a record's worst-case overhead in a v2 batch: 5-byte
 # length + attributes + 10-byte timestamp delta + 5-byte offset delta + two
@@ -39,7 +40,7 @@ RECORD_OVERHEAD_BYTES = 31
 class BatchResult:
     """Completion state shared by the futures of one batch (Java's ProduceRequestResult)."""
 
-    __slots__ = ("event", "base_offset", "log_append_time", "error", "done")
+    __slots__ = ("event", "base_offset", "log_append_time", "error", "done", "callback_futures")
 
     def __init__(self):
         self.event = threading.Event()
@@ -47,24 +48,21 @@ class BatchResult:
         self.log_append_time = -1
         self.error = None
         self.done = False
+        # Futures of this batch with callbacks (guarded by _CALLBACK_LOCK):
+        # completing a batch of 148 records then touches only these, not all.
+        self.callback_futures = None
 
 
-class FutureRecordMetadata:
-    """The future ``send`` returns; ``get``/``result`` block for RecordMetadata."""
+class FutureRecordMetadata(_records.RecordFutureBase):
+    """The future ``send`` returns; ``get``/``result`` block for RecordMetadata.
 
-    __slots__ = ("_result", "_relative_offset", "_topic", "_partition", "_timestamp",
-                 "_key_size", "_value_size", "_callbacks", "_errbacks")
+    Its fields live in ``_core.records.RecordFutureBase`` so the compiled
+    ``FastSend`` can create one without running Python code (Java's
+    FutureRecordMetadata: a batch-level result plus this record's offset
+    delta, resolved when asked).
+    """
 
-    def __init__(self, result, relative_offset, topic, partition, timestamp, key_size, value_size):
-        self._result = result
-        self._relative_offset = relative_offset
-        self._topic = topic
-        self._partition = partition
-        self._timestamp = timestamp
-        self._key_size = key_size
-        self._value_size = value_size
-        self._callbacks = None
-        self._errbacks = None
+    __slots__ = ()
 
     def done(self) -> bool:
         return self._result.done
@@ -125,6 +123,10 @@ class FutureRecordMetadata:
     def _add(self, on_success, fn, args, kwargs):
         with _CALLBACK_LOCK:
             if not self._result.done:
+                if self._callbacks is None and self._errbacks is None:
+                    if self._result.callback_futures is None:
+                        self._result.callback_futures = []
+                    self._result.callback_futures.append(self)
                 if on_success:
                     if self._callbacks is None:
                         self._callbacks = []
@@ -159,18 +161,19 @@ class FutureRecordMetadata:
 _CALLBACK_LOCK = threading.Lock()
 
 
-class ProducerBatch:
-    """One batch for one partition; owned by the accumulator, then the sender."""
+class ProducerBatch(_records.ProducerBatchBase):
+    """One batch for one partition; owned by the accumulator, then the sender.
 
-    __slots__ = ("tp", "builder", "futures", "result", "created_ms", "attempts", "retry_at_ms",
-                 "reserved_bytes", "built", "producer_id", "producer_epoch", "base_sequence",
-                 "closed", "in_retry", "drained_ms")
+    ``tp``, ``builder``, ``futures``, ``result`` and ``closed`` are fields of
+    ``_core.records.ProducerBatchBase`` (read by ``FastSend``).  ``closed``
+    only ever goes False -> True, always before the batch is sealed.
+    """
+
+    __slots__ = ("created_ms", "attempts", "retry_at_ms", "reserved_bytes", "built", "producer_id",
+                 "producer_epoch", "base_sequence", "in_retry", "drained_ms")
 
     def __init__(self, tp, builder, created_ms, reserved_bytes):
-        self.tp = tp
-        self.builder = builder
-        self.futures = []
-        self.result = BatchResult()
+        super().__init__(tp, builder, BatchResult())
         self.created_ms = created_ms
         self.attempts = 0
         self.retry_at_ms = 0.0
@@ -179,7 +182,6 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
-        self.closed = False
         self.in_retry = False
         self.drained_ms = 0.0
 
@@ -206,8 +208,8 @@ class ProducerBatch:
             result.error = error
             result.done = True
         result.event.set()
-        for future in self.futures:
-            if future._callbacks is not None or future._errbacks is not None:
+        if result.callback_futures:
+            for future in result.callback_futures:
                 future._fire()
 
 
@@ -223,6 +225,9 @@ class RecordAccumulator:
         self._lock = threading.Lock()
         self._memory_freed = threading.Condition(self._lock)
         self.batches: dict[TopicPartition, collections.deque] = {}
+        # topic -> [open batch or None per partition]: the batch FastSend may
+        # append to without this lock (see _core.records.FastSend).
+        self.open_batches: dict[str, list] = {}
         self.incomplete: set = set()
         self.used_bytes = 0
         self._waiters = 0
@@ -284,6 +289,12 @@ class RecordAccumulator:
             self.used_bytes += reserve
             dq.append(batch)
             self.incomplete.add(batch)
+            slots = self.open_batches.get(tp.topic)
+            if slots is None:
+                slots = self.open_batches[tp.topic] = []
+            if len(slots) <= tp.partition:
+                slots.extend([None] * (tp.partition + 1 - len(slots)))
+            slots[tp.partition] = batch
             future = self._future(batch, delta, tp, timestamp_ms, key, value)
             return future, len(dq) > 1 or batch.builder.size_bytes >= self.batch_size, True
 
@@ -360,6 +371,7 @@ class RecordAccumulator:
                     continue
                 dq.popleft()
                 batch.closed = True
+                self._forget_open(batch)
                 batch.drained_ms = now_ms
                 drained.append(batch)
         return out
@@ -400,11 +412,16 @@ class RecordAccumulator:
         # Re-point the original futures at the new batches (Java keeps the
         # thunks for this); the original result is never completed, and
         # waiters on it follow ``future._result`` once it is replaced.
-        for index, future in enumerate(batch.futures):
-            target = parts[0] if index < half else parts[1]
-            future._result = target.result
-            future._relative_offset = index if index < half else index - half
-            target.futures.append(future)
+        with _CALLBACK_LOCK:  # against add_callback registering on the old result meanwhile
+            for index, future in enumerate(batch.futures):
+                target = parts[0] if index < half else parts[1]
+                future._result = target.result
+                future._relative_offset = index if index < half else index - half
+                target.futures.append(future)
+                if future._callbacks is not None or future._errbacks is not None:
+                    if target.result.callback_futures is None:
+                        target.result.callback_futures = []
+                    target.result.callback_futures.append(future)
         parts[0].reserved_bytes = batch.reserved_bytes
         with self._lock:
             self.incomplete.discard(batch)
@@ -432,17 +449,34 @@ class RecordAccumulator:
         with self._lock:
             for dq in self.batches.values():
                 while dq and now_ms - dq[0].created_ms >= self.delivery_timeout_ms:
-                    out.append(dq.popleft())
+                    batch = dq.popleft()
+                    batch.closed = True
+                    self._forget_open(batch)
+                    out.append(batch)
         return out
+
+    def _forget_open(self, batch):
+        # Drop the fast path's reference once a batch leaves its deque (the
+        # closed flag alone already stops appends; this frees the memory).
+        slots = self.open_batches.get(batch.tp.topic)
+        if slots is not None and batch.tp.partition < len(slots) and slots[batch.tp.partition] is batch:
+            slots[batch.tp.partition] = None
 
     def abort_all(self):
         with self._lock:
             batches = [b for dq in self.batches.values() for b in dq]
             for dq in self.batches.values():
                 dq.clear()
+            for batch in batches:
+                batch.closed = True
+            self.open_batches.clear()
         return batches
 
     def close(self):
         with self._lock:
             self.closed = True
+            for slots in self.open_batches.values():
+                for batch in slots:
+                    if batch is not None:
+                        batch.closed = True
             self._memory_freed.notify_all()

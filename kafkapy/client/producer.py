@@ -9,16 +9,20 @@ all/-1), ``retries`` is effectively infinite and bounded by
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
 import time
+import weakref
+
+from kafkapy._core import load
 
 from . import config as _config
 from . import errors
-from .accumulator import RecordAccumulator
+from .accumulator import FutureRecordMetadata, RecordAccumulator
 from .conn import KafkaClient
-from .partitioner import CallablePartitioner, DefaultPartitioner
+from .partitioner import CallablePartitioner, DefaultPartitioner, partition_for_key
 from .sender import Sender
 from .structs import TopicPartition
 
@@ -95,7 +99,43 @@ class KafkaProducer:
         self._closed = False
         self._tps: dict = {}
         self._close_lock = threading.Lock()
+        self._fast = self._install_fast_send()
         self._sender.start()
+
+    def _install_fast_send(self):
+        """Route ``self.send`` through ``_core.records.FastSend`` when it can serve it.
+
+        The compiled FastSend appends a bytes record to an open batch and
+        returns its future in one C call (about 0.5 us against 3 us for the
+        Python path below, which it falls back to for everything else).  It
+        is installed as an instance attribute so ``producer.send(...)`` costs
+        no Python frame; it is skipped when a subclass overrides ``send``, a
+        serializer is set, or a custom partitioner decides null-key
+        placement.  It holds the producer only weakly (no reference cycle).
+        """
+        if (type(self).send is not KafkaProducer.send or self._key_serializer is not None
+                or self._value_serializer is not None or type(self._partitioner) is not DefaultPartitioner):
+            return None
+        records = load("records")
+        if not records.__name__.endswith(".records"):
+            # The plain-Python twin has to take the accumulator lock and costs
+            # more than the Python send below (4.6 against 3.1 us per record).
+            return None
+        ref = weakref.ref(self)
+
+        def slow(topic, value, key, partition, timestamp_ms, headers, callback):
+            producer = ref()
+            if producer is None:
+                raise errors.IllegalStateError("Cannot perform operation after producer has been closed")
+            return KafkaProducer.send(producer, topic, value, key, partition, timestamp_ms, headers, callback)
+
+        fast = records.FastSend(
+            self._metadata, self._partitioner._sticky, self._accumulator.open_batches, FutureRecordMetadata,
+            partition_for_key, slow, functools.partial(self._sender.maybe_wakeup, 0.0),
+            int(self.config["batch.size"]), min(self._max_request_size, self._buffer_memory),
+            self._accumulator._lock)
+        self.send = fast.send
+        return fast
 
     # ------------------------------------------------------------ metadata
 
@@ -243,6 +283,8 @@ class KafkaProducer:
             if self._closed:
                 return
             self._closed = True
+            if self._fast is not None:
+                self._fast.enabled = False
         if timeout is not None and timeout <= 0:
             self._accumulator.close()
             self._sender.initiate_close(force=True)
