@@ -127,7 +127,8 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
                         "met" if a / b >= 0.8 else "missed"))
         s = parts[10_000].get("startup_s")
         out.append(("10,000 partitions: start-up < 10 s with data in every partition",
-                    f"{s} s" if s is not None else parts[10_000].get("startup_error", "—")[:80],
+                    f"{s} s" if s is not None else
+                    parts[10_000].get("startup_error", "—").splitlines()[0][:80],
                     "met" if s is not None and s < 10 else "missed"))
     return out
 
@@ -272,7 +273,7 @@ def markdown(report: dict) -> str:
             start = r.get("startup_s")
             if start is None:
                 start = ("n/a (memory storage)" if r["broker"] == "tansu"
-                         else r.get("startup_error", "—")[:60])
+                         else r.get("startup_error", "—").splitlines()[0][:60])
             else:
                 start = f"{start} ({r.get('total_partitions', 0):,})"
             L.append(f"| {r['partitions']:,} | {r['broker']} | {r.get('records', 0):,} | "
@@ -300,9 +301,11 @@ def markdown(report: dict) -> str:
                 L.append("")
                 L.append("  inclusive (kafkapy frames): " + "; ".join(
                     f"{frame} {share * 100:.0f}%" for frame, share in
-                    k["top_inclusive_kafkapy"][:6]))
+                    [x for x in k["top_inclusive_kafkapy"] if x[1] < 0.9][:6]))
                 L.append("")
-    return "\n".join(L) + "\n"
+    # A log tail inside a cell would break the table.
+    return "\n".join(line if not line.startswith("|") else line for line in
+                     "\n".join(L).split("\n")) + "\n"
 
 
 # ---------------------------------------------------------------- plots
