@@ -1,6 +1,6 @@
 """Client throughput: kafkapy.client vs kafka-python vs confluent-kafka, one broker, one run.
 
-Usage: python perf/bench_client.py [--records N] [--bootstrap host:port] [--broker kafkapy|tansu]
+Usage: python perf/bench_client.py [--records N] [--runs R] [--bootstrap host:port] [--broker kafkapy|tansu]
 
 Starts one broker (kafkapy by default, via perf/_brokers.py; or uses
 --bootstrap), then for each client: produces N records of 100 bytes with
@@ -13,7 +13,14 @@ confluent-kafka, for the producer and the consumer.
 
 All clients run in this process one after another, so they share the machine
 with the broker exactly the same way; the broker's CPU seconds per workload
-are reported too, because on 2 cores a busy broker caps every client.
+are reported too, because on 2 cores a busy broker caps every client.  With
+``--runs R`` the whole sequence repeats R times against the same broker and
+the medians are reported (ratios are computed within each run, then their
+median taken, since other load on the machine moves all clients together);
+the 1-minute load average before each run is printed beside it.  For kafkapy
+the producer's own counters (Produce requests, records per request, bytes per
+batch) are printed too: small batches make the broker do more work per
+record, so they explain a low figure.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import json
 import logging
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -36,6 +44,8 @@ VALUE = b"x" * 100
 # Per-workload bound: 200k records take a few seconds; a stuck client fails
 # the run instead of hanging it.
 DEADLINE_S = 120
+# kafkapy producer metrics() of each produce_kafkapy call (request and batch counters).
+KAFKAPY_PRODUCER_METRICS: list = []
 
 
 def _topic(prefix):
@@ -67,7 +77,9 @@ def produce_kafkapy(bootstrap, topic, n):
         send(topic, VALUE)
     producer.flush(DEADLINE_S)
     elapsed = time.perf_counter() - start
+    metrics = producer.metrics()
     producer.close()
+    KAFKAPY_PRODUCER_METRICS.append(metrics)
     return elapsed
 
 
@@ -188,15 +200,20 @@ def run(bootstrap, n, broker=None):
     return results
 
 
-def report(results, n):
+def report(results, n, load_avg=None):
     rows = {}
-    print(f"\n{n} records of {len(VALUE)} bytes, acks=1, 1 partition")
+    load_text = f", load average {load_avg:.1f} on {os.cpu_count()} cores" if load_avg is not None else ""
+    print(f"\n{n} records of {len(VALUE)} bytes, acks=1, 1 partition{load_text}")
     print(f"{'client':<16} {'workload':<8} {'records/s':>11} {'MB/s':>7} {'broker cpu s':>13}")
     for (name, workload), (elapsed, cpu) in results.items():
         rate = n / elapsed if elapsed else 0.0
         rows[(name, workload)] = rate
         cpu_text = f"{cpu:.2f}" if cpu is not None else "-"
         print(f"{name:<16} {workload:<8} {rate:>11,.0f} {rate * len(VALUE) / 1e6:>7.1f} {cpu_text:>13}")
+        if (name, workload) == ("kafkapy", "produce") and KAFKAPY_PRODUCER_METRICS:
+            m = KAFKAPY_PRODUCER_METRICS[-1]
+            print(f"{'':<16} {'':<8} {m['request-total']} Produce requests, "
+                  f"{m['records-per-request-avg']:.1f} records/request, {m['batch-size-avg']:.0f} B/batch")
     print()
     out = {}
     for workload in ("produce", "consume"):
@@ -212,16 +229,42 @@ def report(results, n):
     return out
 
 
+def summarize(runs, n):
+    """Medians over runs of each rate and of the within-run ratios."""
+    print(f"\nmedian of {len(runs)} runs (load averages: {', '.join(f'{r[2]:.1f}' for r in runs)})")
+    out = {}
+    for workload in ("produce", "consume"):
+        rates = {name: statistics.median(r[1][workload][name] for r in runs)
+                 for name in ("kafkapy", "kafka-python", "confluent-kafka")}
+        vs_kp = statistics.median(r[1][workload]["vs_kafka_python"] for r in runs)
+        vs_cf = statistics.median(r[1][workload]["vs_confluent"] for r in runs)
+        ok = vs_kp >= 1.5 and vs_cf >= 0.5
+        print(f"{workload}: " + ", ".join(f"{k} {v:,.0f}/s" for k, v in rates.items())
+              + f"; kafkapy = {vs_kp:.2f}x kafka-python, {vs_cf:.2f}x confluent-kafka -> {'MET' if ok else 'NOT MET'}")
+        out[workload] = dict(rates, vs_kafka_python=vs_kp, vs_confluent=vs_cf, met=ok)
+    out["runs"] = [{"load_average": r[2], "figures": r[1]} for r in runs]
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=1, help="repeat and report medians")
     parser.add_argument("--bootstrap", default=None, help="use a running broker instead of starting one")
     parser.add_argument("--broker", default="kafkapy", choices=sorted(BROKER_FACTORIES))
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
+    runs = []
+
+    def run_all(bootstrap, broker=None):
+        for _ in range(max(1, args.runs)):
+            load_avg = os.getloadavg()[0]
+            results = run(bootstrap, args.records, broker)
+            runs.append((results, report(results, args.records, load_avg), load_avg))
+
     if args.bootstrap:
-        results = run(args.bootstrap, args.records)
+        run_all(args.bootstrap)
     else:
         with tempfile.TemporaryDirectory() as workdir:
             broker = BROKER_FACTORIES[args.broker](workdir)
@@ -229,10 +272,10 @@ def main(argv=None):
             try:
                 broker.wait_ready()
                 print(f"broker: {args.broker} at {broker.bootstrap}")
-                results = run(broker.bootstrap, args.records, broker)
+                run_all(broker.bootstrap, broker)
             finally:
                 broker.stop()
-    figures = report(results, args.records)
+    figures = runs[0][1] if len(runs) == 1 else summarize(runs, args.records)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=2)

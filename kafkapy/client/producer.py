@@ -298,11 +298,16 @@ class KafkaProducer:
             self._sender.join(5)
 
     def metrics(self) -> dict:
+        sender = self._sender
         return {
             "buffer-total-bytes": self._buffer_memory,
             "buffer-available-bytes": self._buffer_memory - self._accumulator.used_bytes,
             "incomplete-batches": len(self._accumulator.incomplete),
             "producer-id": self._sender.producer_id,
+            "request-total": sender.requests_sent,
+            "record-send-total": sender.records_sent,
+            "batch-size-avg": sender.batch_bytes_sent / sender.batches_sent if sender.batches_sent else 0.0,
+            "records-per-request-avg": sender.records_sent / sender.requests_sent if sender.requests_sent else 0.0,
         }
 
     def __enter__(self):

@@ -91,6 +91,12 @@ class Sender(threading.Thread):
         self.wake_deadline = 0.0
         self._wakeup_pending = False
         self._node_backoff_until: dict[int, float] = {}
+        # Totals for KafkaProducer.metrics() (Java's request-total,
+        # record-send-total, batch-size-avg...); written by this thread only.
+        self.requests_sent = 0
+        self.batches_sent = 0
+        self.records_sent = 0
+        self.batch_bytes_sent = 0
 
     # ------------------------------------------------------------ any thread
 
@@ -241,6 +247,8 @@ class Sender(threading.Thread):
             else:
                 data = batch.seal()
             self._in_flight_batches[tp] = self._in_flight_batches.get(tp, 0) + 1
+            self.records_sent += batch.record_count
+            self.batch_bytes_sent += len(data)
             topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": data})
         values = {
             "transactional_id": None,
@@ -250,6 +258,8 @@ class Sender(threading.Thread):
         }
         conn = self.client.connections[node]
         expect = self.acks != 0
+        self.requests_sent += 1
+        self.batches_sent += len(batches)
 
         def on_response(response, error, batches=batches, node=node):
             self._handle_response(node, batches, response, error)
