@@ -25,10 +25,16 @@ import logging
 import uuid
 from dataclasses import dataclass
 
+from kafkapy.coordinator import consumer_group as cg
 from kafkapy.coordinator import group as g
+from kafkapy.coordinator.assignors import ASSIGNORS, normalize_assignor_name
+from kafkapy.coordinator.consumer_coordinator import ConsumerGroupMixin
 from kafkapy.coordinator.group import Group, Member
 from kafkapy.coordinator.records import (
     EMPTY_CONSUMER_ASSIGNMENT,
+    ConsumerGroupKey,
+    decode_consumer_group_metadata_value,
+    encode_consumer_group_metadata_key,
     GroupKey,
     GroupRecord,
     MemberRecord,
@@ -62,10 +68,39 @@ class CoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    # KIP-848 consumer groups (group.consumer.*), Kafka's defaults.
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_session_timeout_ms: int = 45000
+    consumer_assignors: tuple = ("uniform", "range")
+    consumer_max_size: int = 2**31 - 1
 
     @classmethod
     def from_broker_config(cls, config) -> "CoordinatorConfig":
+        from kafkapy.server.config import ConfigException
+
+        # Kafka's GroupCoordinatorConfig checks: each value within its
+        # min/max, and heartbeats more often than the session expires.
+        for what in ("heartbeat.interval", "session.timeout"):
+            value = config[f"group.consumer.{what}.ms"]
+            lo, hi = config[f"group.consumer.min.{what}.ms"], config[f"group.consumer.max.{what}.ms"]
+            if not lo <= value <= hi:
+                raise ConfigException(f"group.consumer.{what}.ms", value,
+                                      f"must be between group.consumer.min.{what}.ms ({lo}) and "
+                                      f"group.consumer.max.{what}.ms ({hi})")
+        if config["group.consumer.heartbeat.interval.ms"] >= config["group.consumer.session.timeout.ms"]:
+            raise ConfigException("group.consumer.heartbeat.interval.ms",
+                                  config["group.consumer.heartbeat.interval.ms"],
+                                  "must be less than group.consumer.session.timeout.ms")
+        assignors = tuple(normalize_assignor_name(a) for a in config["group.consumer.assignors"])
+        unknown = [a for a in assignors if a not in ASSIGNORS]
+        if not assignors or unknown:
+            raise ConfigException("group.consumer.assignors", ",".join(config["group.consumer.assignors"]),
+                                  f"supported assignors are {', '.join(ASSIGNORS)}")
         return cls(
+            consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            consumer_assignors=assignors,
+            consumer_max_size=config["group.consumer.max.size"],
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
@@ -88,7 +123,11 @@ def _sync_result(error, assignment=b"", protocol_type=None, protocol_name=None):
             "protocol_name": protocol_name, "throttle_time": 0}
 
 
-class GroupCoordinator:
+def _is_consumer(group) -> bool:
+    return getattr(group, "type", "classic") == "consumer"
+
+
+class GroupCoordinator(ConsumerGroupMixin):
     def __init__(self, config: CoordinatorConfig, store, clock_ms):
         self.config = config
         self.store = store
@@ -122,6 +161,8 @@ class GroupCoordinator:
 
     def _drop_if_unused(self, group: Group) -> None:
         """Forget a group that exists only because a failed request created it."""
+        if _is_consumer(group):
+            return
         if (group.is_(g.EMPTY) and not group.members and not group.pending_members
                 and not group.offsets and group.generation_id == 0):
             if self.groups.get(group.group_id) is group:
@@ -323,6 +364,21 @@ class GroupCoordinator:
             return respond(_join_result(E.INVALID_SESSION_TIMEOUT, member_id))
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
+        if group is not None and _is_consumer(group):
+            if group.members:
+                # Members of a consumer group use ConsumerGroupHeartbeat;
+                # classic members cannot join it here (Kafka 4 can, with
+                # group.consumer.migration.policy, which we do not implement).
+                return respond(_join_result(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            # Kafka 4: an empty consumer group becomes a classic group on a
+            # classic JoinGroup; offsets stay, the consumer records go.
+            if self.store.append(group.partition, [(encode_consumer_group_metadata_key(group_id), None)]):
+                return respond(_join_result(E.COORDINATOR_NOT_AVAILABLE, member_id))
+            del self.groups[group_id]
+            classic = self._get_or_create(group_id)
+            classic.offsets = group.offsets
+            log.info("consumer group %s (empty) converted to a classic group", group_id)
+            group = classic
         if group is None:
             if not is_unknown:
                 return respond(_join_result(E.UNKNOWN_MEMBER_ID, member_id))
@@ -502,7 +558,7 @@ class GroupCoordinator:
         if error is not None:
             return respond(_sync_result(error))
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or _is_consumer(group):
             return respond(_sync_result(E.UNKNOWN_MEMBER_ID))
         if group.is_(g.DEAD):
             return respond(_sync_result(E.COORDINATOR_NOT_AVAILABLE))
@@ -568,7 +624,7 @@ class GroupCoordinator:
         if error is not None:
             return error
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or _is_consumer(group):
             return E.UNKNOWN_MEMBER_ID
         if group.is_(g.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
@@ -594,7 +650,7 @@ class GroupCoordinator:
         if error is not None:
             return error, [error] * len(leaving)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or _is_consumer(group):
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.is_(g.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(leaving)
@@ -626,9 +682,10 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ offsets
     def commit_offsets(self, group_id, member_id, group_instance_id, generation_id, offsets,
-                       retention_ms=-1) -> dict:
+                       retention_ms=-1, api_version=8) -> dict:
         """``offsets``: list of ``(topic, partition, offset, leader_epoch, metadata)``.
-        Returns ``{(topic, partition): error_code}``."""
+        Returns ``{(topic, partition): error_code}``. ``generation_id`` is the
+        member epoch for a consumer (KIP-848) group."""
         keys = [(t, p) for t, p, *_ in offsets]
 
         def all_(error):
@@ -640,9 +697,18 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                # A commit from an old generation of a group that is gone.
-                return all_(E.ILLEGAL_GENERATION)
+                # A commit from an old generation of a group that is gone;
+                # from v9 Kafka says so (GROUP_ID_NOT_FOUND), before it keeps
+                # the old answer.
+                return all_(E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION)
             group = self._get_or_create(group_id)  # offsets-only ("simple") group
+        if _is_consumer(group):
+            error = self.validate_consumer_offset_commit(group, member_id, generation_id, api_version)
+            if error is not None:
+                return all_(error)
+            # No heartbeat credit: in KIP-848 only ConsumerGroupHeartbeat
+            # keeps a member's session alive.
+            return self._store_offsets(group, offsets, retention_ms)
         if group.is_(g.DEAD):
             error = E.COORDINATOR_NOT_AVAILABLE
         elif group.is_static_member_fenced(group_instance_id, member_id):
@@ -689,7 +755,7 @@ class GroupCoordinator:
         self._drop_if_unused(group)
         return results
 
-    def fetch_offsets(self, group_id, topics, require_stable=False):
+    def fetch_offsets(self, group_id, topics, require_stable=False, member_id=None, member_epoch=-1):
         """``topics``: list of ``(topic, [partitions])`` or None for all.
         Returns ``(group_error, [(topic, [(partition, OffsetAndMetadata|None, error)])])``.
         ``require_stable`` matters only with transactional commits (UNSTABLE_OFFSET_COMMIT),
@@ -698,6 +764,11 @@ class GroupCoordinator:
         if error is not None:
             return error, []
         group = self.groups.get(group_id)
+        if group is not None and _is_consumer(group):
+            # OffsetFetch v9: a member must give its current epoch.
+            error = self.validate_consumer_offset_fetch(group, member_id, member_epoch)
+            if error is not None:
+                return error, []
         offsets = group.offsets if group is not None else {}
         out = []
         if topics is None:
@@ -720,6 +791,11 @@ class GroupCoordinator:
         results = {}
         if group.is_(g.EMPTY):
             subscribed: set[str] = set()
+        elif _is_consumer(group):
+            topics = self._topics_metadata()
+            subscribed = set()
+            for m in group.members.values():
+                subscribed |= self._resolve_subscription(m, topics)
         else:
             subscribed = group.subscribed_topics()
             if subscribed is None:
@@ -748,7 +824,9 @@ class GroupCoordinator:
             return {"error_code": error, "group_id": group_id, "group_state": "", "protocol_type": "",
                     "protocol_data": "", "members": []}
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or _is_consumer(group):
+            # DescribeGroups v0-v5 on a group that is not classic: Kafka
+            # answers "Dead" without an error (v6+ would say GROUP_ID_NOT_FOUND).
             return {"error_code": E.NONE, "group_id": group_id, "group_state": g.DEAD, "protocol_type": "",
                     "protocol_data": "", "members": []}
         stable = group.is_(g.STABLE)
@@ -790,12 +868,16 @@ class GroupCoordinator:
                 results[group_id] = E.NON_EMPTY_GROUP
                 continue
             records = [(encode_offset_key(group_id, t, p), None) for t, p in group.offsets]
-            records.append((encode_group_key(group_id), None))
+            records.append((encode_consumer_group_metadata_key(group_id) if _is_consumer(group)
+                            else encode_group_key(group_id), None))
             error = self.store.append(group.partition, records)
             if error:
                 results[group_id] = error
                 continue
-            group.transition(g.DEAD, self._now())
+            if _is_consumer(group):
+                group.dead = True
+            else:
+                group.transition(g.DEAD, self._now())
             del self.groups[group_id]
             results[group_id] = E.NONE
             log.info("deleted group %s", group_id)
@@ -836,7 +918,8 @@ class GroupCoordinator:
             records = [(encode_offset_key(group.group_id, t, p), None) for t, p in expired]
             drop_group = not group.members and len(expired) == len(group.offsets)
             if drop_group:
-                records.append((encode_group_key(group.group_id), None))
+                records.append((encode_consumer_group_metadata_key(group.group_id) if _is_consumer(group)
+                                else encode_group_key(group.group_id), None))
             if not records:
                 continue
             if self.store.append(group.partition, records):
@@ -845,7 +928,10 @@ class GroupCoordinator:
                 del group.offsets[key]
             expired_total += len(expired)
             if drop_group:
-                group.transition(g.DEAD, now)
+                if _is_consumer(group):
+                    group.dead = True
+                else:
+                    group.transition(g.DEAD, now)
                 del self.groups[group.group_id]
                 log.info("group %s removed: empty with no offsets left", group.group_id)
         return expired_total
@@ -857,6 +943,7 @@ class GroupCoordinator:
         per key wins, tombstones delete."""
         offsets: dict[str, dict] = {}
         groups: dict[str, GroupRecord | None] = {}
+        consumer_epochs: dict[str, int | None] = {}
         skipped = 0
         for _partition, key_bytes, value in records:
             try:
@@ -869,11 +956,25 @@ class GroupCoordinator:
                         per[(key.topic, key.partition)] = decode_offset_value(value)
                 elif isinstance(key, GroupKey):
                     groups[key.group] = decode_group_value(value) if value is not None else None
+                elif isinstance(key, ConsumerGroupKey):
+                    consumer_epochs[key.group] = (decode_consumer_group_metadata_value(value)
+                                                  if value is not None else None)
             except RecordFormatError as exc:
                 skipped += 1
                 log.warning("skipping undecodable __consumer_offsets record: %s", exc)
         now = self._now()
+        for group_id, epoch in consumer_epochs.items():
+            if epoch is None:
+                continue
+            # Members are not persisted: the group comes back Empty at its
+            # epoch and its members rejoin (UNKNOWN_MEMBER_ID, then epoch 0).
+            cgroup = cg.ConsumerGroup(group_id, now, self._partition(group_id))
+            cgroup.group_epoch = cgroup.assignment_epoch = epoch
+            cgroup.offsets = dict(offsets.get(group_id, {}))
+            self.groups[group_id] = cgroup
         for group_id in set(offsets) | set(groups):
+            if group_id in self.groups:
+                continue
             rec = groups.get(group_id)
             group_offsets = offsets.get(group_id, {})
             if rec is None and not group_offsets:

@@ -83,6 +83,12 @@ class OffsetsTopicStore:
         info = self.broker.metadata().topics.get(topic)
         return info is not None and 0 <= partition < info.num_partitions
 
+    def topics(self) -> dict:
+        """``{name: (topic_id, num_partitions)}`` of every topic (what KIP-848
+        assignors and subscriptions resolve against)."""
+        return {name: (info.topic_id, info.num_partitions)
+                for name, info in self.broker.metadata().topics.items()}
+
     def append(self, partition: int, records) -> int:
         """Append ``[(key, value_or_None)]`` as one batch; Kafka's error mapping
         for a failed group-metadata append (GroupMetadataManager)."""

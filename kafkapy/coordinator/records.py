@@ -11,7 +11,12 @@ Keys start with an int16 version that says which record it is:
 * 0, 1 — offset commit: ``group string, topic string, partition int32``
   (same layout in both; Kafka writes 1).
 * 2 — group metadata: ``group string``.
-* 3+ — KIP-848 consumer-group records; we do not write them and skip them.
+* 3 — ConsumerGroupMetadataKey (KIP-848): ``group string``; its value
+  (flexible, version 0) is ``epoch int32`` then tagged fields: the group
+  epoch of a consumer group.
+* 4-8 — the other KIP-848 records (partition metadata, member metadata,
+  target assignment, current member assignment); we do not write them and
+  skip them on load.
 
 Values (a null value is a tombstone: the offset or the group was deleted):
 
@@ -223,6 +228,38 @@ class GroupKey:
     group: str
 
 
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    group: str
+
+
+CONSUMER_GROUP_METADATA_KEY_VERSION = 3
+
+
+def encode_consumer_group_metadata_key(group: str) -> bytes:
+    w = _Writer()
+    w.i16(CONSUMER_GROUP_METADATA_KEY_VERSION)
+    w.string(group)
+    return bytes(w.out)
+
+
+def encode_consumer_group_metadata_value(epoch: int) -> bytes:
+    w = _Writer(flexible=True)
+    w.i16(0)
+    w.i32(epoch)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_consumer_group_metadata_value(buf) -> int:
+    version = _Reader(buf).i16()
+    if version < 0:
+        raise RecordFormatError(f"unknown ConsumerGroupMetadataValue version {version}")
+    # Later versions only add tagged fields (flexible from v0): the epoch is
+    # always first.
+    return _Reader(buf, 2, flexible=True).i32()
+
+
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
     w = _Writer()
     w.i16(OFFSET_COMMIT_KEY_VERSION)
@@ -240,13 +277,16 @@ def encode_group_key(group: str) -> bytes:
 
 
 def decode_key(buf):
-    """``OffsetKey``, ``GroupKey``, or None for record types we do not use (KIP-848's)."""
+    """``OffsetKey``, ``GroupKey``, ``ConsumerGroupKey``, or None for record
+    types we do not use (KIP-848's member and assignment records)."""
     r = _Reader(buf)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.string(), r.string(), r.i32())
     if version == 2:
         return GroupKey(r.string())
+    if version == CONSUMER_GROUP_METADATA_KEY_VERSION:
+        return ConsumerGroupKey(r.string())
     if version < 0:
         raise RecordFormatError(f"negative key version {version}")
     return None

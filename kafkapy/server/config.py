@@ -521,6 +521,27 @@ _BROKER_KEYS = [
        "Largest session timeout a consumer may ask for."),
     _k("group.max.size", INT, INT_MAX, _at_least(1), MEDIUM, _GROUP,
        "Most members one consumer group may have."),
+    # KIP-848 (the "consumer" group protocol): the broker, not the client,
+    # owns session and heartbeat timing; a member's ConsumerGroupHeartbeat
+    # cannot ask for other values. Kafka checks min <= value <= max for both
+    # (GroupCoordinatorConfig); CoordinatorConfig.from_broker_config does too.
+    _k("group.consumer.heartbeat.interval.ms", INT, 5000, _at_least(1), MEDIUM, _GROUP,
+       "Heartbeat interval given to members of consumer (KIP-848) groups."),
+    _k("group.consumer.min.heartbeat.interval.ms", INT, 5000, _at_least(1), MEDIUM, _GROUP,
+       "Smallest allowed group.consumer.heartbeat.interval.ms."),
+    _k("group.consumer.max.heartbeat.interval.ms", INT, 15000, _at_least(1), MEDIUM, _GROUP,
+       "Largest allowed group.consumer.heartbeat.interval.ms."),
+    _k("group.consumer.session.timeout.ms", INT, 45000, _at_least(1), MEDIUM, _GROUP,
+       "Session timeout of members of consumer (KIP-848) groups."),
+    _k("group.consumer.min.session.timeout.ms", INT, 45000, _at_least(1), MEDIUM, _GROUP,
+       "Smallest allowed group.consumer.session.timeout.ms."),
+    _k("group.consumer.max.session.timeout.ms", INT, 60000, _at_least(1), MEDIUM, _GROUP,
+       "Largest allowed group.consumer.session.timeout.ms."),
+    _k("group.consumer.assignors", LIST, ["uniform", "range"], None, MEDIUM, _GROUP,
+       "Server-side assignors of consumer groups (uniform, range, or Kafka's class names); "
+       "the first is the default."),
+    _k("group.consumer.max.size", INT, INT_MAX, _at_least(1), MEDIUM, _GROUP,
+       "Most members one consumer (KIP-848) group may have."),
     _k("offsets.topic.num.partitions", INT, 50, _at_least(1), HIGH, _GROUP,
        "Partitions of __consumer_offsets (do not change after deployment)."),
     _k("offsets.topic.replication.factor", SHORT, 3, _at_least(1), HIGH, _GROUP,

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), v2-v8.
+"""OffsetCommit (key 8), v2-v9.
 
 Contract (Kafka's handleCommitOffsets): a commit with generation -1 and no
 member is accepted for an Empty group (or creates an offsets-only group);
@@ -10,6 +10,14 @@ OFFSET_METADATA_TOO_LARGE (12) over offset.metadata.max.bytes,
 UNKNOWN_TOPIC_OR_PARTITION (3). Offsets are appended to __consumer_offsets
 (OffsetCommitValue v3, or v1 with an expire timestamp when v2-v4 give a
 retention_time) before the answer. committed_leader_epoch is kept from v6.
+
+v9 (KIP-848): for a consumer group, ``generation_id_or_member_epoch`` is
+the member epoch: UNKNOWN_MEMBER_ID (25) for an unknown member,
+STALE_MEMBER_EPOCH (113) for any other epoch than the member's,
+UNSUPPORTED_VERSION (35) for a consumer-protocol member below v9; an empty
+consumer group takes commits with epoch -1 (admin tools). A positive
+generation/epoch for a group that does not exist is GROUP_ID_NOT_FOUND (69)
+from v9 (ILLEGAL_GENERATION before).
 """
 
 API_KEY = 8
@@ -25,7 +33,7 @@ def handle(ctx, request):
             offsets.append((topic.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
     results = ctx.coordinator.commit_offsets(
         request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
-        request.generation_id_or_member_epoch, offsets, retention_ms)
+        request.generation_id_or_member_epoch, offsets, retention_ms, api_version=version)
     topics = []
     for topic in request.topics:
         topics.append({"name": topic.name, "partitions": [

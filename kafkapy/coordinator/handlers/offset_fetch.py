@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), v1-v8.
+"""OffsetFetch (key 9), v1-v9.
 
 Contract (Kafka's handleFetchOffsets): committed offset, leader epoch (v5+)
 and metadata per partition; -1 / "" for partitions without a commit and for
@@ -22,9 +22,9 @@ def _partition(p, om, error):
             "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata, "error_code": error}
 
 
-def _fetch(ctx, group_id, topics, require_stable):
+def _fetch(ctx, group_id, topics, require_stable, member_id=None, member_epoch=-1):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, found = ctx.coordinator.fetch_offsets(group_id, wanted, require_stable)
+    error, found = ctx.coordinator.fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
     if error and wanted is not None:
         # v1 has no top-level error: every partition carries it.
         found = [(t, [(p, None, error) for p in parts]) for t, parts in wanted]
@@ -38,7 +38,8 @@ def handle(ctx, request):
     if version >= 8:
         groups = []
         for grp in request.groups:
-            error, topics = _fetch(ctx, grp.group_id, grp.topics, require_stable)
+            member_id, member_epoch = (grp.member_id, grp.member_epoch) if version >= 9 else (None, -1)
+            error, topics = _fetch(ctx, grp.group_id, grp.topics, require_stable, member_id, member_epoch)
             groups.append({"group_id": grp.group_id, "topics": topics if not error else [],
                            "error_code": error})
         ctx.reply({"groups": groups, "throttle_time": 0})

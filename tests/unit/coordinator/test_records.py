@@ -26,7 +26,9 @@ def test_offset_key_layout_is_kafkas():
     assert decode_key(key) == OffsetKey("g", "t", 3)
     assert decode_key(encode_group_key("grp")) == GroupKey("grp")
     assert encode_group_key("grp") == struct.pack(">hh3s", 2, 3, b"grp")
-    assert decode_key(struct.pack(">h", 3) + b"xx") is None  # KIP-848 record types are skipped
+    # KIP-848: ConsumerGroupMetadataKey (3) is read; the member/assignment
+    # record types (4-8) are skipped.
+    assert decode_key(struct.pack(">h", 4) + b"xx") is None
 
 
 def test_offset_value_v3_and_v1():
