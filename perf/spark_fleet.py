@@ -452,9 +452,14 @@ def _plot(results: dict, path: Path) -> None:
 
 def _session(master: str | None, app: str):
     """local[*] (loopback only) unless spark-submit or --master says otherwise."""
-    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
-    if master is None and not under_submit:
+    if master is None:
+        # Under spark-submit the JVM is already up and holds --master (its
+        # own default is local[*]); read it so a local run still gets the
+        # loopback-only settings.
         master = "local[*]"
+        if "PYSPARK_GATEWAY_PORT" in os.environ:
+            from pyspark import SparkConf
+            master = SparkConf().get("spark.master", "local[*]")
     if master is not None and master.startswith("local"):
         from kafkapy.spark import local_session
         return local_session(app, master=master)
