@@ -240,5 +240,6 @@ def test_committed_offsets_survive_restart(broker_factory):
     finally:
         c.close()
     assert first == {p: half for p in range(PARTITIONS)}
-    desc = AdminClient({"bootstrap.servers": broker.bootstrap}).describe_consumer_groups([group])[group].result(10)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until the result is in
+    desc = admin.describe_consumer_groups([group])[group].result(10)
     assert desc.type == ConsumerGroupType.CONSUMER
