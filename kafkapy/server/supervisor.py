@@ -79,6 +79,7 @@ class Supervisor:
     # -- start-up ---------------------------------------------------------------
     def run(self) -> int:
         config = self.config
+        _raise_open_file_limit()
         listen = bind_listeners(config)
         # Before forking: binds prometheus.port, sets PROMETHEUS_MULTIPROC_DIR.
         self.metrics = configure_metrics(config)
@@ -322,6 +323,21 @@ class Supervisor:
             if self.metrics:
                 self.metrics.process_dead(p.pid)
         return ok
+
+
+def _raise_open_file_limit() -> None:
+    """Lift the soft RLIMIT_NOFILE to the hard limit, as Kafka's scripts rely
+    on ulimit: every partition keeps about 3 files open in each process that
+    uses it (segment .log, .index, .timeindex), so 10,000 partitions need
+    ~30,000 descriptors where the usual soft default is 1,024."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d: %s", soft, exc)
 
 
 _PR_SET_PDEATHSIG = 1
