@@ -145,6 +145,9 @@ class FutureRecordMetadata(_records.RecordFutureBase):
     def _fire(self):
         error = self._result.error
         callbacks = self._errbacks if error is not None else self._callbacks
+        # The compiled future is not GC-tracked: drop the callbacks (which may
+        # refer back to it) once fired so no uncollectable cycle remains.
+        self._callbacks = self._errbacks = None
         if not callbacks:
             return
         arg = error if error is not None else self._metadata()
@@ -208,8 +211,10 @@ class ProducerBatch(_records.ProducerBatchBase):
             result.error = error
             result.done = True
         result.event.set()
-        if result.callback_futures:
-            for future in result.callback_futures:
+        callback_futures = result.callback_futures
+        if callback_futures:
+            result.callback_futures = None
+            for future in callback_futures:
                 future._fire()
 
 

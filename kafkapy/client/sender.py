@@ -28,13 +28,14 @@ Ownership: everything here belongs to the sender thread, except
 
 from __future__ import annotations
 
+import functools
 import logging
 import selectors
 import socket
 import threading
 import time
 
-from . import errors
+from . import _produce, errors
 from .conn import KafkaClient
 from .structs import TopicPartition
 
@@ -249,13 +250,7 @@ class Sender(threading.Thread):
             self._in_flight_batches[tp] = self._in_flight_batches.get(tp, 0) + 1
             self.records_sent += batch.record_count
             self.batch_bytes_sent += len(data)
-            topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": data})
-        values = {
-            "transactional_id": None,
-            "acks": self.acks,
-            "timeout": self.request_timeout_ms,
-            "topic_data": [{"name": name, "partition_data": parts} for name, parts in topics.items()],
-        }
+            topics.setdefault(tp.topic, []).append((tp.partition, data))
         conn = self.client.connections[node]
         expect = self.acks != 0
         self.requests_sent += 1
@@ -265,7 +260,11 @@ class Sender(threading.Thread):
             self._handle_response(node, batches, response, error)
 
         try:
-            conn.send(PRODUCE, values, on_response if expect else None, expect_response=expect)
+            version = conn.version(PRODUCE)
+            body = _produce.encode_request(version, self.acks, self.request_timeout_ms, topics.items())
+            conn.send_encoded(PRODUCE, version, body, on_response if expect else None,
+                              functools.partial(_produce.decode_response, version),
+                              version >= _produce.FLEXIBLE_FROM, expect_response=expect)
         except errors.KafkaError as exc:
             # conn.send closed the connection, failing earlier in-flight
             # requests; this one was never registered, so handle it here.
