@@ -423,8 +423,17 @@ def decode_consumer_records(batch, topic, partition, min_offset, record_cls):
 # ---------------------------------------------------------------- producer fast path
 
 
-class RecordFutureBase:
-    """The fields of the producer's per-record future (behaviour: the client's subclass)."""
+_behaviour = None
+
+
+def set_future_behaviour(behaviour):
+    """Install the client's ``RecordFuture`` methods (see the compiled twin)."""
+    global _behaviour
+    _behaviour = behaviour
+
+
+class RecordFuture:
+    """The producer's per-record future: its batch's result plus its offset delta."""
 
     __slots__ = ("_result", "_relative_offset", "_topic", "_partition", "_timestamp",
                  "_key_size", "_value_size", "_callbacks", "_errbacks")
@@ -439,6 +448,49 @@ class RecordFutureBase:
         self._value_size = value_size
         self._callbacks = None
         self._errbacks = None
+
+    def done(self):
+        return _behaviour.done(self)
+
+    @property
+    def is_done(self):
+        return _behaviour.done(self)
+
+    def succeeded(self):
+        return _behaviour.succeeded(self)
+
+    def failed(self):
+        return _behaviour.failed(self)
+
+    def exception(self, timeout=None):
+        return _behaviour.exception(self, timeout)
+
+    def result(self, timeout=None):
+        return _behaviour.result(self, timeout)
+
+    def get(self, timeout=None):
+        return _behaviour.result(self, timeout)
+
+    def add_callback(self, fn, *args, **kwargs):
+        return _behaviour.add_callback(self, fn, *args, **kwargs)
+
+    def add_errback(self, fn, *args, **kwargs):
+        return _behaviour.add_errback(self, fn, *args, **kwargs)
+
+    def add_both(self, fn, *args, **kwargs):
+        return _behaviour.add_both(self, fn, *args, **kwargs)
+
+    def _wait(self, timeout):
+        return _behaviour._wait(self, timeout)
+
+    def _metadata(self):
+        return _behaviour._metadata(self)
+
+    def _add(self, on_success, fn, args, kwargs):
+        return _behaviour._add(self, on_success, fn, args, kwargs)
+
+    def _fire(self):
+        return _behaviour._fire(self)
 
 
 class ProducerBatchBase:
@@ -461,18 +513,15 @@ class FastSend:
     (the accumulator's) from its checks to the append.
     """
 
-    __slots__ = ("enabled", "metadata", "sticky", "open_batches", "future_type", "partition_for_key",
+    __slots__ = ("enabled", "metadata", "sticky", "open_batches", "partition_for_key",
                  "slow", "on_full", "batch_size", "max_record_size", "lock")
 
-    def __init__(self, metadata, sticky, open_batches, future_type, partition_for_key, slow, on_full,
+    def __init__(self, metadata, sticky, open_batches, partition_for_key, slow, on_full,
                  batch_size, max_record_size, lock=None):
-        if not issubclass(future_type, RecordFutureBase):
-            raise TypeError("future_type must subclass RecordFutureBase")
         self.enabled = True
         self.metadata = metadata
         self.sticky = sticky
         self.open_batches = open_batches
-        self.future_type = future_type
         self.partition_for_key = partition_for_key
         self.slow = slow
         self.on_full = on_full
@@ -522,7 +571,6 @@ class FastSend:
             delta = batch.builder.append(ts, key, value)
             if delta < 0:
                 return None
-            future = self.future_type.__new__(self.future_type)
-            RecordFutureBase.__init__(future, batch.result, delta, topic, p, ts, key_len, value_len)
+            future = RecordFuture(batch.result, delta, topic, p, ts, key_len, value_len)
             batch.futures.append(future)
             return future, batch.builder.size_bytes >= self.batch_size

@@ -20,7 +20,7 @@ from kafkapy._core import load
 
 from . import config as _config
 from . import errors
-from .accumulator import FutureRecordMetadata, RecordAccumulator
+from .accumulator import RecordAccumulator
 from .conn import KafkaClient
 from .partitioner import CallablePartitioner, DefaultPartitioner, partition_for_key
 from .sender import Sender
@@ -130,8 +130,7 @@ class KafkaProducer:
             return KafkaProducer.send(producer, topic, value, key, partition, timestamp_ms, headers, callback)
 
         fast = records.FastSend(
-            self._metadata, self._partitioner._sticky, self._accumulator.open_batches, FutureRecordMetadata,
-            partition_for_key, slow, functools.partial(self._sender.maybe_wakeup, 0.0),
+            self._metadata, self._partitioner._sticky, self._accumulator.open_batches, partition_for_key, slow, functools.partial(self._sender.maybe_wakeup, 0.0),
             int(self.config["batch.size"]), min(self._max_request_size, self._buffer_memory),
             self._accumulator._lock)
         self.send = fast.send
