@@ -40,10 +40,13 @@ RECORD_OVERHEAD_BYTES = 31
 class BatchResult:
     """Completion state shared by the futures of one batch (Java's ProduceRequestResult)."""
 
-    __slots__ = ("event", "base_offset", "log_append_time", "error", "done", "callback_futures")
+    __slots__ = ("_event", "base_offset", "log_append_time", "error", "done", "callback_futures", "_woken")
 
     def __init__(self):
-        self.event = threading.Event()
+        # Created only when someone blocks (get() or flush()): an Event is a
+        # Condition plus two locks, and most batches are never waited on.
+        self._event = None
+        self._woken = False
         self.base_offset = -1
         self.log_append_time = -1
         self.error = None
@@ -51,6 +54,24 @@ class BatchResult:
         # Futures of this batch with callbacks (guarded by _CALLBACK_LOCK):
         # completing a batch of 148 records then touches only these, not all.
         self.callback_futures = None
+
+    def wait(self, timeout) -> bool:
+        """Block until completed (or woken by a split); False on timeout."""
+        with _CALLBACK_LOCK:
+            if self.done or self._woken:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        return event.wait(timeout)
+
+    def wake(self) -> None:
+        """Release every waiter (call after setting ``done``, or when split)."""
+        with _CALLBACK_LOCK:
+            self._woken = True
+            event = self._event
+        if event is not None:
+            event.set()
 
 
 class _FutureBehaviour:
@@ -83,7 +104,7 @@ class _FutureBehaviour:
     def _wait(self, timeout):
         while True:
             result = self._result
-            if not result.event.wait(timeout):
+            if not result.wait(timeout):
                 raise errors.KafkaTimeoutError(f"send to {self._topic} not completed in {timeout} s")
             # A split batch re-points its futures at the new batches; follow.
             if self._result is result:
@@ -214,7 +235,10 @@ class ProducerBatch(_records.ProducerBatchBase):
             result.log_append_time = log_append_time
             result.error = error
             result.done = True
-        result.event.set()
+            result._woken = True
+            event = result._event
+        if event is not None:
+            event.set()
         callback_futures = result.callback_futures
         if callback_futures:
             result.callback_futures = None
@@ -441,7 +465,7 @@ class RecordAccumulator:
                 part.retry_at_ms = now_ms
                 dq.appendleft(part)
         # Wake anyone blocked on the old result so they re-wait on the new one.
-        batch.result.event.set()
+        batch.result.wake()
 
     def complete(self, batch, base_offset, log_append_time, error):
         batch.complete(base_offset, log_append_time, error)

@@ -265,7 +265,7 @@ class KafkaProducer:
                 while True:
                     result = batch.result
                     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    if not result.event.wait(remaining):
+                    if not result.wait(remaining):
                         raise errors.KafkaTimeoutError(f"flush not completed in {timeout} s")
                     if result.done or not batch.futures or batch.futures[0]._result is result:
                         break
