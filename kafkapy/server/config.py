@@ -369,6 +369,10 @@ _BROKER_KEYS = [
        "Largest broker.id that may be configured by hand."),
     _k("broker.rack", STRING, None, None, MEDIUM, _SERVER,
        "Rack of this broker, used for rack-aware replica placement (e.g. an availability zone)."),
+    _k("background.threads", INT, 10, _at_least(1), HIGH, _SERVER,
+       "Threads for background work such as deleting expired log files."),
+    _k("advertised.host.name", STRING, None, None, HIGH, _SERVER,
+       "Deprecated (removed in Kafka 3.0): host given to clients; use advertised.listeners."),
     _k("auto.create.topics.enable", BOOLEAN, True, None, HIGH, _SERVER,
        "Create a topic with num.partitions partitions when a client asks for its metadata."),
     _k("delete.topic.enable", BOOLEAN, True, None, HIGH, _SERVER,
@@ -493,6 +497,14 @@ _BROKER_KEYS = [
        "A follower that has not caught up for this long leaves the ISR."),
     _k("num.replica.fetchers", INT, 1, None, HIGH, _REPLICATION,
        "Fetcher threads per source broker."),
+    _k("num.replica.alter.log.dirs.threads", INT, None, None, HIGH, _REPLICATION,
+       "Threads moving replicas between log dirs; unset: one per log dir."),
+    _k("auto.leader.rebalance.enable", BOOLEAN, True, None, HIGH, _REPLICATION,
+       "Move leadership back to preferred replicas in the background."),
+    _k("leader.imbalance.check.interval.seconds", LONG, 300, _at_least(1), HIGH, _REPLICATION,
+       "How often the controller checks partition leadership balance."),
+    _k("leader.imbalance.per.broker.percentage", INT, 10, None, HIGH, _REPLICATION,
+       "Leader imbalance allowed per broker, in percent, before a rebalance."),
     _k("replica.fetch.max.bytes", INT, 1048576, _at_least(0), MEDIUM, _REPLICATION,
        "Bytes a follower asks for per partition in one fetch."),
     _k("replica.fetch.wait.max.ms", INT, 500, None, HIGH, _REPLICATION,
@@ -506,6 +518,8 @@ _BROKER_KEYS = [
     _k("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, None, HIGH, _REPLICATION,
        "How often high watermarks are checkpointed to disk."),
     # --- ZooKeeper
+    _k("zookeeper.max.in.flight.requests", INT, 10, _at_least(1), HIGH, _ZOOKEEPER,
+       "Unacknowledged requests the ZooKeeper client sends before blocking."),
     _k("zookeeper.connect", STRING, None, None, HIGH, _ZOOKEEPER,
        "host:port[,host:port][/chroot] of the ZooKeeper ensemble; unset: embedded single-broker metadata."),
     _k("zookeeper.session.timeout.ms", INT, 18000, None, HIGH, _ZOOKEEPER,
@@ -581,6 +595,50 @@ _BROKER_KEYS = [
 ]
 
 BROKER_CONFIGS: dict[str, ConfigKey] = {key.name: key for key in _BROKER_KEYS}
+
+# Keys accepted (parsed, validated, shown by DescribeConfigs) that change
+# nothing yet, and why. Setting one logs a warning at start-up; the README
+# lists them (a test keeps the two in step).
+_NO_CLUSTER = "single broker: ZooKeeper/cluster mode and replication are not implemented yet"
+_NO_TXN = "transactions are not implemented yet"
+NOT_IN_EFFECT: dict[str, str] = {
+    "zookeeper.connect": _NO_CLUSTER,
+    "zookeeper.max.in.flight.requests": _NO_CLUSTER,
+    "zookeeper.session.timeout.ms": _NO_CLUSTER,
+    "zookeeper.connection.timeout.ms": _NO_CLUSTER,
+    "num.replica.fetchers": _NO_CLUSTER,
+    "num.replica.alter.log.dirs.threads": "one broker, replicas are never moved between log dirs",
+    "replica.lag.time.max.ms": _NO_CLUSTER,
+    "replica.fetch.max.bytes": _NO_CLUSTER,
+    "replica.fetch.wait.max.ms": _NO_CLUSTER,
+    "replica.fetch.min.bytes": _NO_CLUSTER,
+    "replica.fetch.response.max.bytes": _NO_CLUSTER,
+    "replica.socket.timeout.ms": _NO_CLUSTER,
+    "replica.high.watermark.checkpoint.interval.ms":
+        "high watermarks are checkpointed with the recovery points "
+        "(log.flush.offset.checkpoint.interval.ms)",
+    "unclean.leader.election.enable": _NO_CLUSTER,
+    "auto.leader.rebalance.enable": _NO_CLUSTER,
+    "leader.imbalance.check.interval.seconds": _NO_CLUSTER,
+    "leader.imbalance.per.broker.percentage": _NO_CLUSTER,
+    "controlled.shutdown.enable": "one broker: there is no other broker to move leadership to",
+    "offsets.commit.timeout.ms": "one replica: an offset commit is complete when appended locally",
+    "transactional.id.expiration.ms": _NO_TXN,
+    "transaction.max.timeout.ms": _NO_TXN,
+    "transaction.state.log.num.partitions": _NO_TXN,
+    "transaction.state.log.replication.factor": _NO_TXN,
+    "transaction.state.log.min.isr": _NO_TXN,
+    "transaction.state.log.segment.bytes": _NO_TXN,
+    "producer.id.expiration.ms": "producer state is kept until its data leaves the log (no timed expiry yet)",
+    "background.threads": "background work (retention, flush, checkpoints, compaction) runs in the "
+                          "supervisor process, one task at a time",
+    "num.recovery.threads.per.data.dir": "logs are recovered one at a time by the supervisor",
+    "queued.max.request.bytes": "request memory is bounded by each processor's 64 MiB arena and "
+                                "queued.max.requests",
+    "max.connections": "not enforced yet",
+    "max.connections.per.ip": "not enforced yet",
+    "advertised.host.name": "removed in Kafka 3.0; advertised.listeners is used",
+}
 assert len(BROKER_CONFIGS) == len(_BROKER_KEYS), "duplicate broker config key"
 for _key in _BROKER_KEYS:  # a default must pass its own validator (Kafka's define() checks too)
     if _key.has_default and _key.default is not None and _key.validator is not None:

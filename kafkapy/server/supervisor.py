@@ -79,6 +79,11 @@ class Supervisor:
     # -- start-up ---------------------------------------------------------------
     def run(self) -> int:
         config = self.config
+        from kafkapy.server.config import NOT_IN_EFFECT
+
+        for key, reason in NOT_IN_EFFECT.items():
+            if config.is_set(key):
+                log.warning("%s is set but has no effect: %s", key, reason)
         _raise_open_file_limit()
         listen = bind_listeners(config)
         # Before forking: binds prometheus.port, sets PROMETHEUS_MULTIPROC_DIR.
@@ -206,10 +211,12 @@ class Supervisor:
         config = self.config
         retention_every = config["log.retention.check.interval.ms"] / 1000
         checkpoint_every = config["log.flush.offset.checkpoint.interval.ms"] / 1000
+        start_checkpoint_every = config["log.flush.start.offset.checkpoint.interval.ms"] / 1000
         flush_every = min(config["log.flush.scheduler.interval.ms"], 2**31) / 1000
         now = time.monotonic()
         next_retention = now + retention_every
         next_checkpoint = now + checkpoint_every
+        next_start_checkpoint = now + start_checkpoint_every
         next_flush = now + flush_every
         # Kafka's log.cleaner.backoff.ms between passes over compacted logs.
         clean_every = config["log.cleaner.backoff.ms"] / 1000
@@ -242,8 +249,10 @@ class Supervisor:
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every
                     self.log_manager.checkpoint_recovery_points()
-                    self.log_manager.checkpoint_log_start_offsets()
                     self.log_manager.checkpoint_high_watermarks()
+                if now >= next_start_checkpoint:
+                    next_start_checkpoint = now + start_checkpoint_every
+                    self.log_manager.checkpoint_log_start_offsets()
             except Exception:
                 log.exception("log maintenance failed")
             if self.metrics:

@@ -495,3 +495,19 @@ def test_log_config_for_with_stub(monkeypatch):
     lc = C.log_config_for(make({"log.flush.interval.messages": "1"}), {"cleanup.policy": "compact,delete"})
     assert lc == LogConfig(segment_bytes=1073741824, retention_ms=604800000,
                            cleanup_policy="compact,delete", flush_messages=1)
+
+
+def test_keys_not_in_effect_are_known_and_documented():
+    """Every accepted-but-ignored key is a real key of the table and is listed,
+    with its reason, in the README."""
+    from pathlib import Path
+
+    from kafkapy.server.config import BROKER_CONFIGS, NOT_IN_EFFECT
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme[readme.index("### Accepted but not in effect"):]
+    section = section[:section.index("\n### ", 5)]
+    for key, reason in NOT_IN_EFFECT.items():
+        assert key in BROKER_CONFIGS, key
+        assert f"`{key}`" in section, f"{key} missing from the README"
+        assert reason in section, f"reason for {key} missing from the README"
