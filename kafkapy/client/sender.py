@@ -176,13 +176,23 @@ class Sender(threading.Thread):
                 continue
             if len(conn.in_flight) < self.max_in_flight:
                 sendable.add(node)
+        sent = False
         if sendable and not self._pid_reset_pending:
             drained = self.accumulator.drain(self.metadata, sendable, self.max_request_size, now_ms,
                                              self._can_drain if self.idempotent else None)
             for node, batches in drained.items():
                 if batches:
                     self._send_produce(node, batches, now_ms)
-        timeout_ms = min(next_check_ms, 100.0 if self._in_flight_count() else 1000.0)
+                    sent = True
+        if sent:
+            # Java's Sender: having sent, poll without blocking and loop, so
+            # the next ready batch goes out while this one is in flight.
+            # Sleeping here until the response instead left one request in
+            # flight at a time (0.42 ms broker round trip per 16 KiB batch):
+            # 1,600 requests/s, ~240k records/s, whatever the producer did.
+            timeout_ms = 0.0
+        else:
+            timeout_ms = min(next_check_ms, 100.0 if self._in_flight_count() else 1000.0)
         self._poll(max(0.0, timeout_ms))
         self._check_request_timeouts()
 
