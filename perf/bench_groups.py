@@ -58,18 +58,24 @@ def time_to_stable(broker) -> float:
     for c in consumers:
         c.subscribe([topic])
 
-    def poll(c):
+    # Each consumer is touched only by its own thread (librdkafka's
+    # assignment() from another thread while poll() runs can block), which
+    # publishes its current assignment for the main thread to check.
+    owned = [set() for _ in consumers]
+
+    def poll(i, c):
         while not stop.is_set():
             c.poll(0.05)
+            owned[i] = {tp.partition for tp in c.assignment()}
 
-    threads = [threading.Thread(target=poll, args=(c,)) for c in consumers]
+    threads = [threading.Thread(target=poll, args=(i, c)) for i, c in enumerate(consumers)]
     for t in threads:
         t.start()
     stable_s = float("nan")
     try:
         deadline = started + STABLE_TIMEOUT_S
         while time.monotonic() < deadline:
-            parts = [{tp.partition for tp in c.assignment()} for c in consumers]
+            parts = list(owned)
             if all(parts) and sum(map(len, parts)) == PARTITIONS and set().union(*parts) == set(range(PARTITIONS)):
                 stable_s = time.monotonic() - started
                 break
