@@ -313,12 +313,19 @@ class Sender(threading.Thread):
             self.wake_deadline = 0.0
         for key, _ in events:
             if key.data is None:
-                self._wakeup_pending = False
                 try:
                     while self._wake_r.recv(4096):
                         pass
                 except (BlockingIOError, OSError):
                     pass
+                # Clear the flag only once the pipe is drained: cleared
+                # before, a wakeup() landing in between (its byte then eaten
+                # by this drain) left the flag set with the pipe empty, and
+                # every later wakeup() was skipped until the 1 s idle poll
+                # expired (a 1,000 ms stall in one bench run out of two).
+                # A wakeup() suppressed after the drain is harmless: this
+                # thread is awake and checks the accumulator next.
+                self._wakeup_pending = False
             else:
                 key.data.on_readable()
 
