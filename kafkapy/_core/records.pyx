@@ -367,9 +367,12 @@ def set_future_behaviour(behaviour):
     ``_add``, ``_fire``).  The fields and the allocation of a future are
     here, in C; what it means to wait for one or fire its callbacks is the
     client's (``kafkapy.client.accumulator``), which installs it on import.
+    Returns the behaviour it replaces.
     """
     global _behaviour
+    previous = _behaviour
     _behaviour = behaviour
+    return previous
 
 
 @cython.final

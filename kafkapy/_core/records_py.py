@@ -427,9 +427,11 @@ _behaviour = None
 
 
 def set_future_behaviour(behaviour):
-    """Install the client's ``RecordFuture`` methods (see the compiled twin)."""
+    """Install the client's ``RecordFuture`` methods; return the previous ones (see the compiled twin)."""
     global _behaviour
+    previous = _behaviour
     _behaviour = behaviour
+    return previous
 
 
 class RecordFuture:

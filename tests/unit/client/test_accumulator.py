@@ -172,3 +172,36 @@ def test_expired_batches():
     now = time.monotonic() * 1000
     assert acc.expired(now) == []
     assert len(acc.expired(now + 200)) == 1
+
+
+def test_open_batches_track_the_appendable_batch_for_fast_send():
+    acc = _acc(batch_size=1000)
+    metadata = _metadata({0: 1, 1: 1})
+    acc.append(TP1, 1, None, b"v", None, 1000)
+    first = acc.batches[TP1][0]
+    assert acc.open_batches["t"] == [None, first]
+    drained = acc.drain(metadata, {1}, 1 << 20, 0)[1][0]
+    assert drained is first and first.closed and acc.open_batches["t"] == [None, None]
+    acc.append(TP0, 1, None, b"v", None, 1000)
+    second = acc.batches[TP0][0]
+    assert acc.open_batches["t"][0] is second
+    assert acc.expired(1e12) == [second] and second.closed and acc.open_batches["t"][0] is None
+    acc.append(TP0, 1, None, b"v", None, 1000)
+    third = acc.batches[TP0][0]
+    acc.close()
+    assert third.closed
+
+
+def test_callbacks_fire_once_and_are_dropped():
+    acc = _acc()
+    future = acc.append(TP0, 1, None, b"v", None, 1000)[0]
+    seen = []
+    future.add_callback(seen.append)
+    future.add_errback(seen.append)
+    batch = acc.batches[TP0][0]
+    assert batch.result.callback_futures == [future]
+    acc.complete(batch, 5, -1, None)
+    assert [m.offset for m in seen] == [5]
+    assert batch.result.callback_futures is None and future._callbacks is None and future._errbacks is None
+    future.add_callback(seen.append)  # already done: runs at once
+    assert [m.offset for m in seen] == [5, 5]
