@@ -20,6 +20,7 @@ Codecs other than gzip need ``cramjam``; it is imported lazily so the broker
 itself does not depend on it.
 """
 
+import socket
 import struct
 import time
 import zlib
@@ -576,3 +577,38 @@ class FastSend:
             future = RecordFuture(batch.result, delta, topic, p, ts, key_len, value_len)
             batch.futures.append(future)
             return future, batch.builder.size_bytes >= self.batch_size
+
+
+# ---------------------------------------------------------------- producer I/O thread helpers
+# Plain-Python equivalents of the compiled helpers (see records.pyx for why
+# they exist): same results, but every call here releases the GIL as the
+# socket module does, and there is no hand-over to the I/O thread.
+
+
+def io_threads_waiting():
+    """How many I/O threads are waiting for the GIL with work in hand (always 0 here)."""
+    return 0
+
+
+def io_wait(epoll, timeout_s):
+    """``epoll.poll(timeout_s)`` as ``[(fd, events)]``; EINTR gives an empty list."""
+    try:
+        return epoll.poll(max(0.0, timeout_s))
+    except InterruptedError:
+        return []
+
+
+def send_nowait(sock, data):
+    """Non-blocking ``send``: bytes sent, or -1 when it would block."""
+    try:
+        return sock.send(data, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+    except (BlockingIOError, InterruptedError) as exc:
+        return 0 if isinstance(exc, InterruptedError) else -1
+
+
+def recv_into_nowait(sock, buffer):
+    """Non-blocking ``recv_into``: bytes read (0: EOF), or -1 when none are waiting."""
+    try:
+        return sock.recv_into(buffer, 0, socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return -1

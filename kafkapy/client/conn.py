@@ -32,6 +32,7 @@ import struct
 import threading
 import time
 
+from kafkapy._core import load
 from kafkapy.protocol.api import ApiSpec
 from kafkapy.protocol.codec import DecodeError, Parts, decode, encode
 
@@ -40,6 +41,10 @@ from ._schema import build
 from .structs import BrokerMetadata, PartitionMetadata
 
 log = logging.getLogger("kafkapy.client")
+
+_records = load("records")
+_send_nowait = _records.send_nowait
+_recv_into_nowait = _records.recv_into_nowait
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_CORRELATION = struct.Struct(">i")
@@ -271,7 +276,11 @@ class Connection:
         deadline = None
         while view:
             try:
-                sent = self.sock.send(view)
+                # Keeps the GIL (compiled _core): see records.pyx, "producer
+                # I/O thread helpers".
+                sent = _send_nowait(self.sock, view)
+                if sent < 0:
+                    raise BlockingIOError
                 view = view[sent:]
             except (BlockingIOError, InterruptedError):
                 # The kernel send buffer is full (a large produce request);
@@ -298,7 +307,9 @@ class Connection:
             scratch = self._scratch = memoryview(bytearray(RECV_BYTES))
         try:
             while True:
-                n = sock.recv_into(scratch)
+                n = _recv_into_nowait(sock, scratch)  # keeps the GIL, as _send_all
+                if n < 0:
+                    break
                 if not n:
                     self.close(errors.KafkaConnectionError(f"node {self.node_id} closed the connection"))
                     return 0

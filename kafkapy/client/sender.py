@@ -30,16 +30,23 @@ from __future__ import annotations
 
 import functools
 import logging
-import selectors
+import select
 import socket
 import threading
 import time
+
+from kafkapy._core import load
 
 from . import _produce, errors
 from .conn import KafkaClient
 from .structs import TopicPartition
 
 log = logging.getLogger("kafkapy.client")
+
+_records = load("records")
+_io_wait = _records.io_wait
+_send_nowait = _records.send_nowait
+_recv_into_nowait = _records.recv_into_nowait
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
@@ -82,8 +89,12 @@ class Sender(threading.Thread):
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        # epoll through _core's io_wait: it tells FastSend when this thread
+        # has work and waits for the GIL (see records.pyx).
+        self._epoll = select.epoll()
+        self._epoll.register(self._wake_r.fileno(), select.EPOLLIN)
+        self._wake_fd = self._wake_r.fileno()
+        self._wake_buf = bytearray(4096)
         self._registered: dict[int, object] = {}
         # When the sleeping loop will wake by itself (monotonic s; 0 while
         # awake).  send() wakes it only if a new batch is due earlier: a
@@ -106,9 +117,9 @@ class Sender(threading.Thread):
             return
         self._wakeup_pending = True
         try:
-            self._wake_w.send(b"\x00")
-        except (BlockingIOError, OSError):
-            pass  # the pipe is full: the sender is awake already
+            _send_nowait(self._wake_w, b"\x00")  # -1: the pipe is full, the sender is awake already
+        except OSError:
+            pass
 
     def maybe_wakeup(self, due_s: float) -> None:
         """Wake the loop if it sleeps past ``due_s`` (when a new batch becomes ready)."""
@@ -144,7 +155,7 @@ class Sender(threading.Thread):
                 self.accumulator.complete(batch, -1, -1, exc)
         finally:
             self.client.close()
-            self._selector.close()
+            self._epoll.close()
             self._wake_r.close()
             self._wake_w.close()
 
@@ -289,34 +300,33 @@ class Sender(threading.Thread):
     def _register(self, conn) -> None:
         fd = conn.fileno()
         if fd >= 0 and self._registered.get(fd) is not conn:
-            if fd in self._registered:
-                try:
-                    self._selector.unregister(fd)
-                except (KeyError, ValueError):
-                    pass
-            self._selector.register(fd, selectors.EVENT_READ, conn)
+            try:
+                self._epoll.register(fd, select.EPOLLIN)
+            except FileExistsError:  # the fd number was reused before we noticed
+                self._epoll.modify(fd, select.EPOLLIN)
             self._registered[fd] = conn
 
     def _poll(self, timeout_ms: float) -> None:
-        # Drop closed connections from the selector first.
+        # Drop closed connections first (the kernel already removed a closed
+        # fd from the epoll set; a reused number is re-registered above).
         for fd, conn in list(self._registered.items()):
             if conn.fileno() != fd:
                 try:
-                    self._selector.unregister(fd)
-                except (KeyError, ValueError):
+                    self._epoll.unregister(fd)
+                except (OSError, ValueError):
                     pass
                 del self._registered[fd]
         self.wake_deadline = time.monotonic() + timeout_ms / 1000
         try:
-            events = self._selector.select(timeout_ms / 1000)
+            events = _io_wait(self._epoll, timeout_ms / 1000)
         finally:
             self.wake_deadline = 0.0
-        for key, _ in events:
-            if key.data is None:
+        for fd, _ in events:
+            if fd == self._wake_fd:
                 try:
-                    while self._wake_r.recv(4096):
+                    while _recv_into_nowait(self._wake_r, self._wake_buf) > 0:
                         pass
-                except (BlockingIOError, OSError):
+                except OSError:
                     pass
                 # Clear the flag only once the pipe is drained: cleared
                 # before, a wakeup() landing in between (its byte then eaten
@@ -327,7 +337,9 @@ class Sender(threading.Thread):
                 # thread is awake and checks the accumulator next.
                 self._wakeup_pending = False
             else:
-                key.data.on_readable()
+                conn = self._registered.get(fd)
+                if conn is not None:
+                    conn.on_readable()
 
     def _check_request_timeouts(self) -> None:
         now = time.monotonic()

@@ -157,3 +157,42 @@ def test_future_methods_delegate_to_the_installed_behaviour(mod):
     assert future.get(2) == future.result(2) == ("result", 4, 2)
     assert future.add_callback(len, 1, k=2) == ("cb", len, (1,), {"k": 2})
     assert (future._callbacks, future._errbacks) == (None, None)
+
+
+def test_io_helpers_on_a_socketpair(mod):
+    import select
+    import socket
+
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    epoll = select.epoll()
+    try:
+        epoll.register(b.fileno(), select.EPOLLIN)
+        assert mod.io_wait(epoll, 0) == []
+        assert mod.io_wait(epoll, 0.01) == []
+        assert mod.send_nowait(a, memoryview(b"hello")) == 5
+        assert [fd for fd, _ in mod.io_wait(epoll, 1.0)] == [b.fileno()]
+        assert mod.io_threads_waiting() == 0
+        buf = bytearray(16)
+        assert mod.recv_into_nowait(b, buf) == 5 and bytes(buf[:5]) == b"hello"
+        assert mod.recv_into_nowait(b, buf) == -1  # nothing waiting
+        big = b"x" * (1 << 22)
+        sent = 0
+        for _ in range(1000):  # fill the socket buffers until send would block
+            n = mod.send_nowait(a, big)
+            if n < 0:
+                break
+            sent += n
+        assert n == -1 and sent > 0
+        a.close()
+        total = 0
+        for _ in range(10000):
+            n = mod.recv_into_nowait(b, bytearray(1 << 16))
+            if n <= 0:
+                break
+            total += n
+        assert n == 0 and total == sent  # EOF after the data
+    finally:
+        epoll.close()
+        b.close()
