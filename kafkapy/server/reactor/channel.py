@@ -30,6 +30,7 @@ import mmap
 import os
 import pickle
 import queue
+import select
 import time
 from collections import OrderedDict
 
@@ -65,6 +66,8 @@ class RequestQueue:
         self._rlock = ctx.Lock()
         self._wlock = ctx.Lock()
         self._permits = ctx.BoundedSemaphore(maxsize)
+        self._poller = None  # per process, made on first timed get()
+        self._poller_pid = -1
         self._maxsize = maxsize
         # When the item ``get`` last returned was put (time.monotonic(), which
         # is system-wide on Linux, so comparable across processes): the
@@ -92,7 +95,7 @@ class RequestQueue:
         if not self._rlock.acquire(True, timeout_s):
             raise queue.Empty
         try:
-            if timeout_s is not None and not self._reader.poll(timeout_s):
+            if timeout_s is not None and not self._readable(timeout_s):
                 raise queue.Empty
             data = self._reader.recv_bytes()
         finally:
@@ -103,6 +106,17 @@ class RequestQueue:
             self._permits.release()
         return item
 
+    def _readable(self, timeout_s: float) -> bool:
+        # Connection.poll(timeout) builds and registers a new selector on
+        # every call (~100 us of CPU per request measured with metrics on);
+        # one select.poll object per process costs a single syscall.
+        pid = os.getpid()
+        if self._poller_pid != pid:
+            self._poller = select.poll()
+            self._poller.register(self._reader.fileno(), select.POLLIN)
+            self._poller_pid = pid
+        return bool(self._poller.poll(timeout_s * 1000))
+
     def size(self) -> int:
         return self._maxsize - self._permits.get_value()
 
@@ -110,6 +124,7 @@ class RequestQueue:
 class ResponsePipe:
     def __init__(self, ctx):
         self._reader, self._writer = ctx.Pipe(duplex=False)
+        self._poller = None
         _grow_pipe(self._writer.fileno())
         self._wlock = ctx.Lock()
 
@@ -124,7 +139,12 @@ class ResponsePipe:
     def drain(self):
         """Yield every message already in the pipe (processor side)."""
         reader = self._reader
-        while reader.poll(0):
+        if self._poller is None:  # only the owning processor drains
+            self._poller = select.poll()
+            self._poller.register(reader.fileno(), select.POLLIN)
+        # Not reader.poll(0): it builds a new selector per call.
+        poll = self._poller.poll
+        while poll(0):
             yield pickle.loads(reader.recv_bytes())
 
 
