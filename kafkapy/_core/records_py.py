@@ -517,11 +517,12 @@ class FastSend:
     """
 
     __slots__ = ("enabled", "metadata", "sticky", "open_batches", "partition_for_key",
-                 "slow", "on_full", "batch_size", "max_record_size", "lock")
+                 "slow", "on_full", "batch_size", "max_record_size", "lock", "attach_callback")
 
     def __init__(self, metadata, sticky, open_batches, partition_for_key, slow, on_full,
-                 batch_size, max_record_size, lock=None):
+                 batch_size, max_record_size, lock=None, attach_callback=None):
         self.enabled = True
+        self.attach_callback = attach_callback
         self.metadata = metadata
         self.sticky = sticky
         self.open_batches = open_batches
@@ -540,10 +541,12 @@ class FastSend:
         future, full = appended
         if full:
             self.on_full()
+        if callback is not None:
+            self.attach_callback(future, callback)
         return future
 
     def _append(self, topic, value, key, partition, timestamp_ms, headers, callback):
-        if (not self.enabled or headers or callback is not None
+        if (not self.enabled or headers
                 or (value is not None and type(value) is not bytes)
                 or (key is not None and type(key) is not bytes)
                 or (partition is not None and type(partition) is not int)

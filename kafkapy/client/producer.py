@@ -49,6 +49,12 @@ def _to_bytes(value, what):
         f"{what} of type {type(value).__name__} needs a {what}.serializer (bytes expected)")
 
 
+def _attach_callback(future, callback):
+    """``callback(record_metadata, exception)`` (Java's onCompletion) on ``future``."""
+    future.add_callback(lambda metadata: callback(metadata, None))
+    future.add_errback(lambda exc: callback(None, exc))
+
+
 class KafkaProducer:
     """``KafkaProducer(bootstrap_servers="host:port,...", **settings)``; see the module docstring."""
 
@@ -132,7 +138,7 @@ class KafkaProducer:
         fast = records.FastSend(
             self._metadata, self._partitioner._sticky, self._accumulator.open_batches, partition_for_key, slow, functools.partial(self._sender.maybe_wakeup, 0.0),
             int(self.config["batch.size"]), min(self._max_request_size, self._buffer_memory),
-            self._accumulator._lock)
+            self._accumulator._lock, _attach_callback)
         self.send = fast.send
         return fast
 
@@ -249,8 +255,7 @@ class KafkaProducer:
         elif new_batch:
             self._sender.maybe_wakeup(time.monotonic() + self._linger_s)
         if callback is not None:
-            future.add_callback(lambda metadata: callback(metadata, None))
-            future.add_errback(lambda exc: callback(None, exc))
+            _attach_callback(future, callback)
         return future
 
     # ------------------------------------------------------------ lifecycle

@@ -60,8 +60,10 @@ class _Harness:
         def on_full():
             self.full_calls += 1
 
+        self.attached = []
         self.fast = mod.FastSend(self.metadata, self.sticky, self.open_batches, lambda key, n: len(key) % n,
-                                 slow, on_full, batch_size, max_record_size, threading.Lock())
+                                 slow, on_full, batch_size, max_record_size, threading.Lock(),
+                                 lambda future, callback: self.attached.append((future, callback)))
 
     def open(self, topic, partition, batch_size=1000):
         batch = self.mod.ProducerBatchBase((topic, partition), self.mod.BatchBuilder(0, batch_size), object())
@@ -99,7 +101,6 @@ def test_keyed_and_explicit_partitions(mod):
 
 @pytest.mark.parametrize("kwargs", [
     {"headers": [("h", b"1")]},
-    {"callback": print},
     {"value": "text"},
     {"key": bytearray(b"k")},
     {"partition": 1},          # no open batch there
@@ -196,3 +197,11 @@ def test_io_helpers_on_a_socketpair(mod):
     finally:
         epoll.close()
         b.close()
+
+
+def test_callbacks_are_attached_after_the_append(mod):
+    h = _Harness(mod)
+    batch = h.open("t", 0)
+    h.sticky["t"] = 0
+    future = h.fast.send("t", b"v", callback=print)
+    assert h.slow_calls == [] and h.attached == [(future, print)] and batch.futures == [future]
