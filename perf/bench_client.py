@@ -65,11 +65,15 @@ def create_topic(bootstrap, topic):
 
 # ---------------------------------------------------------------- producers
 
+# batch.size for kafkapy and kafka-python (confluent keeps librdkafka's 1 MB);
+# set from --batch-size.
+BATCH_SETTINGS: dict = {}
+
 
 def produce_kafkapy(bootstrap, topic, n):
     from kafkapy.client import KafkaProducer
 
-    producer = KafkaProducer(bootstrap, acks=1)
+    producer = KafkaProducer(bootstrap, acks=1, **BATCH_SETTINGS)
     producer.send(topic, VALUE).get(30)
     start = time.perf_counter()
     send = producer.send
@@ -86,7 +90,8 @@ def produce_kafkapy(bootstrap, topic, n):
 def produce_kafka_python(bootstrap, topic, n):
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=16384)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
+                             batch_size=BATCH_SETTINGS.get("batch_size", 16384))
     producer.send(topic, VALUE).get(30)
     start = time.perf_counter()
     send = producer.send
@@ -249,11 +254,16 @@ def summarize(runs, n):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="batch.size for the kafkapy and kafka-python producers (default: Java's "
+                             "16384); 1000000 is librdkafka's default, for a same-batch comparison")
     parser.add_argument("--runs", type=int, default=1, help="repeat and report medians")
     parser.add_argument("--bootstrap", default=None, help="use a running broker instead of starting one")
     parser.add_argument("--broker", default="kafkapy", choices=sorted(BROKER_FACTORIES))
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
+    if args.batch_size:
+        BATCH_SETTINGS["batch_size"] = args.batch_size
     logging.basicConfig(level=logging.ERROR)
     runs = []
 
