@@ -79,11 +79,13 @@ class Supervisor:
     # -- start-up ---------------------------------------------------------------
     def run(self) -> int:
         config = self.config
-        from kafkapy.server.config import NOT_IN_EFFECT
+        from kafkapy.server.config import BROKER_CONFIGS, NOT_IN_EFFECT
 
         for key, reason in NOT_IN_EFFECT.items():
-            if config.is_set(key):
-                log.warning("%s is set but has no effect: %s", key, reason)
+            # Kafka's own server.properties sets some of these to their
+            # defaults: only a value that asks for something is worth a warning.
+            if config.is_set(key) and config[key] != BROKER_CONFIGS[key].default:
+                log.warning("%s=%s has no effect: %s", key, config.originals[key], reason)
         _raise_open_file_limit()
         listen = bind_listeners(config)
         # Before forking: binds prometheus.port, sets PROMETHEUS_MULTIPROC_DIR.
