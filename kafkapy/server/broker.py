@@ -199,8 +199,12 @@ class Broker:
             for p in range(num_partitions):
                 slot = self.table.allocate()
                 info.slots.append(slot)
+                # Created, then let go: this process opens the partition
+                # again only if it serves it, so creating a topic of 10,000
+                # partitions does not hold 30,000 files open in one worker.
                 self.log_manager.create_log(name, p, config, self.table.slot(slot),
-                                            info.topic_id.bytes)
+                                            info.topic_id.bytes).release()
+                self.log_manager.logs.pop((name, p), None)
                 created.append(p)
             md.topics[name] = info
 

@@ -103,6 +103,7 @@ class Supervisor:
         self.broker = Broker(config, self.table, self.log_manager, self.channel.wake_pipes,
                              self.log_manager.cluster_id)
         log.info("loaded %d partitions in %.2f s", len(self.loaded), time.monotonic() - started)
+        _check_open_file_budget(len(self.loaded))
 
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
@@ -349,6 +350,20 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         except (ValueError, OSError) as exc:
             log.warning("could not raise the open-file limit from %d: %s", soft, exc)
+
+
+def _check_open_file_budget(partitions: int) -> None:
+    """Each process that serves a partition keeps its active segment's .log,
+    .index and .timeindex open (3 descriptors; more with several segments),
+    and the supervisor holds every partition for maintenance."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 3 * partitions + 1024
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning("open-file limit %d is below the ~%d that %d partitions need; raise "
+                    "LimitNOFILE (systemd/kafkapy.service sets 100000) or ulimit -n",
+                    soft, needed, partitions)
 
 
 _PR_SET_PDEATHSIG = 1

@@ -157,6 +157,10 @@ class LogManager:
 
     def _dir_for_new_log(self) -> str:
         """The log dir holding the fewest partitions (Kafka's nextLogDirs)."""
+        if len(self.log_dirs) == 1:
+            # Nothing to choose: skip the listdir, which made creating a topic
+            # of n partitions O(n^2) (3,000 partitions: 15 s).
+            return self.log_dirs[0]
         counts = {d: 0 for d in self.log_dirs}
         for d in self.log_dirs:
             for name in os.listdir(d):
