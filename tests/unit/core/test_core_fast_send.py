@@ -1,28 +1,14 @@
 """records.FastSend / RecordFuture / ProducerBatchBase: compiled and twin behave alike."""
 
-import importlib
-import os
 import threading
 
 import pytest
-
-REQUIRE_EXTENSIONS = os.environ.get("KAFKAPY_REQUIRE_EXTENSIONS", "") == "1"
-
-
-def _import(implementation):
-    if implementation == "twin":
-        return importlib.import_module("kafkapy._core.records_py")
-    try:
-        return importlib.import_module("kafkapy._core.records")
-    except ImportError as exc:
-        if REQUIRE_EXTENSIONS:
-            pytest.fail(f"kafkapy._core.records is not built: {exc}")
-        pytest.skip("kafkapy._core.records is not built")
+from support.twins import import_core
 
 
 @pytest.fixture(params=["compiled", "twin"])
 def mod(request):
-    module = _import(request.param)
+    module = import_core("records", request.param)
     # The client installed its future behaviour on import; put it back.
     previous = module.set_future_behaviour(None)
     module.set_future_behaviour(previous)

@@ -1,25 +1,12 @@
 """murmur2: Kafka's UtilsTest vectors, the partition formula, twin agreement."""
 
-import importlib
 import os
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.twins import REQUIRE_EXTENSIONS, import_core  # noqa: F401
 
-REQUIRE_EXTENSIONS = os.environ.get("KAFKAPY_REQUIRE_EXTENSIONS", "") == "1"
-
-
-def _import(name, implementation):
-    """The compiled module or its twin (skip, or fail when required, if not built)."""
-    if implementation == "twin":
-        return importlib.import_module(f"kafkapy._core.{name}_py")
-    try:
-        return importlib.import_module(f"kafkapy._core.{name}")
-    except ImportError as exc:
-        if REQUIRE_EXTENSIONS:
-            pytest.fail(f"kafkapy._core.{name} is not built: {exc}")
-        pytest.skip(f"kafkapy._core.{name} is not built")
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2
 KAFKA_VECTORS = [
@@ -34,7 +21,7 @@ KAFKA_VECTORS = [
 
 @pytest.fixture(params=["compiled", "twin"])
 def murmur2_mod(request):
-    return _import("murmur2", request.param)
+    return import_core("murmur2", request.param)
 
 
 @pytest.mark.parametrize("data,expected", KAFKA_VECTORS)
@@ -46,7 +33,7 @@ def test_kafka_vectors(murmur2_mod, data, expected):
 
 def test_empty_and_tails(murmur2_mod):
     # Lengths 0..7 exercise every tail branch (0-3 bytes after whole words).
-    twin = _import("murmur2", "twin")
+    twin = import_core("murmur2", "twin")
     for n in range(8):
         data = bytes(range(1, n + 1))
         assert murmur2_mod.murmur2(data) == twin.murmur2(data)
@@ -73,7 +60,7 @@ def test_matches_kafka_python(murmur2_mod):
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=200), partitions=st.integers(1, 1000))
 def test_twins_agree(data, partitions):
-    compiled, twin = _import("murmur2", "compiled"), _import("murmur2", "twin")
+    compiled, twin = import_core("murmur2", "compiled"), import_core("murmur2", "twin")
     assert compiled.murmur2(data) == twin.murmur2(data)
     assert compiled.partition_for_key(data, partitions) == twin.partition_for_key(data, partitions)
 

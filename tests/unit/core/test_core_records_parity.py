@@ -1,26 +1,12 @@
 """records.pyx vs records_py: BatchBuilder and decoding agree byte for byte."""
 
-import importlib
-import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkapy._core import batch_py
+from support.twins import REQUIRE_EXTENSIONS, import_core  # noqa: F401
 
-REQUIRE_EXTENSIONS = os.environ.get("KAFKAPY_REQUIRE_EXTENSIONS", "") == "1"
-
-
-def _import(name, implementation):
-    """The compiled module or its twin (skip, or fail when required, if not built)."""
-    if implementation == "twin":
-        return importlib.import_module(f"kafkapy._core.{name}_py")
-    try:
-        return importlib.import_module(f"kafkapy._core.{name}")
-    except ImportError as exc:
-        if REQUIRE_EXTENSIONS:
-            pytest.fail(f"kafkapy._core.{name} is not built: {exc}")
-        pytest.skip(f"kafkapy._core.{name} is not built")
 
 records_strategy = st.lists(
     st.tuples(
@@ -36,7 +22,7 @@ records_strategy = st.lists(
 
 @pytest.fixture(params=["compiled", "twin"])
 def records_mod(request):
-    return _import("records", request.param)
+    return import_core("records", request.param)
 
 
 def _build(mod, records, codec, batch_size, **kw):
@@ -48,7 +34,7 @@ def _build(mod, records, codec, batch_size, **kw):
 @settings(max_examples=80, deadline=None)
 @given(records=records_strategy, codec=st.sampled_from([0, 1, 2, 3, 4]), batch_size=st.integers(100, 5000))
 def test_builders_agree(records, codec, batch_size):
-    compiled, twin = _import("records", "compiled"), _import("records", "twin")
+    compiled, twin = import_core("records", "compiled"), import_core("records", "twin")
     b1, d1, out1 = _build(compiled, records, codec, batch_size, producer_id=7, producer_epoch=1, base_sequence=3)
     b2, d2, out2 = _build(twin, records, codec, batch_size, producer_id=7, producer_epoch=1, base_sequence=3)
     assert d1 == d2
@@ -107,7 +93,7 @@ def test_consumer_decode_log_append_time(records_mod):
 def test_garbage_raises_the_same(tail, count):
     import struct
 
-    compiled, twin = _import("records", "compiled"), _import("records", "twin")
+    compiled, twin = import_core("records", "compiled"), import_core("records", "twin")
     header = bytearray(twin.build_batch([]))
     struct.pack_into(">i", header, 8, 49 + len(tail))
     struct.pack_into(">i", header, 57, count)
