@@ -8,11 +8,7 @@ lowered) so take-overs happen in seconds; every wait is bounded by a deadline.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -20,6 +16,7 @@ import uuid
 import pytest
 
 from clients_support import module_broker
+from groups_support import N_RECORDS, PARTITIONS, Member, committed, make_topic, wait_split
 from support.rawclient import RawClient
 
 from kafkapy.protocol.api import API_TABLE
@@ -27,37 +24,18 @@ from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.errors import ErrorCode as E
 
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 OVERRIDES = {"group.min.session.timeout.ms": 1000, "offsets.topic.num.partitions": 5}
-PARTITIONS = 6
-N_RECORDS = 120
 DEADLINE_S = 30
+CLASSIC_MEMBER = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 200}
 
 
 @pytest.fixture(scope="module")
 def gbroker(tmp_path_factory):
     with module_broker(tmp_path_factory, OVERRIDES) as b:
         yield b
-
-
-def _topic(broker, partitions=PARTITIONS, n=N_RECORDS):
-    name = f"g-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
-    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(n):
-        p.produce(name, value=b"%d" % i, key=b"%d" % i, partition=i % partitions)
-    assert p.flush(10) == 0
-    return name
-
-
-def _committed(broker, group, topic, partitions=PARTITIONS):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
-    res = admin.list_consumer_group_offsets([req])[group].result(10)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
 
 
 def _check_split(assignments: list[set], partitions=PARTITIONS):
@@ -99,14 +77,14 @@ def _wait_all(results_fn, expected, timeout_s=DEADLINE_S):
 
 
 def test_confluent_three_members_share_partitions(gbroker):
-    topic = _topic(gbroker)
+    topic = make_topic(gbroker, "g")
     group = f"cg-{uuid.uuid4().hex[:6]}"
     out, stop, seen = [], threading.Event(), []
     threads = [threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop))
                for _ in range(3)]
     for t in threads:
         t.start()
-    assert _wait_all(lambda: sum(_committed(gbroker, group, topic).get(p, -1) for p in range(PARTITIONS)),
+    assert _wait_all(lambda: sum(committed(gbroker, group, topic).get(p, -1) for p in range(PARTITIONS)),
                      N_RECORDS)
     stop.set()
     for t in threads:
@@ -114,12 +92,12 @@ def test_confluent_three_members_share_partitions(gbroker):
     _check_split([o["assignment"] for o in out])
     consumed = {pos for o in out for pos in o["seen"]}
     assert len(consumed) == N_RECORDS
-    assert _committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
+    assert committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
 
 
 def test_kafka_python_three_members_share_partitions(gbroker):
     kafka = pytest.importorskip("kafka")
-    topic = _topic(gbroker)
+    topic = make_topic(gbroker, "g")
     group = f"kp-{uuid.uuid4().hex[:6]}"
     out, stop = [], threading.Event()
 
@@ -142,7 +120,7 @@ def test_kafka_python_three_members_share_partitions(gbroker):
     threads = [threading.Thread(target=member) for _ in range(3)]
     for t in threads:
         t.start()
-    ok = _wait_all(lambda: sum(max(_committed(gbroker, group, topic).get(p, -1), 0)
+    ok = _wait_all(lambda: sum(max(committed(gbroker, group, topic).get(p, -1), 0)
                                for p in range(PARTITIONS)), N_RECORDS)
     stop.set()
     for t in threads:
@@ -154,7 +132,7 @@ def test_kafka_python_three_members_share_partitions(gbroker):
 
 def test_aiokafka_three_members_share_partitions(gbroker):
     aiokafka = pytest.importorskip("aiokafka")
-    topic = _topic(gbroker)
+    topic = make_topic(gbroker, "g")
     group = f"ak-{uuid.uuid4().hex[:6]}"
 
     async def member(seen):
@@ -191,17 +169,17 @@ def test_aiokafka_three_members_share_partitions(gbroker):
     seen, assignments = asyncio.run(main())
     assert len(seen) == N_RECORDS
     _check_split(assignments)
-    assert _committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
+    assert committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
 
 
 def test_cooperative_sticky_group_rebalances(gbroker):
-    topic = _topic(gbroker)
+    topic = make_topic(gbroker, "g")
     group = f"coop-{uuid.uuid4().hex[:6]}"
     extra = {"partition.assignment.strategy": "cooperative-sticky"}
     out, stop = [], threading.Event()
     first = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra))
     first.start()
-    assert _wait_all(lambda: sum(max(v, 0) for v in _committed(gbroker, group, topic).values()), 1)
+    assert _wait_all(lambda: sum(max(v, 0) for v in committed(gbroker, group, topic).values()), 1)
     second = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra))
     second.start()
     time.sleep(6)  # incremental rebalance: revoke half, then assign it to the newcomer
@@ -215,91 +193,30 @@ def test_cooperative_sticky_group_rebalances(gbroker):
 
 # ---------------------------------------------------------------- members that leave or die
 
-MEMBER_SCRIPT = r"""
-import json, sys, time
-import confluent_kafka as ck
-bootstrap, group, topic = sys.argv[1:4]
-c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                 "enable.auto.commit": False, "session.timeout.ms": 2000, "heartbeat.interval.ms": 200})
-c.subscribe([topic])
-deadline = time.monotonic() + 60
-last = None
-while time.monotonic() < deadline:
-    m = c.poll(0.1)
-    if m is not None and not m.error():
-        c.commit(m, asynchronous=False)
-    a = sorted(tp.partition for tp in c.assignment())
-    if a != last:
-        print(json.dumps(a), flush=True)
-        last = a
-    if sys.stdin in __import__("select").select([sys.stdin], [], [], 0)[0]:
-        break
-c.close()
-"""
-
-
-class Member:
-    def __init__(self, broker, group, topic):
-        self.proc = subprocess.Popen([sys.executable, "-c", MEMBER_SCRIPT, broker.bootstrap, group, topic],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.assignment = []
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.assignment = json.loads(line)
-
-    def leave(self):
-        self.proc.stdin.write("x\n")
-        self.proc.stdin.flush()
-        self.proc.wait(20)
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-def _wait_split(members, timeout_s=20):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        parts = [set(m.assignment) for m in members]
-        if set().union(*parts) == set(range(PARTITIONS)) and sum(map(len, parts)) == PARTITIONS \
-                and all(parts):
-            return parts
-        time.sleep(0.1)
-    raise AssertionError(f"group did not settle: {[m.assignment for m in members]}")
-
-
 def test_member_leaves_and_member_dies(gbroker):
-    topic = _topic(gbroker)
+    topic = make_topic(gbroker, "g")
     group = f"die-{uuid.uuid4().hex[:6]}"
-    members = [Member(gbroker, group, topic) for _ in range(3)]
+    members = [Member(gbroker, group, topic, CLASSIC_MEMBER) for _ in range(3)]
     try:
-        _wait_split(members)
+        wait_split(members)
         members[0].leave()
-        _wait_split(members[1:], timeout_s=10)
+        wait_split(members[1:], timeout_s=10)
         started = time.monotonic()
         members[1].kill()
-        _wait_split(members[2:], timeout_s=15)
+        wait_split(members[2:], timeout_s=15)
         # session.timeout.ms=2000 plus one rebalance: well under 15 s.
         assert time.monotonic() - started < 15
         # The survivor owns everything now; it consumes and commits what the
         # dead member left (bounded wait: it may still be fetching).
         deadline = time.monotonic() + 30
-        committed = _committed(gbroker, group, topic)
-        while sum(committed.values()) != N_RECORDS and time.monotonic() < deadline:
+        offsets = committed(gbroker, group, topic)
+        while sum(offsets.values()) != N_RECORDS and time.monotonic() < deadline:
             time.sleep(0.5)
-            committed = _committed(gbroker, group, topic)
+            offsets = committed(gbroker, group, topic)
     finally:
         for m in members:
             m.stop()
-    assert sum(committed.values()) == N_RECORDS, committed
+    assert sum(offsets.values()) == N_RECORDS, offsets
 
 
 # ---------------------------------------------------------------- restart
@@ -308,7 +225,7 @@ def test_member_leaves_and_member_dies(gbroker):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_committed_offsets_survive_restart(broker_factory, sig):
     broker = broker_factory(dict(OVERRIDES))
-    topic = _topic(broker)
+    topic = make_topic(broker, "g")
     group = "restart"
     c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                      "enable.auto.commit": False})
@@ -338,7 +255,7 @@ def test_committed_offsets_survive_restart(broker_factory, sig):
 
 
 def test_static_member_restart_without_rebalance(gbroker):
-    topic = _topic(gbroker)
+    topic = make_topic(gbroker, "g")
     group = f"static-{uuid.uuid4().hex[:6]}"
     conf = {"bootstrap.servers": gbroker.bootstrap, "group.id": group, "group.instance.id": "inst-1",
             "session.timeout.ms": 10000, "auto.offset.reset": "earliest"}
@@ -363,7 +280,7 @@ def test_static_member_restart_without_rebalance(gbroker):
 
 
 def test_admin_describe_list_delete(gbroker):
-    topic = _topic(gbroker)
+    topic = make_topic(gbroker, "g")
     group = f"adm-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
     out, stop = [], threading.Event()
@@ -390,7 +307,7 @@ def test_admin_describe_list_delete(gbroker):
         # (it became Stable before it had read everything).
         expected = {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
         deadline = time.monotonic() + DEADLINE_S
-        while _committed(gbroker, group, topic) != expected and time.monotonic() < deadline:
+        while committed(gbroker, group, topic) != expected and time.monotonic() < deadline:
             time.sleep(0.3)
     finally:
         stop.set()
@@ -400,10 +317,10 @@ def test_admin_describe_list_delete(gbroker):
         if str(admin.describe_consumer_groups([group])[group].result(10).state).endswith("EMPTY"):
             break
         time.sleep(0.2)
-    assert _committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
+    assert committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
     admin.delete_consumer_groups([group])[group].result(10)
     assert group not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
-    assert _committed(gbroker, group, topic) == {p: -1001 for p in range(PARTITIONS)}
+    assert committed(gbroker, group, topic) == {p: -1001 for p in range(PARTITIONS)}
 
 
 # ---------------------------------------------------------------- hostile and odd input
@@ -424,7 +341,7 @@ def _build(cls, data):
 
 
 def test_hostile_input_gets_kafka_errors_and_others_keep_working(gbroker):
-    topic = _topic(gbroker, n=0)
+    topic = make_topic(gbroker, "g", n=0)
     with RawClient.connect(gbroker.bootstrap) as raw:
         # JoinGroup with an empty protocol list.
         r = _call(raw, 11, 4, {"group_id": "hostile", "session_timeout": 10000, "rebalance_timeout": 10000,
@@ -477,7 +394,7 @@ def test_hostile_input_gets_kafka_errors_and_others_keep_working(gbroker):
     # The coordinator keeps serving other groups.
     out, stop = [], threading.Event()
     t = threading.Thread(target=_confluent_member,
-                         args=(gbroker, "after-hostile", _topic(gbroker, n=12), out, stop))
+                         args=(gbroker, "after-hostile", make_topic(gbroker, "g", n=12), out, stop))
     t.start()
     time.sleep(4)
     stop.set()

@@ -7,10 +7,7 @@ take-overs happen in seconds; every wait is bounded by a deadline.
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,10 +15,11 @@ import uuid
 import pytest
 
 from clients_support import module_broker
+from groups_support import N_RECORDS, PARTITIONS, Member, committed, make_topic, wait_split
 
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import ConsumerGroupType  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 SESSION_TIMEOUT_MS = 3000
 OVERRIDES = {"offsets.topic.num.partitions": 5,
@@ -29,8 +27,6 @@ OVERRIDES = {"offsets.topic.num.partitions": 5,
              "group.consumer.min.session.timeout.ms": 1000,
              "group.consumer.heartbeat.interval.ms": 300,
              "group.consumer.min.heartbeat.interval.ms": 100}
-PARTITIONS = 6
-N_RECORDS = 120
 DEADLINE_S = 30
 
 
@@ -45,24 +41,6 @@ def consumer_conf(broker, group, **extra):
 def kbroker(tmp_path_factory):
     with module_broker(tmp_path_factory, OVERRIDES) as b:
         yield b
-
-
-def _topic(broker, partitions=PARTITIONS, n=N_RECORDS):
-    name = f"k-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
-    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(n):
-        p.produce(name, value=b"%d" % i, key=b"%d" % i, partition=i % partitions)
-    assert p.flush(10) == 0
-    return name
-
-
-def _committed(broker, group, topic, partitions=PARTITIONS):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
-    res = admin.list_consumer_group_offsets([req])[group].result(10)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
 
 
 def _is_split(parts: list[set]) -> bool:
@@ -86,7 +64,7 @@ def _member(broker, group, topic, idx, assignments, seen, stop):
 
 
 def test_three_members_share_partitions_and_describe(kbroker):
-    topic = _topic(kbroker)
+    topic = make_topic(kbroker, "k")
     group = f"k-{uuid.uuid4().hex[:6]}"
     assignments, seen, stop = {}, [], threading.Event()
     threads = [threading.Thread(target=_member, args=(kbroker, group, topic, i, assignments, seen, stop))
@@ -98,14 +76,14 @@ def test_three_members_share_partitions_and_describe(kbroker):
         deadline = time.monotonic() + DEADLINE_S
         split = False
         while time.monotonic() < deadline:
-            done = sum(_committed(kbroker, group, topic).get(p, 0) for p in range(PARTITIONS)) >= N_RECORDS
+            done = sum(committed(kbroker, group, topic).get(p, 0) for p in range(PARTITIONS)) >= N_RECORDS
             parts = [set(assignments.get(i, ())) for i in range(3)]
             split = split or (all(parts) and _is_split(parts))
             if done and split:
                 break
             time.sleep(0.2)
         assert split, f"never every partition owned exactly once: {assignments}"
-        assert _committed(kbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
+        assert committed(kbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
         assert len(set(seen)) == N_RECORDS
         # ConsumerGroupDescribe through the AdminClient, once stable.
         desc = None
@@ -126,88 +104,28 @@ def test_three_members_share_partitions_and_describe(kbroker):
             t.join(DEADLINE_S)
 
 
-MEMBER_SCRIPT = r"""
-import json, select, sys, time
-import confluent_kafka as ck
-bootstrap, group, topic = sys.argv[1:4]
-c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
-                 "auto.offset.reset": "earliest", "enable.auto.commit": False})
-c.subscribe([topic])
-deadline = time.monotonic() + 60
-last = None
-while time.monotonic() < deadline:
-    m = c.poll(0.1)
-    if m is not None and not m.error():
-        c.commit(m, asynchronous=False)
-    a = sorted(tp.partition for tp in c.assignment())
-    if a != last:
-        print(json.dumps(a), flush=True)
-        last = a
-    if select.select([sys.stdin], [], [], 0)[0]:
-        break
-c.close()
-"""
-
-
-class Member:
-    def __init__(self, broker, group, topic):
-        self.proc = subprocess.Popen([sys.executable, "-c", MEMBER_SCRIPT, broker.bootstrap, group, topic],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.assignment = []
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.assignment = json.loads(line)
-
-    def leave(self):
-        self.proc.stdin.write("x\n")
-        self.proc.stdin.flush()
-        self.proc.wait(20)
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-def _wait_split(members, timeout_s=20):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        parts = [set(m.assignment) for m in members]
-        if _is_split(parts) and all(parts):
-            return parts
-        time.sleep(0.1)
-    raise AssertionError(f"group did not settle: {[m.assignment for m in members]}")
-
-
 def test_member_leaves_and_member_dies(kbroker):
-    topic = _topic(kbroker)
+    topic = make_topic(kbroker, "k")
     group = f"kdie-{uuid.uuid4().hex[:6]}"
-    members = [Member(kbroker, group, topic) for _ in range(3)]
+    members = [Member(kbroker, group, topic, {"group.protocol": "consumer"}) for _ in range(3)]
     try:
-        _wait_split(members)
+        wait_split(members)
         members[0].leave()
-        _wait_split(members[1:], timeout_s=10)
+        wait_split(members[1:], timeout_s=10)
         started = time.monotonic()
         members[1].kill()
-        _wait_split(members[2:], timeout_s=15)
+        wait_split(members[2:], timeout_s=15)
         # The session timeout (3 s) plus a heartbeat or two.
         assert time.monotonic() - started < SESSION_TIMEOUT_MS / 1000 + 5
     finally:
         for m in members:
             m.stop()
-    assert sum(_committed(kbroker, group, topic).values()) == N_RECORDS
+    assert sum(committed(kbroker, group, topic).values()) == N_RECORDS
 
 
 def test_committed_offsets_survive_restart(broker_factory):
     broker = broker_factory(dict(OVERRIDES))
-    topic = _topic(broker)
+    topic = make_topic(broker, "k")
     group = "krestart"
     c = ck.Consumer(consumer_conf(broker, group))
     c.subscribe([topic])
@@ -225,9 +143,9 @@ def test_committed_offsets_survive_restart(broker_factory):
         c.close()
     assert consumed == N_RECORDS // 2
     half = N_RECORDS // PARTITIONS // 2
-    assert _committed(broker, group, topic) == {p: half for p in range(PARTITIONS)}
+    assert committed(broker, group, topic) == {p: half for p in range(PARTITIONS)}
     broker.restart(signal.SIGKILL)
-    assert _committed(broker, group, topic) == {p: half for p in range(PARTITIONS)}
+    assert committed(broker, group, topic) == {p: half for p in range(PARTITIONS)}
     c = ck.Consumer(consumer_conf(broker, group))
     c.subscribe([topic])
     first = {}
