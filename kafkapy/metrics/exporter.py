@@ -145,6 +145,16 @@ class _Publisher:
     def publish(self) -> None:
         raise NotImplementedError
 
+    def _publish_idle(self, gauge, label: str) -> None:
+        """Set the idle-ratio gauge for the window since the last publish
+        (``idle_s``, ``looped``, ``window_start`` are kept by the subclass)."""
+        now = time.monotonic()
+        elapsed = now - self.window_start
+        if elapsed > 0 and self.looped:
+            self.child(gauge, label).set(min(1.0, self.idle_s / elapsed))
+        self.idle_s = 0.0
+        self.window_start = now
+
 
 class NetworkProbe(_Publisher):
     """A processor's probe: connections, total and send times, idle ratio."""
@@ -205,12 +215,7 @@ class NetworkProbe(_Publisher):
                 s.count = 0
                 s.a.publish_to(self.child(m.total_time, name))
                 s.b.publish_to(self.child(m.response_send_time, name))
-        now = time.monotonic()
-        elapsed = now - self.window_start
-        if elapsed > 0 and self.looped:
-            self.child(m.processor_idle, self.processor_id).set(min(1.0, self.idle_s / elapsed))
-        self.idle_s = 0.0
-        self.window_start = now
+        self._publish_idle(m.processor_idle, self.processor_id)
 
 
 class RequestProbe(_Publisher):
@@ -299,12 +304,7 @@ class RequestProbe(_Publisher):
             for topic, n in self.bytes_out.items():
                 self.child(m.bytes_out, topic).inc(n)
             self.bytes_out.clear()
-        now = time.monotonic()
-        elapsed = now - self.window_start
-        if elapsed > 0 and self.looped:
-            self.child(m.handler_idle, self.handler_id).set(min(1.0, self.idle_s / elapsed))
-        self.idle_s = 0.0
-        self.window_start = now
+        self._publish_idle(m.handler_idle, self.handler_id)
 
 
 class LogProbe(_Publisher):

@@ -493,6 +493,17 @@ class _ReadPlan:
     __slots__ = ("cls", "steps", "flexible", "tag_readers", "tag_defaults", "setters", "min_size", "reader")
 
 
+def _split_fields(cls):
+    """``(flexible, plain fields, tagged fields by tag)`` of a kio class; both plans start here."""
+    flexible = bool(getattr(cls, "__flexible__", False))
+    specs = _field_specs(cls)
+    plain = [s for s in specs if s.tag is None]
+    tagged = sorted((s for s in specs if s.tag is not None), key=lambda s: s.tag)
+    if tagged and not flexible:
+        raise TypeError(f"{cls.__name__}: tagged fields in a non-flexible version")
+    return flexible, plain, tagged
+
+
 _READ_PLANS: dict[type, _ReadPlan] = {}
 
 
@@ -500,12 +511,7 @@ def _read_plan(cls) -> _ReadPlan:
     plan = _READ_PLANS.get(cls)
     if plan is not None:
         return plan
-    flexible = bool(getattr(cls, "__flexible__", False))
-    specs = _field_specs(cls)
-    plain = [s for s in specs if s.tag is None]
-    tagged = sorted((s for s in specs if s.tag is not None), key=lambda s: s.tag)
-    if tagged and not flexible:
-        raise TypeError(f"{cls.__name__}: tagged fields in a non-flexible version")
+    flexible, plain, tagged = _split_fields(cls)
 
     steps: list = []
     min_size = 0
@@ -924,12 +930,7 @@ def _write_plan(cls) -> _WritePlan:
     plan = _WRITE_PLANS.get(cls)
     if plan is not None:
         return plan
-    flexible = bool(getattr(cls, "__flexible__", False))
-    specs = _field_specs(cls)
-    plain = [s for s in specs if s.tag is None]
-    tagged = sorted((s for s in specs if s.tag is not None), key=lambda s: s.tag)
-    if tagged and not flexible:
-        raise TypeError(f"{cls.__name__}: tagged fields in a non-flexible version")
+    flexible, plain, tagged = _split_fields(cls)
 
     steps: list = []
     run: list[_FieldSpec] = []
