@@ -26,6 +26,21 @@ TOPIC, BROKER = 2, 4
 
 
 def handle(ctx, request):
+    def compute_for(resource):
+        configs = {}
+        for c in resource.configs:
+            if c.value is None:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
+            configs[c.name] = c.value
+        return lambda current: configs
+
+    return alter_each(ctx, request, compute_for)
+
+
+def alter_each(ctx, request, compute_for):
+    """Shared with IncrementalAlterConfigs: answer every resource of the
+    request, each alone (one resource's error does not fail the others).
+    ``compute_for(resource)`` checks it and returns ``compute(current) -> new set``."""
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     responses = []
     for resource in request.resources:
@@ -35,13 +50,8 @@ def handle(ctx, request):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"Error due to duplicate resource {resource.resource_name} "
                                  f"of type {resource.resource_type}")
-            configs = {}
-            for c in resource.configs:
-                if c.value is None:
-                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
-                configs[c.name] = c.value
             apply_resource(ctx.broker, resource.resource_type, resource.resource_name,
-                           lambda current: configs, request.validate_only)
+                           compute_for(resource), request.validate_only)
         except TopicError as exc:
             code, message = exc.error_code, exc.message
         responses.append({"error_code": code, "error_message": message,

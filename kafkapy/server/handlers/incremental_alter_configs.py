@@ -25,8 +25,7 @@ from kafkapy.server.config import (
     format_value,
     topic_config_values,
 )
-from kafkapy.server.handlers import construct
-from kafkapy.server.handlers.alter_configs import BROKER, TOPIC, apply_resource
+from kafkapy.server.handlers.alter_configs import BROKER, TOPIC, alter_each
 from kafkapy.server.topics import TopicError
 
 API_KEY = 44
@@ -35,26 +34,8 @@ _OP_NAMES = {APPEND: "append", SUBTRACT: "subtract"}
 
 
 def handle(ctx, request):
-    broker = ctx.broker
-    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
-    responses = []
-    for resource in request.resources:
-        code, message = 0, None
-        try:
-            if counts[(resource.resource_type, resource.resource_name)] > 1:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 f"Error due to duplicate resource {resource.resource_name} "
-                                 f"of type {resource.resource_type}")
-            ops = _check_ops(resource)
-            compute = _computer(broker, resource.resource_type, ops)
-            apply_resource(broker, resource.resource_type, resource.resource_name, compute,
-                           request.validate_only)
-        except TopicError as exc:
-            code, message = exc.error_code, exc.message
-        responses.append({"error_code": code, "error_message": message,
-                          "resource_type": resource.resource_type,
-                          "resource_name": resource.resource_name})
-    return construct(ctx.response_class(), {"throttle_time": 0, "responses": responses})
+    return alter_each(ctx, request, lambda resource: _computer(
+        ctx.broker, resource.resource_type, _check_ops(resource)))
 
 
 def _check_ops(resource):
