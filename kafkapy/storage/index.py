@@ -30,6 +30,7 @@ import struct
 
 from kafkapy._core import load
 from kafkapy.storage.errors import CorruptIndexError
+from kafkapy.storage.file_cache import FILE_CACHE
 
 _index_lookup = load("index").index_lookup
 
@@ -42,45 +43,67 @@ class _MappedIndex:
     ENTRY_SIZE = 0
 
     def __init__(self, path: str, base_offset: int, max_index_size: int, entries: int | None = None):
-        """Open (creating if needed) the index at ``path``.
+        """Open (creating if needed) the index at ``path``; the mapping itself is made lazily.
 
         ``entries`` None means "a trimmed file": every whole entry in it is
         valid (Kafka's rule for a file it did not just create).  A newly
         created file is preallocated to ``max_index_size`` rounded down to the
         entry size and holds 0 entries.
+
+        No descriptor is kept: the file is mapped on first access and the
+        mapping (which holds one descriptor, CPython's dup) is registered with
+        the process's ``FILE_CACHE``, which may unmap it again when too many
+        are open (Kafka maps indexes lazily too, KAFKA-7283).
         """
         self.path = path
         self.base_offset = base_offset
         self._mm = None
-        self._fd = -1
         try:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            newly_created = True
-        except FileExistsError:
-            self._fd = os.open(path, os.O_RDWR)
+            file_size = os.stat(path).st_size
             newly_created = False
-        try:
-            file_size = os.fstat(self._fd).st_size
-            if newly_created:
+        except FileNotFoundError:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            try:
                 file_size = self._round(max_index_size)
-                os.ftruncate(self._fd, file_size)
-            if entries is None:
-                entries = 0 if newly_created else file_size // self.ENTRY_SIZE
-            self._map(file_size)
-            if entries < 0 or entries > self.max_entries:
-                raise CorruptIndexError(f"{path}: {entries} entries do not fit {file_size} bytes")
-            self.entries = entries
-        except BaseException:
-            self.close()
-            raise
+                os.ftruncate(fd, file_size)
+            finally:
+                os.close(fd)
+            newly_created = True
+        self.file_size = file_size
+        if entries is None:
+            entries = 0 if newly_created else file_size // self.ENTRY_SIZE
+        if entries < 0 or entries > self.max_entries:
+            raise CorruptIndexError(f"{path}: {entries} entries do not fit {file_size} bytes")
+        self.entries = entries
 
     def _round(self, size: int) -> int:
         return max(0, size - size % self.ENTRY_SIZE)
 
-    def _map(self, file_size: int) -> None:
-        self.file_size = file_size
-        # mmap of length 0 is an error; an empty (trimmed, entry-less) index is simply unmapped.
-        self._mm = mmap.mmap(self._fd, file_size) if file_size > 0 else None
+    def _mapping(self):
+        """The file's mapping (made now if needed; None for an empty file)."""
+        mm = self._mm
+        if mm is not None:
+            FILE_CACHE.touch(self)
+            return mm
+        if self.file_size <= 0:
+            # mmap of length 0 is an error; an empty (trimmed, entry-less) index is simply unmapped.
+            return None
+        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            # The mapping dup()s the descriptor; ours can go at once.
+            mm = mmap.mmap(fd, self.file_size)
+        finally:
+            os.close(fd)
+        self._mm = mm
+        FILE_CACHE.opened(self)
+        return mm
+
+    def _evict(self) -> None:
+        # Called by FILE_CACHE (or close/resize): unmapping loses nothing, the
+        # entries live in the page cache and are written back like any file's.
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
 
     @property
     def max_entries(self) -> int:
@@ -96,10 +119,14 @@ class _MappedIndex:
         if new_size == self.file_size:
             return False
         if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        os.ftruncate(self._fd, new_size)
-        self._map(new_size)
+            FILE_CACHE.forget(self)
+            self._evict()
+        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.ftruncate(fd, new_size)
+        finally:
+            os.close(fd)
+        self.file_size = new_size
         return True
 
     def trim_to_valid_size(self) -> None:
@@ -113,17 +140,24 @@ class _MappedIndex:
         if self._mm is not None:
             self._mm.flush()
 
-    def fsync(self) -> None:
+    def fsync(self, fsync=os.fsync) -> None:
+        """Make the file durable.  fsync covers pages dirtied through any
+        process's mapping (on Linux msync(MS_SYNC) is an fsync of the range),
+        so this works whether or not this process has it mapped now."""
         self.flush()
-        os.fsync(self._fd)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            FILE_CACHE.forget(self)
+            self._evict()
 
     def check_length(self) -> None:
         if self.file_size % self.ENTRY_SIZE:
@@ -138,7 +172,7 @@ class OffsetIndex(_MappedIndex):
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(absolute offset, position) of entry ``slot``."""
-        rel, position = _OFFSET_ENTRY.unpack_from(self._mm, slot * 8)
+        rel, position = _OFFSET_ENTRY.unpack_from(self._mapping(), slot * 8)
         return self.base_offset + rel, position
 
     @property
@@ -153,7 +187,7 @@ class OffsetIndex(_MappedIndex):
         rel = min(max(target_offset - self.base_offset, -1), _INT32_MAX)
         if rel < 0:
             return self.base_offset, 0
-        slot = _index_lookup(self._mm, self.entries, 8, rel)
+        slot = _index_lookup(self._mapping(), self.entries, 8, rel)
         if slot < 0:
             return self.base_offset, 0
         return self.entry(slot)
@@ -163,7 +197,7 @@ class OffsetIndex(_MappedIndex):
             raise ValueError(f"{self.path}: offset {offset} not above last entry {self.last_offset}")
         if self.is_full:
             raise ValueError(f"{self.path}: index is full ({self.entries} entries)")
-        _OFFSET_ENTRY.pack_into(self._mm, self.entries * 8, offset - self.base_offset, position)
+        _OFFSET_ENTRY.pack_into(self._mapping(), self.entries * 8, offset - self.base_offset, position)
         self.entries += 1
 
     def truncate_to(self, offset: int) -> None:
@@ -180,7 +214,7 @@ class OffsetIndex(_MappedIndex):
         last, position = self.entry(self.entries - 1)
         if last < self.base_offset:
             raise CorruptIndexError(f"{self.path}: last offset {last} below base offset {self.base_offset}")
-        first_rel, first_position = _OFFSET_ENTRY.unpack_from(self._mm, 0)
+        first_rel, first_position = _OFFSET_ENTRY.unpack_from(self._mapping(), 0)
         # Beyond Kafka's checks: entries pointing past the log or out of order
         # (a zero-filled or stale preallocated tail) would send lookups astray.
         if first_rel < 0 or first_position < 0 or position < first_position:
@@ -200,7 +234,7 @@ class TimeIndex(_MappedIndex):
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of entry ``slot``."""
-        timestamp, rel = _TIME_ENTRY.unpack_from(self._mm, slot * 12)
+        timestamp, rel = _TIME_ENTRY.unpack_from(self._mapping(), slot * 12)
         return timestamp, self.base_offset + rel
 
     @property
@@ -212,7 +246,7 @@ class TimeIndex(_MappedIndex):
         """(timestamp, offset) of the largest entry with timestamp <= target, or (-1, base_offset)."""
         if not self.entries:
             return -1, self.base_offset
-        slot = _index_lookup(self._mm, self.entries, 12, target_timestamp)
+        slot = _index_lookup(self._mapping(), self.entries, 12, target_timestamp)
         if slot < 0:
             return -1, self.base_offset
         return self.entry(slot)
@@ -228,7 +262,7 @@ class TimeIndex(_MappedIndex):
             raise ValueError(f"{self.path}: timestamp {timestamp} below last entry {last_timestamp}")
         if timestamp <= last_timestamp or self.entries >= self.max_entries:
             return False
-        _TIME_ENTRY.pack_into(self._mm, self.entries * 12, timestamp, offset - self.base_offset)
+        _TIME_ENTRY.pack_into(self._mapping(), self.entries * 12, timestamp, offset - self.base_offset)
         self.entries += 1
         return True
 

@@ -22,6 +22,7 @@ import logging
 import os
 
 from kafkapy._core import load
+from kafkapy.storage.file_cache import FILE_CACHE
 from kafkapy.storage.index import OffsetIndex, TimeIndex
 
 batch = load("batch")
@@ -49,8 +50,12 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-def iter_headers(fd: int, start: int, end: int):
-    """Yield the BatchHeader of every batch in ``[start, end)`` of ``fd``, ``position`` set to its file position.
+def iter_headers(segment, start: int, end: int):
+    """Yield the BatchHeader of every batch in ``[start, end)`` of ``segment``'s .log, ``position`` set to its file position.
+
+    ``segment.fd`` is re-read for every pread: between two steps of this
+    generator the caller may open other files, and the file cache may close
+    this one (a kept descriptor number could then name another file).
 
     No CRC check: this walks data already validated on append/recovery.  A
     batch whose header would run past ``end`` stops the walk.
@@ -62,7 +67,7 @@ def iter_headers(fd: int, start: int, end: int):
         rel = position - chunk_start
         if rel < 0 or rel + HEADER_SIZE > len(chunk):
             chunk_start = position
-            chunk = os.pread(fd, min(_READ_CHUNK, end - position), position)
+            chunk = os.pread(segment.fd, min(_READ_CHUNK, end - position), position)
             rel = 0
             if len(chunk) < HEADER_SIZE:
                 return
@@ -77,12 +82,16 @@ def iter_headers(fd: int, start: int, end: int):
 class LogSegment:
     def __init__(self, dir_path: str, base_offset: int, fd: int, size: int,
                  offset_index: OffsetIndex, time_index: TimeIndex, index_interval_bytes: int,
-                 max_index_size: int):
+                 max_index_size: int, inode: int = 0):
+        """``fd`` -1: not open yet (opened on first use through FILE_CACHE)."""
         self.dir = dir_path
         self.base_offset = base_offset
         self.path = os.path.join(dir_path, segment_file_name(base_offset, LOG_SUFFIX))
-        self.fd = fd
-        self.inode = os.fstat(fd).st_ino
+        self._fd = fd
+        if fd >= 0:
+            FILE_CACHE.opened(self)
+            inode = os.fstat(fd).st_ino
+        self._inode = inode
         self.size = size
         self.offset_index = offset_index
         self.time_index = time_index
@@ -94,6 +103,30 @@ class LogSegment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self._max_timestamp_loaded = False
+
+    # ---- the descriptor (lazy, bounded by FILE_CACHE) ----
+
+    @property
+    def fd(self) -> int:
+        fd = self._fd
+        if fd >= 0:
+            FILE_CACHE.touch(self)
+            return fd
+        fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        FILE_CACHE.opened(self)
+        return fd
+
+    def _evict(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def inode(self) -> int:
+        """The .log file's inode (FileRegion names it so a sendfile never reads a replaced file)."""
+        if not self._inode:
+            self._inode = os.fstat(self.fd).st_ino
+        return self._inode
 
     # ---- opening ----
 
@@ -114,8 +147,18 @@ class LogSegment:
                     os.unlink(p)
                 except FileNotFoundError:
                     pass
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        fd = os.open(log_path, flags, 0o644)
+        fd = -1
+        inode = 0
+        if create:
+            # Created now and appended to next: keep it open.
+            fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        else:
+            # Not opened: a clean start of 10,000 partitions would otherwise
+            # hold 10,000 descriptors before serving anything.
+            st = os.stat(log_path)
+            inode = st.st_ino
+            if size is None:
+                size = st.st_size
         offset_index = time_index = None
         try:
             if size is None:
@@ -123,12 +166,13 @@ class LogSegment:
             offset_index = OffsetIndex(index_path, base_offset, max_index_size, index_entries)
             time_index = TimeIndex(time_path, base_offset, max_index_size, time_index_entries)
             return cls(dir_path, base_offset, fd, size, offset_index, time_index, index_interval_bytes,
-                       max_index_size)
+                       max_index_size, inode)
         except BaseException:
             for index in (offset_index, time_index):
                 if index is not None:
                     index.close()
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
             raise
 
     @staticmethod
@@ -186,7 +230,7 @@ class LogSegment:
         about index.interval.bytes of them).
         """
         _, position = self.offset_index.lookup(offset)
-        for h in iter_headers(self.fd, max(position, start_position), self.size):
+        for h in iter_headers(self, max(position, start_position), self.size):
             if h.base_offset + h.last_offset_delta >= offset:
                 return h.position, h
         return None
@@ -214,12 +258,12 @@ class LogSegment:
         """Offset after the last batch (the base offset if empty): scan from the last index entry."""
         next_offset = self.base_offset
         _, position = self.offset_index.lookup(self.offset_index.last_offset)
-        for h in iter_headers(self.fd, position, self.size):
+        for h in iter_headers(self, position, self.size):
             next_offset = h.base_offset + h.last_offset_delta + 1
         return next_offset
 
     def headers(self, start_position: int = 0):
-        return iter_headers(self.fd, start_position, self.size)
+        return iter_headers(self, start_position, self.size)
 
     # ---- timestamps ----
 
@@ -232,7 +276,7 @@ class LogSegment:
         if timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = timestamp, offset
         _, position = self.offset_index.lookup(offset)
-        for h in iter_headers(self.fd, position, self.size):
+        for h in iter_headers(self, position, self.size):
             if h.max_timestamp > self.max_timestamp:
                 self.max_timestamp = h.max_timestamp
                 self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
@@ -254,7 +298,7 @@ class LogSegment:
         """
         _, index_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(index_offset, starting_offset))
-        for h in iter_headers(self.fd, position, self.size):
+        for h in iter_headers(self, position, self.size):
             last_offset = h.base_offset + h.last_offset_delta
             if h.max_timestamp >= timestamp and last_offset >= starting_offset:
                 return max(h.base_offset, starting_offset), h.max_timestamp
@@ -353,7 +397,7 @@ class LogSegment:
         return removed
 
     def first_batch_max_timestamp(self) -> int:
-        for h in iter_headers(self.fd, 0, self.size):
+        for h in iter_headers(self, 0, self.size):
             return h.max_timestamp
         return -1
 
@@ -375,17 +419,15 @@ class LogSegment:
 
     def flush(self, fsync=os.fsync) -> None:
         fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
-        fsync(self.offset_index._fd)
-        fsync(self.time_index._fd)
+        self.offset_index.fsync(fsync)
+        self.time_index.fsync(fsync)
 
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        if self._fd >= 0:
+            FILE_CACHE.forget(self)
+            self._evict()
 
     def file_paths(self) -> list[str]:
         return [os.path.join(self.dir, segment_file_name(self.base_offset, s))
