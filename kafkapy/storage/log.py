@@ -153,7 +153,7 @@ class Log:
     def open(cls, dir_path: str, topic: str, partition: int, config: LogConfig, state, topic_id: bytes | None = None,
              clock_ms=_default_clock_ms, *, had_clean_shutdown: bool = False, recovery_point: int | None = None,
              log_start_offset: int | None = None, high_watermark: int | None = None, fsync=os.fsync,
-             producer_state_factory=None) -> "Log":
+             producer_state_factory=None, sync_metadata: bool = True) -> "Log":
         """Open the partition directory ``dir_path`` (created if missing).
 
         Takes the partition lock itself.  If ``state.generation`` is 0 the
@@ -161,6 +161,10 @@ class Log:
         from ``recovery_point`` unless ``had_clean_shutdown``) and the slot is
         filled in.  Otherwise another process already did that, and this
         object just maps the segments the slot describes.
+
+        ``sync_metadata`` False: a new ``partition.metadata`` is written
+        without its fsyncs; the caller makes it durable (LogManager.create_logs
+        does one syncfs for a whole topic).
         """
         if producer_state_factory is None:
             from kafkapy.storage.producer_state import ProducerStateManager as producer_state_factory
@@ -168,7 +172,7 @@ class Log:
         with state.lock():
             if state.generation <= 0:
                 os.makedirs(dir_path, exist_ok=True)
-                log._check_topic_id(topic_id)
+                log._check_topic_id(topic_id, sync_metadata)
                 log._load(had_clean_shutdown, recovery_point or 0, log_start_offset, high_watermark)
             else:
                 log._check_topic_id(topic_id)
@@ -186,13 +190,14 @@ class Log:
     def lock(self, timeout_s: float | None = None):
         return self.state.lock() if timeout_s is None else self.state.lock(timeout_s)
 
-    def _check_topic_id(self, topic_id: bytes | None) -> None:
+    def _check_topic_id(self, topic_id: bytes | None, sync_metadata: bool = True) -> None:
         on_disk = checkpoints.read_partition_metadata(self.dir)
         self.topic_id = on_disk if on_disk is not None else topic_id
         if topic_id is None:
             return
         if on_disk is None:
-            checkpoints.write_partition_metadata(self.dir, topic_id, fsync=self._fsync is os.fsync)
+            checkpoints.write_partition_metadata(self.dir, topic_id,
+                                                 fsync=sync_metadata and self._fsync is os.fsync)
         elif on_disk != topic_id:
             raise InconsistentTopicId(
                 f"{self.dir}: partition.metadata has topic id {checkpoints.topic_id_to_str(on_disk)}, "
@@ -989,9 +994,13 @@ class Log:
 
     # ------------------------------------------------------------------ flush / close / delete
 
-    def flush(self, up_to_offset: int | None = None) -> None:
+    def flush(self, up_to_offset: int | None = None, already_synced: bool = False) -> None:
         """fsync every segment holding offsets in [recovery_point, up_to_offset) and the directory;
-        recovery_point becomes ``up_to_offset`` (default log_end_offset)."""
+        recovery_point becomes ``up_to_offset`` (default log_end_offset).
+
+        ``already_synced``: the caller read ``up_to_offset`` under the lock,
+        then synced the whole filesystem (LogManager's batched flush), so only
+        the bookkeeping is left to do here."""
         self._sync()
         state = self.state
         if up_to_offset is None:
@@ -1002,10 +1011,10 @@ class Log:
             started = time.monotonic()
             first = max(0, self._floor_index(state.recovery_point))
             for segment in self._segments[first:]:
-                if segment.base_offset >= up_to_offset and not flush_all:
+                if already_synced or (segment.base_offset >= up_to_offset and not flush_all):
                     break
                 segment.flush(self._fsync)
-            if self._fsync is os.fsync:
+            if self._fsync is os.fsync and not already_synced:
                 _fsync_if_exists(self._epoch_path())
                 checkpoints.fsync_dir(self.dir)
             state.recovery_point = max(state.recovery_point, up_to_offset)
@@ -1021,9 +1030,10 @@ class Log:
             self._psm = None
             self.closed = True
 
-    def close(self) -> None:
+    def close(self, durable: bool = True) -> None:
         """Kafka's close: producer snapshot at log_end_offset, final time-index entry, trimmed
         index files.  Other processes reload (generation bump) and re-extend the indexes.
+        ``durable`` False: the snapshot is not fsynced (the caller syncs the filesystem).
 
         Takes the partition lock itself (it is re-entrant).  If the partition
         was deleted meanwhile (directory gone or holding another topic id),
@@ -1040,7 +1050,7 @@ class Log:
                 state = self.state
                 psm = self._producer_state()
                 psm.catch_up(state.log_end_offset, self._read_headers_from)
-                psm.take_snapshot(state.log_end_offset)
+                psm.take_snapshot(state.log_end_offset, durable and self._fsync is os.fsync)
                 active = self._segments[-1]
                 active.on_become_inactive()
                 self._publish_active(active)

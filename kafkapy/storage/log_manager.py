@@ -30,6 +30,10 @@ from kafkapy.storage.segment import DELETED_SUFFIX
 
 logger = logging.getLogger("kafkapy.storage")
 
+# Below this many logs to flush at once, one fsync per file is cheaper than
+# syncing the whole filesystem (which also writes back unrelated dirty data).
+_SYNCFS_MIN_LOGS = 8
+
 
 def _new_cluster_id() -> str:
     # Kafka's Uuid.randomUuid().toString(): base64url of 16 random bytes, no padding.
@@ -187,6 +191,31 @@ class LogManager:
         self.logs[(topic, partition)] = log
         return log
 
+    def create_logs(self, topic: str, partitions, config: LogConfig | None, topic_id: bytes | None = None,
+                    on_created=None) -> list[Log]:
+        """Create many partitions of one topic: ``partitions`` is an iterable of
+        ``(partition, fresh state)``.  Each log is created without fsyncs and
+        the filesystems are synced once at the end, so a topic of 10,000
+        partitions costs one syncfs instead of 20,000 fsyncs (2.6 ms per
+        partition before).  ``on_created(partition, log)`` runs after each one
+        (e.g. to let go of its handles).  If anything fails, the logs created
+        so far are left for the caller to delete."""
+        created = []
+        for partition, state in partitions:
+            path = self._find_dir(topic, partition) or os.path.join(
+                self._dir_for_new_log(), partition_dir_name(topic, partition))
+            log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
+                           sync_metadata=False, **self._log_kwargs())
+            log.state_slot = getattr(state, "index", None)
+            self.logs[(topic, partition)] = log
+            created.append(log)
+            if on_created is not None:
+                on_created(partition, log)
+        if created and self._durable:
+            for d in {os.path.dirname(lg.dir) for lg in created}:
+                checkpoints.sync_filesystem(d)
+        return created
+
     def attach_log(self, topic: str, partition: int, config: LogConfig | None, state,
                    topic_id: bytes | None = None) -> Log:
         """This process's Log object for a partition whose ``state`` is already initialised."""
@@ -281,17 +310,44 @@ class LogManager:
     def flush_dirty_logs(self, now_ms: int) -> int:
         """Flush logs whose flush.ms elapsed, and the rolled segments of every log (Kafka flushes
         those right after a roll, asynchronously).  Returns how many logs were flushed."""
-        flushed = 0
+        targets = []
         for _, log in self._live_logs():
             with log.lock():
                 state = log.state
                 if now_ms - state.last_flush_ms >= log.config.flush_ms and state.unflushed_messages:
-                    log.flush()
-                    flushed += 1
+                    targets.append((log, None))
                 elif state.recovery_point < state.active_base_offset:
-                    log.flush(state.active_base_offset)
-                    flushed += 1
-        return flushed
+                    targets.append((log, state.active_base_offset))
+        self.flush_logs(targets)
+        return len(targets)
+
+    def flush_logs(self, targets) -> None:
+        """Flush ``(log, up_to_offset or None for its log end)`` pairs.
+
+        From ``_SYNCFS_MIN_LOGS`` logs on (and only with the real fsync), the
+        flush is batched: each log's target offset is read under its lock,
+        then each filesystem is synced once, then each log records what is
+        now durable.  Data appended between the two steps stays unflushed,
+        because the recovery point moves only to the offset read before the
+        sync."""
+        targets = list(targets)
+        if not self._durable or len(targets) < _SYNCFS_MIN_LOGS:
+            for log, up_to in targets:
+                with log.lock():
+                    log.flush(up_to)
+            return
+        marked = []
+        for log, up_to in targets:
+            with log.lock():
+                if log.closed:
+                    continue
+                marked.append((log, log.log_end_offset if up_to is None else up_to))
+        for d in {os.path.dirname(os.path.abspath(log.dir)) for log, _ in marked}:
+            checkpoints.sync_filesystem(d)
+        for log, up_to in marked:
+            with log.lock():
+                if not log.closed:
+                    log.flush(up_to, already_synced=True)
 
     def cleanup(self, now_ms: int) -> int:
         """Retention on every log, then removal of ``.deleted`` files and ``-delete`` dirs whose
@@ -346,13 +402,17 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
-        for key, log in self._live_logs():
-            with log.lock():
-                log.flush()
+        self.flush_logs((log, None) for _, log in self._live_logs())
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
-        for key, log in self._live_logs():
-            log.close()
+        live = [log for _, log in self._live_logs()]
+        batched = self._durable and len(live) >= _SYNCFS_MIN_LOGS
+        for log in live:
+            log.close(durable=not batched)
+        if batched:
+            # Snapshots and trimmed indexes of every log, in one syncfs, before the marker.
+            for d in self.log_dirs:
+                checkpoints.sync_filesystem(d)
         for d in self.log_dirs:
             checkpoints.write_clean_shutdown_marker(d, fsync=self._durable)

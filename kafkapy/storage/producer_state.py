@@ -430,7 +430,7 @@ class ProducerStateManager:
         snapshots = self._list_snapshots()
         return snapshots[-1][0] if snapshots else None
 
-    def take_snapshot(self, offset: int) -> None:
+    def take_snapshot(self, offset: int, durable: bool = True) -> None:
         """Write the map as ``%020d.snapshot`` for ``offset`` (== applied_offset).
 
         Written to a temporary file, fsynced and renamed, so a crash leaves
@@ -440,7 +440,7 @@ class ProducerStateManager:
             raise ValueError(f"snapshot offset {offset} differs from the map's applied offset "
                              f"{self.applied_offset}: catch_up first")
         path = os.path.join(self.log_dir, snapshot_file_name(offset))
-        write_snapshot(path, self.producers.values())
+        write_snapshot(path, self.producers.values(), durable)
 
     def delete_snapshots_before(self, offset: int) -> None:
         """Delete snapshot files with offset < ``offset`` (retention removed their segments)."""
@@ -502,7 +502,9 @@ def read_snapshot(path: str, max_batches: int = NUM_BATCHES_TO_RETAIN) -> list[P
         return decode_snapshot(f.read(), max_batches)
 
 
-def write_snapshot(path: str, entries) -> None:
+def write_snapshot(path: str, entries, durable: bool = True) -> None:
+    """``durable`` False: no fsyncs (the caller syncs the filesystem afterwards,
+    as LogManager.shutdown does once for every partition)."""
     data = encode_snapshot(entries)
     # The pid keeps two workers snapshotting the same offset apart; both
     # write the same bytes, so whichever rename lands last is right.
@@ -513,10 +515,13 @@ def write_snapshot(path: str, entries) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp_path, path)
+    if not durable:
+        return
     dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     try:
         os.fsync(dir_fd)
