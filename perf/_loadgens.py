@@ -18,10 +18,16 @@ Kinds:
 * ``conns``: the same request over N connections from one process
   (``selectors``), one outstanding request per connection, for a fixed time.
 * ``e2e_produce`` / ``e2e_consume``: end-to-end latency at a fixed rate. The
-  producer (confluent-kafka, linger.ms=0, acks=1) writes
+  producer (confluent-kafka, linger.ms=1, max.in.flight 5, acks=1) writes
   ``time.monotonic_ns()`` into the first 8 bytes of each value (CLOCK_MONOTONIC
   is one clock for every process on the host); the consumer subtracts it from
   its own clock on receipt and reports percentiles overall and per second.
+  Both also report what tells client-side queueing from broker latency: the
+  producer's produce()-to-acknowledgement percentiles, each side's CPU
+  seconds (3 processes share 2 cores with the broker) and librdkafka's
+  statistics (request rtt, time in the partition queue, time in the output
+  buffer). ``producer_conf`` / ``consumer_conf`` in the args override
+  client settings (for experiments; the suite passes none).
 * ``kproduce``: kafkapy's own producer (``kafkapy.client.KafkaProducer``), if
   that module exists.
 
@@ -228,18 +234,76 @@ def gen_conns(args: dict) -> dict:
 _TS = struct.Struct(">q")
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process so far (all threads: librdkafka's too)."""
+    t = os.times()
+    return t.user + t.system
+
+
+class _RdStats:
+    """The last librdkafka statistics (statistics.interval.ms) of the one broker.
+
+    Kept: rtt (request round trip as librdkafka sees it), int_latency (time a
+    message waits in the producer's partition queue before it is put in a
+    request), outbuf_latency (a request's wait in the output buffer before the
+    socket takes it), and the request counts, so a report can tell client-side
+    queueing from broker-side latency.
+    """
+
+    def __init__(self):
+        self.last: dict = {}
+
+    def on_stats(self, raw: str) -> None:
+        doc = json.loads(raw)
+        for b in doc.get("brokers", {}).values():
+            if b.get("nodeid", -1) < 0:
+                continue  # the bootstrap connection
+            self.last = {
+                "tx_requests": b.get("tx"), "rx_responses": b.get("rx"),
+                **{f"{k}_us": {q: b.get(k, {}).get(q) for q in ("p50", "p99", "max")}
+                   for k in ("rtt", "int_latency", "outbuf_latency")}}
+
+
 def gen_e2e_produce(args: dict) -> dict:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": args["bootstrap"], "acks": "1",
-                  # linger 0: a 5 ms linger would be most of a 5 ms p99 budget.
-                  "linger.ms": 0, "compression.type": "none",
-                  "delivery.report.only.error": True, "log_level": 3})
+    stats = _RdStats()
+    delivery_us: list[float] = []
+    errors = [0]
+
+    def on_delivery(err, msg):
+        # Produce call to broker acknowledgement: the part of end-to-end
+        # latency spent before the consumer can see the record.
+        if err is not None:
+            errors[0] += 1
+            return
+        (ts,) = _TS.unpack_from(msg.value(), 0)
+        delivery_us.append((time.monotonic_ns() - ts) / 1000)
+
+    conf = {"bootstrap.servers": args["bootstrap"], "acks": "1",
+            "compression.type": "none",
+            # linger 1 ms = the pacing quantum below: each 1 ms burst (10
+            # records at 10k/s) goes out as one request, and 1 ms is 20 % of
+            # the 5 ms p99 budget. With linger 0 librdkafka sends a request
+            # per wake-up: at 10k rec/s that was 1,500 requests/s of ~6
+            # records, measuring per-request cost rather than latency.
+            "linger.ms": 1,
+            # The Java producer's default. librdkafka's is 1,000,000: with
+            # linger 0 it piled ~600 one-record requests into the broker's
+            # socket (tx 4,530 vs rx 3,946 in 3 s, rtt p50 438 ms) while a
+            # broker answers a connection's requests one at a time, as
+            # Kafka does; the records' wait in that queue was the p99.
+            "max.in.flight.requests.per.connection": 5,
+            "on_delivery": on_delivery, "log_level": 3,
+            "statistics.interval.ms": 1000, "stats_cb": stats.on_stats}
+    conf.update(args.get("producer_conf", {}))
+    p = Producer(conf)
     p.list_topics(args["topic"], timeout=10)
     _wait_go()
     rate, total = args["rate"], args["records"]
     pad = b"p" * (args["record_size"] - _TS.size)
     sent = 0
+    cpu0 = _cpu_s()
     start = time.perf_counter()
     deadline = time.monotonic() + args["timeout_s"]
     while sent < total and time.monotonic() < deadline:
@@ -257,20 +321,26 @@ def gen_e2e_produce(args: dict) -> dict:
         ahead = (sent / rate) - (time.perf_counter() - start)
         if ahead > 0:
             time.sleep(min(ahead, 0.001))
+    produce_s = time.perf_counter() - start
     unflushed = p.flush(10)
     wall_s = time.perf_counter() - start
-    return {"wall_s": wall_s, "sent": sent, "unflushed": unflushed,
+    return {"wall_s": wall_s, "produce_s": round(produce_s, 3), "sent": sent,
+            "unflushed": unflushed, "delivery_errors": errors[0],
             "offered_rate": rate, "achieved_rate": round(sent / wall_s, 1),
-            "timed_out": sent < total}
+            "delivery": percentiles(delivery_us), "cpu_s": round(_cpu_s() - cpu0, 3),
+            "rdkafka": stats.last, "timed_out": sent < total}
 
 
 def gen_e2e_consume(args: dict) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": args["bootstrap"],
-                  "group.id": "perf-e2e", "enable.auto.commit": False,
-                  "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 10,
-                  "log_level": 3})
+    stats = _RdStats()
+    conf = {"bootstrap.servers": args["bootstrap"],
+            "group.id": "perf-e2e", "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 10,
+            "log_level": 3, "statistics.interval.ms": 1000, "stats_cb": stats.on_stats}
+    conf.update(args.get("consumer_conf", {}))
+    c = Consumer(conf)
     c.assign([TopicPartition(args["topic"], 0, OFFSET_BEGINNING)])
     c.list_topics(args["topic"], timeout=10)
     # Get the fetcher going (offset lookup, first empty long poll) before the
@@ -283,6 +353,7 @@ def gen_e2e_consume(args: dict) -> dict:
     lat_us: list[float] = []
     per_second: dict[int, list[float]] = {}
     first_ns = None
+    cpu0 = _cpu_s()
     deadline = time.monotonic() + args["timeout_s"]
     while got < total and time.monotonic() < deadline:
         # poll(), not consume(n, timeout): consume() waits until n records
@@ -302,10 +373,12 @@ def gen_e2e_consume(args: dict) -> dict:
                 lat_us.append(us)
             per_second.setdefault(int((ts - first_ns) // 1_000_000_000), []).append(us)
             got += 1
+    cpu_s = _cpu_s() - cpu0
+    c.poll(0)
     c.close()
     series = [{"second": s, **percentiles(v)} for s, v in sorted(per_second.items())]
     return {"records": got, "latency": percentiles(lat_us), "series": series,
-            "timed_out": got < total}
+            "cpu_s": round(cpu_s, 3), "rdkafka": stats.last, "timed_out": got < total}
 
 
 # ------------------------------------------------------------ kafkapy client

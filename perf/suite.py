@@ -296,6 +296,14 @@ def e2e_latency(broker, cfg, rows: list) -> None:
                 lat = res["consumer"]["latency"]
                 res.update({k: lat.get(k) for k in ("p50_us", "p99_us", "p999_us", "max_us")})
                 res["achieved_rate"] = res["producer"]["achieved_rate"]
+                # Where the time goes: produce() to acknowledgement (client
+                # queue + produce round trip) against the whole path, and the
+                # clients' CPU beside the broker's (all share 2 cores).
+                delivery = res["producer"].get("delivery", {})
+                res["delivery_p50_us"] = delivery.get("p50_us")
+                res["delivery_p99_us"] = delivery.get("p99_us")
+                res["producer_cpu_s"] = res["producer"].get("cpu_s")
+                res["consumer_cpu_s"] = res["consumer"].get("cpu_s")
                 if res["consumer"]["timed_out"]:
                     res["error"] = (f"consumed {res['consumer']['records']} of {records}")
             except Exception as exc:  # noqa: BLE001
@@ -306,8 +314,11 @@ def e2e_latency(broker, cfg, rows: list) -> None:
                         c.kill()
             res["loadavg_1m"] = loadavg()
             log(f"    p50 {res.get('p50_us')} p99 {res.get('p99_us')} p99.9 "
-                f"{res.get('p999_us')} us, achieved {res.get('achieved_rate')} "
-                f"load {res['loadavg_1m']} {res.get('error', '')}")
+                f"{res.get('p999_us')} us (produce->ack p50 {res.get('delivery_p50_us')} "
+                f"p99 {res.get('delivery_p99_us')}), achieved {res.get('achieved_rate')}, "
+                f"cpu s broker {res.get('broker_cpu_s')} producer {res.get('producer_cpu_s')} "
+                f"consumer {res.get('consumer_cpu_s')}, load {res['loadavg_1m']} "
+                f"{res.get('error', '')}")
             runs.append(res)
             delete_topics(broker, [topic])
             if "error" in res:
@@ -316,8 +327,10 @@ def e2e_latency(broker, cfg, rows: list) -> None:
         rows.append({"section": "e2e", "id": wid, "client": "confluent-kafka",
                      "broker": broker.name, "rate": rate, "repeats": len(runs),
                      "ok_runs": len(ok),
+                     "producer_settings": "confluent-kafka linger.ms=1, max.in.flight 5, acks=1",
                      **{k: stats([r.get(k) for r in ok])
-                        for k in ("p50_us", "p99_us", "p999_us", "achieved_rate")},
+                        for k in ("p50_us", "p99_us", "p999_us", "achieved_rate",
+                                  "delivery_p99_us", "broker_cpu_s")},
                      "loadavg_1m": stats([r["loadavg_1m"] for r in runs]),
                      **({"error": runs[-1]["error"]} if not ok else {}),
                      "runs": runs})
