@@ -279,6 +279,7 @@ class Log:
         trimmed = self._trim_epochs(epochs, start, log_end_offset)
         if trimmed != epochs:
             self._write_epochs(trimmed)
+        state.leader_epoch = trimmed[-1][0] if trimmed else -1
 
         self._psm = self._psm_factory(self.dir)
         self._psm.truncate(start, log_end_offset)
@@ -941,6 +942,9 @@ class Log:
         checkpoints.write_leader_epoch_checkpoint(self._epoch_path(), entries,
                                                   fsync=durable and self._fsync is os.fsync)
         self._epoch_cache = list(entries)
+        # The slot mirrors the file's latest epoch (written only here, under
+        # the lock), so an append need not read the file to know it is current.
+        self.state.leader_epoch = entries[-1][0] if entries else -1
 
     @staticmethod
     def _trim_epochs(entries, log_start_offset: int, log_end_offset: int) -> list[tuple[int, int]]:
@@ -956,7 +960,9 @@ class Log:
         return kept
 
     def _maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
-        if leader_epoch < 0:
+        if leader_epoch < 0 or self.state.leader_epoch >= leader_epoch:
+            # The common case: saves every worker a read of the checkpoint on
+            # its first append to each partition (~15 us x 10,000 partitions).
             return
         entries = self._epoch_entries()
         if entries and entries[-1][0] >= leader_epoch:
