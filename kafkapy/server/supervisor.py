@@ -37,8 +37,9 @@ from kafkapy.storage.shared import SharedPartitionTable
 
 log = logging.getLogger("kafkapy.server")
 
-# Arena per processor: big enough for a few default-sized (1 MiB) produce
+# Arena ring per processor: big enough for a few default-sized (1 MiB) produce
 # requests from each of many connections; pages are only touched when used.
+# The mapping also holds one request of socket.request.max.bytes.
 ARENA_BYTES = 64 * 1024 * 1024
 TABLE_CAPACITY = 100_000
 _TICK_S = 1.0
@@ -52,7 +53,8 @@ class Channel:
         self.requests = RequestQueue(ctx, config["queued.max.requests"])
         # Group APIs go to the one coordinator process (docs/architecture.md).
         self.coordinator_requests = RequestQueue(ctx, config["queued.max.requests"])
-        self.arenas = [Arena(ARENA_BYTES) for _ in range(n)]
+        arena_bytes = max(ARENA_BYTES, config["socket.request.max.bytes"])
+        self.arenas = [Arena(arena_bytes, ARENA_BYTES) for _ in range(n)]
         self.response_pipes = [ResponsePipe(ctx) for _ in range(n)]
         self.wake_pipes = [WakePipe() for _ in range(n)]
 
@@ -87,6 +89,9 @@ class Supervisor:
             if config.is_set(key) and config[key] != BROKER_CONFIGS[key].default:
                 log.warning("%s=%s has no effect: %s", key, config.originals[key], reason)
         _raise_open_file_limit()
+        from kafkapy.storage import file_cache
+
+        file_cache.configure()  # its cap follows the (now raised) descriptor limit
         listen = bind_listeners(config)
         # Before forking: binds prometheus.port, sets PROMETHEUS_MULTIPROC_DIR.
         self.metrics = configure_metrics(config)
@@ -353,13 +358,14 @@ def _raise_open_file_limit() -> None:
 
 
 def _check_open_file_budget(partitions: int) -> None:
-    """Each process that serves a partition keeps its active segment's .log,
-    .index and .timeindex open (3 descriptors; more with several segments),
-    and the supervisor holds every partition for maintenance."""
+    """Segment files are opened lazily and bounded per process by
+    storage.file_cache (a quarter of the limit), so the limit only decides
+    how many partitions stay open between uses; below ~1 descriptor per
+    partition, producing to all of them reopens files on every request."""
     import resource
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = 3 * partitions + 1024
+    needed = partitions + 1024
     if soft != resource.RLIM_INFINITY and soft < needed:
         log.warning("open-file limit %d is below the ~%d that %d partitions need; raise "
                     "LimitNOFILE (systemd/kafkapy.service sets 100000) or ulimit -n",
