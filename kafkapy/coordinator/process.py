@@ -58,12 +58,12 @@ class CoordinatorServer:
         self.stopping = False
 
     # -- requests ---------------------------------------------------------------
-    def handle(self, desc) -> None:
+    def handle(self, req) -> None:
         from kafkapy.server.reactor.worker import Decoded, finish_request, prepare_request
 
-        processor_id, conn_id, inline, arena_off, size, _deadline_ms = desc
-        buf = memoryview(inline) if inline is not None else self.arenas[processor_id][arena_off:arena_off + size]
-        pipe = self.pipes[processor_id]
+        conn_id = req.conn_id
+        buf = req.view(self.arenas)
+        pipe = self.pipes[req.processor_id]
         decoded = prepare_request(buf)
         if not isinstance(decoded, Decoded):
             pipe.send((conn_id, *decoded))
@@ -100,12 +100,12 @@ class CoordinatorServer:
     def _serve_pending(self, timeout_s: float) -> bool:
         """Handle at most one request; False when told to stop."""
         try:
-            desc = self.channel.coordinator_requests.get(timeout_s)
+            req = self.channel.coordinator_requests.get(timeout_s)
         except queue.Empty:
             return True
-        if desc is None:
+        if req is None:
             return False
-        self.handle(desc)
+        self.handle(req)
         return True
 
     # -- start-up ---------------------------------------------------------------

@@ -1,45 +1,67 @@
 """The request channel: how request bytes and responses move between processes.
 
 Everything here is created by the supervisor *before* forking, so the
-children inherit the pipes, locks and shared mappings.
+children inherit the sockets, semaphores and shared mappings.
 
-* ``RequestQueue`` — the bounded shared request queue (``queued.max.requests``).
-  A pipe read by every handler worker, written by every processor, carrying
-  small pickled descriptors.  The bound is a semaphore: a processor that cannot
-  take a permit keeps the request and stops reading that connection until a
-  worker frees one (Kafka's processors likewise block on a full queue).
+* ``RequestQueue`` — the bounded shared request queue (``queued.max.requests``):
+  a Unix datagram socket pair, written by every processor, read by every
+  handler worker. One request is one datagram: a fixed binary descriptor
+  (``REQUEST``), followed by the request body itself when the body is small
+  (``INLINE_MAX_BYTES``). Datagrams keep their boundaries, so any number of
+  workers read the same socket with no lock (the kernel hands each datagram
+  to exactly one reader and wakes one blocked reader per datagram), and
+  nothing is pickled. The bound is a semaphore: a processor that cannot take
+  a permit keeps the request and stops reading that connection until a worker
+  frees one (Kafka's processors likewise block on a full queue).
 * ``Arena`` — one per processor: a shared anonymous mapping that large request
-  bodies are received into directly (``recv_into``).  Workers read them there
-  as a writable ``memoryview`` (offsets are assigned in place) and tell the
-  processor when the region may be reused.  Measured on this machine class:
-  a ``multiprocessing`` queue moves ~600 MB/s of 1 MiB messages (pickle +
-  pipe = two copies), a shared mapping >10 GB/s.  Small requests (fetches,
-  metadata, heartbeats: under ``INLINE_MAX_BYTES``) travel inline in the
-  descriptor instead: one pickle of a few hundred bytes is cheaper than arena
-  bookkeeping, and a delayed fetch must not pin arena space for ``max_wait_ms``.
+  bodies are received into directly (``recv_into``). Workers read them there
+  as a writable ``memoryview`` (offsets are assigned in place) and the region
+  is reused once the processor has the response. Measured on this machine
+  class: a ``multiprocessing`` queue moves ~600 MB/s of 1 MiB messages
+  (pickle + pipe = two copies), a shared mapping >10 GB/s. Small bodies
+  travel inline instead: one datagram costs less than arena bookkeeping, a
+  long-polling fetch or a JoinGroup waiting for its rebalance must not pin
+  arena space, and the worker copies the body out at once.
 * ``ResponsePipe`` — one per processor: workers send responses (lists of
-  ``bytes`` and ``FileRegion``) to the processor that owns the connection.
+  ``bytes`` and ``FileRegion``) to the processor that owns the connection, as
+  length-prefixed pickles on a stream socket; writers hold a lock per
+  message, the processor reads everything waiting in one ``recv``.
 * ``WakePipe`` — one per processor: a byte written after an append wakes
   processors holding delayed fetches.
+
+Why not ``multiprocessing.Pipe``: per small request the old channel cost a
+pickle, a lock and two reads each way; the per-request CPU of a one-record
+Produce on one connection went from ~240 us to ~... us with datagrams
+(perf/README.md, "small requests").
 """
 
 from __future__ import annotations
 
-import fcntl
 import mmap
 import os
 import pickle
 import queue
-import select
+import socket
+import struct
 import time
 from collections import OrderedDict
 
 INLINE_MAX_BYTES = 16 * 1024
 
-# Pipes carry descriptors and responses; a bigger kernel buffer keeps workers
-# from blocking on a busy processor. 1 MiB is the unprivileged default limit
-# (/proc/sys/fs/pipe-max-size).
-_PIPE_BYTES = 1 << 20
+# processor_id, conn_id, arena offset (-1: the body follows inline), body
+# size, deadline_ms (0, or a parked fetch's deadline when it is re-run), and
+# when it was put (time.monotonic(), system-wide on Linux: the request-queue
+# time of metrics).
+REQUEST = struct.Struct("=HQqIqd")
+_STOP_PROCESSOR = 0xFFFF
+_STOP = REQUEST.pack(_STOP_PROCESSOR, 0, -1, 0, 0, 0.0)
+# Kernel buffer of the request socket: room for ~10k small datagrams or ~500
+# inline 16 KiB bodies before a processor falls back to its backlog (capped by
+# net.core.wmem_max; the default 212 KiB holds ~12 inline 16 KiB bodies).
+_REQUEST_SOCKET_BYTES = 4 << 20
+# Response stream buffer: a bigger kernel buffer keeps workers from blocking
+# on a busy processor.
+_RESPONSE_SOCKET_BYTES = 1 << 20
 
 # Message kinds sent back to a processor.
 SEND = 0  # parts: list[bytes | FileRegion]
@@ -48,104 +70,169 @@ CLOSE = 2  # protocol violation: close the connection
 DELAY = 3  # long-poll fetch: hold the request until woken or deadline
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
+_LENGTH = struct.Struct("=I")
 
 
-def _grow_pipe(fd: int) -> None:
+def _set_buffer(sock: socket.socket, option: int, size: int) -> None:
     try:
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        sock.setsockopt(socket.SOL_SOCKET, option, size)
     except OSError:
-        pass  # keep the default 64 KiB: slower, still correct
+        pass  # keep the default: slower under load, still correct
+
+
+class Request:
+    """A request as a reader gets it from the queue."""
+
+    __slots__ = ("processor_id", "conn_id", "arena_off", "size", "deadline_ms", "put_s", "body")
+
+    def __init__(self, processor_id, conn_id, arena_off, size, deadline_ms, put_s, body):
+        self.processor_id = processor_id
+        self.conn_id = conn_id
+        self.arena_off = arena_off
+        self.size = size
+        self.deadline_ms = deadline_ms
+        self.put_s = put_s
+        self.body = body  # a writable bytearray (inline), or None (in the arena)
+
+    def view(self, arenas) -> memoryview:
+        """The request body, without its size prefix."""
+        if self.body is not None:
+            return memoryview(self.body)
+        return arenas[self.processor_id][self.arena_off:self.arena_off + self.size]
 
 
 class RequestQueue:
-    """Bounded many-writer many-reader queue of pickled descriptors."""
+    """Bounded many-writer many-reader queue of request datagrams."""
 
     def __init__(self, ctx, maxsize: int):
-        self._reader, self._writer = ctx.Pipe(duplex=False)
-        _grow_pipe(self._writer.fileno())
-        self._rlock = ctx.Lock()
-        self._wlock = ctx.Lock()
+        self._writer, self._reader = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        _set_buffer(self._writer, socket.SO_SNDBUF, _REQUEST_SOCKET_BYTES)
+        self._writer.setblocking(False)
         self._permits = ctx.BoundedSemaphore(maxsize)
-        self._poller = None  # per process, made on first timed get()
-        self._poller_pid = -1
         self._maxsize = maxsize
-        # When the item ``get`` last returned was put (time.monotonic(), which
-        # is system-wide on Linux, so comparable across processes): the
-        # request-queue time of metrics. Owned by the reading process.
-        self.last_put_s = 0.0
+        self._timeout_s = None  # SO_RCVTIMEO now set on the (shared) reader
+        self._recv_buf = None  # per reading process
+        self._recv_pid = -1
 
-    def try_put(self, item) -> bool:
+    def try_put(self, processor_id: int, conn_id: int, arena_off: int, size: int,
+                deadline_ms: int, inline) -> bool:
+        """Queue one request; False (nothing queued) when the queue is full.
+
+        ``inline`` is the body (bytes-like) when ``arena_off`` is -1."""
         if not self._permits.acquire(False):
             return False
-        data = pickle.dumps((item, time.monotonic()), _PICKLE)
-        with self._wlock:
-            self._writer.send_bytes(data)
+        head = REQUEST.pack(processor_id, conn_id, arena_off, size, deadline_ms, time.monotonic())
+        try:
+            if inline is None:
+                self._writer.send(head)
+            else:
+                self._writer.sendmsg((head, inline))
+        except (BlockingIOError, InterruptedError):
+            # The kernel buffer is full (only with a small net.core.wmem_max):
+            # the same as no permit, the processor retries from its backlog.
+            self._permits.release()
+            return False
         return True
 
     def put_stop(self) -> None:
-        """Wake one worker with ``None`` (no permit: used only at shutdown)."""
-        with self._wlock:
-            self._writer.send_bytes(pickle.dumps(None, _PICKLE))
-
-    def get(self, timeout_s: float | None = None):
-        """Next descriptor (None = stop). With ``timeout_s``, raises
-        ``queue.Empty`` if nothing arrived in time."""
-        # Readers wait for the lock with the same bound: an idle reader must
-        # wake within timeout_s even while another one polls.
-        if not self._rlock.acquire(True, timeout_s):
-            raise queue.Empty
+        """Wake one reader with a stop (no permit: used only at shutdown)."""
+        self._writer.setblocking(True)
         try:
-            if timeout_s is not None and not self._readable(timeout_s):
-                raise queue.Empty
-            data = self._reader.recv_bytes()
+            self._writer.send(_STOP)
         finally:
-            self._rlock.release()
-        item = pickle.loads(data)
-        if item is not None:
-            item, self.last_put_s = item
-            self._permits.release()
-        return item
+            self._writer.setblocking(False)
 
-    def _readable(self, timeout_s: float) -> bool:
-        # Connection.poll(timeout) builds and registers a new selector on
-        # every call (~100 us of CPU per request measured with metrics on);
-        # one select.poll object per process costs a single syscall.
+    def get(self, timeout_s: float | None = None) -> Request | None:
+        """Next request (None = stop). With ``timeout_s``, raises
+        ``queue.Empty`` if nothing arrived in time."""
+        flags = 0
+        if timeout_s is not None and timeout_s <= 0:
+            flags = socket.MSG_DONTWAIT
+        elif timeout_s != self._timeout_s:
+            # A kernel timeout on the blocking read (SO_RCVTIMEO; 0 = none),
+            # not Python's: a Python socket timeout polls first, and a poll on
+            # a socket shared by every worker wakes all of them per request.
+            # Every reader of one queue uses the same timeout.
+            seconds = int(timeout_s or 0)
+            micros = max(1, int(((timeout_s or 0) - seconds) * 1e6)) if timeout_s else 0
+            self._reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                                    struct.pack("ll", seconds, micros))
+            self._timeout_s = timeout_s
         pid = os.getpid()
-        if self._poller_pid != pid:
-            self._poller = select.poll()
-            self._poller.register(self._reader.fileno(), select.POLLIN)
-            self._poller_pid = pid
-        return bool(self._poller.poll(timeout_s * 1000))
+        if self._recv_pid != pid:
+            self._recv_buf = bytearray(REQUEST.size + INLINE_MAX_BYTES)
+            self._recv_pid = pid
+        buf = self._recv_buf
+        while True:
+            try:
+                n = self._reader.recv_into(buf, 0, flags)
+                break
+            except InterruptedError:
+                continue
+            except (BlockingIOError, TimeoutError):
+                raise queue.Empty from None
+        processor_id, conn_id, arena_off, size, deadline_ms, put_s = REQUEST.unpack_from(buf)
+        if processor_id == _STOP_PROCESSOR:
+            return None
+        self._permits.release()
+        # Inline bodies are copied out of the receive buffer: handlers keep
+        # records as views of the body, and the buffer is reused.
+        body = buf[REQUEST.size:n] if arena_off < 0 else None
+        return Request(processor_id, conn_id, arena_off, size, deadline_ms, put_s, body)
 
     def size(self) -> int:
         return self._maxsize - self._permits.get_value()
 
 
 class ResponsePipe:
+    """Workers -> one processor: ``(conn_id, kind, payload)`` messages."""
+
     def __init__(self, ctx):
-        self._reader, self._writer = ctx.Pipe(duplex=False)
-        self._poller = None
-        _grow_pipe(self._writer.fileno())
+        self._reader, self._writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        _set_buffer(self._writer, socket.SO_SNDBUF, _RESPONSE_SOCKET_BYTES)
+        _set_buffer(self._reader, socket.SO_RCVBUF, _RESPONSE_SOCKET_BYTES)
         self._wlock = ctx.Lock()
+        # Reader side (the owning processor only): what arrived, and a partial
+        # message left from the last drain.
+        self._scratch = None
+        self._pending = bytearray()
 
     def send(self, message) -> None:
         data = pickle.dumps(message, _PICKLE)
         with self._wlock:
-            self._writer.send_bytes(data)
+            # One sendmsg for prefix and body: one wake-up of the processor.
+            sent = self._writer.sendmsg((_LENGTH.pack(len(data)), data))
+            if sent < 4 + len(data):  # interrupted part-way
+                self._writer.sendall((_LENGTH.pack(len(data)) + data)[sent:])
 
     def fileno(self) -> int:
         return self._reader.fileno()
 
     def drain(self):
-        """Yield every message already in the pipe (processor side)."""
-        reader = self._reader
-        if self._poller is None:  # only the owning processor drains
-            self._poller = select.poll()
-            self._poller.register(reader.fileno(), select.POLLIN)
-        # Not reader.poll(0): it builds a new selector per call.
-        poll = self._poller.poll
-        while poll(0):
-            yield pickle.loads(reader.recv_bytes())
+        """Yield every message already received (processor side; never blocks)."""
+        if self._scratch is None:
+            self._scratch = bytearray(_RESPONSE_SOCKET_BYTES)
+        scratch = self._scratch
+        pending = self._pending
+        while True:
+            try:
+                n = self._reader.recv_into(scratch, 0, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not n:
+                break
+            pending += memoryview(scratch)[:n]
+            if n < len(scratch):
+                break
+        pos = 0
+        end = len(pending)
+        while end - pos >= 4:
+            (n,) = _LENGTH.unpack_from(pending, pos)
+            if end - pos - 4 < n:
+                break
+            yield pickle.loads(pending[pos + 4:pos + 4 + n])
+            pos += 4 + n
+        del pending[:pos]
 
 
 class WakePipe:
@@ -177,8 +264,13 @@ class Arena:
     free) wastes little and costs O(1) per request.
     """
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, ring_bytes: int | None = None):
+        # ``size`` is at least the largest request (socket.request.max.bytes);
+        # the ring wraps at ``ring_bytes`` so that pages past it are touched
+        # only by a request bigger than the ring, which waits for the ring to
+        # be empty and takes the mapping from offset 0.
         self.size = size
+        self.ring_bytes = min(size, ring_bytes or size)
         self._map = mmap.mmap(-1, size)
         self.view = memoryview(self._map)
         self._live: OrderedDict[int, list] = OrderedDict()  # offset -> [end, freed]
@@ -190,10 +282,17 @@ class Arena:
             return -1
         if not self._live:
             self._head = 0
+        if n > self.ring_bytes:
+            if self._live:
+                return -1
+            self._live[0] = [n, False]
+            self._head = n
+            return 0
+        ring = self.ring_bytes
         tail = next(iter(self._live)) if self._live else 0
         head = self._head
         if head >= tail:
-            if head + n <= self.size:
+            if head + n <= ring:
                 off = head
             elif n < tail:
                 off = 0

@@ -149,29 +149,25 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
     while True:
         waited_at = monotonic()
         try:
-            desc = requests.get(poll_s)
+            req = requests.get(poll_s)
         except queue.Empty:
             now = monotonic()
             probe.waited(now - waited_at)
             probe.maybe_publish(now)
             continue
-        if desc is None:
+        if req is None:
             break
         started = monotonic()
         probe.waited(started - waited_at)
-        processor_id, conn_id, inline, arena_off, size, deadline_ms = desc
-        if inline is not None:
-            buf = memoryview(inline)
-        else:
-            buf = arenas[processor_id][arena_off:arena_off + size]
-        api_key = int.from_bytes(buf[:2], "big") if size >= 2 else -1
-        kind, payload = handle_request(broker, buf, deadline_ms)
+        buf = req.view(arenas)
+        api_key = int.from_bytes(buf[:2], "big") if req.size >= 2 else -1
+        kind, payload = handle_request(broker, buf, req.deadline_ms)
         done = monotonic()
         # A re-run of a parked fetch (deadline_ms set) waited in a processor,
         # not in the queue: its queue time was counted on the first pass.
-        probe.request_handled(api_key, -1.0 if deadline_ms else started - requests.last_put_s,
+        probe.request_handled(api_key, -1.0 if req.deadline_ms else started - req.put_s,
                               done - started)
-        pipes[processor_id].send((conn_id, kind, payload))
+        pipes[req.processor_id].send((req.conn_id, kind, payload))
         probe.maybe_publish(done)
     probes.publish()
     broker.close()

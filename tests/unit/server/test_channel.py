@@ -44,16 +44,87 @@ def test_arena_refuses_what_cannot_fit_now():
     assert arena.alloc(500) == 0
 
 
+def test_arena_takes_one_request_bigger_than_its_ring_when_empty():
+    arena = Arena(1 << 20, 1 << 16)
+    small = arena.alloc(1000)
+    assert small == 0
+    assert arena.alloc(1 << 19) == -1, "a request past the ring waits for the ring to empty"
+    arena.free(small)
+    assert arena.alloc(1 << 19) == 0
+    assert arena.alloc(10) == -1, "nothing else fits while the big one is live"
+    arena.free(0)
+    # Small requests wrap within the ring, never touching pages past it.
+    offs = [arena.alloc(1 << 14) for _ in range(4)]
+    assert offs == [0, 1 << 14, 2 << 14, 3 << 14]
+    assert arena.alloc(1 << 14) == -1
+
+
+def _put(q, conn_id, body=None, arena_off=-1, size=None):
+    size = len(body) if body is not None else size
+    return q.try_put(1, conn_id, arena_off, size, 0, body)
+
+
 def test_request_queue_is_bounded_and_fifo():
     ctx = multiprocessing.get_context("fork")
     q = RequestQueue(ctx, 3)
-    assert all(q.try_put(("req", i)) for i in range(3))
-    assert not q.try_put(("req", 3)), "a full queue must refuse, not block"
+    assert all(_put(q, i, b"req%d" % i) for i in range(3))
+    assert not _put(q, 3, b"req3"), "a full queue must refuse, not block"
     assert q.size() == 3
-    assert q.get() == ("req", 0)
-    assert q.try_put(("req", 3)), "a permit comes back when a worker takes a request"
-    assert [q.get(), q.get(), q.get()] == [("req", 1), ("req", 2), ("req", 3)]
+    first = q.get()
+    assert (first.processor_id, first.conn_id, bytes(first.body)) == (1, 0, b"req0")
+    assert _put(q, 3, b"req3"), "a permit comes back when a worker takes a request"
+    assert [bytes(q.get().body) for _ in range(3)] == [b"req1", b"req2", b"req3"]
     with pytest.raises(queue.Empty):
         q.get(timeout_s=0.01)
+    with pytest.raises(queue.Empty):
+        q.get(timeout_s=0)
     q.put_stop()
     assert q.get() is None
+
+
+def test_request_queue_carries_arena_descriptors_and_inline_bodies():
+    ctx = multiprocessing.get_context("fork")
+    q = RequestQueue(ctx, 10)
+    arena = Arena(1 << 16)
+    off = arena.alloc(5)
+    arena.view[off:off + 5] = b"hello"
+    assert _put(q, 7, arena_off=off, size=5)
+    body = bytes(range(256)) * 64  # 16 KiB: the largest inline body
+    assert _put(q, 8, body)
+    a, b = q.get(), q.get()
+    assert (a.conn_id, a.body, bytes(a.view([None, arena.view]))) == (7, None, b"hello")
+    assert b.conn_id == 8 and bytes(b.view([None, arena.view])) == body
+    b.view([None, arena.view])[0] = 255  # writable: offsets are patched in place
+    assert a.put_s > 0
+
+
+def test_request_queue_one_datagram_per_reader_across_processes():
+    """Several reading processes share the queue: every request is taken once."""
+    ctx = multiprocessing.get_context("fork")
+    q = RequestQueue(ctx, 1000)
+    results = ctx.Queue()
+
+    def reader():
+        got = []
+        while True:
+            req = q.get(timeout_s=5)
+            if req is None:
+                break
+            got.append(bytes(req.body))
+        results.put(got)
+
+    procs = [ctx.Process(target=reader) for _ in range(3)]
+    for p in procs:
+        p.start()
+    sent = [b"r%04d" % i for i in range(600)]
+    for i, body in enumerate(sent):
+        while not _put(q, i, body):
+            pass  # bounded: readers free permits
+    for _ in procs:
+        q.put_stop()
+    got = []
+    for _ in procs:
+        got.extend(results.get(timeout=20))
+    for p in procs:
+        p.join(10)
+    assert sorted(got) == sent
