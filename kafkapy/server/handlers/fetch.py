@@ -22,23 +22,59 @@ Contract:
   FETCH_SESSION_ID_NOT_FOUND (70), as Kafka answers for an evicted session.
 """
 
+import dataclasses
+from functools import cache
+
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.handlers import Delay, construct
+from kafkapy.server.handlers import Delay, _plan
 from kafkapy.storage.errors import OffsetOutOfRange
 
 API_KEY = 1
 READ_COMMITTED = 1
 
 
+@cache
+def _response_classes(cls):
+    """``(topic class, partition class, partition fields)`` of one version's
+    FetchResponse, resolved once per version.
+
+    The response is built from these classes directly rather than through
+    ``construct``'s per-dict walk: that walk was 18 % of a 16-partition
+    fetch's worker time (0.24 of 1.34 ms per 2,000 calls... i.e. ~60 us of
+    355 us per fetch, measured with a cProfile micro-benchmark of
+    ``worker.handle_request``).
+    """
+    topic_cls = next(n[1] for name, n, _ in _plan(cls) if name == "responses")
+    part_cls = next(n[1] for name, n, _ in _plan(topic_cls) if name == "partitions")
+    return topic_cls, part_cls, frozenset(f.name for f in dataclasses.fields(part_cls))
+
+
+def _partition(part_cls, fields, index, error_code, high_watermark, log_start_offset,
+               aborted, records):
+    kw = {"partition_index": index, "error_code": error_code,
+          "high_watermark": high_watermark, "aborted_transactions": aborted,
+          "records": records}
+    # last_stable_offset from v4, log_start_offset from v5,
+    # preferred_read_replica from v11: pass only what this version has.
+    if "last_stable_offset" in fields:
+        kw["last_stable_offset"] = high_watermark
+    if "log_start_offset" in fields:
+        kw["log_start_offset"] = log_start_offset
+    if "preferred_read_replica" in fields:
+        kw["preferred_read_replica"] = -1
+    return part_cls(**kw)
+
+
 def handle(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     cls = ctx.response_class()
+    topic_cls, part_cls, fields = _response_classes(cls)
     if version >= 7 and request.session_id != 0:
-        return construct(cls, {"throttle_time": 0,
-                               "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                               "session_id": 0, "responses": ()})
+        return cls(throttle_time=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                   session_id=0, responses=())
+    aborted = () if request.isolation_level == READ_COMMITTED else None
     remaining = request.max_bytes
     total = 0
     failed = False
@@ -50,46 +86,53 @@ def handle(ctx, request):
             part = broker.partition(topic.topic, fp.partition)
             if part is None:
                 failed = True
-                partitions.append(_error(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                partitions.append(_partition(part_cls, fields, fp.partition,
+                                             int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                             -1, -1, None, b""))
                 continue
             log, slot = part
+            fetch_offset = fp.fetch_offset
+            # A consumer that has caught up fetches at the high watermark:
+            # nothing to read, so no lock and no Log.read (two lockf calls,
+            # a generation check and an empty read per partition; the idle
+            # path of every long poll, and most partitions of a 16-partition
+            # consumer between appends). The slot's fields are aligned 8-byte
+            # words, read whole; log_start_offset never passes the high
+            # watermark, so fetch_offset == high_watermark is in range.
+            high_watermark = log.high_watermark
+            if fetch_offset == high_watermark:
+                log_start_offset = log.log_start_offset
+                if log_start_offset <= fetch_offset:
+                    watched[slot] = high_watermark
+                    partitions.append(_partition(part_cls, fields, fp.partition, 0,
+                                                 high_watermark, log_start_offset,
+                                                 aborted, b""))
+                    continue
             with log.lock():
                 high_watermark = log.high_watermark
                 log_start_offset = log.log_start_offset
                 try:
-                    data = log.read(fp.fetch_offset, max(0, min(fp.partition_max_bytes, remaining)),
+                    data = log.read(fetch_offset, max(0, min(fp.partition_max_bytes, remaining)),
                                     high_watermark, total == 0)
                 except OffsetOutOfRange:
                     data = None
             watched[slot] = high_watermark
             if data is None:
                 failed = True
-                partitions.append(_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE,
-                                         high_watermark, log_start_offset))
+                partitions.append(_partition(part_cls, fields, fp.partition,
+                                             int(ErrorCode.OFFSET_OUT_OF_RANGE),
+                                             high_watermark, log_start_offset, None, b""))
                 continue
             total += data.size
             remaining -= data.size
-            partitions.append({
-                "partition_index": fp.partition,
-                "error_code": 0,
-                "high_watermark": high_watermark,
-                "last_stable_offset": high_watermark,
-                "log_start_offset": log_start_offset,
-                "aborted_transactions": () if request.isolation_level == READ_COMMITTED else None,
-                "preferred_read_replica": -1,
-                "records": RecordsRegions(data.regions, data.size),
-            })
-        topics.append({"topic": topic.topic, "partitions": partitions})
+            partitions.append(_partition(part_cls, fields, fp.partition, 0, high_watermark,
+                                         log_start_offset, aborted,
+                                         RecordsRegions(data.regions, data.size)))
+        topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
     if not failed and total < request.min_bytes and request.max_wait > 0:
         deadline = ctx.deadline_ms or ctx.now_ms + request.max_wait
         if ctx.now_ms < deadline:
             return Delay(deadline, watched)
-    return construct(cls, {"throttle_time": 0, "error_code": 0, "session_id": 0,
-                           "responses": topics})
-
-
-def _error(partition, code, high_watermark=-1, log_start_offset=-1):
-    return {"partition_index": partition, "error_code": int(code),
-            "high_watermark": high_watermark, "last_stable_offset": high_watermark,
-            "log_start_offset": log_start_offset, "aborted_transactions": None,
-            "preferred_read_replica": -1, "records": b""}
+    if version >= 7:
+        return cls(throttle_time=0, error_code=0, session_id=0, responses=tuple(topics))
+    return cls(throttle_time=0, responses=tuple(topics))
