@@ -266,6 +266,31 @@ class TimeIndex(_MappedIndex):
         self.entries += 1
         return True
 
+    def append_final_entry(self, timestamp: int, offset: int) -> bool:
+        """Kafka's closing entry (maybeAppend with skipFullCheck) for a segment
+        going inactive: trim the file to its entries, then ``pwrite`` the entry
+        at the end.  Why not through the mapping: the first store into a page
+        of the sparse preallocated file cost 1.3 ms per partition here (a page
+        fault that allocates a block under the journal); extending the
+        trimmed file with a write costs ~20 us.  Returns whether it appended."""
+        last_timestamp, last_offset = self.last_entry
+        if self.entries and (offset < last_offset or timestamp < last_timestamp):
+            raise ValueError(f"{self.path}: entry ({timestamp}, {offset}) below the last one")
+        self.trim_to_valid_size()
+        if timestamp <= last_timestamp:
+            return False
+        if self._mm is not None:
+            FILE_CACHE.forget(self)
+            self._evict()
+        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.pwrite(fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset), self.entries * 12)
+        finally:
+            os.close(fd)
+        self.entries += 1
+        self.file_size = self.entries * 12
+        return True
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose offset >= ``offset``."""
         n = self.entries

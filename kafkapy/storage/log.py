@@ -1058,7 +1058,7 @@ class Log:
                 psm.catch_up(state.log_end_offset, self._read_headers_from)
                 psm.take_snapshot(state.log_end_offset, durable and self._fsync is os.fsync)
                 active = self._segments[-1]
-                active.on_become_inactive(final_time_entry=False)
+                active.on_become_inactive()
                 self._publish_active(active)
                 self._bump_generation()
             finally:

@@ -403,17 +403,9 @@ class LogSegment:
 
     # ---- life cycle ----
 
-    def on_become_inactive(self, final_time_entry: bool = True) -> None:
-        """Kafka's onBecomeInactiveSegment: final time-index entry for the max timestamp, trim files.
-
-        ``final_time_entry`` False (a shutdown, where the segment stays the
-        active one): the entry only saves load_max_timestamp a scan of the
-        batches after the last index entry (at most index.interval.bytes plus
-        one batch), while writing it first-touches a sparse page of the
-        preallocated file: 1.3 ms per partition here, 13 s of a 10,000
-        partition shutdown."""
-        if final_time_entry:
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+    def on_become_inactive(self) -> None:
+        """Kafka's onBecomeInactiveSegment: final time-index entry for the max timestamp, trim files."""
+        self.time_index.append_final_entry(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         # Bytes past ``size`` can only be a torn write of a crashed process.
