@@ -100,7 +100,7 @@ class CoordinatorServer:
     def _serve_pending(self, timeout_s: float) -> bool:
         """Handle at most one request; False when told to stop."""
         try:
-            req = self.channel.coordinator_requests.get(timeout_s)
+            req = self.channel.coordinator_requests.get(0, timeout_s)
         except queue.Empty:
             return True
         if req is None:

@@ -50,7 +50,7 @@ class Channel:
 
     def __init__(self, ctx, config):
         n = config.num_network_threads
-        self.requests = RequestQueue(ctx, config["queued.max.requests"])
+        self.requests = RequestQueue(ctx, config["queued.max.requests"], config.num_io_threads)
         # Group APIs go to the one coordinator process (docs/architecture.md).
         self.coordinator_requests = RequestQueue(ctx, config["queued.max.requests"])
         arena_bytes = max(ARENA_BYTES, config["socket.request.max.bytes"])

@@ -38,7 +38,6 @@ _READ_HEADER, _READ_BODY, _MUTED, _WAIT_ARENA = range(4)
 # touches few active segments, 256 keeps fd use bounded (LimitNOFILE).
 _MAX_CACHED_FILES = 256
 _SCRATCH_BYTES = 64 * 1024
-_SPIN_S = float(os.environ.get("KAFKAPY_SPIN_US", "200")) / 1e6
 
 
 class Connection:
@@ -107,7 +106,6 @@ class Processor:
         # region is freed when that worker's answer arrives.
         self.closed_busy: dict[int, Connection] = {}
         self.stopping = False
-        self.in_flight = 0  # requests of ours a worker has not answered yet
 
     # -- main loop -----------------------------------------------------------
     def run(self) -> None:
@@ -130,9 +128,7 @@ class Processor:
                     break
             timeout = self._timeout()
             selected_at = time.monotonic()
-            ready = self._spin(sel) if self.in_flight else None
-            if not ready:
-                ready = sel.select(timeout)
+            ready = sel.select(timeout)
             now = time.monotonic()
             probe.selected(now - selected_at)
             probe.maybe_publish(now)
@@ -162,24 +158,6 @@ class Processor:
         for conn in list(self.conns.values()):
             self._close(conn)
         probes.publish()
-
-    def _spin(self, sel):
-        """Poll without sleeping for a while when a worker has a request of ours.
-
-        Falling asleep in epoll_wait and being woken by the worker's answer
-        costs ~25 us of CPU on each side and ~30 us of latency on this
-        machine class (a blocking pipe ping-pong between two processes: 63 us
-        per round trip; polling: 3.5 us); a small request's answer comes
-        within ~100 us. Yielding the CPU on each empty poll keeps the spin
-        from starving the worker when cores are scarce.
-        """
-        deadline = time.perf_counter() + _SPIN_S
-        select = sel.select
-        while True:
-            ready = select(0)
-            if ready or time.perf_counter() > deadline:
-                return ready
-            os.sched_yield()
 
     def _on_term(self, *_):
         self.stopping = True
@@ -386,14 +364,11 @@ class Processor:
             self.arena.view[off:off + conn.size] = conn.parked_body
             conn.arena_off = off
             conn.parked_body = None
-        coordinator = conn.api_key in COORDINATOR_KEYS
-        queue = self.channel.coordinator_requests if coordinator else self.channel.requests
+        queue = (self.channel.coordinator_requests if conn.api_key in COORDINATOR_KEYS
+                 else self.channel.requests)
         if not queue.try_put(self.id, conn.conn_id, conn.arena_off, conn.size,
                              conn.deadline_ms, conn.inline):
             return False
-        # Group requests may wait long for their answer (a JoinGroup waits
-        # for the rebalance): nothing to spin for.
-        self.in_flight += not coordinator
         conn.at_worker = True
         return True
 
@@ -428,12 +403,10 @@ class Processor:
                 conn = self.closed_busy.pop(conn_id, None)
                 if conn is not None:
                     conn.at_worker = False
-                    self.in_flight -= conn.api_key not in COORDINATOR_KEYS
                     if conn.arena_off >= 0:
                         self.arena.free(conn.arena_off)
                 continue
             conn.at_worker = False
-            self.in_flight -= conn.api_key not in COORDINATOR_KEYS
             if kind == DELAY:
                 conn.delay = payload  # (deadline_ms, {slot: high_watermark})
                 self.delayed[conn_id] = conn

@@ -149,7 +149,7 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
     while True:
         waited_at = monotonic()
         try:
-            req = requests.get(poll_s)
+            req = requests.get(worker_id, poll_s)
         except queue.Empty:
             now = monotonic()
             probe.waited(now - waited_at)

@@ -3,6 +3,7 @@
 import multiprocessing
 import queue
 import random
+import time
 
 import pytest
 
@@ -101,19 +102,19 @@ def test_request_queue_carries_arena_descriptors_and_inline_bodies():
 def test_request_queue_one_datagram_per_reader_across_processes():
     """Several reading processes share the queue: every request is taken once."""
     ctx = multiprocessing.get_context("fork")
-    q = RequestQueue(ctx, 1000)
+    q = RequestQueue(ctx, 1000, readers=3)
     results = ctx.Queue()
 
-    def reader():
+    def reader(reader_id):
         got = []
         while True:
-            req = q.get(timeout_s=5)
+            req = q.get(reader_id, timeout_s=5)
             if req is None:
                 break
             got.append(bytes(req.body))
         results.put(got)
 
-    procs = [ctx.Process(target=reader) for _ in range(3)]
+    procs = [ctx.Process(target=reader, args=(i,)) for i in range(3)]
     for p in procs:
         p.start()
     sent = [b"r%04d" % i for i in range(600)]
@@ -128,3 +129,35 @@ def test_request_queue_one_datagram_per_reader_across_processes():
     for p in procs:
         p.join(10)
     assert sorted(got) == sent
+
+
+def test_request_queue_wakes_the_reader_that_went_idle_last():
+    """LIFO wake-ups: with readers idle, the most recently idle one is woken,
+    so a lightly loaded broker keeps using the same (warm) worker."""
+    ctx = multiprocessing.get_context("fork")
+    q = RequestQueue(ctx, 100, readers=3)
+    results = ctx.Queue()
+
+    def reader(reader_id):
+        while True:
+            req = q.get(reader_id, timeout_s=10)
+            if req is None:
+                return
+            results.put((reader_id, bytes(req.body)))
+
+    procs = [ctx.Process(target=reader, args=(i,)) for i in range(3)]
+    for p in procs:
+        p.start()
+        time.sleep(0.3)  # readers go idle in the order 0, 1, 2
+    served = []
+    for i in range(20):
+        assert _put(q, i, b"x%d" % i)
+        served.append(results.get(timeout=10))
+    for _ in procs:
+        q.put_stop()
+    for p in procs:
+        p.join(10)
+    # One request at a time: always the reader on top of the idle stack,
+    # the one that became idle last (2) and came back first.
+    assert {r for r, _ in served} == {2}
+    assert [b for _, b in served] == [b"x%d" % i for i in range(20)]
