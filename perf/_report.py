@@ -198,7 +198,7 @@ def markdown(report: dict) -> str:
     order, by = _index(res, "e2e")
     if order:
         L += ["## End-to-end latency (produce timestamp to consume), 1 KiB, 1 partition",
-              "", "confluent-kafka producer (linger.ms=0, acks=1) and consumer in separate "
+              "", "confluent-kafka producer (linger.ms=1, max.in.flight 5, acks=1) and consumer in separate "
               "processes; ms, median of runs (min–max of p99).", "",
               "| rate | kafkapy p50 / p99 / p99.9 | tansu p50 / p99 / p99.9 | p99 k/t | "
               "achieved rate k / t | load |", "|---|---|---|---|---|---|"]
