@@ -44,7 +44,6 @@ from kafkapy.storage.producer_state import ProducerStateError
 log = logging.getLogger("kafkapy.broker")
 
 NEXT_PRODUCER_ID = "next_producer_id"
-DELAYED_FETCHES = "delayed_fetches"
 
 
 
@@ -162,9 +161,8 @@ class Broker:
 
     def notify_appended(self) -> None:
         """Wake processors holding long-poll fetches (only if any are parked)."""
-        if self.table.counter(DELAYED_FETCHES) > 0:
-            for pipe in self.wake_pipes:
-                pipe.wake()
+        for pipe in self.wake_pipes:
+            pipe.wake_if_parked()
 
     # -- topics ---------------------------------------------------------------
     def create_topic(self, name, num_partitions=None, configs=None, validate_only=False,

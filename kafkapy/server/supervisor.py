@@ -56,7 +56,7 @@ class Channel:
         arena_bytes = max(ARENA_BYTES, config["socket.request.max.bytes"])
         self.arenas = [Arena(arena_bytes, ARENA_BYTES) for _ in range(n)]
         self.response_pipes = [ResponsePipe(ctx) for _ in range(n)]
-        self.wake_pipes = [WakePipe() for _ in range(n)]
+        self.wake_pipes = [WakePipe(ctx) for _ in range(n)]
 
 
 def bind_listeners(config) -> list[socket.socket]:

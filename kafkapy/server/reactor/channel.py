@@ -292,8 +292,29 @@ class ResponsePipe:
 
 
 class WakePipe:
-    def __init__(self):
+    """Appenders -> one processor: "a high watermark moved".
+
+    The processor keeps the number of fetches it has parked in ``_parked``
+    (shared memory, written only by that processor, under a lock whose atomic
+    operations order the write before its re-check of the high watermarks),
+    and an appender wakes only processors with something parked: one parked
+    consumer no longer costs every processor a wake-up per produce request.
+    """
+
+    def __init__(self, ctx):
         self.read_fd, self.write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._parked = ctx.RawValue("i", 0)
+        self._parked_lock = ctx.Lock()
+
+    def add_parked(self, delta: int) -> None:
+        with self._parked_lock:
+            self._parked.value += delta
+
+    def wake_if_parked(self) -> None:
+        # The appender's partition unlock (a lockf system call) came first:
+        # the high watermark it published is visible before this read.
+        if self._parked.value > 0:
+            self.wake()
 
     def wake(self) -> None:
         try:

@@ -28,7 +28,6 @@ from kafkapy.metrics import probes
 from kafkapy.protocol.api import COORDINATOR_KEYS
 from kafkapy.server.reactor.channel import CLOSE, DELAY, INLINE_MAX_BYTES, NOREPLY, SEND
 
-DELAYED_FETCHES = "delayed_fetches"  # table counter: fetches parked in any processor
 
 log = logging.getLogger("kafkapy.network")
 
@@ -236,7 +235,7 @@ class Processor:
         self._set_events(conn, 0)
         waiting = self.delayed.pop(conn.conn_id, None) is not None
         if waiting:
-            self.table.increment(DELAYED_FETCHES, -1)
+            self.wake_pipe.add_parked(-1)
         if conn.at_worker:
             # A worker still owns the arena region; it is freed when its
             # response arrives (the response is then dropped).
@@ -413,7 +412,7 @@ class Processor:
                 # Appenders wake processors only while this counter is
                 # positive; an append that raced with parking is caught by
                 # re-checking the watched high watermarks right after.
-                self.table.increment(DELAYED_FETCHES)
+                self.wake_pipe.add_parked(1)
                 if conn.arena_off >= 0:
                     # A large fetch must not pin the arena ring for up to
                     # fetch.max.wait.ms: its bytes wait outside it.
@@ -452,7 +451,7 @@ class Processor:
                 ready = any(slot(i).high_watermark != hw for i, hw in watched.items())
             if ready:
                 del self.delayed[conn_id]
-                self.table.increment(DELAYED_FETCHES, -1)
+                self.wake_pipe.add_parked(-1)
                 conn.deadline_ms = deadline
                 conn.delay = None
                 if not self._enqueue(conn):
