@@ -164,7 +164,7 @@ class Sender(threading.Thread):
 
     def _run_once(self) -> None:
         now_ms = time.monotonic() * 1000
-        self._maybe_refresh_metadata(now_ms)
+        refresh_in_ms = self._maybe_refresh_metadata(now_ms)
         if self.idempotent and not self._ensure_producer_id():
             self._poll(self.retry_backoff_ms)
             return
@@ -203,22 +203,32 @@ class Sender(threading.Thread):
             # 1,600 requests/s, ~240k records/s, whatever the producer did.
             timeout_ms = 0.0
         else:
-            timeout_ms = min(next_check_ms, 100.0 if self._in_flight_count() else 1000.0)
+            timeout_ms = min(next_check_ms, refresh_in_ms,
+                             100.0 if self._in_flight_count() else 1000.0)
         self._poll(max(0.0, timeout_ms))
         self._check_request_timeouts()
 
-    def _maybe_refresh_metadata(self, now_ms: float) -> None:
+    def _maybe_refresh_metadata(self, now_ms: float) -> float:
+        """Refresh metadata if it is wanted and allowed now; returns the ms
+        until a wanted refresh is allowed (the sender must not sleep past it:
+        a send waiting for a new topic's metadata would wait with it)."""
         metadata = self.metadata
         stale = now_ms - metadata.last_refresh_ms >= self.metadata_max_age_ms
-        if not (metadata.need_update or stale) or not (self.client.topics or stale):
-            return
-        if metadata.need_update and now_ms - metadata.last_refresh_ms < self.retry_backoff_ms:
-            return  # retry.backoff.ms between refreshes, as Java's Metadata does
+        # A producer wants metadata only for topics it sends to (Java's
+        # producer fetches none before its first send): a refresh at start-up
+        # would only make the first send wait retry.backoff.ms for its topic.
+        if not (metadata.need_update or stale) or not self.client.topics:
+            return float("inf")
+        since_ms = now_ms - metadata.last_refresh_ms
+        if metadata.need_update and since_ms < self.retry_backoff_ms:
+            # retry.backoff.ms between refreshes, as Java's Metadata does.
+            return self.retry_backoff_ms - since_ms
         try:
             self.client.refresh_metadata()
         except errors.KafkaError as exc:
             log.warning("metadata refresh failed: %s", exc)
             metadata.last_refresh_ms = now_ms
+        return float("inf")
 
     def _ensure_producer_id(self) -> bool:
         if self.producer_id >= 0 and not self._pid_reset_pending:
