@@ -209,6 +209,58 @@ def test_pipelined_requests_answered_in_order(shared_broker):
         assert got == expected
 
 
+def test_pipelined_small_and_large_requests_split_at_every_kind_of_boundary(shared_broker):
+    """Requests sent back to back and cut into pieces at odd places: inside a
+    size prefix, inside a small (inline) body, inside a large (arena) body,
+    several small ones in one piece. The processor reads a connection in one
+    buffer and keeps what it read past a request for later: every request
+    must be answered once, in order, and the records land in order."""
+    broker = shared_broker
+    topic = "pipeline-split"
+    create_topic(broker.bootstrap, topic)
+    big_values = [bytes([65 + i]) * 40_000 for i in range(2)]  # > 16 KiB: arena path
+    frames, expected = [], []
+    for i in range(12):
+        correlation_id = 7000 + i
+        expected.append(correlation_id)
+        if i in (3, 8):
+            body = produce_body(topic, 0, batch([big_values[i == 8]]), acks=1)
+            frames.append(encode_request(PRODUCE, 8, correlation_id, body))
+        elif i % 3 == 0:
+            frames.append(encode_request(PRODUCE, 8, correlation_id,
+                                         produce_body(topic, 0, batch([b"small-%d" % i]), acks=1)))
+        else:
+            frames.append(encode_request(API_VERSIONS, 0, correlation_id))
+    stream = b"".join(frames)
+    cuts = [1, 3, 7, 60, 61, 200, 5000, 17_000, 30_000, 45_000, 47_000, 70_000, len(stream)]
+    with RawClient.connect(broker.bootstrap) as client:
+        start = 0
+        for cut in cuts:
+            if cut > start:
+                client.send(stream[start:cut])
+                time.sleep(0.01)  # separate reads on the broker side
+            start = cut
+        got = [struct.unpack_from(">i", client.recv_frame(SETTLE_S))[0] for _ in expected]
+        assert got == expected
+    records, _ = read_partition(broker.bootstrap, topic, 0)
+    values = [v for _, v in records]
+    assert values == [b"small-0", big_values[0], b"small-6", big_values[1], b"small-9"]
+
+
+def test_bad_size_after_a_good_request_answers_it_then_closes(shared_broker):
+    """A valid request and, in the same write, a negative size prefix: the
+    first is answered (it arrived whole), then the connection is closed; the
+    broker keeps serving others."""
+    broker = shared_broker
+    with RawClient.connect(broker.bootstrap) as client:
+        client.send(encode_request(API_VERSIONS, 0, 11) + struct.pack(">i", -5) + b"junk")
+        assert struct.unpack_from(">i", client.recv_frame(SETTLE_S))[0] == 11
+        assert client.wait_closed(SETTLE_S)
+    with RawClient.connect(broker.bootstrap) as client:
+        client.send(encode_request(API_VERSIONS, 0, 12))
+        assert struct.unpack_from(">i", client.recv_frame(SETTLE_S))[0] == 12
+
+
 def test_delayed_fetch_is_not_overtaken_by_later_requests(shared_broker):
     """A long-poll fetch parks the connection; the ApiVersions sent right after
     it must still be answered after the fetch (Kafka mutes the connection)."""

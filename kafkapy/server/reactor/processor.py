@@ -383,7 +383,7 @@ class Processor:
                 # come, first served.
                 self.arena_waiters.rotate(1)
                 break
-            if conn.state == _READ_BODY:
+            if conn.state == _READ_BODY and conn.conn_id in self.conns:
                 self._set_events(conn, selectors.EVENT_READ)
         while self.backlog:
             conn = self.backlog[0]
@@ -465,7 +465,7 @@ class Processor:
         if conn.inbuf:
             # The client pipelined: its next request is (partly) here already.
             self._take(conn, b"")
-            if conn.state == _READ_HEADER or conn.state == _READ_BODY:
+            if conn.conn_id in self.conns and conn.state in (_READ_HEADER, _READ_BODY):
                 self._set_events(conn, selectors.EVENT_READ)
             return
         unmuted = conn.events != selectors.EVENT_READ
