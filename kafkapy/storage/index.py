@@ -113,15 +113,20 @@ class _MappedIndex:
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
 
+    def _open_unmapped(self) -> int:
+        """Drop the mapping (the file is about to change length or be written
+        around it) and open the file for writing; the caller closes the fd."""
+        if self._mm is not None:
+            FILE_CACHE.forget(self)
+            self._evict()
+        return os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+
     def resize(self, new_size: int) -> bool:
         """Set the file length (rounded down to whole entries); keep the valid entries.  Kafka's AbstractIndex.resize."""
         new_size = max(self._round(new_size), self.entries * self.ENTRY_SIZE)
         if new_size == self.file_size:
             return False
-        if self._mm is not None:
-            FILE_CACHE.forget(self)
-            self._evict()
-        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        fd = self._open_unmapped()
         try:
             os.ftruncate(fd, new_size)
         finally:
@@ -279,10 +284,7 @@ class TimeIndex(_MappedIndex):
         self.trim_to_valid_size()
         if timestamp <= last_timestamp:
             return False
-        if self._mm is not None:
-            FILE_CACHE.forget(self)
-            self._evict()
-        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        fd = self._open_unmapped()
         try:
             os.pwrite(fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset), self.entries * 12)
         finally:
