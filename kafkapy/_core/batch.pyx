@@ -13,7 +13,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
 import crc32c as _crc32c_module
 
-from kafkapy._core.types import BatchHeader
+from kafkapy._core.types import AppendCheckError, BatchHeader
 
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12
@@ -21,6 +21,7 @@ LOG_OVERHEAD = 12
 NONE = 0
 CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
+INVALID_TIMESTAMP = 32
 INVALID_RECORD = 87
 
 MIN_BATCH_LENGTH = 49
@@ -42,6 +43,7 @@ cdef enum:
 
 cdef object _crc32c = _crc32c_module.crc32c
 cdef object _BatchHeader = BatchHeader
+cdef object _AppendCheckError = AppendCheckError
 
 
 cdef inline uint32_t _u32(const unsigned char* p) noexcept nogil:
@@ -205,3 +207,92 @@ def assign_offsets(buf, headers, int64_t base_offset, int32_t partition_leader_e
             _put_u32(p + C_CRC_AT, _crc_of(p + C_ATTRIBUTES_AT, size - C_ATTRIBUTES_AT))
         next_offset += <int64_t>header[7] + 1
     return next_offset
+
+
+cdef inline bint _too_far(int64_t ts, int64_t now_ms, int64_t limit) noexcept nogil:
+    # |ts - now_ms| > limit without overflow: the distance between two int64
+    # values always fits a uint64.
+    if ts >= now_ms:
+        return (<uint64_t>ts - <uint64_t>now_ms) > <uint64_t>limit
+    return (<uint64_t>now_ms - <uint64_t>ts) > <uint64_t>limit
+
+
+def check_append(buf, Py_ssize_t max_batch_size=-1, int64_t now_ms=0,
+                 int64_t timestamp_diff_max_ms=-1):
+    """Scan + a leader append's per-batch checks and sums; see batch_py.check_append."""
+    cdef const unsigned char[::1] view = buf
+    cdef Py_ssize_t size_of_buf = view.shape[0]
+    cdef Py_ssize_t position = 0, size, remaining
+    cdef int32_t batch_length, records_count, last_offset_delta
+    cdef int16_t attributes, producer_epoch = 0
+    cdef int64_t producer_id = 0, base_timestamp, max_ts, max_timestamp = -1
+    cdef int64_t record_count = 0, offset_count = 0
+    cdef int error = NONE
+    cdef const unsigned char* p
+    cdef list headers = []
+    while position < size_of_buf:
+        remaining = size_of_buf - position
+        if remaining < C_LOG_OVERHEAD:
+            error = CORRUPT_MESSAGE
+            break
+        p = &view[position]
+        batch_length = _i32(p + 8)
+        if batch_length < C_MIN_BATCH_LENGTH:
+            error = CORRUPT_MESSAGE
+            break
+        size = <Py_ssize_t>batch_length + C_LOG_OVERHEAD
+        if max_batch_size >= 0 and size > max_batch_size:
+            error = MESSAGE_TOO_LARGE
+            break
+        if size > remaining:
+            error = CORRUPT_MESSAGE
+            break
+        if p[C_MAGIC_AT] != 2:
+            error = INVALID_RECORD
+            break
+        if _crc_of(p + C_ATTRIBUTES_AT, size - C_ATTRIBUTES_AT) != _u32(p + C_CRC_AT):
+            error = CORRUPT_MESSAGE
+            break
+        attributes = _i16(p + C_ATTRIBUTES_AT)
+        if (attributes & 0x07) > 4:
+            error = CORRUPT_MESSAGE
+            break
+        records_count = _i32(p + 57)
+        last_offset_delta = _i32(p + 23)
+        if records_count < 0 or last_offset_delta < 0 or (
+            records_count > 0 and last_offset_delta != records_count - 1
+        ):
+            error = INVALID_RECORD
+            break
+        headers.append(_header_at(p, position))
+        position += size
+    if error:
+        raise _AppendCheckError(error, f"invalid record batch (error {error})")
+    # Second pass over the (few) validated batches, in the twin's order: the
+    # scan's errors win over the batch checks wherever they occur.
+    position = 0
+    while position < size_of_buf:
+        p = &view[position]
+        attributes = _i16(p + C_ATTRIBUTES_AT)
+        if attributes & 0x30:
+            raise _AppendCheckError(INVALID_RECORD, "transactional and control batches are not supported")
+        if position == 0:
+            producer_id = _i64(p + 43)
+            producer_epoch = _i16(p + 51)
+        elif _i64(p + 43) != producer_id or (producer_id >= 0 and _i16(p + 51) != producer_epoch):
+            raise _AppendCheckError(INVALID_RECORD, "batches of one produce request must share one producer")
+        records_count = _i32(p + 57)
+        base_timestamp = _i64(p + 27)
+        max_ts = _i64(p + C_MAX_TIMESTAMP_AT)
+        if timestamp_diff_max_ms >= 0 and records_count != 0:
+            for ts in (base_timestamp, max_ts):
+                if _too_far(ts, now_ms, timestamp_diff_max_ms):
+                    raise _AppendCheckError(
+                        INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_diff_max_ms} ms "
+                                           f"away from the broker's time {now_ms}")
+        record_count += records_count
+        offset_count += <int64_t>_i32(p + 23) + 1
+        if max_ts > max_timestamp:
+            max_timestamp = max_ts
+        position += <Py_ssize_t>_i32(p + 8) + C_LOG_OVERHEAD
+    return headers, record_count, offset_count, max_timestamp

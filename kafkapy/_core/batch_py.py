@@ -23,7 +23,7 @@ import struct
 
 import crc32c
 
-from kafkapy._core.types import BatchHeader
+from kafkapy._core.types import AppendCheckError, BatchHeader
 
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12
@@ -32,6 +32,7 @@ LOG_OVERHEAD = 12
 NONE = 0
 CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
+INVALID_TIMESTAMP = 32
 INVALID_RECORD = 87
 
 # Smallest legal batchLength: a header with zero records is 61 bytes, of
@@ -163,3 +164,48 @@ def assign_offsets(buf, headers, base_offset, partition_leader_epoch, log_append
                 _U32.pack_into(buf, position + _CRC_AT, crc)
             next_offset += header[7] + 1
     return next_offset
+
+
+_NOT_APPENDABLE = 0x30  # transactional (0x10) | control (0x20) attribute bits
+
+
+def check_append(buf, max_batch_size=-1, now_ms=0, timestamp_diff_max_ms=-1):
+    """Validate a produce request's batches for a leader append in one call.
+
+    ``scan_batches`` (CRC verified) plus the checks ``Log.append_as_leader``
+    makes on every batch: no transactional or control batch, one producer id
+    (and, for idempotent producers, one epoch) for all of them, and, when
+    ``timestamp_diff_max_ms >= 0``, base and max timestamps of non-empty
+    batches within that many ms of ``now_ms`` (records are opaque: the two
+    bound every record's timestamp).  Returns ``(headers, record_count,
+    offset_count, max_timestamp)`` — offset_count is the sum of
+    ``lastOffsetDelta + 1``, max_timestamp the largest batch maxTimestamp (-1
+    if none is larger).  Raises ``AppendCheckError`` with Kafka's error code:
+    the scan's (2, 10, 87), 87 for the batch checks, 32 INVALID_TIMESTAMP.
+    """
+    headers, _end, error = scan_batches(buf, 0, -1, True, max_batch_size)
+    if error:
+        raise AppendCheckError(error, f"invalid record batch (error {error})")
+    record_count = 0
+    offset_count = 0
+    max_timestamp = -1
+    if not headers:
+        return headers, 0, 0, -1
+    first = headers[0]
+    producer_id = first.producer_id
+    for h in headers:
+        if h.attributes & _NOT_APPENDABLE:
+            raise AppendCheckError(INVALID_RECORD, "transactional and control batches are not supported")
+        if h.producer_id != producer_id or (producer_id >= 0 and h.producer_epoch != first.producer_epoch):
+            raise AppendCheckError(INVALID_RECORD, "batches of one produce request must share one producer")
+        if timestamp_diff_max_ms >= 0 and h.records_count != 0:
+            for ts in (h.base_timestamp, h.max_timestamp):
+                if abs(ts - now_ms) > timestamp_diff_max_ms:
+                    raise AppendCheckError(
+                        INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_diff_max_ms} ms "
+                                           f"away from the broker's time {now_ms}")
+        record_count += h.records_count
+        offset_count += h.last_offset_delta + 1
+        if h.max_timestamp > max_timestamp:
+            max_timestamp = h.max_timestamp
+    return headers, record_count, offset_count, max_timestamp

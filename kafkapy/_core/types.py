@@ -29,3 +29,12 @@ BatchHeader = namedtuple(
 # ``inode`` guards against a path that was replaced (topic deleted and
 # re-created) between the handler building the response and the send.
 FileRegion = namedtuple("FileRegion", ("path", "inode", "position", "length"))
+
+
+class AppendCheckError(Exception):
+    """A produce request's batches fail ``check_append``: ``error_code`` is
+    Kafka's (2, 10, 32, 87), ``str(error)`` the message for the response."""
+
+    def __init__(self, error_code: int, message: str):
+        super().__init__(message)
+        self.error_code = error_code

@@ -150,9 +150,9 @@ class Broker:
                     f"{topic}-{partition}")
         try:
             with lg.lock():
-                result = lg.append_as_leader(records, 0)
-                # One replica: everything appended is replicated to the whole ISR.
-                lg.update_high_watermark(lg.log_end_offset)
+                # One replica: everything appended is replicated to the whole
+                # ISR, so the high watermark follows in the same slot write.
+                result = lg.append_as_leader(records, 0, advance_high_watermark=True)
         except RecordError as exc:
             return exc.error_code, None, str(exc)
         except ProducerStateError as exc:

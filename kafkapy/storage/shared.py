@@ -43,12 +43,14 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
+import struct
 import threading
 import time
 import weakref
 from contextlib import contextmanager
 
 __all__ = [
+    "FIELD",
     "PartitionState",
     "LocalPartitionState",
     "SharedPartitionState",
@@ -109,9 +111,24 @@ class PartitionState:
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.FIELDS}
 
+    def snapshot(self) -> tuple:
+        """Every field, in ``FIELDS`` order (caller holds the lock); ``FIELD``
+        gives the positions.  One read instead of one per field: the append
+        path needs a dozen of them."""
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def store(self, first: int, values) -> None:
+        """Set ``FIELDS[first:first + len(values)]`` to ``values`` (caller holds the lock)."""
+        for name, value in zip(self.FIELDS[first:first + len(values)], values):
+            setattr(self, name, value)
+
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
         return f"{type(self).__name__}({fields})"
+
+
+# Position of each field in ``PartitionState.snapshot()`` / ``store``.
+FIELD = {name: i for i, name in enumerate(PartitionState.FIELDS)}
 
 
 class LocalPartitionState(PartitionState):
@@ -209,10 +226,27 @@ class SharedPartitionState(PartitionState):
         self._base = (_SLOTS_OFFSET // _WORD) + index * STRIDE_WORDS
         self.index = index
 
+    def snapshot(self) -> tuple:
+        # One unpack of the slot's 16 words costs ~0.17 us, against ~85 ns
+        # per field through the properties (~1.4 us for all of them).
+        return _SLOT_FIELDS.unpack_from(self._table._mmap, (self._base + 1) * _WORD)
+
+    def store(self, first: int, values) -> None:
+        _slot_struct(len(values)).pack_into(self._table._mmap, (self._base + 1 + first) * _WORD, *values)
+
     def lock(self, timeout_s: float | None = None):
         # Uncontended enter + exit costs about 1.5 us here (two fcntl calls
         # plus the RLock): small beside a produce request's disk write.
         return self._table._slot_lock(1 + self.index, timeout_s)
+
+
+# Native int64 words, like the 'q' view (the mapping never leaves this machine).
+_SLOT_FIELDS = struct.Struct(f"={len(PartitionState.FIELDS)}q")
+_SLOT_STRUCTS = [struct.Struct(f"={n}q") for n in range(len(PartitionState.FIELDS) + 1)]
+
+
+def _slot_struct(count: int) -> struct.Struct:
+    return _SLOT_STRUCTS[count]
 
 
 for _i, _name in enumerate(PartitionState.FIELDS):
@@ -256,12 +290,24 @@ class _RecordLock:
             fcntl.lockf(self._table._fd, fcntl.LOCK_UN, 1, self._byte, os.SEEK_SET)
         self._rlock.release()
 
+    # __enter__/__exit__ repeat acquire/release inline: every append enters
+    # one of these, and the two extra Python calls were ~0.2 us of its ~1.6.
     def __enter__(self):
-        self.acquire()
+        self._rlock.acquire()
+        if self._depth == 0:
+            try:
+                fcntl.lockf(self._table._fd, fcntl.LOCK_EX, 1, self._byte, os.SEEK_SET)
+            except BaseException:
+                self._rlock.release()
+                raise
+        self._depth += 1
         return self
 
     def __exit__(self, *exc):
-        self.release()
+        self._depth -= 1
+        if self._depth == 0:
+            fcntl.lockf(self._table._fd, fcntl.LOCK_UN, 1, self._byte, os.SEEK_SET)
+        self._rlock.release()
         return False
 
 

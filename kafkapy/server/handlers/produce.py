@@ -17,15 +17,51 @@ Contract:
   place and the bytes written to the segment as they arrived.
 """
 
+import dataclasses
 import logging
 import struct
+from functools import cache
 
 from kafkapy.protocol.codec import decode
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.handlers import CloseConnection, NoResponse, construct
+from kafkapy.server.handlers import CloseConnection, NoResponse, _plan
 
 API_KEY = 0
 log = logging.getLogger("kafkapy.request")
+
+_VALID_ACKS = (-1, 0, 1)
+
+
+@cache
+def _response_classes(cls):
+    """``(topic class, partition builder)`` of one version's ProduceResponse.
+
+    The entities are built directly rather than through ``construct``'s
+    per-dict walk: with 16 partitions per request (a confluent-kafka
+    producer at linger 5 ms) the dicts and ``construct`` were ~2.5 us of the
+    ~20 us each partition cost a worker.  The builder takes the fields every
+    version has and passes on only those this version's class declares
+    (log_append_time from v2, log_start_offset from v5, error_message from v8).
+    """
+    topic_cls = next(n[1] for name, n, _ in _plan(cls) if name == "responses")
+    part_cls = next(n[1] for name, n, _ in _plan(topic_cls) if name == "partition_responses")
+    fields = frozenset(f.name for f in dataclasses.fields(part_cls))
+    has_start = "log_start_offset" in fields
+    has_message = "error_message" in fields
+    has_record_errors = "record_errors" in fields
+
+    def partition(index, error_code, base_offset, log_append_time, log_start_offset, message):
+        kw = {"index": index, "error_code": error_code, "base_offset": base_offset,
+              "log_append_time": log_append_time}
+        if has_start:
+            kw["log_start_offset"] = log_start_offset
+        if has_record_errors:
+            kw["record_errors"] = ()
+        if has_message:
+            kw["error_message"] = message
+        return part_cls(**kw)
+
+    return topic_cls, partition
 
 
 def handle(ctx, request):
@@ -33,32 +69,34 @@ def handle(ctx, request):
     acks = request.acks
     any_error = False
     appended = False
+    cls = ctx.response_class()
+    topic_cls, partition = _response_classes(cls)
+    append = broker.append
+    valid_acks = acks in _VALID_ACKS
     topics = []
     for topic in request.topic_data:
+        name = topic.name
         partitions = []
         for pdata in topic.partition_data:
-            if acks not in (-1, 0, 1):
-                code, result, message = ErrorCode.INVALID_REQUIRED_ACKS, None, None
+            index = pdata.index
+            if valid_acks:
+                code, result, message = append(name, index, pdata.records, acks)
             else:
-                code, result, message = broker.append(topic.name, pdata.index, pdata.records, acks)
+                code, result, message = ErrorCode.INVALID_REQUIRED_ACKS, None, None
             if code:
                 any_error = True
-                partitions.append({"index": pdata.index, "error_code": int(code),
-                                   "base_offset": -1, "log_append_time": -1,
-                                   "log_start_offset": -1, "error_message": message})
+                partitions.append(partition(index, int(code), -1, -1, -1, message))
             else:
-                appended = appended or result.record_count > 0
-                partitions.append({"index": pdata.index, "error_code": 0,
-                                   "base_offset": result.first_offset,
-                                   "log_append_time": result.log_append_time_ms,
-                                   "log_start_offset": result.log_start_offset,
-                                   "error_message": None})
-        topics.append({"name": topic.name, "partition_responses": partitions})
+                if result.record_count > 0:
+                    appended = True
+                partitions.append(partition(index, 0, result.first_offset, result.log_append_time_ms,
+                                            result.log_start_offset, None))
+        topics.append(topic_cls(name=name, partition_responses=tuple(partitions)))
     if appended:
         broker.notify_appended()
     if acks == 0:
         return CloseConnection if any_error else NoResponse
-    return construct(ctx.response_class(), {"responses": topics, "throttle_time": 0})
+    return cls(responses=tuple(topics), throttle_time=0)
 
 
 def reject_old_version(version: int, buf, offset: int) -> bytes:
