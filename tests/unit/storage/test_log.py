@@ -523,3 +523,20 @@ def test_offset_for_timestamp(tmp_path):
         assert log.offset_for_timestamp(-1) == (24, -1)
         assert log.max_timestamp_offset() == (23, T0 + 1101)
     log.close()
+
+
+def test_append_advances_the_high_watermark_only_when_asked(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    with log.lock():
+        log.append_as_leader(records_of(make_batch(3)), 0)
+        assert (log.log_end_offset, log.high_watermark) == (3, 0)
+        log.append_as_leader(records_of(make_batch(2)), 0, advance_high_watermark=True)
+        assert (log.log_end_offset, log.high_watermark) == (5, 5)
+        # A rejected append writes nothing, the high watermark included.
+        bad = bytearray(make_batch(1))
+        bad[-1] ^= 1
+        with pytest.raises(RecordError):
+            log.append_as_leader(memoryview(bad), 0, advance_high_watermark=True)
+        assert (log.log_end_offset, log.high_watermark, log.state.active_size) == \
+            (5, 5, log.active_segment.size)
+    log.close()

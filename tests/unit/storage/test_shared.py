@@ -355,3 +355,25 @@ def test_close_releases_mapping(tmp_path):
     del state
     t.close()
     t.close()  # idempotent
+
+
+def test_snapshot_and_store_match_the_fields(table):
+    from kafkapy.storage.shared import FIELD, LocalPartitionState, PartitionState
+
+    shared = table.slot(table.allocate())
+    local = LocalPartitionState()
+    for state in (shared, local):
+        with state.lock():
+            assert state.snapshot() == tuple(PartitionState.DEFAULTS[n] for n in PartitionState.FIELDS)
+            state.store(0, (10, 9))
+            state.store(FIELD["active_size"], (4096, 3, 2))
+            state.first_batch_timestamp = 77
+            snap = state.snapshot()
+            assert snap == tuple(getattr(state, n) for n in PartitionState.FIELDS)
+            assert (state.log_end_offset, state.high_watermark, state.log_start_offset) == (10, 9, 0)
+            assert (state.active_size, state.index_entries, state.time_index_entries,
+                    state.active_max_timestamp) == (4096, 3, 2, -1)
+            assert snap[FIELD["first_batch_timestamp"]] == 77
+    # Neighbouring slots are untouched by a store.
+    other = table.slot(table.allocate())
+    assert other.snapshot()[0] == 0
