@@ -141,7 +141,10 @@ def markdown(report: dict) -> str:
          f"Machine: {m['nproc']} cores, {m['cpu_model']}, {m['mem_gb']} GB RAM, Linux "
          f"{m['kernel']}, Python {m['python']}; {m['client']}; "
          + "; ".join(f"{k} = {v}" for k, v in m.get("kcat", {}).items())
-         + f"; {m['tansu']} (memory storage); kafkapy {m['kafkapy_commit']}; "
+         + f"; {m['tansu']} (memory storage); kafkapy {m.get('kafkapy_commit', 'worktree')}"
+         + (f" with {', '.join(m['kafkapy_config'])}" if m.get("kafkapy_config") else
+            " with Kafka's defaults")
+         + "; "
          f"{m['date_utc']}; load average at start "
          f"{', '.join(f'{x:.2f}' for x in m.get('loadavg_at_start', []))}, at end "
          f"{', '.join(f'{x:.2f}' for x in m.get('loadavg_at_end', []))}; "

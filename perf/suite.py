@@ -476,7 +476,7 @@ def partition_scaling(name: str, cfg, base_dir: str, rows: list) -> None:
 
 def make_broker(name: str, workdir: str, cfg):
     if name == "kafkapy":
-        return _brokers.make_kafkapy(workdir, src=cfg.kafkapy_src)
+        return _brokers.make_kafkapy(workdir, cfg.kafkapy_config, src=cfg.kafkapy_src)
     return _brokers.BROKER_FACTORIES[name](workdir)
 
 
@@ -554,6 +554,9 @@ def main(argv=None) -> int:
                         help="git revision of kafkapy to run (exported to a temp dir, "
                              "so edits in the working tree do not disturb the run); "
                              "'worktree' runs the installed working tree as is")
+    parser.add_argument("--kafkapy-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for kafkapy (repeatable), e.g. "
+                             "socket.send.buffer.bytes=-1; recorded in the report")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda _s, _f: sys.exit(143))
     cfg = Config(args)
@@ -569,11 +572,13 @@ def main(argv=None) -> int:
             bb.make_kcat_input(path, record_size, records)
             inputs[(record_size, records)] = path
         cfg.kafkapy_src = None
+        cfg.kafkapy_config = dict(kv.split("=", 1) for kv in args.kafkapy_config)
         if args.kafkapy_rev != "worktree":
             cfg.kafkapy_src = _brokers.snapshot_source(
                 str(REPO), os.path.join(base_dir, "kafkapy-src"), args.kafkapy_rev)
         machine = bb.machine_info(kcat_envs)
         machine["kafkapy_rev"] = args.kafkapy_rev
+        machine["kafkapy_config"] = args.kafkapy_config
         if args.kafkapy_rev != "worktree":
             machine["kafkapy_commit"] = subprocess.run(
                 ["git", "-C", str(REPO), "rev-parse", "--short", args.kafkapy_rev],
