@@ -174,6 +174,11 @@ class RequestQueue:
             idle[0] = depth - 1
         self._wakers[reader].release()
 
+    def idle_readers(self) -> list[int]:
+        """Reader ids now idle, the next to be woken last."""
+        with self._idle_lock:
+            return list(self._idle[1:self._idle[0] + 1])
+
     def _set_idle(self, reader: int, idle_now: bool) -> None:
         idle = self._idle
         with self._idle_lock:

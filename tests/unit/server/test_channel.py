@@ -145,12 +145,24 @@ def test_request_queue_wakes_the_reader_that_went_idle_last():
                 return
             results.put((reader_id, bytes(req.body)))
 
+    def wait_all_idle():
+        deadline = time.monotonic() + 10
+        while len(q.idle_readers()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return q.idle_readers()
+
     procs = [ctx.Process(target=reader, args=(i,)) for i in range(3)]
-    for p in procs:
+    for i, p in enumerate(procs):
         p.start()
-        time.sleep(0.3)  # readers go idle in the order 0, 1, 2
+        deadline = time.monotonic() + 10
+        while len(q.idle_readers()) < i + 1 and time.monotonic() < deadline:
+            time.sleep(0.005)  # readers go idle in the order 0, 1, 2
+    assert q.idle_readers() == [0, 1, 2]
     served = []
     for i in range(20):
+        # The reader that answered goes back on top of the stack once it is
+        # idle again (a request arriving before that wakes the next one).
+        assert wait_all_idle()[-1] == 2
         assert _put(q, i, b"x%d" % i)
         served.append(results.get(timeout=10))
     for _ in procs:
