@@ -34,6 +34,7 @@ from kafkapy.storage.file_cache import FILE_CACHE
 
 _index_lookup = load("index").index_lookup
 
+_PAGE = mmap.PAGESIZE
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32_MAX = 2**31 - 1
@@ -104,6 +105,32 @@ class _MappedIndex:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+
+    def _store(self, entry: struct.Struct, *values) -> None:
+        """Write the next entry (at ``entries``) through the mapping.
+
+        The file is preallocated sparse (as Kafka's setLength): storing
+        through a mapping into a hole makes the filesystem allocate the block
+        inside a page fault, measured at ~1.9 ms per page on this machine
+        class (ext4 in a VM), against ~7 us for a ``pwrite`` of the page
+        followed by the store. So an entry that starts a page, or crosses
+        into one, first gets its pages written with zeros by ``pwrite`` —
+        only bytes from the entry's own position on, past the last valid
+        entry, which no reader looks at (all under the partition lock). With
+        1,000 partitions each getting its first entries, 60 % of worker time
+        was these page faults; produce to 1,000 partitions went from 11k to
+        114k records/s.
+        """
+        position = self.entries * self.ENTRY_SIZE
+        end = position + self.ENTRY_SIZE
+        if position % _PAGE == 0 or (end - 1) // _PAGE != position // _PAGE:
+            stop = min(self.file_size, ((end - 1) // _PAGE + 1) * _PAGE)
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                os.pwrite(fd, bytes(stop - position), position)
+            finally:
+                os.close(fd)
+        entry.pack_into(self._mapping(), position, *values)
 
     @property
     def max_entries(self) -> int:
@@ -202,7 +229,7 @@ class OffsetIndex(_MappedIndex):
             raise ValueError(f"{self.path}: offset {offset} not above last entry {self.last_offset}")
         if self.is_full:
             raise ValueError(f"{self.path}: index is full ({self.entries} entries)")
-        _OFFSET_ENTRY.pack_into(self._mapping(), self.entries * 8, offset - self.base_offset, position)
+        self._store(_OFFSET_ENTRY, offset - self.base_offset, position)
         self.entries += 1
 
     def truncate_to(self, offset: int) -> None:
@@ -267,7 +294,7 @@ class TimeIndex(_MappedIndex):
             raise ValueError(f"{self.path}: timestamp {timestamp} below last entry {last_timestamp}")
         if timestamp <= last_timestamp or self.entries >= self.max_entries:
             return False
-        _TIME_ENTRY.pack_into(self._mapping(), self.entries * 12, timestamp, offset - self.base_offset)
+        self._store(_TIME_ENTRY, timestamp, offset - self.base_offset)
         self.entries += 1
         return True
 

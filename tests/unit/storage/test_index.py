@@ -143,3 +143,36 @@ def test_index_mapping_is_shared_between_openers(tmp_path):
     assert reader.lookup(8) == (7, 70)
     writer.close()
     reader.close()
+
+
+@pytest.mark.parametrize("kind", ["offset", "time"])
+def test_entries_across_pages_from_two_openers_stay_intact(tmp_path, kind):
+    """Entries are stored through the mapping after the page they start (or
+    cross into) was given real blocks by a pwrite of zeros past the last valid
+    entry. Two openers of one file (two workers) alternate across several
+    pages: nothing either wrote may be zeroed by the other, and the bytes are
+    Kafka's."""
+    import mmap
+
+    cls, size = (OffsetIndex, 8) if kind == "offset" else (TimeIndex, 12)
+    path = str(tmp_path / f"0.{kind}")
+    max_bytes = 4 * mmap.PAGESIZE
+    a = cls(path, 100, max_bytes)
+    b = cls(path, 100, max_bytes, entries=0)
+    n = (3 * mmap.PAGESIZE) // size + 5  # into the fourth page, crossing three boundaries
+    owners = [a, b]
+    for i in range(n):
+        writer = owners[(i // 37) % 2]  # runs of 37, so writers change inside pages
+        writer.entries = i  # the count travels through PartitionState
+        if kind == "offset":
+            writer.append(100 + i, i * 10)
+        else:
+            assert writer.maybe_append(1_000 + i, 100 + i)
+    for index in owners:
+        index.close()
+    raw = open(path, "rb").read()
+    entries = [struct.unpack_from(">ii" if kind == "offset" else ">qi", raw, i * size) for i in range(n)]
+    if kind == "offset":
+        assert entries == [(i, i * 10) for i in range(n)]
+    else:
+        assert entries == [(1_000 + i, i) for i in range(n)]
