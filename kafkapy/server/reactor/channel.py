@@ -30,9 +30,10 @@ children inherit the sockets, semaphores and shared mappings.
   processors holding delayed fetches.
 
 Why not ``multiprocessing.Pipe``: per small request the old channel cost a
-pickle, a lock and two reads each way; the per-request CPU of a one-record
-Produce on one connection went from ~240 us to ~... us with datagrams
-(perf/README.md, "small requests").
+pickle, a lock and two reads each way. A one-record Produce on one connection
+(1 network, 2 I/O threads) went from 3,650 to 5,100 requests/s and from 186 to
+158 us of broker CPU each with datagrams (perf/README.md, "What changed this
+session").
 """
 
 from __future__ import annotations
@@ -131,8 +132,8 @@ class RequestQueue:
         self._idle_lock = ctx.Lock()
         self._idle = ctx.RawArray("i", readers + 1)
         self._wakers = [ctx.Semaphore(0) for _ in range(readers)]
-        self._recv_buf = None  # per reading process
-        self._recv_pid = -1
+        # Made before the readers fork: each gets its own copy-on-write copy.
+        self._recv_buf = bytearray(REQUEST.size + INLINE_MAX_BYTES)
 
     def try_put(self, processor_id: int, conn_id: int, arena_off: int, size: int,
                 deadline_ms: int, inline) -> bool:
@@ -219,10 +220,6 @@ class RequestQueue:
 
     def _take(self):
         """A request if one is waiting, else ``_EMPTY``; never blocks."""
-        pid = os.getpid()
-        if self._recv_pid != pid:
-            self._recv_buf = bytearray(REQUEST.size + INLINE_MAX_BYTES)
-            self._recv_pid = pid
         buf = self._recv_buf
         while True:
             try:
