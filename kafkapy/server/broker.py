@@ -208,23 +208,7 @@ class Broker:
         def change(md):
             if name in md.topics:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            config = self.log_config(info)
-
-            def fresh_slots():
-                for p in range(num_partitions):
-                    slot = self.table.allocate()
-                    info.slots.append(slot)
-                    yield p, self.table.slot(slot)
-
-            def let_go(p, lg):
-                # Created, then let go: this process opens the partition
-                # again only if it serves it.
-                created.append(p)
-                lg.release()
-                self.log_manager.logs.pop((name, p), None)
-
-            # One syncfs for the whole topic instead of two fsyncs per partition.
-            self.log_manager.create_logs(name, fresh_slots(), config, info.topic_id.bytes, let_go)
+            self._create_logs(info, info.slots, range(num_partitions), created)
             md.topics[name] = info
 
         try:
@@ -233,12 +217,35 @@ class Broker:
             raise
         except Exception:
             log.exception("creating topic %s failed; rolling back %d partitions", name, len(created))
-            for p, slot in zip(created, info.slots):
-                self.log_manager.delete_log(name, p)
-                self.table.free(slot)
+            self._roll_back(name, created)
             raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Creating topic {name} failed") from None
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, info.topic_id)
         return info
+
+    def _create_logs(self, info: TopicInfo, slots: list, partitions, created: list) -> None:
+        """Create ``partitions`` of ``info``'s topic, each with a fresh slot
+        (appended to ``slots``; ``(partition, slot)`` to ``created`` as it is
+        allocated, for ``_roll_back``), with one syncfs for all of them instead
+        of two fsyncs per partition. Each is let go once created: this process
+        opens a partition again only if it serves it."""
+        def fresh_slots():
+            for p in partitions:
+                slot = self.table.allocate()
+                created.append((p, slot))
+                slots.append(slot)
+                yield p, self.table.slot(slot)
+
+        def let_go(p, lg):
+            lg.release()
+            self.log_manager.logs.pop((info.name, p), None)
+
+        self.log_manager.create_logs(info.name, fresh_slots(), self.log_config(info),
+                                     info.topic_id.bytes, let_go)
+
+    def _roll_back(self, name: str, created: list) -> None:
+        for p, slot in created:
+            self.log_manager.delete_log(name, p)
+            self.table.free(slot)
 
     def delete_topic(self, name: str) -> None:
         removed = []
@@ -413,20 +420,7 @@ class Broker:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Topic currently has {live.num_partitions} partitions, which is "
                                  f"higher than the requested {count}.")
-            config = log_config_for(self._config, live.configs)
-
-            def fresh_slots():
-                for p in range(live.num_partitions, count):
-                    slot = self.table.allocate()
-                    created.append((p, slot))
-                    live.slots.append(slot)
-                    yield p, self.table.slot(slot)
-
-            def let_go(p, lg):
-                lg.release()
-                self.log_manager.logs.pop((name, p), None)
-
-            self.log_manager.create_logs(name, fresh_slots(), config, live.topic_id.bytes, let_go)
+            self._create_logs(live, live.slots, range(live.num_partitions, count), created)
             live.num_partitions = count
 
         try:
@@ -435,9 +429,7 @@ class Broker:
             raise
         except Exception:
             log.exception("adding partitions to %s failed; rolling back %d", name, len(created))
-            for p, slot in created:
-                self.log_manager.delete_log(name, p)
-                self.table.free(slot)
+            self._roll_back(name, created)
             raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
                              f"Adding partitions to {name} failed") from None
         log.info("topic %s now has %d partitions", name, count)
