@@ -58,6 +58,11 @@ from kafkapy.storage.shared import FIELD
 batch = load("batch")
 _F_GENERATION = FIELD["generation"]
 _F_ACTIVE_BASE_OFFSET = FIELD["active_base_offset"]
+_F_ACTIVE_SIZE = FIELD["active_size"]
+_F_UNFLUSHED_MESSAGES = FIELD["unflushed_messages"]
+_F_LAST_FLUSH_MS = FIELD["last_flush_ms"]
+_F_LEADER_EPOCH = FIELD["leader_epoch"]
+_F_FIRST_BATCH_TIMESTAMP = FIELD["first_batch_timestamp"]
 
 logger = logging.getLogger("kafkapy.storage")
 
@@ -335,29 +340,26 @@ class Log:
     # ------------------------------------------------------------------ sync
 
     def _publish_active(self, active: LogSegment) -> None:
-        state = self.state
-        state.active_base_offset = active.base_offset
-        state.active_size = active.size
-        state.index_entries = active.offset_index.entries
-        state.time_index_entries = active.time_index.entries
-        state.active_max_timestamp = active.max_timestamp
-        state.active_offset_of_max_timestamp = active.offset_of_max_timestamp
-        state.bytes_since_last_index_entry = active.bytes_since_last_index_entry
+        # active_base_offset .. bytes_since_last_index_entry: one slot store.
+        self.state.store(_F_ACTIVE_BASE_OFFSET, (
+            active.base_offset, active.size, active.offset_index.entries, active.time_index.entries,
+            active.max_timestamp, active.offset_of_max_timestamp, active.bytes_since_last_index_entry))
 
-    def _sync(self) -> None:
+    def _sync(self) -> tuple:
+        """Catch up with the slot (see the module docstring); returns the
+        slot's fields as read (``PartitionState.snapshot``), one read for
+        callers that need several of them."""
         if self.closed:
             raise StorageError(f"{self.dir}: log is closed")
-        state = self.state
-        if state.generation != self._generation:
+        slot = self.state.snapshot()
+        if slot[_F_GENERATION] != self._generation:
             self._reload()
-            return
+            return slot
         active = self._segments[-1]
-        active.size = state.active_size
-        active.offset_index.entries = state.index_entries
-        active.time_index.entries = state.time_index_entries
-        active.max_timestamp = state.active_max_timestamp
-        active.offset_of_max_timestamp = state.active_offset_of_max_timestamp
-        active.bytes_since_last_index_entry = state.bytes_since_last_index_entry
+        (active.size, active.offset_index.entries, active.time_index.entries, active.max_timestamp,
+         active.offset_of_max_timestamp, active.bytes_since_last_index_entry) = \
+            slot[_F_ACTIVE_SIZE:_F_ACTIVE_SIZE + 6]
+        return slot
 
     def _close_segments(self) -> None:
         for segment in self._segments:
@@ -451,24 +453,17 @@ class Log:
         ``advance_high_watermark``: the ISR is this replica alone, so the high
         watermark moves to the new log end offset in the same slot write.
 
-        The slot is read once (``snapshot``) and written back in two stores
-        (log end offset + high watermark, then the active segment's counters
-        + unflushed messages): per-field access was ~2.5 us of a ~12 us
-        append of one small batch (Kafka's append holds these in fields of
+        The slot is read once (``_sync``'s snapshot) and written back in a few
+        stores (log end offset + high watermark, the active segment's counters,
+        unflushed messages): per-field access was ~2.5 us of a ~12 us append
+        of one small batch (Kafka's append holds these in fields of
         one object; ours live in the shared table so every worker sees them).
         """
-        if self.closed:
-            raise StorageError(f"{self.dir}: log is closed")
+        slot = self._sync()
         state = self.state
-        slot = state.snapshot()
-        if slot[_F_GENERATION] != self._generation:
-            self._reload()
         active = self._segments[-1]
-        (log_end_offset, high_watermark, log_start_offset, _recovery_point, _active_base_offset,
-         active.size, active.offset_index.entries, active.time_index.entries,
-         active.max_timestamp, active.offset_of_max_timestamp, active.bytes_since_last_index_entry,
-         unflushed_messages, last_flush_ms, _generation, slot_leader_epoch,
-         first_batch_timestamp) = slot
+        log_end_offset, high_watermark, log_start_offset = slot[:3]
+        unflushed_messages = slot[_F_UNFLUSHED_MESSAGES]
         config = self.config
         if len(records) == 0:
             return AppendResult(-1, -1, -1, log_start_offset, 0, False)
@@ -507,26 +502,24 @@ class Log:
 
         first_offset = log_end_offset
         if self._maybe_roll(len(records), max_timestamp, first_offset + offset_count - 1, now_ms,
-                            first_batch_timestamp):
+                            slot[_F_FIRST_BATCH_TIMESTAMP]):
             active = self._segments[-1]
         was_empty = active.size == 0
         next_offset = batch.assign_offsets(records, headers, first_offset, leader_epoch, log_append_time_ms)
         active.append(records, first_offset, headers, log_append_time_ms)
         state.store(0, (next_offset, next_offset if advance_high_watermark else high_watermark))
+        self._publish_active(active)
         unflushed_messages += record_count
-        state.store(_F_ACTIVE_BASE_OFFSET, (
-            active.base_offset, active.size, active.offset_index.entries, active.time_index.entries,
-            active.max_timestamp, active.offset_of_max_timestamp, active.bytes_since_last_index_entry,
-            unflushed_messages))
+        state.unflushed_messages = unflushed_messages
         if was_empty:
             state.first_batch_timestamp = (log_append_time_ms if log_append_time_ms >= 0
                                            else headers[0].max_timestamp)
-        if leader_epoch >= 0 and slot_leader_epoch < leader_epoch:
+        if leader_epoch >= 0 and slot[_F_LEADER_EPOCH] < leader_epoch:
             self._maybe_assign_epoch_start_offset(leader_epoch, first_offset)
         if psm is not None:
             h = headers[0]
             psm.update(batch.read_header(records, h.position), first_offset, next_offset - 1, max_timestamp)
-        if unflushed_messages >= config.flush_messages or now_ms - last_flush_ms >= config.flush_ms:
+        if unflushed_messages >= config.flush_messages or now_ms - slot[_F_LAST_FLUSH_MS] >= config.flush_ms:
             self.flush()
         probes.log.appended(self.topic, len(records), record_count)
         return AppendResult(first_offset, next_offset - 1, log_append_time_ms, log_start_offset,
