@@ -229,6 +229,146 @@ def gen_conns(args: dict) -> dict:
             "latency": percentiles(lat_us), "timed_out": False}
 
 
+# ------------------------------------------------------------ spread
+
+def _produce_errors(frame: bytes) -> int:
+    """Partitions answered with an error in a Produce v8 response frame
+    (correlation id first), every topic and partition read: a broker that
+    fails some partitions of a request cannot post a good figure."""
+    pos = 4
+    bad = 0
+    (topics,) = struct.unpack_from(">i", frame, pos)
+    pos += 4
+    for _ in range(topics):
+        (name_len,) = struct.unpack_from(">h", frame, pos)
+        pos += 2 + max(name_len, 0)
+        (parts,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+        for _ in range(parts):
+            # index i32, error i16, base_offset i64, log_append_time i64,
+            # log_start_offset i64, record_errors [batch_index i32, message
+            # nullable string], error_message nullable string
+            (error,) = struct.unpack_from(">h", frame, pos + 4)
+            bad += error != 0
+            pos += 4 + 2 + 8 + 8 + 8
+            (n,) = struct.unpack_from(">i", frame, pos)
+            pos += 4
+            for _ in range(max(n, 0)):
+                (m,) = struct.unpack_from(">h", frame, pos + 4)
+                pos += 4 + 2 + max(m, 0)
+            (m,) = struct.unpack_from(">h", frame, pos)
+            pos += 2 + max(m, 0)
+    return bad
+
+
+def gen_spread(args: dict) -> dict:
+    """One total rate spread over ``partitions`` partitions, open loop.
+
+    Behaves like a producer with linger = ``tick_ms`` and max.in.flight =
+    ``inflight`` that costs almost nothing per partition: every tick, the
+    records due since the last one go out in one Produce v8 request (acks=1),
+    record i to partition i mod ``partitions``, each partition's records one
+    v2 batch (encoded once per record count and reused: the broker assigns
+    offsets in its own copy). With ``inflight`` requests outstanding, due
+    records wait in the generator, so a broker that falls behind shows as a
+    lower achieved rate and a longer due-to-ack time, not as a slower
+    generator. librdkafka cannot be that generator at 10,000 partitions: it
+    spends ~28 us of CPU per record there (a timer and a queue per
+    partition), ~37k rec/s at most on this machine whatever the broker.
+    """
+    from kafkapy._core.records_py import build_batch
+
+    host, port = args["bootstrap"].split(":")
+    sock = _connect(host, int(port))
+    topic = args["topic"].encode()
+    partitions, rate = args["partitions"], args["rate"]
+    total = int(rate * args["seconds"])
+    tick_s = args.get("tick_ms", 5) / 1000
+    inflight = args.get("inflight", 5)
+    value = b"v" * args["record_size"]
+    now_ms = int(time.time() * 1000)
+    batches: dict[int, bytes] = {}
+
+    def batch(count: int) -> bytes:
+        b = batches.get(count)
+        if b is None:
+            b = batches[count] = bytes(build_batch([(None, value, [], now_ms)] * count))
+        return b
+
+    client_id = b"perf-spread"
+    # Header v1 (api_key 0, version 8, correlation id patched per request,
+    # client id), then transactional_id null, acks 1, timeout, one topic.
+    head = struct.pack(">hhih", 0, 8, 0, len(client_id)) + client_id + \
+        struct.pack(">hhii", -1, 1, 30_000, 1) + struct.pack(">h", len(topic)) + topic
+    # At most ~1 MiB per request (Kafka's max.request.size) when catching up.
+    max_records = max(1, (1 << 20) // (args["record_size"] + 80))
+
+    def request(corr: int, first: int, count: int) -> bytes:
+        # Records first .. first+count-1; partition of record i is i % partitions.
+        n_parts = min(count, partitions)
+        base, extra = divmod(count, partitions)
+        out = [head, struct.pack(">i", n_parts)]
+        for j in range(n_parts):
+            b = batch(base + (1 if j < extra else 0))
+            out.append(struct.pack(">ii", (first + j) % partitions, len(b)))
+            out.append(b)
+        msg = bytearray(b"".join(out))
+        _CORR.pack_into(msg, 4, corr)
+        return _SIZE.pack(len(msg)) + msg
+
+    _wait_go()
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ)
+    outstanding: dict[int, tuple[int, float, float]] = {}  # corr -> (records, sent_at, due_at)
+    rbuf = bytearray()
+    sent = acked = errors = corr = 0
+    request_us: list[float] = []
+    due_to_ack_us: list[float] = []
+    cpu0 = _cpu_s()
+    start = time.perf_counter()
+    last_ack = start
+    deadline = time.monotonic() + args["timeout_s"]
+    while acked < total and time.monotonic() < deadline:
+        now = time.perf_counter()
+        # Records become due at tick boundaries (the linger).
+        due = min(total, int(int((now - start) / tick_s) * tick_s * rate))
+        if due > sent and len(outstanding) < inflight:
+            count = min(due - sent, max_records)
+            sock.sendall(request(corr, sent, count))
+            # The first record of the request was due at sent / rate.
+            outstanding[corr] = (count, now, start + sent / rate)
+            sent += count
+            corr += 1
+        next_tick = start + (int((now - start) / tick_s) + 1) * tick_s
+        for _ in sel.select(timeout=max(0.0, next_tick - time.perf_counter())):
+            data = sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("broker closed the connection")
+            rbuf += data
+            t = time.perf_counter()
+            while len(rbuf) >= 4:
+                (size,) = _SIZE.unpack_from(rbuf, 0)
+                if len(rbuf) < 4 + size:
+                    break
+                frame = bytes(rbuf[4:4 + size])
+                del rbuf[:4 + size]
+                (c,) = _CORR.unpack_from(frame, 0)
+                count, sent_at, due_at = outstanding.pop(c)
+                errors += _produce_errors(frame)
+                acked += count
+                last_ack = t
+                request_us.append((t - sent_at) * 1e6)
+                due_to_ack_us.append((t - due_at) * 1e6)
+    sock.close()
+    wall_s = last_ack - start
+    return {"wall_s": wall_s, "records": acked, "offered_rate": rate,
+            "achieved_rate": round(acked / wall_s, 1) if wall_s > 0 else 0.0,
+            "requests": corr, "partition_errors": errors,
+            "request_latency": percentiles(request_us),
+            "due_to_ack": percentiles(due_to_ack_us), "cpu_s": round(_cpu_s() - cpu0, 3),
+            "timed_out": acked < total}
+
+
 # ------------------------------------------------------------ end-to-end
 
 _TS = struct.Struct(">q")
@@ -408,7 +548,8 @@ def gen_kproduce(args: dict) -> dict:
             "delivery_errors": 0, "unflushed": 0, "first_error": None}
 
 
-KINDS = {"small": gen_small, "conns": gen_conns, "e2e_produce": gen_e2e_produce,
+KINDS = {"small": gen_small, "conns": gen_conns, "spread": gen_spread,
+         "e2e_produce": gen_e2e_produce,
          "e2e_consume": gen_e2e_consume, "kproduce": gen_kproduce}
 
 

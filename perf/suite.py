@@ -22,8 +22,11 @@ tables) and perf/results/suite_*.png (plots). One run measures, side by side:
    * connections: 1, 100 and 1,000 connections with one request each in
      flight;
    * partitions: 1, 100, 1,000 and 10,000 partitions on a fresh broker:
-     produce throughput, broker PSS, and (kafkapy) start-up time with data in
-     every partition;
+     first fixed total rates (--scaling-rates, 20k and 100k rec/s of 100 B
+     for 10 s) spread over the cold topic's partitions by a raw generator
+     (achieved rate, due-to-acknowledgement latency, broker CPU), then the
+     topic's maximum produce rate with confluent-kafka, broker PSS, and
+     (kafkapy) start-up time with data in every partition;
    * broker CPU seconds per GB produced and consumed (every produce/consume
      run);
    * (kafkapy) py-spy profiles of every broker child under produce and
@@ -400,6 +403,40 @@ def connections(broker, cfg, rows: list) -> None:
 
 # ---------------------------------------------------------------- partitions
 
+def _fixed_rate_runs(broker, cfg, topic: str, partitions: int) -> list[dict]:
+    """Each of ``cfg.scaling_rates`` records/s of 100 B for
+    ``cfg.scaling_seconds``, spread over the topic's partitions by the raw
+    ``spread`` generator (perf/_loadgens.py: linger 5 ms, 5 requests in
+    flight, acks=1, one batch per partition per request). Achieved rate
+    counts until the last acknowledgement."""
+    out = []
+    for rate in cfg.scaling_rates:
+        args = {"bootstrap": broker.bootstrap, "topic": topic, "rate": rate,
+                "seconds": cfg.scaling_seconds, "partitions": partitions,
+                "record_size": 100, "tick_ms": 5, "inflight": 5,
+                "timeout_s": cfg.scaling_seconds * 3 + 10}
+        res: dict = {"offered_rate": rate, "records": int(rate * cfg.scaling_seconds)}
+        try:
+            gen, cpu_s = run_child(broker, "spread", args, args["timeout_s"])
+            res.update({"achieved_rate": gen["achieved_rate"], "wall_s": round(gen["wall_s"], 3),
+                        "requests": gen["requests"],
+                        **{f"due_to_ack_{k}": gen["due_to_ack"].get(k)
+                           for k in ("p50_us", "p99_us", "p999_us")},
+                        "request_p99_us": gen["request_latency"].get("p99_us"),
+                        "broker_cpu_s": round(cpu_s, 3), "generator_cpu_s": gen["cpu_s"]})
+            if gen["timed_out"] or gen["partition_errors"]:
+                res["error"] = (f"acknowledged {gen['records']} of {res['records']}, "
+                                f"partition errors {gen['partition_errors']}")
+        except Exception as exc:  # noqa: BLE001
+            res["error"] = f"{type(exc).__name__}: {exc}"
+        log(f"    {rate:,} rec/s offered: achieved {res.get('achieved_rate')}, due->ack p50 "
+            f"{res.get('due_to_ack_p50_us')} p99 {res.get('due_to_ack_p99_us')} us, cpu s "
+            f"broker {res.get('broker_cpu_s')} generator {res.get('generator_cpu_s')} "
+            f"{res.get('error', '')}")
+        out.append(res)
+    return out
+
+
 def partition_scaling(name: str, cfg, base_dir: str, rows: list) -> None:
     workdir = tempfile.mkdtemp(prefix=f"suite-parts-{name}-", dir=base_dir)
     broker = make_broker(name, workdir, cfg)
@@ -428,6 +465,10 @@ def partition_scaling(name: str, cfg, base_dir: str, rows: list) -> None:
                                 partitions=partitions)
                 del admin
                 res["create_topic_s"] = round(time.monotonic() - t0, 2)
+                # First, on the cold topic, one total rate offered to all its
+                # partitions (the target compares 10,000 partitions with one
+                # "at the same total rate"); then the topic's maximum rate.
+                res["fixed_rates"] = _fixed_rate_runs(broker, cfg, topic, partitions)
                 # Verification is skipped here (one ListOffsets per partition would
                 # take 10 s at 10,000); the producer's own error count stands in.
                 run = bb.run_loadgen(broker, "_produce", {
@@ -536,6 +577,8 @@ class Config:
         self.conn_seconds = 2 if q else 5
         self.scaling_partitions = [1, 100, 1_000, 10_000]
         self.partition_records = 20_000 if q else 200_000
+        self.scaling_rates = [int(r) for r in args.scaling_rates.split(",") if r]
+        self.scaling_seconds = 3 if q else 10
         self.profile_seconds = 4 if q else 10
         self.create_timeout_s = 300.0
         self.kafkapy_client_note = kafkapy_client_available()
@@ -548,6 +591,9 @@ def main(argv=None) -> int:
     parser.add_argument("--brokers", default="kafkapy,tansu")
     parser.add_argument("--sections", default="limits,throughput,e2e,small,partitions,profile",
                         help="comma-separated subset")
+    parser.add_argument("--scaling-rates", default="20000,100000",
+                        help="records/s offered to every partition count in the "
+                             "partition-scaling pass (comma-separated)")
     parser.add_argument("--timeout-s", type=float, default=180.0, help="hard limit per run")
     parser.add_argument("--out-dir", default=str(HERE / "results"))
     parser.add_argument("--kafkapy-rev", default="HEAD",
