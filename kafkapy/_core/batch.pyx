@@ -5,8 +5,15 @@ Same API and behaviour as ``kafkapy._core.batch_py``, whose docstring gives the
 header layout.  Every index into a buffer is range-checked by hand before the
 raw pointer is read, which is why Cython's own bounds checks are off.
 Functions hold no state; no buffer export outlives a call.
+
+Buffers are taken with ``PyObject_GetBuffer(PyBUF_SIMPLE)`` (any C-contiguous
+buffer, as bytes; what the twin's ``struct`` calls accept) rather than as
+typed memoryviews: acquiring a typed view cost ~0.11 us against ~2 ns, and
+``check_append`` + ``assign_offsets`` run once per partition of every
+produce request.
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
@@ -87,7 +94,7 @@ cdef extern from "Python.h":
 cdef inline object _crc_of(const unsigned char* start, Py_ssize_t length):
     # A memoryview made straight over the bytes costs about half of slicing a
     # memoryview of the whole buffer (~90 ns per batch).  It cannot outlive
-    # the caller's typed view: crc32c returns before we do and keeps nothing.
+    # the caller's buffer export: crc32c returns before we do and keeps nothing.
     return _crc32c(PyMemoryView_FromMemory(<char*>start, length, PyBUF_READ))
 
 
@@ -121,20 +128,32 @@ cdef object _header_at(const unsigned char* p, Py_ssize_t position):
 
 def read_header(buf, Py_ssize_t position):
     """Decode the 61-byte header at ``position``; no validation at all."""
-    cdef const unsigned char[::1] view = buf
-    cdef Py_ssize_t size_of_buf = view.shape[0]
-    if position < 0 or size_of_buf - position < C_HEADER_SIZE:
-        raise ValueError(
-            f"need {C_HEADER_SIZE} bytes at position {position}, buffer has {size_of_buf}"
-        )
-    return _header_at(&view[position], position)
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if position < 0 or view.len - position < C_HEADER_SIZE:
+            raise ValueError(
+                f"need {C_HEADER_SIZE} bytes at position {position}, buffer has {view.len}"
+            )
+        return _header_at(<const unsigned char*>view.buf + position, position)
+    finally:
+        PyBuffer_Release(&view)
 
 
 def scan_batches(buf, Py_ssize_t position=0, Py_ssize_t end=-1, bint verify_crc=True,
                  Py_ssize_t max_batch_size=-1):
     """Walk consecutive batches in ``buf[position:end]``; see batch_py.scan_batches."""
-    cdef const unsigned char[::1] view = buf
-    cdef Py_ssize_t size_of_buf = view.shape[0]
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _scan_batches(<const unsigned char*>view.buf, view.len, position, end, verify_crc,
+                             max_batch_size)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _scan_batches(const unsigned char* data, Py_ssize_t size_of_buf, Py_ssize_t position,
+                          Py_ssize_t end, bint verify_crc, Py_ssize_t max_batch_size):
     cdef Py_ssize_t remaining, size
     cdef int32_t batch_length, records_count, last_offset_delta
     cdef const unsigned char* p
@@ -147,7 +166,7 @@ def scan_batches(buf, Py_ssize_t position=0, Py_ssize_t end=-1, bint verify_crc=
         remaining = end - position
         if remaining < C_LOG_OVERHEAD:
             return headers, position, CORRUPT_MESSAGE
-        p = &view[position]
+        p = data + position
         batch_length = _i32(p + 8)
         if batch_length < C_MIN_BATCH_LENGTH:
             return headers, position, CORRUPT_MESSAGE
@@ -177,18 +196,24 @@ def scan_batches(buf, Py_ssize_t position=0, Py_ssize_t end=-1, bint verify_crc=
 def assign_offsets(buf, headers, int64_t base_offset, int32_t partition_leader_epoch,
                    int64_t log_append_time_ms=-1):
     """Stamp offsets (and optionally LogAppendTime) in place; see batch_py.assign_offsets."""
-    cdef unsigned char[::1] view
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if view.readonly:
+            raise TypeError("assign_offsets needs a writable buffer")
+        return _assign_offsets(<unsigned char*>view.buf, view.len, headers, base_offset,
+                               partition_leader_epoch, log_append_time_ms)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _assign_offsets(unsigned char* data, Py_ssize_t size_of_buf, headers, int64_t base_offset,
+                            int32_t partition_leader_epoch, int64_t log_append_time_ms):
     cdef unsigned char* p
-    cdef Py_ssize_t size_of_buf, position, size
+    cdef Py_ssize_t position, size
     cdef int64_t batch_length
     cdef int64_t next_offset = base_offset
     cdef int16_t attributes
-    with memoryview(buf) as probe:
-        # Same error as the twin rather than Cython's ValueError for bytes.
-        if probe.readonly:
-            raise TypeError("assign_offsets needs a writable buffer")
-    view = buf
-    size_of_buf = view.shape[0]
     for header in headers:
         # position @0, batch_length @2, last_offset_delta @7 of a BatchHeader.
         position = header[0]
@@ -196,7 +221,7 @@ def assign_offsets(buf, headers, int64_t base_offset, int32_t partition_leader_e
         size = <Py_ssize_t>(batch_length + C_LOG_OVERHEAD)
         if position < 0 or batch_length < C_MIN_BATCH_LENGTH or position + size > size_of_buf:
             raise ValueError(f"batch at {position} of {size} bytes is outside the buffer")
-        p = &view[position]
+        p = data + position
         _put_i64(p, next_offset)
         _put_u32(p + C_PLE_AT, <uint32_t>partition_leader_epoch)
         if log_append_time_ms >= 0:
@@ -220,8 +245,17 @@ cdef inline bint _too_far(int64_t ts, int64_t now_ms, int64_t limit) noexcept no
 def check_append(buf, Py_ssize_t max_batch_size=-1, int64_t now_ms=0,
                  int64_t timestamp_diff_max_ms=-1):
     """Scan + a leader append's per-batch checks and sums; see batch_py.check_append."""
-    cdef const unsigned char[::1] view = buf
-    cdef Py_ssize_t size_of_buf = view.shape[0]
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _check_append(<const unsigned char*>view.buf, view.len, max_batch_size, now_ms,
+                             timestamp_diff_max_ms)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _check_append(const unsigned char* data, Py_ssize_t size_of_buf, Py_ssize_t max_batch_size,
+                          int64_t now_ms, int64_t timestamp_diff_max_ms):
     cdef Py_ssize_t position = 0, size, remaining
     cdef int32_t batch_length, records_count, last_offset_delta
     cdef int16_t attributes, producer_epoch = 0
@@ -235,7 +269,7 @@ def check_append(buf, Py_ssize_t max_batch_size=-1, int64_t now_ms=0,
         if remaining < C_LOG_OVERHEAD:
             error = CORRUPT_MESSAGE
             break
-        p = &view[position]
+        p = data + position
         batch_length = _i32(p + 8)
         if batch_length < C_MIN_BATCH_LENGTH:
             error = CORRUPT_MESSAGE
@@ -272,7 +306,7 @@ def check_append(buf, Py_ssize_t max_batch_size=-1, int64_t now_ms=0,
     # scan's errors win over the batch checks wherever they occur.
     position = 0
     while position < size_of_buf:
-        p = &view[position]
+        p = data + position
         attributes = _i16(p + C_ATTRIBUTES_AT)
         if attributes & 0x30:
             raise _AppendCheckError(INVALID_RECORD, "transactional and control batches are not supported")

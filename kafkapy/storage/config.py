@@ -2,6 +2,10 @@
 
 The server builds a LogConfig from broker defaults (``log.*``) overridden by
 topic configs; storage only reads it.  Defaults are Kafka's (3.x/4.0).
+
+Frozen: the partitions of a topic share one object, and ``Log`` derives the
+values its append path needs when it is given a config (``Log.config``), so a
+change is always a new object (``replace``).
 """
 
 from dataclasses import dataclass, fields
@@ -9,7 +13,7 @@ from dataclasses import dataclass, fields
 LONG_MAX = 2**63 - 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class LogConfig:
     segment_bytes: int = 1073741824            # segment.bytes, 1 GiB
     segment_ms: int = 604800000                 # segment.ms, 7 days

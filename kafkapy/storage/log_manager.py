@@ -222,9 +222,14 @@ class LogManager:
         existing = self.logs.get((topic, partition))
         if existing is not None and not existing.closed and existing.state is state and existing.owned_here():
             return existing
-        path = self._find_dir(topic, partition)
-        if path is None:
-            path = os.path.join(self._dir_for_new_log(), partition_dir_name(topic, partition))
+        if len(self.log_dirs) == 1:
+            # Found or not, the path is the same: no stat (a worker attaches
+            # each of up to 10,000s of partitions once).
+            path = os.path.join(self.log_dirs[0], partition_dir_name(topic, partition))
+        else:
+            path = self._find_dir(topic, partition)
+            if path is None:
+                path = os.path.join(self._dir_for_new_log(), partition_dir_name(topic, partition))
         log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
                        **self._log_kwargs())
         log.state_slot = getattr(state, "index", None)

@@ -82,11 +82,12 @@ def iter_headers(segment, start: int, end: int):
 class LogSegment:
     def __init__(self, dir_path: str, base_offset: int, fd: int, size: int,
                  offset_index: OffsetIndex, time_index: TimeIndex, index_interval_bytes: int,
-                 max_index_size: int, inode: int = 0):
-        """``fd`` -1: not open yet (opened on first use through FILE_CACHE)."""
+                 max_index_size: int, inode: int = 0, path: str | None = None):
+        """``fd`` -1: not open yet (opened on first use through FILE_CACHE).
+        ``path``: the .log file's (derived from the others if None)."""
         self.dir = dir_path
         self.base_offset = base_offset
-        self.path = os.path.join(dir_path, segment_file_name(base_offset, LOG_SUFFIX))
+        self.path = path or os.path.join(dir_path, segment_file_name(base_offset, LOG_SUFFIX))
         self._fd = fd
         if fd >= 0:
             FILE_CACHE.opened(self)
@@ -138,9 +139,9 @@ class LogSegment:
 
         ``size``/``*_entries`` None: take them from the files (a trimmed, inactive segment).
         """
-        log_path = os.path.join(dir_path, segment_file_name(base_offset, LOG_SUFFIX))
-        index_path = os.path.join(dir_path, segment_file_name(base_offset, INDEX_SUFFIX))
-        time_path = os.path.join(dir_path, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
+        # One join for the three names (joins were ~10 % of a worker's first use of a partition).
+        stem = os.path.join(dir_path, f"{base_offset:020d}")
+        log_path, index_path, time_path = stem + LOG_SUFFIX, stem + INDEX_SUFFIX, stem + TIME_INDEX_SUFFIX
         if create:
             for p in (log_path, index_path, time_path):
                 try:
@@ -166,7 +167,7 @@ class LogSegment:
             offset_index = OffsetIndex(index_path, base_offset, max_index_size, index_entries)
             time_index = TimeIndex(time_path, base_offset, max_index_size, time_index_entries)
             return cls(dir_path, base_offset, fd, size, offset_index, time_index, index_interval_bytes,
-                       max_index_size, inode)
+                       max_index_size, inode, log_path)
         except BaseException:
             for index in (offset_index, time_index):
                 if index is not None:
@@ -193,11 +194,13 @@ class LogSegment:
         -> its start position) and add a time-index entry for the max so far.
         """
         physical_position = self.size
-        view = memoryview(records)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self.fd, view[written:], physical_position + written)
+        written = os.pwrite(self.fd, records, physical_position)
+        if written < len(records):
+            view = memoryview(records)
+            while written < len(view):
+                written += os.pwrite(self.fd, view[written:], physical_position + written)
         offset = first_offset
+        interval = self.index_interval_bytes
         for h in headers:
             last_offset = offset + h.last_offset_delta
             max_timestamp = log_append_time_ms if log_append_time_ms >= 0 else h.max_timestamp
@@ -205,7 +208,9 @@ class LogSegment:
                 self.max_timestamp = max_timestamp
                 self.offset_of_max_timestamp = last_offset
             size = h.batch_length + LOG_OVERHEAD
-            self._maybe_index(last_offset, physical_position)
+            # _maybe_index's first test inline: most batches add no entry.
+            if self.bytes_since_last_index_entry > interval:
+                self._maybe_index(last_offset, physical_position)
             physical_position += size
             self.bytes_since_last_index_entry += size
             offset = last_offset + 1

@@ -39,10 +39,10 @@ def records_of(*batches) -> memoryview:
     return memoryview(bytearray(b"".join(batches)))
 
 
-def open_log(path, config=None, state=None, clock=None, **kw) -> Log:
+def open_log(path, config=None, state=None, clock=None, topic_id=None, **kw) -> Log:
     kw.setdefault("fsync", no_fsync)
     return Log.open(str(path), "t", 0, config or LogConfig(), state if state is not None else LocalPartitionState(),
-                    None, clock or Clock(), **kw)
+                    topic_id, clock or Clock(), **kw)
 
 
 def append(log, *batches, epoch=0):

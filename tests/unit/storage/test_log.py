@@ -9,7 +9,7 @@ import pytest
 from kafkapy._core.records_py import build_batch
 from kafkapy.storage import checkpoints
 from kafkapy.storage.config import LogConfig
-from kafkapy.storage.errors import OffsetOutOfRange, RecordError
+from kafkapy.storage.errors import InconsistentTopicId, OffsetOutOfRange, RecordError, StorageError
 from kafkapy.storage.log import Log
 from kafkapy.storage.shared import LocalPartitionState
 
@@ -503,6 +503,136 @@ def test_two_log_objects_share_one_partition(tmp_path):
     assert append(a, make_batch(1)).first_offset == 26
     assert read_all_offsets(a)[-2:] == [(25, 25), (26, 26)]
     a.close()
+
+
+def _segments_seen(log):
+    with log.lock():
+        return [(s.base_offset, s.size, s.offset_index.entries, s.time_index.entries) for s in log.segments()]
+
+
+def test_segment_count_in_the_slot_follows_roll_retention_and_truncation(tmp_path):
+    size = len(make_batch(1, value_size=60))
+    config = LogConfig(segment_bytes=3 * size, index_interval_bytes=50, retention_ms=1000,
+                       file_delete_delay_ms=0)
+    state = LocalPartitionState()
+    a = open_log(tmp_path / "t-0", config, state=state)
+    b = open_log(tmp_path / "t-0", config, state=state)
+    assert state.segment_count == 1
+    for i in range(7):                                   # 3 + 3 + 1 batches
+        append(a, make_batch(1, value_size=60, timestamp=T0 + 1000 * i))
+    assert state.segment_count == 3 == len(_segments_seen(b))
+    with b.lock():
+        b.roll()
+    assert state.segment_count == 4 == len(_segments_seen(a))
+    with a.lock():
+        a.update_high_watermark(a.log_end_offset)
+        assert a.delete_retention_segments(T0 + 6500) == 2      # the two full segments
+    assert state.segment_count == 2 == len(_segments_seen(b))
+    with b.lock():
+        b.truncate_to(6)                                     # into the first remaining segment
+    assert state.segment_count == 1 and _segments_seen(a) == _segments_seen(b)
+    assert len(_segments_seen(a)) == 1
+    with a.lock():
+        a.truncate_fully_and_start_at(50)
+    assert state.segment_count == 1 and _segments_seen(b) == [(50, 0, 0, 0)]
+    a.close()
+    b.close()
+
+
+def test_first_use_through_the_slot_is_the_log_a_full_load_gives(tmp_path, monkeypatch):
+    import kafkapy.storage.log as log_module
+
+    size = len(make_batch(1, value_size=60))
+    config = LogConfig(segment_bytes=4 * size, index_interval_bytes=50)
+    state = LocalPartitionState()
+    a = open_log(tmp_path / "t-0", config, state=state)
+    for i in range(3):
+        append(a, make_batch(1, value_size=60, tag=b"%d" % i))
+    listed = []
+    real_bases = log_module._segment_bases
+    monkeypatch.setattr(log_module, "_segment_bases", lambda d: listed.append(d) or real_bases(d))
+    # One segment: the attaching Log opens just the active one, without listing the directory.
+    b = open_log(tmp_path / "t-0", config, state=state)
+    assert listed == []
+    assert _segments_seen(b) == _segments_seen(a)
+    assert read_all_offsets(b) == read_all_offsets(a) == [(i, i) for i in range(3)]
+    for i in range(3, 9):
+        append(b, make_batch(1, value_size=60, tag=b"%d" % i))
+    # Several segments: listed, as before.
+    c = open_log(tmp_path / "t-0", config, state=state)
+    assert len(listed) == 1
+    assert _segments_seen(c) == _segments_seen(a) == _segments_seen(b)
+    assert read_all_offsets(c) == [(i, i) for i in range(9)]
+    # The active segment vanished behind the slot's back: reported as before.
+    for log in (a, b, c):
+        log.release()
+    d = open_log(tmp_path / "t-1", config, state=LocalPartitionState())
+    d.release()
+    os.unlink(os.path.join(d.dir, "00000000000000000000.log"))
+    with pytest.raises(StorageError, match="active segment 0 missing"):
+        open_log(tmp_path / "t-1", config, state=d.state)
+
+
+def test_attaching_with_the_topic_id_the_slot_records_skips_partition_metadata(tmp_path, monkeypatch):
+    import kafkapy.storage.log as log_module
+
+    real_read = checkpoints.read_partition_metadata
+    reads = []
+    monkeypatch.setattr(log_module.checkpoints, "read_partition_metadata",
+                        lambda d: reads.append(d) or real_read(d))
+    x, y = bytes(range(1, 17)), bytes(range(2, 18))
+    path = tmp_path / "t-0"
+    state = LocalPartitionState()
+    a = open_log(path, state=state, topic_id=x)                 # fresh slot: reads, then writes the file
+    assert len(reads) == 1 and real_read(str(path)) == x
+    b = open_log(path, state=state, topic_id=x)
+    c = open_log(path, state=state)                              # no id given: the recorded one
+    assert len(reads) == 1 and b.topic_id == c.topic_id == x
+    with pytest.raises(InconsistentTopicId):
+        open_log(path, state=state, topic_id=y)                  # a different id is checked on disk
+    assert len(reads) == 2
+    for log in (a, b, c):
+        log.close()
+    # A restart loads without a topic id: the slot records the file's, so a
+    # worker attaching with the metadata's id still finds a mismatch.
+    state = LocalPartitionState()
+    loaded = open_log(path, state=state, had_clean_shutdown=True)
+    assert loaded.topic_id == x
+    reads.clear()
+    assert open_log(path, state=state, topic_id=x).topic_id == x and reads == []
+    with pytest.raises(InconsistentTopicId):
+        open_log(path, state=state, topic_id=y)
+    loaded.close()
+    # No partition.metadata at load: the first attach with an id writes it.
+    os.unlink(os.path.join(str(path), checkpoints.PARTITION_METADATA))
+    state = LocalPartitionState()
+    loaded = open_log(path, state=state, had_clean_shutdown=True)
+    assert loaded.topic_id is None
+    assert open_log(path, state=state, topic_id=y).topic_id == y
+    assert real_read(str(path)) == y
+    assert open_log(path, state=state).topic_id == y
+    loaded.close()
+
+
+def test_a_new_config_reaches_the_append_path(tmp_path):
+    import dataclasses
+
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock=clock)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        log.config.segment_bytes = 1                            # a change is a new LogConfig
+    assert append(log, make_batch(1)).log_append_time_ms == -1
+    log.config = log.config.replace(message_timestamp_type="LogAppendTime")
+    assert append(log, make_batch(1)).log_append_time_ms == clock.now_ms
+    log.config = log.config.replace(max_message_bytes=50)
+    with pytest.raises(RecordError) as info:
+        append(log, make_batch(1, value_size=100))
+    assert info.value.error_code == 10                          # MESSAGE_TOO_LARGE
+    log.config = log.config.replace(max_message_bytes=1 << 20, segment_ms=1000, segment_jitter_ms=0)
+    clock.advance(1001)
+    append(log, make_batch(1))                                 # waited past segment.ms: rolls
+    assert len(log.segments()) == 2
+    log.close()
 
 
 def test_offset_for_timestamp(tmp_path):

@@ -2,10 +2,13 @@
 
 Operations: append (through either of two Log objects sharing one
 PartitionState, as two workers do), roll, truncate, retention, clean reopen,
-crash + recovery.  After every step: offsets are contiguous, reads return
-exactly the bytes appended, and log_end_offset = last offset + 1.
+crash + recovery, a third Log object's first use of the slot.  After every
+step: offsets are contiguous, reads return exactly the bytes appended,
+log_end_offset = last offset + 1, and the slot's segment count is the number
+of segments on disk.
 """
 
+import os
 import shutil
 import tempfile
 
@@ -98,6 +101,28 @@ class LogMachine(RuleBasedStateMachine):
         self.a.release()
         self.b.release()
         self._open(clean=False)
+
+    @rule()
+    def first_use_elsewhere(self):
+        """A third Log object attaching to the slot (a worker's first use of
+        the partition) sees what a full load would: the same segments."""
+        fresh = open_log(self.dir, CONFIG, state=self.a.state, clock=self.clock)
+        try:
+            with fresh.lock():
+                seen = [(s.base_offset, s.size, s.offset_index.entries) for s in fresh.segments()]
+            with self.a.lock():
+                assert seen == [(s.base_offset, s.size, s.offset_index.entries) for s in self.a.segments()]
+            if self.batches:
+                data = read_bytes(fresh, self.batches[-1][0], 1000)
+                assert whole_batches(data)[0].base_offset == self.batches[-1][0]
+        finally:
+            fresh.release()
+
+    @invariant()
+    def slot_counts_the_segments_on_disk(self):
+        on_disk = [n for n in os.listdir(self.dir) if n.endswith(".log")]
+        with self.a.lock():
+            assert self.a.state.segment_count == len(on_disk) == len(self.a.segments())
 
     @invariant()
     def log_matches_model(self):

@@ -85,7 +85,7 @@ def test_allocate_sets_defaults_and_fields_are_isolated(table):
     for i, name in enumerate(PartitionState.FIELDS):
         setattr(sa, name, 1000 + i)
     assert sb.as_dict() == _expected_defaults()
-    assert [getattr(table.slot(a), n) for n in PartitionState.FIELDS] == [1000 + i for i in range(16)]
+    assert [getattr(table.slot(a), n) for n in PartitionState.FIELDS] == [1000 + i for i in range(len(PartitionState.FIELDS))]
     sa.log_end_offset = 2**63 - 1
     assert sa.log_end_offset == 2**63 - 1
     sa.log_end_offset = -(2**63)
@@ -377,3 +377,43 @@ def test_snapshot_and_store_match_the_fields(table):
     # Neighbouring slots are untouched by a store.
     other = table.slot(table.allocate())
     assert other.snapshot()[0] == 0
+
+
+def _increment_through_view(view, rounds_n, results):
+    # ``view`` was made, and its lock looked up, in the parent before the fork.
+    for _ in range(rounds_n):
+        with view.lock():
+            view.unflushed_messages += 1
+    _put_and_exit(results, view.lock() is view._table._record_lock(1 + view.index))
+
+
+def test_slot_view_made_before_fork_takes_the_childs_lock(table):
+    """A view caches its record lock; after a fork it must not hand the child
+    the parent's (whose thread lock a parent thread may hold)."""
+    index = table.allocate()
+    view = table.slot(index)
+    parent_lock = view.lock()
+    assert view.lock() is parent_lock                      # cached
+    results = FORK.Queue()
+    with parent_lock:
+        # The parent holds the record lock: the children wait for it (so
+        # they really lock through the kernel), then count exactly.
+        procs = [FORK.Process(target=_increment_through_view, args=(view, 500, results)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        time.sleep(0.05)
+        assert view.unflushed_messages == 0
+    for p in procs:
+        p.join(JOIN_TIMEOUT_S)
+        assert p.exitcode == 0
+    assert [results.get(timeout=5) for _ in procs] == [True, True]
+    assert view.unflushed_messages == 1000
+    assert view.lock() is parent_lock
+
+
+def test_counter_reads_a_known_name_and_an_unknown_one(table):
+    assert table.counter("never_set") == 0
+    table.set_counter("metadata_generation", 5)
+    assert table.counter("metadata_generation") == 5
+    table.increment("metadata_generation")
+    assert table.counter("metadata_generation") == 6
