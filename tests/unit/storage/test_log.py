@@ -66,11 +66,33 @@ def test_read_limits_follow_kafka(tmp_path):
     assert [h.base_offset for h in whole_batches(read_bytes(log, 0, 1 << 20, max_offset=6))] == [0, 2, 4]
     assert read_bytes(log, 4, 1 << 20, max_offset=4) == b""
     assert read_bytes(log, 4, 1 << 20, max_offset=5) == b""   # batch 4..5 not fully below 5
-    # max_bytes is cut without aligning to a batch end; min_one_batch grows it to the first batch.
-    assert len(read_bytes(log, 0, size + 10)) == size + 10
+    # A max_bytes cut inside a batch moves back to the last whole batch (Kafka
+    # sends the partial tail and clients drop it); min_one_batch grows it to
+    # the first batch.
+    assert len(read_bytes(log, 0, size + 10)) == size
+    assert len(read_bytes(log, 0, 3 * size - 1)) == 2 * size
+    assert len(read_bytes(log, 2, 2 * size + 1)) == 2 * size
     assert len(read_bytes(log, 0, 10, min_one_batch=True)) == size
     assert read_bytes(log, 0, 10, min_one_batch=False) != b"" and len(read_bytes(log, 0, 10, min_one_batch=False)) == 10
     assert read_bytes(log, 0, 0, min_one_batch=False) == b""
+    log.close()
+
+
+def test_whole_batch_cut_walks_a_bounded_number_of_batches(tmp_path):
+    """Past _WHOLE_BATCH_WALK batches the cut stays where max_bytes puts it
+    (the partial tail is then a small part of the slice)."""
+    from kafkapy.storage.segment import _WHOLE_BATCH_WALK
+
+    log = open_log(tmp_path / "t-0")
+    size = len(make_batch(1, value_size=50))
+    for _ in range(3 * _WHOLE_BATCH_WALK):
+        append(log, make_batch(1, value_size=50))
+    reachable = _WHOLE_BATCH_WALK * size
+    assert len(read_bytes(log, 0, reachable - 1)) == (_WHOLE_BATCH_WALK - 1) * size
+    assert len(read_bytes(log, 0, reachable + size // 2)) == reachable + size // 2
+    # A limit on a batch end is left alone; the high watermark is a batch end.
+    assert len(read_bytes(log, 0, 3 * size)) == 3 * size
+    assert len(read_bytes(log, 0, 1 << 20, max_offset=5)) == 5 * size
     log.close()
 
 
