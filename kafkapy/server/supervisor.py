@@ -359,7 +359,7 @@ def _raise_open_file_limit() -> None:
 
 def _check_open_file_budget(partitions: int) -> None:
     """Segment files are opened lazily and bounded per process by
-    storage.file_cache (a quarter of the limit), so the limit only decides
+    storage.file_cache (the limit less a reserve), so the limit only decides
     how many partitions stay open between uses; below ~1 descriptor per
     partition, producing to all of them reopens files on every request."""
     import resource
