@@ -236,8 +236,9 @@ class Broker:
         """Create ``partitions`` of ``info``'s topic, each with a fresh slot
         (appended to ``slots``; ``(partition, slot)`` to ``created`` as it is
         allocated, for ``_roll_back``), with one syncfs for all of them instead
-        of two fsyncs per partition. Each is let go once created: this process
-        opens a partition again only if it serves it."""
+        of two fsyncs per partition. Each starts its leader epoch and is let go
+        once created: this process opens a partition again only if it serves
+        it."""
         def fresh_slots():
             for p in partitions:
                 slot = self.table.allocate()
@@ -246,6 +247,7 @@ class Broker:
                 yield p, self.table.slot(slot)
 
         def let_go(p, lg):
+            lg.become_leader(0)  # the one broker leads every partition at epoch 0
             lg.release()
             self.log_manager.logs.pop((info.name, p), None)
 

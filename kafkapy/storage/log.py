@@ -1052,6 +1052,16 @@ class Log:
             kept = [(epoch, log_start_offset)] + kept[first_after:]
         return kept
 
+    def become_leader(self, leader_epoch: int) -> None:
+        """Kafka's Partition.makeLeader: ``leader_epoch`` starts at the log end
+        offset, recorded in the leader-epoch checkpoint now rather than by the
+        first append (which was a file write of ~30 us on the first produce to
+        every new partition).  Not fsynced: the caller makes it durable (topic
+        creation syncs the file system once)."""
+        with self.state.lock():
+            self._sync()
+            self._maybe_assign_epoch_start_offset(leader_epoch, self.state.log_end_offset)
+
     def _maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         if leader_epoch < 0 or self.state.leader_epoch >= leader_epoch:
             # The common case: saves every worker a read of the checkpoint on
