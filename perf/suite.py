@@ -187,7 +187,9 @@ def summarize(runs: list[dict], key: str) -> dict:
 def throughput_matrix(broker, cfg, kcat_envs, inputs, rows: list) -> dict:
     """Produce then consume every shape; returns {(size, parts): topic} kept."""
     name = broker.name
-    clients = ["confluent-kafka", "kcat-newlib"]
+    # "confluent-kafka x2": two producer processes, one per core, sharing the
+    # records (produce only): where one producer process is the bottleneck.
+    clients = ["confluent-kafka", "confluent-kafka x2", "kcat-newlib"]
     if name == "kafkapy":
         clients.append("kcat")
     if cfg.kafkapy_client_note is None:
@@ -203,7 +205,8 @@ def throughput_matrix(broker, cfg, kcat_envs, inputs, rows: list) -> dict:
                     log(f"[{name}] {wid} ({client})")
                     runs = []
                     for attempt in range(cfg.repeat):
-                        topic = f"p-{client}-{record_size}-{partitions}-{acks}-{attempt}"
+                        topic = (f"p-{client.replace(' ', '')}-{record_size}-{partitions}-"
+                                 f"{acks}-{attempt}")
                         try:
                             if client == "kafkapy-client":
                                 res = kafkapy_produce_workload(
@@ -213,7 +216,8 @@ def throughput_matrix(broker, cfg, kcat_envs, inputs, rows: list) -> dict:
                                 res = bb.produce_workload(
                                     broker, client, kcat_envs.get(client), record_size,
                                     records, acks, topic, inputs[(record_size, records)],
-                                    cfg.timeout_s, partitions=partitions)
+                                    cfg.timeout_s, partitions=partitions,
+                                    processes=2 if client == "confluent-kafka x2" else 1)
                         except Exception as exc:  # noqa: BLE001
                             res = {"error": f"{type(exc).__name__}: {exc}", "topic": topic}
                         res["loadavg_1m"] = loadavg()
@@ -240,8 +244,8 @@ def throughput_matrix(broker, cfg, kcat_envs, inputs, rows: list) -> dict:
     for (record_size, partitions), topic in keep.items():
         records = dict(cfg.shapes)[record_size]
         for client in clients:
-            if client == "kafkapy-client":
-                continue   # kafkapy's consumer: not part of this suite yet
+            if client in ("kafkapy-client", "confluent-kafka x2"):
+                continue   # kafkapy's consumer: not part of this suite yet; x2: produce only
             if client.startswith("kcat") and client not in kcat_envs:
                 continue
             wid = f"consume {size_label(record_size)} x{partitions}p"
