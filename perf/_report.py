@@ -448,10 +448,18 @@ def plots(report: dict, out_dir: Path) -> list[Path]:
                         key=lambda r: r["partitions"])
             if rs:
                 a1.plot([r["partitions"] for r in rs], [r["records_per_s"] / 1000 for r in rs],
-                        "o-", color=colors[name], label=name)
+                        "o-", color=colors[name], label=f"{name} max (confluent-kafka)")
                 a2.plot([r["partitions"] for r in rs],
                         [(r.get("broker_pss_bytes") or 0) / 1e6 for r in rs], "o-",
                         color=colors[name], label=f"{name} PSS MB")
+            offered = sorted({f["offered_rate"] for r in parts for f in r.get("fixed_rates", [])})
+            for style, rate in zip(("s--", "^:", "d-."), offered):
+                fr = sorted(((r["partitions"], f.get("achieved_rate")) for r in parts
+                             if r["broker"] == name for f in r.get("fixed_rates", [])
+                             if f["offered_rate"] == rate and f.get("achieved_rate")))
+                if fr:
+                    a1.plot([x for x, _ in fr], [y / 1000 for _, y in fr], style,
+                            color=colors[name], label=f"{name} at {rate // 1000}k/s offered")
             st = [r for r in parts if r["broker"] == name and r.get("startup_s") is not None]
             if st:
                 a2.plot([r["partitions"] for r in st], [r["startup_s"] * 100 for r in st],
@@ -461,8 +469,9 @@ def plots(report: dict, out_dir: Path) -> list[Path]:
             ax.set_xlabel("partitions in the topic")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
+        a1.set_yscale("log")  # the offered rates sit far below the maxima
         a1.set_ylabel("produce k records/s (100 B)")
-        a1.set_title("Produce throughput vs partitions")
+        a1.set_title("Produce throughput vs partitions (max, and fixed offered rates)")
         a2.set_title("Memory (PSS) and start-up time")
         fig.tight_layout()
         path = out_dir / "suite_partitions.png"
