@@ -154,16 +154,10 @@ class Broker:
     # -- produce --------------------------------------------------------------
     def append(self, topic: str, partition: int, records, acks: int = 1):
         """Append one partition's records; returns ``(error_code, AppendResult, message)``."""
-        # partition()'s fast path inline: this runs for every partition of
-        # every produce request (100-200 per request at 10,000 partitions).
-        entry = self._logs.get((topic, partition))
-        if entry is not None and self.store._cached_generation == self.table.counter(METADATA_GENERATION):
-            lg = entry[0]
-        else:
-            part = self.partition(topic, partition)
-            if part is None:
-                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
-            lg = part[0]
+        part = self.partition(topic, partition)
+        if part is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
+        lg = part[0]
         if records is None or len(records) == 0:
             return ErrorCode.CORRUPT_MESSAGE, None, "Produce request has no records"
         isr_size = 1  # one broker: the ISR is the leader alone

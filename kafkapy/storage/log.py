@@ -143,6 +143,13 @@ def _append_settings(config: LogConfig) -> tuple:
     )
 
 
+def _active_fields(active) -> tuple:
+    """The slot's active_base_offset .. bytes_since_last_index_entry for
+    ``active`` (a LogSegment), in ``PartitionState.FIELDS`` order."""
+    return (active.base_offset, active.size, active.offset_index.entries, active.time_index.entries,
+            active.max_timestamp, active.offset_of_max_timestamp, active.bytes_since_last_index_entry)
+
+
 def _topic_id_of(slot: tuple) -> bytes | None:
     """The partition.metadata topic id a slot records (see Log._check_topic_id), or None."""
     high, low = slot[_F_TOPIC_ID_HIGH], slot[_F_TOPIC_ID_LOW]
@@ -433,10 +440,7 @@ class Log:
     # ------------------------------------------------------------------ sync
 
     def _publish_active(self, active: LogSegment) -> None:
-        # active_base_offset .. bytes_since_last_index_entry: one slot store.
-        self.state.store(_F_ACTIVE_BASE_OFFSET, (
-            active.base_offset, active.size, active.offset_index.entries, active.time_index.entries,
-            active.max_timestamp, active.offset_of_max_timestamp, active.bytes_since_last_index_entry))
+        self.state.store(_F_ACTIVE_BASE_OFFSET, _active_fields(active))
 
     def _sync(self) -> tuple:
         """Catch up with the slot (see the module docstring); returns the
@@ -630,9 +634,7 @@ class Log:
         unflushed_messages = slot[_F_UNFLUSHED_MESSAGES] + record_count
         self.state.store(0, (
             next_offset, next_offset if advance_high_watermark else slot[1],
-            active.base_offset, active.size, active.offset_index.entries, active.time_index.entries,
-            active.max_timestamp, active.offset_of_max_timestamp, active.bytes_since_last_index_entry,
-            unflushed_messages, first_batch_timestamp))
+            *_active_fields(active), unflushed_messages, first_batch_timestamp))
         if leader_epoch >= 0 and slot[_F_LEADER_EPOCH] < leader_epoch:
             self._maybe_assign_epoch_start_offset(leader_epoch, first_offset)
         if psm is not None:
