@@ -91,19 +91,34 @@ def produce_request(topic: str, partition: int, record_size: int,
     return _SIZE.pack(len(msg)) + msg
 
 
-def _check_response(resp: bytes) -> int:
-    """Error code of the one partition in a Produce v8 response body.
-
-    Layout after the correlation id: topics array (int32 count), name
-    (int16 length + bytes), partitions array (int32), index int32, error
-    int16. Checked per response so a broker answering errors cannot post a
-    good figure.
-    """
-    pos = 4 + 4
-    (name_len,) = struct.unpack_from(">h", resp, pos)
-    pos += 2 + name_len + 4 + 4
-    (error,) = struct.unpack_from(">h", resp, pos)
-    return error
+def _produce_errors(frame: bytes) -> int:
+    """Partitions answered with an error in a Produce v8 response frame
+    (correlation id first), every topic and partition read: a broker that
+    fails some partitions of a request cannot post a good figure."""
+    pos = 4
+    bad = 0
+    (topics,) = struct.unpack_from(">i", frame, pos)
+    pos += 4
+    for _ in range(topics):
+        (name_len,) = struct.unpack_from(">h", frame, pos)
+        pos += 2 + max(name_len, 0)
+        (parts,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+        for _ in range(parts):
+            # index i32, error i16, base_offset i64, log_append_time i64,
+            # log_start_offset i64, record_errors [batch_index i32, message
+            # nullable string], error_message nullable string
+            (error,) = struct.unpack_from(">h", frame, pos + 4)
+            bad += error != 0
+            pos += 4 + 2 + 8 + 8 + 8
+            (n,) = struct.unpack_from(">i", frame, pos)
+            pos += 4
+            for _ in range(max(n, 0)):
+                (m,) = struct.unpack_from(">h", frame, pos + 4)
+                pos += 4 + 2 + max(m, 0)
+            (m,) = struct.unpack_from(">h", frame, pos)
+            pos += 2 + max(m, 0)
+    return bad
 
 
 class _Conn:
@@ -124,7 +139,7 @@ class _Conn:
         self.sock.sendall(self.request)
 
     def responses(self, data: bytes):
-        """Yield (correlation_id, latency_ns, error_code) for complete frames."""
+        """Yield (correlation_id, latency_ns, partitions answered with an error) for complete frames."""
         self.rbuf += data
         now = time.perf_counter_ns()
         while len(self.rbuf) >= 4:
@@ -135,7 +150,7 @@ class _Conn:
             del self.rbuf[:4 + size]
             (corr,) = _CORR.unpack_from(frame, 0)
             started = self.sent_at.pop(corr, now)
-            yield corr, now - started, _check_response(frame)
+            yield corr, now - started, _produce_errors(frame)
 
 
 def _connect(host: str, port: int) -> socket.socket:
@@ -230,36 +245,6 @@ def gen_conns(args: dict) -> dict:
 
 
 # ------------------------------------------------------------ spread
-
-def _produce_errors(frame: bytes) -> int:
-    """Partitions answered with an error in a Produce v8 response frame
-    (correlation id first), every topic and partition read: a broker that
-    fails some partitions of a request cannot post a good figure."""
-    pos = 4
-    bad = 0
-    (topics,) = struct.unpack_from(">i", frame, pos)
-    pos += 4
-    for _ in range(topics):
-        (name_len,) = struct.unpack_from(">h", frame, pos)
-        pos += 2 + max(name_len, 0)
-        (parts,) = struct.unpack_from(">i", frame, pos)
-        pos += 4
-        for _ in range(parts):
-            # index i32, error i16, base_offset i64, log_append_time i64,
-            # log_start_offset i64, record_errors [batch_index i32, message
-            # nullable string], error_message nullable string
-            (error,) = struct.unpack_from(">h", frame, pos + 4)
-            bad += error != 0
-            pos += 4 + 2 + 8 + 8 + 8
-            (n,) = struct.unpack_from(">i", frame, pos)
-            pos += 4
-            for _ in range(max(n, 0)):
-                (m,) = struct.unpack_from(">h", frame, pos + 4)
-                pos += 4 + 2 + max(m, 0)
-            (m,) = struct.unpack_from(">h", frame, pos)
-            pos += 2 + max(m, 0)
-    return bad
-
 
 def gen_spread(args: dict) -> dict:
     """One total rate spread over ``partitions`` partitions, open loop.
