@@ -28,8 +28,8 @@ from kafkapy._core import load
 from . import errors
 from .structs import RecordMetadata, TopicPartition
 
-_records = load("records")
-BatchBuilder = _records.BatchBuilder
+BatchBuilder = load("records").BatchBuilder
+_producer = load("producer")
 
 # Java's estimate of a record's worst-case overhead in a v2 batch: 5-byte
 # length + attributes + 10-byte timestamp delta + 5-byte offset delta + two
@@ -77,7 +77,7 @@ class BatchResult:
 class _FutureBehaviour:
     """What the future ``send`` returns does; ``get``/``result`` block for RecordMetadata.
 
-    The future itself is ``_core.records.RecordFuture`` (fields and a C
+    The future itself is ``_core.producer.RecordFuture`` (fields and a C
     allocation, so the compiled ``FastSend`` makes one in ~20 ns); these
     functions, installed with ``set_future_behaviour``, take it as ``self``.
     Java's FutureRecordMetadata: a batch-level result plus this record's
@@ -179,9 +179,9 @@ class _FutureBehaviour:
                 logging.getLogger("kafkapy.client").exception("producer callback raised")
 
 
-_records.set_future_behaviour(_FutureBehaviour)
+_producer.set_future_behaviour(_FutureBehaviour)
 # The name users and kafka-python code know.
-FutureRecordMetadata = _records.RecordFuture
+FutureRecordMetadata = _producer.RecordFuture
 
 
 # Guards "is it done? else register a callback" against the sender thread
@@ -189,11 +189,11 @@ FutureRecordMetadata = _records.RecordFuture
 _CALLBACK_LOCK = threading.Lock()
 
 
-class ProducerBatch(_records.ProducerBatchBase):
+class ProducerBatch(_producer.ProducerBatchBase):
     """One batch for one partition; owned by the accumulator, then the sender.
 
     ``tp``, ``builder``, ``futures``, ``result`` and ``closed`` are fields of
-    ``_core.records.ProducerBatchBase`` (read by ``FastSend``).  ``closed``
+    ``_core.producer.ProducerBatchBase`` (read by ``FastSend``).  ``closed``
     only ever goes False -> True, always before the batch is sealed.
     """
 
@@ -259,7 +259,7 @@ class RecordAccumulator:
         self._memory_freed = threading.Condition(self._lock)
         self.batches: dict[TopicPartition, collections.deque] = {}
         # topic -> [open batch or None per partition]: the batch FastSend may
-        # append to without this lock (see _core.records.FastSend).
+        # append to without this lock (see _core.producer.FastSend).
         self.open_batches: dict[str, list] = {}
         self.incomplete: set = set()
         self.used_bytes = 0

@@ -42,9 +42,9 @@ from .structs import BrokerMetadata, PartitionMetadata
 
 log = logging.getLogger("kafkapy.client")
 
-_records = load("records")
-_send_nowait = _records.send_nowait
-_recv_into_nowait = _records.recv_into_nowait
+_gil_io = load("gil_io")
+_send_nowait = _gil_io.send_nowait
+_recv_into_nowait = _gil_io.recv_into_nowait
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_CORRELATION = struct.Struct(">i")
@@ -276,8 +276,7 @@ class Connection:
         deadline = None
         while view:
             try:
-                # Keeps the GIL (compiled _core): see records.pyx, "producer
-                # I/O thread helpers".
+                # Keeps the GIL (compiled _core): see gil_io.pyx.
                 sent = _send_nowait(self.sock, view)
                 if sent < 0:
                     raise BlockingIOError

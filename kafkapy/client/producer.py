@@ -109,7 +109,7 @@ class KafkaProducer:
         self._sender.start()
 
     def _install_fast_send(self):
-        """Route ``self.send`` through ``_core.records.FastSend`` when it can serve it.
+        """Route ``self.send`` through ``_core.producer.FastSend`` when it can serve it.
 
         The compiled FastSend appends a bytes record to an open batch and
         returns its future in one C call (about 0.5 us against 3 us for the
@@ -122,8 +122,8 @@ class KafkaProducer:
         if (type(self).send is not KafkaProducer.send or self._key_serializer is not None
                 or self._value_serializer is not None or type(self._partitioner) is not DefaultPartitioner):
             return None
-        records = load("records")
-        if not records.__name__.endswith(".records"):
+        producer = load("producer")
+        if not producer.__name__.endswith(".producer"):
             # The plain-Python twin has to take the accumulator lock and costs
             # more than the Python send below (4.6 against 3.1 us per record).
             return None
@@ -135,7 +135,7 @@ class KafkaProducer:
                 raise errors.IllegalStateError("Cannot perform operation after producer has been closed")
             return KafkaProducer.send(producer, topic, value, key, partition, timestamp_ms, headers, callback)
 
-        fast = records.FastSend(
+        fast = producer.FastSend(
             self._metadata, self._partitioner._sticky, self._accumulator.open_batches, partition_for_key, slow, functools.partial(self._sender.maybe_wakeup, 0.0),
             int(self.config["batch.size"]), min(self._max_request_size, self._buffer_memory),
             self._accumulator._lock, _attach_callback)

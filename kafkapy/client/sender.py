@@ -43,10 +43,10 @@ from .structs import TopicPartition
 
 log = logging.getLogger("kafkapy.client")
 
-_records = load("records")
-_io_wait = _records.io_wait
-_send_nowait = _records.send_nowait
-_recv_into_nowait = _records.recv_into_nowait
+_gil_io = load("gil_io")
+_io_wait = _gil_io.io_wait
+_send_nowait = _gil_io.send_nowait
+_recv_into_nowait = _gil_io.recv_into_nowait
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
@@ -90,7 +90,7 @@ class Sender(threading.Thread):
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         # epoll through _core's io_wait: it tells FastSend when this thread
-        # has work and waits for the GIL (see records.pyx).
+        # has work and waits for the GIL (see gil_io.pyx).
         self._epoll = select.epoll()
         self._epoll.register(self._wake_r.fileno(), select.EPOLLIN)
         self._wake_fd = self._wake_r.fileno()

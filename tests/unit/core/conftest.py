@@ -20,6 +20,21 @@ def index_mod(request):
     return import_core("index", request.param)
 
 
+@pytest.fixture(params=["compiled", "twin"])
+def records_mod(request):
+    return import_core("records", request.param)
+
+
+@pytest.fixture(params=["compiled", "twin"])
+def producer_mod(request):
+    return import_core("producer", request.param)
+
+
+@pytest.fixture(params=["compiled", "twin"])
+def gil_io_mod(request):
+    return import_core("gil_io", request.param)
+
+
 @pytest.fixture
 def both_batch_mods():
     """(compiled, twin) for agreement tests."""

@@ -20,11 +20,6 @@ records_strategy = st.lists(
 )
 
 
-@pytest.fixture(params=["compiled", "twin"])
-def records_mod(request):
-    return import_core("records", request.param)
-
-
 def _build(mod, records, codec, batch_size, **kw):
     builder = mod.BatchBuilder(codec, batch_size)
     deltas = [builder.append(ts, key, value, headers) for ts, key, value, headers in records]

@@ -1,4 +1,4 @@
-"""records.FastSend / RecordFuture / ProducerBatchBase: compiled and twin behave alike."""
+"""producer.FastSend / RecordFuture / ProducerBatchBase: compiled and twin behave alike."""
 
 import threading
 
@@ -6,14 +6,19 @@ import pytest
 from support.twins import import_core
 
 
-@pytest.fixture(params=["compiled", "twin"])
-def mod(request):
-    module = import_core("records", request.param)
+@pytest.fixture
+def mod(producer_mod):
     # The client installed its future behaviour on import; put it back.
-    previous = module.set_future_behaviour(None)
-    module.set_future_behaviour(previous)
-    yield module
-    module.set_future_behaviour(previous)
+    previous = producer_mod.set_future_behaviour(None)
+    producer_mod.set_future_behaviour(previous)
+    yield producer_mod
+    producer_mod.set_future_behaviour(previous)
+
+
+def _records_of(producer_mod):
+    """The records module the client pairs with ``producer_mod``: the compiled
+    FastSend appends to the compiled BatchBuilder only."""
+    return import_core("records", "twin" if producer_mod.__name__.endswith("_py") else "compiled")
 
 
 class _Metadata:
@@ -52,7 +57,8 @@ class _Harness:
                                  lambda future, callback: self.attached.append((future, callback)))
 
     def open(self, topic, partition, batch_size=1000):
-        batch = self.mod.ProducerBatchBase((topic, partition), self.mod.BatchBuilder(0, batch_size), object())
+        batch = self.mod.ProducerBatchBase((topic, partition), _records_of(self.mod).BatchBuilder(0, batch_size),
+                                     object())
         slots = self.open_batches.setdefault(topic, [])
         slots.extend([None] * (partition + 1 - len(slots)))
         slots[partition] = batch
@@ -71,7 +77,7 @@ def test_appends_to_the_open_sticky_batch(mod):
     assert batch.futures == futures
     assert batch.builder.records_count == 3
     assert isinstance(futures[0], mod.RecordFuture)
-    records = mod.decode_records(batch.builder.build())
+    records = _records_of(mod).decode_records(batch.builder.build())
     assert [(r[1], r[3]) for r in records] == [(100, b"v0"), (101, b"v1"), (102, b"v2")]
 
 
@@ -144,45 +150,6 @@ def test_future_methods_delegate_to_the_installed_behaviour(mod):
     assert future.get(2) == future.result(2) == ("result", 4, 2)
     assert future.add_callback(len, 1, k=2) == ("cb", len, (1,), {"k": 2})
     assert (future._callbacks, future._errbacks) == (None, None)
-
-
-def test_io_helpers_on_a_socketpair(mod):
-    import select
-    import socket
-
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    b.setblocking(False)
-    epoll = select.epoll()
-    try:
-        epoll.register(b.fileno(), select.EPOLLIN)
-        assert mod.io_wait(epoll, 0) == []
-        assert mod.io_wait(epoll, 0.01) == []
-        assert mod.send_nowait(a, memoryview(b"hello")) == 5
-        assert [fd for fd, _ in mod.io_wait(epoll, 1.0)] == [b.fileno()]
-        assert mod.io_threads_waiting() == 0
-        buf = bytearray(16)
-        assert mod.recv_into_nowait(b, buf) == 5 and bytes(buf[:5]) == b"hello"
-        assert mod.recv_into_nowait(b, buf) == -1  # nothing waiting
-        big = b"x" * (1 << 22)
-        sent = 0
-        for _ in range(1000):  # fill the socket buffers until send would block
-            n = mod.send_nowait(a, big)
-            if n < 0:
-                break
-            sent += n
-        assert n == -1 and sent > 0
-        a.close()
-        total = 0
-        for _ in range(10000):
-            n = mod.recv_into_nowait(b, bytearray(1 << 16))
-            if n <= 0:
-                break
-            total += n
-        assert n == 0 and total == sent  # EOF after the data
-    finally:
-        epoll.close()
-        b.close()
 
 
 def test_callbacks_are_attached_after_the_append(mod):
