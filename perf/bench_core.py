@@ -1,6 +1,6 @@
 """Micro-benchmark: kafkapy._core compiled modules against their twins.
 
-    python perf/bench_core.py [--seconds 0.3]
+    python perf/bench_core.py [--seconds 0.3] [--only TEXT]
 
 Each figure is the best of 5 timed rounds, each round bounded by --seconds/5,
 timed in process CPU time so that other processes on a shared 2-core machine
@@ -8,14 +8,23 @@ inflate it less than wall time would.  Most batches hold one record, so the
 per-batch cost (header decode, CRC call, BatchHeader tuple) dominates; one
 case uses 16 KiB batches, where the CRC-32C (hardware, ~20 GB/s in the
 crc32c package) is shared by both variants and the ratio shrinks.
+
+The client's modules are measured per record or per call: ``records``
+(BatchBuilder.append, decode_records), ``producer`` (FastSend.send into an
+open batch, the path of ~148 of 149 ``KafkaProducer.send`` calls) and
+``gil_io`` (one send_nowait + io_wait + recv_into_nowait round on a
+socketpair, the sender's per-request syscalls).
 """
 
 import argparse
 import importlib
 import os
 import random
+import select
+import socket
 import struct
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -49,17 +58,79 @@ def _best_seconds_per_call(function, budget_seconds, rounds=5):
     return best
 
 
+def _client_cases(records_c, records_py, producer_c, producer_py, gil_io_c, gil_io_py):
+    """(label, compiled, twin, bytes) cases for the client's records, producer and gil_io."""
+    value = b"x" * 100
+    calls = 1000
+    cases = []
+
+    def make_append(records):
+        def run():
+            append = records.BatchBuilder(0, 1 << 20).append
+            for _ in range(calls):
+                append(1_700_000_000_000, None, value)
+        return run
+
+    cases.append((f"BatchBuilder.append x{calls}, 100 B value", make_append(records_c), make_append(records_py), 0))
+
+    # The client's batch: 16 KiB of 100 B records = 148 records.
+    full_batch = build_batch([(None, value, [], 1_700_000_000_000 + i) for i in range(148)])
+    cases.append(("decode_records, 148 x 100 B batch",
+                  lambda: records_c.decode_records(full_batch), lambda: records_py.decode_records(full_batch), 0))
+
+    class Metadata:
+        partitions = {"t": {0: None}}
+
+    def make_send(producer, records):
+        # FastSend over one open sticky batch large enough for every call;
+        # the batch is made anew per run (~2 us of the figure).
+        lock = threading.Lock()
+
+        def run():
+            batch = producer.ProducerBatchBase(("t", 0), records.BatchBuilder(0, 1 << 20), None)
+            send = producer.FastSend(Metadata, {"t": 0}, {"t": [batch]}, None, None, None,
+                                     1 << 20, 1 << 20, lock, None).send
+            for _ in range(calls):
+                send("t", value)
+        return run
+
+    cases.append((f"FastSend.send x{calls}, 100 B value, null key, open batch",
+                  make_send(producer_c, records_c), make_send(producer_py, records_py), 0))
+
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    epoll = select.epoll()
+    epoll.register(b.fileno(), select.EPOLLIN)
+    scratch = bytearray(4096)
+
+    def make_round(gil_io):
+        def run():
+            gil_io.send_nowait(a, b"x")
+            gil_io.io_wait(epoll, 1.0)
+            gil_io.recv_into_nowait(b, scratch)
+        return run
+
+    cases.append(("send_nowait + io_wait + recv_into_nowait, 1 B on a socketpair",
+                  make_round(gil_io_c), make_round(gil_io_py), 0))
+    return cases
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=0.3, help="time budget per figure")
+    parser.add_argument("--only", default="", help="only the cases whose label contains this text")
     args = parser.parse_args()
 
     try:
-        batch_c = importlib.import_module("kafkapy._core.batch")
-        index_c = importlib.import_module("kafkapy._core.index")
+        batch_c, index_c, records_c, producer_c, gil_io_c = (
+            importlib.import_module(f"kafkapy._core.{name}") for name in ("batch", "index", "records", "producer", "gil_io"))
     except ImportError:
         sys.exit("compiled modules not built: python setup.py build_ext --inplace")
     batch_py = importlib.import_module("kafkapy._core.batch_py")
+    records_py = importlib.import_module("kafkapy._core.records_py")
+    producer_py = importlib.import_module("kafkapy._core.producer_py")
+    gil_io_py = importlib.import_module("kafkapy._core.gil_io_py")
     index_py = importlib.import_module("kafkapy._core.index_py")
 
     cases = []
@@ -99,12 +170,16 @@ def main():
 
             cases.append((label, make_lookup(index_c), make_lookup(index_py), 0))
 
+    cases += _client_cases(records_c, records_py, producer_c, producer_py, gil_io_c, gil_io_py)
+
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}, "
         f"best of 5 rounds, {args.seconds}s CPU per figure"
     )
     print(f"{'operation':<72} {'compiled':>11} {'twin':>11} {'twin/comp':>9}")
     for label, compiled, twin, nbytes in cases:
+        if args.only not in label:
+            continue
         c = _best_seconds_per_call(compiled, args.seconds)
         t = _best_seconds_per_call(twin, args.seconds)
         extra = f"   ({nbytes / c / 1e9:.1f} vs {nbytes / t / 1e9:.2f} GB/s)" if nbytes else ""

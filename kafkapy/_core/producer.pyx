@@ -18,7 +18,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t
 
 from kafkapy._core.gil_io cimport yield_to_io_threads
-from kafkapy._core.records cimport BatchBuilder
+from kafkapy._core.records cimport BatchBuilder, builder_size_bytes
 
 
 cdef extern from *:
@@ -257,7 +257,7 @@ cdef class FastSend:
         future._key_size = key_len
         future._value_size = value_len
         batch.futures.append(future)
-        if builder._size() >= self.batch_size:
+        if builder_size_bytes(builder) >= self.batch_size:
             self.on_full()
         if callback is not None:
             # After the append (Python code from here on is fine): a batch

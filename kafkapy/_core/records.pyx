@@ -103,10 +103,7 @@ cdef class BatchBuilder:
 
     @property
     def size_bytes(self):
-        return BATCH_HEADER_SIZE + PyByteArray_GET_SIZE(self._body)
-
-    cdef Py_ssize_t _size(self) noexcept:
-        return BATCH_HEADER_SIZE + PyByteArray_GET_SIZE(self._body)
+        return builder_size_bytes(self)
 
     cdef int _append(self, int64_t timestamp_ms, const char* key, Py_ssize_t key_len,
                      const char* value, Py_ssize_t value_len, list headers,
