@@ -15,7 +15,7 @@ import time
 from kafkapy._core import load as _load_core
 from kafkapy._core.records_py import build_batch, decode_records
 from kafkapy.protocol.errors import ErrorCode as E
-from kafkapy.server.topics import TopicError
+from kafkapy.protocol.topics import TopicError
 from kafkapy.storage.errors import RecordError
 
 log = logging.getLogger("kafkapy.coordinator")

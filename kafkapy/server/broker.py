@@ -38,7 +38,7 @@ from kafkapy.server.config import (
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
-from kafkapy.server.topics import TopicError, check_topic_name
+from kafkapy.protocol.topics import TopicError, check_topic_name
 from kafkapy.storage.errors import RecordError
 from kafkapy.storage.producer_state import ProducerStateError
 

@@ -14,7 +14,7 @@ import pkgutil
 import time
 
 from kafkapy.protocol.api import API_TABLE
-from kafkapy.server.handlers import construct
+from kafkapy.protocol.entities import construct
 
 # DescribeGroups has no peer address to report: the processors' request
 # descriptors do not carry it. Kafka formats it as "/<ip>".

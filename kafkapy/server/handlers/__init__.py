@@ -4,19 +4,17 @@ A handler takes ``(ctx, request)`` — the decoded kio request entity — and
 returns the response entity, ``NoResponse`` (acks=0 produce) or ``Delay``
 (a long-poll fetch the processor parks until woken or ``deadline_ms``).
 Handlers write responses as plain dicts and build them with
-``construct(response_class, data)``, which keeps each handler independent of
-the version being answered: fields a version lacks are dropped, fields it has
-but the dict omits take the schema default.
+``construct(response_class, data)`` (``kafkapy.protocol.entities``), which
+keeps each handler independent of the version being answered.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
-from functools import cache
 
 from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.entities import _plan, construct  # noqa: F401  (handlers import them from here too)
 from kafkapy.protocol.errors import ErrorCode
 
 
@@ -58,56 +56,6 @@ class RequestContext:
 
     def response_class(self):
         return API_TABLE[self.api_key].response_class(self.api_version)
-
-
-_MISSING = dataclasses.MISSING
-
-
-@cache
-def _plan(cls):
-    plan = []
-    for f in dataclasses.fields(cls):
-        nested = None
-        for ftype in (f.type, *getattr(f.type, "__args__", ())):  # X or Optional[X]
-            if getattr(ftype, "__origin__", None) is tuple:
-                inner = ftype.__args__[0]
-                if dataclasses.is_dataclass(inner):
-                    nested = ("many", inner)
-                    break
-            elif dataclasses.is_dataclass(ftype):
-                nested = ("one", ftype)
-                break
-        if f.default is not _MISSING:
-            default = (False, f.default)
-        elif f.default_factory is not _MISSING:
-            default = (True, f.default_factory)
-        else:
-            default = None
-        plan.append((f.name, nested, default))
-    return plan
-
-
-def construct(cls, data: dict):
-    """Build a kio entity of ``cls`` from a (possibly nested) plain dict."""
-    kwargs = {}
-    for name, nested, default in _plan(cls):
-        if name in data:
-            value = data[name]
-            if nested is not None and value is not None:
-                kind, inner = nested
-                if kind == "many":
-                    value = tuple(v if type(v) is inner else construct(inner, v) for v in value)
-                elif type(value) is not inner:
-                    value = construct(inner, value)
-            kwargs[name] = value
-        elif default is not None:
-            factory, value = default
-            kwargs[name] = value() if factory else value
-        elif nested is not None and nested[0] == "many":
-            kwargs[name] = ()
-        else:
-            raise KeyError(f"{cls.__qualname__}.{name} has no value and no default")
-    return cls(**kwargs)
 
 
 def api_versions_response(version: int, error_code: int = ErrorCode.NONE):

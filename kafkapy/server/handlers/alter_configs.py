@@ -19,7 +19,7 @@ from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
-from kafkapy.server.topics import TopicError
+from kafkapy.protocol.topics import TopicError
 
 API_KEY = 33
 TOPIC, BROKER = 2, 4

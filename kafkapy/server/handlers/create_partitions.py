@@ -18,7 +18,7 @@ from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
-from kafkapy.server.topics import TopicError
+from kafkapy.protocol.topics import TopicError
 
 API_KEY = 37
 

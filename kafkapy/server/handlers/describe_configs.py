@@ -18,7 +18,7 @@ Contract, per resource (Kafka's ConfigAdminManager.describeConfigs):
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
-from kafkapy.server.topics import TopicError, topic_name_error
+from kafkapy.protocol.topics import TopicError, topic_name_error
 
 API_KEY = 32
 TOPIC, BROKER = 2, 4

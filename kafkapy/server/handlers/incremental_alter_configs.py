@@ -26,7 +26,7 @@ from kafkapy.server.config import (
     topic_config_values,
 )
 from kafkapy.server.handlers.alter_configs import BROKER, TOPIC, alter_each
-from kafkapy.server.topics import TopicError
+from kafkapy.protocol.topics import TopicError
 
 API_KEY = 44
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

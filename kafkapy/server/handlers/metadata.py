@@ -13,7 +13,7 @@ Contract:
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
-from kafkapy.server.topics import topic_name_error
+from kafkapy.protocol.topics import topic_name_error
 
 API_KEY = 3
 

@@ -11,7 +11,7 @@ import pytest
 from kafkapy.server import config as c
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig, InvalidConfigError, NonDynamicConfigError
-from kafkapy.server.topics import TopicError
+from kafkapy.protocol.topics import TopicError
 from kafkapy.storage.log_manager import LogManager
 from kafkapy.storage.shared import SharedPartitionTable
 
