@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from kafkapy.coordinator import consumer_group as cg
 from kafkapy.coordinator import group as g
-from kafkapy.coordinator.assignors import ASSIGNORS, normalize_assignor_name
 from kafkapy.coordinator.consumer_coordinator import ConsumerGroupMixin
 from kafkapy.coordinator.group import Group, Member
 from kafkapy.coordinator.records import (
@@ -73,42 +72,6 @@ class CoordinatorConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_assignors: tuple = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
-
-    @classmethod
-    def from_broker_config(cls, config) -> "CoordinatorConfig":
-        from kafkapy.server.config import ConfigException
-
-        # Kafka's GroupCoordinatorConfig checks: each value within its
-        # min/max, and heartbeats more often than the session expires.
-        for what in ("heartbeat.interval", "session.timeout"):
-            value = config[f"group.consumer.{what}.ms"]
-            lo, hi = config[f"group.consumer.min.{what}.ms"], config[f"group.consumer.max.{what}.ms"]
-            if not lo <= value <= hi:
-                raise ConfigException(f"group.consumer.{what}.ms", value,
-                                      f"must be between group.consumer.min.{what}.ms ({lo}) and "
-                                      f"group.consumer.max.{what}.ms ({hi})")
-        if config["group.consumer.heartbeat.interval.ms"] >= config["group.consumer.session.timeout.ms"]:
-            raise ConfigException("group.consumer.heartbeat.interval.ms",
-                                  config["group.consumer.heartbeat.interval.ms"],
-                                  "must be less than group.consumer.session.timeout.ms")
-        assignors = tuple(normalize_assignor_name(a) for a in config["group.consumer.assignors"])
-        unknown = [a for a in assignors if a not in ASSIGNORS]
-        if not assignors or unknown:
-            raise ConfigException("group.consumer.assignors", ",".join(config["group.consumer.assignors"]),
-                                  f"supported assignors are {', '.join(ASSIGNORS)}")
-        return cls(
-            consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
-            consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
-            consumer_assignors=assignors,
-            consumer_max_size=config["group.consumer.max.size"],
-            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
-            min_session_timeout_ms=config["group.min.session.timeout.ms"],
-            max_session_timeout_ms=config["group.max.session.timeout.ms"],
-            max_size=config["group.max.size"],
-            offsets_retention_ms=config["offsets.retention.minutes"] * 60 * 1000,
-            offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
-            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
-        )
 
 
 def _join_result(error, member_id="", generation_id=-1, protocol_type=None, protocol_name=None,

@@ -538,7 +538,7 @@ _BROKER_KEYS = [
     # KIP-848 (the "consumer" group protocol): the broker, not the client,
     # owns session and heartbeat timing; a member's ConsumerGroupHeartbeat
     # cannot ask for other values. Kafka checks min <= value <= max for both
-    # (GroupCoordinatorConfig); CoordinatorConfig.from_broker_config does too.
+    # (GroupCoordinatorConfig); server.coordinator_process.coordinator_config does too.
     _k("group.consumer.heartbeat.interval.ms", INT, 5000, _at_least(1), MEDIUM, _GROUP,
        "Heartbeat interval given to members of consumer (KIP-848) groups."),
     _k("group.consumer.min.heartbeat.interval.ms", INT, 5000, _at_least(1), MEDIUM, _GROUP,

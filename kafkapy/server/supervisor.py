@@ -120,7 +120,7 @@ class Supervisor:
                         (i, config, self.channel, self.table, pairs[i][1]))
         for i in range(config.num_io_threads):
             self._spawn(f"handler-{i}", worker_main, (i, self._worker_broker, self.channel))
-        from kafkapy.coordinator.process import coordinator_main
+        from kafkapy.server.coordinator_process import coordinator_main
 
         self._spawn("group-coordinator", coordinator_main,
                     (self._worker_broker, self.channel, config))

@@ -1,4 +1,11 @@
-"""The group-coordinator process: owns every consumer group's state.
+"""The group-coordinator process: the server's glue around the coordinator.
+
+``kafkapy.coordinator`` is sans-IO (GroupCoordinator, its handlers, the
+offsets topic store); this module is what makes it a process: it reads the
+coordinator's request queue, decodes and encodes with the workers' own
+``prepare_request`` / ``finish_request``, answers through the processors'
+response pipes, and builds ``CoordinatorConfig`` from the broker config. It
+lives in ``server`` so that ``coordinator`` never imports ``server``.
 
 Group APIs (``owner="coordinator"`` in the API table) are routed by the
 processors to ``channel.coordinator_requests`` instead of the shared queue, so
@@ -23,9 +30,11 @@ import queue
 import signal
 import time
 
+from kafkapy.coordinator.assignors import ASSIGNORS, normalize_assignor_name
 from kafkapy.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from kafkapy.coordinator.handlers import HANDLERS, CoordinatorContext
 from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC, OffsetsTopicStore
+from kafkapy.server.config import ConfigException
 from kafkapy.server.reactor.channel import CLOSE
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -42,6 +51,42 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def coordinator_config(config) -> CoordinatorConfig:
+    """The group coordinator's settings from the broker config, with Kafka's
+    GroupCoordinatorConfig checks (ConfigException stops start-up)."""
+    # Kafka's GroupCoordinatorConfig checks: each value within its
+    # min/max, and heartbeats more often than the session expires.
+    for what in ("heartbeat.interval", "session.timeout"):
+        value = config[f"group.consumer.{what}.ms"]
+        lo, hi = config[f"group.consumer.min.{what}.ms"], config[f"group.consumer.max.{what}.ms"]
+        if not lo <= value <= hi:
+            raise ConfigException(f"group.consumer.{what}.ms", value,
+                                  f"must be between group.consumer.min.{what}.ms ({lo}) and "
+                                  f"group.consumer.max.{what}.ms ({hi})")
+    if config["group.consumer.heartbeat.interval.ms"] >= config["group.consumer.session.timeout.ms"]:
+        raise ConfigException("group.consumer.heartbeat.interval.ms",
+                              config["group.consumer.heartbeat.interval.ms"],
+                              "must be less than group.consumer.session.timeout.ms")
+    assignors = tuple(normalize_assignor_name(a) for a in config["group.consumer.assignors"])
+    unknown = [a for a in assignors if a not in ASSIGNORS]
+    if not assignors or unknown:
+        raise ConfigException("group.consumer.assignors", ",".join(config["group.consumer.assignors"]),
+                              f"supported assignors are {', '.join(ASSIGNORS)}")
+    return CoordinatorConfig(
+        consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+        consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+        consumer_assignors=assignors,
+        consumer_max_size=config["group.consumer.max.size"],
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        max_size=config["group.max.size"],
+        offsets_retention_ms=config["offsets.retention.minutes"] * 60 * 1000,
+        offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+        offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+    )
+
+
 class CoordinatorServer:
     """Glue between the request channel and ``GroupCoordinator``."""
 
@@ -51,7 +96,7 @@ class CoordinatorServer:
         self.config = config
         self.clock_ms = clock_ms
         self.store = OffsetsTopicStore(broker, config, clock_ms)
-        self.coordinator = GroupCoordinator(CoordinatorConfig.from_broker_config(config), self.store,
+        self.coordinator = GroupCoordinator(coordinator_config(config), self.store,
                                             clock_ms)
         self.arenas = [a.view for a in channel.arenas]
         self.pipes = channel.response_pipes

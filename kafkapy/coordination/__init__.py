@@ -1,0 +1,1 @@
+"""Cluster metadata stores: the embedded file store (standalone); ZooKeeper comes with cluster mode."""

@@ -1,0 +1,1 @@
+"""The reactor: acceptor, processors, the request channel and handler workers."""
