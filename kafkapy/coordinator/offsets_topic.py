@@ -16,7 +16,6 @@ from kafkapy._core import load as _load_core
 from kafkapy._core.records_py import build_batch, decode_records
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.protocol.topics import TopicError
-from kafkapy.storage.errors import RecordError
 
 log = logging.getLogger("kafkapy.coordinator")
 
@@ -96,25 +95,27 @@ class OffsetsTopicStore:
             return E.NONE
         if self.ensure():
             return E.COORDINATOR_NOT_AVAILABLE
-        part = self.broker.partition(OFFSETS_TOPIC, partition)
-        if part is None:
-            return E.COORDINATOR_NOT_AVAILABLE
-        lg, _slot = part
         now = self.clock_ms()
         batch = build_batch([(k, v, [], now) for k, v in records])
         try:
-            with lg.lock():
-                lg.append_as_leader(memoryview(bytearray(batch)), 0)
-                lg.update_high_watermark(lg.log_end_offset)
-        except RecordError as exc:
-            if exc.error_code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
-                return E.INVALID_COMMIT_OFFSET_SIZE
-            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            return E.UNKNOWN_SERVER_ERROR
+            # acks=-1, as Kafka's coordinator appends (offsets.commit.required.acks).
+            code, _result, message = self.broker.replica_manager.append_records(
+                OFFSETS_TOPIC, partition, memoryview(bytearray(batch)), -1)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             return E.COORDINATOR_NOT_AVAILABLE
-        return E.NONE
+        if code == E.NONE:
+            return E.NONE
+        # Kafka's GroupMetadataManager error mapping of a failed append.
+        if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
+                    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+            return E.NOT_COORDINATOR
+        if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+            return E.INVALID_COMMIT_OFFSET_SIZE
+        log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, message)
+        return E.UNKNOWN_SERVER_ERROR
 
     def replay(self):
         """Yield ``(partition, key, value)`` for every record, partition by
@@ -124,16 +125,15 @@ class OffsetsTopicStore:
         if info is None:
             return
         for p in range(info.num_partitions):
-            part = self.broker.partition(OFFSETS_TOPIC, p)
-            if part is None:
+            partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, p)
+            if partition is None:
                 continue
-            lg, _slot = part
-            with lg.lock():
-                offset = lg.log_start_offset
-                end = lg.log_end_offset
+            with partition.lock():
+                offset = partition.log_start_offset
+                end = partition.log_end_offset
             while offset < end:
-                with lg.lock():
-                    data = lg.read(offset, LOAD_READ_BYTES, end, True)
+                with partition.lock():  # the regions' files stay put while read
+                    data = partition.read_records(offset, LOAD_READ_BYTES, end)
                     chunks = []
                     for region in data.regions:
                         fd = os.open(region.path, os.O_RDONLY)

@@ -6,9 +6,11 @@ never shared. What must agree between processes lives in the metadata store
 lock) and the files on disk; a ``Broker`` only caches views of them:
 
 * ``metadata()`` re-reads the store when its generation counter moved and
-  closes the logs of partitions that disappeared or whose topic id changed;
-* ``partition(topic, p)`` opens the ``Log`` of a partition on first use, on
-  the slot the metadata assigns it.
+  hands the new metadata to the replica manager, which lets go of partitions
+  that disappeared or whose topic id changed;
+* ``replica_manager`` (kafkapy.replication) opens each partition on first
+  use, on the slot the metadata assigns it, and is how handlers append to and
+  read partitions.
 
 Dynamic configs: ``config`` is the static ``BrokerConfig`` layered with the
 dynamic broker configs of the metadata store (``effective_broker_config``),
@@ -39,8 +41,7 @@ from kafkapy.server.config import (
     validate_topic_configs,
 )
 from kafkapy.protocol.topics import TopicError, check_topic_name
-from kafkapy.storage.errors import RecordError
-from kafkapy.storage.producer_state import ProducerStateError
+from kafkapy.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("kafkapy.broker")
 
@@ -56,15 +57,15 @@ class Broker:
         self.table = table
         self.log_manager = log_manager
         self.store = EmbeddedMetadataStore(config.log_dirs[0], table)
-        self.wake_pipes = list(wake_pipes)
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
         self.cluster_id = cluster_id
         endpoint = config.advertised_listeners[0]
         self.advertised_address = (endpoint.host or "127.0.0.1", endpoint.port)
-        self._logs: dict[tuple[str, int], tuple] = {}  # (topic, p) -> (Log, slot, topic_id)
         self._log_configs: dict[tuple, object] = {}  # topic overrides -> LogConfig
         self._log_configs_for = None  # the _config they were built from
         self._seen_generation = -1
+        self.replica_manager = ReplicaManager(self.broker_id, log_manager, table, self.metadata,
+                                              self.log_config, wake_pipes)
 
     # -- metadata -------------------------------------------------------------
     @property
@@ -78,13 +79,7 @@ class Broker:
         if self.store._cached_generation != self._seen_generation:
             self._seen_generation = self.store._cached_generation
             self._apply_dynamic_configs(md)
-            for key, (lg, slot, topic_id) in list(self._logs.items()):
-                info = md.topics.get(key[0])
-                if info is None or info.topic_id != topic_id or key[1] >= info.num_partitions:
-                    del self._logs[key]
-                    lg.release()
-                else:
-                    self._refresh_log_config(lg, info)
+            self.replica_manager.update_metadata(md, self._seen_generation)
         return md
 
     def _apply_dynamic_configs(self, md) -> None:
@@ -102,39 +97,6 @@ class Broker:
         log.info("dynamic broker configs now %s (cluster default) and %s (broker %d)",
                  dynamic[0], dynamic[1], self.broker_id)
 
-    def _refresh_log_config(self, lg, info) -> None:
-        try:
-            config = self.log_config(info)
-        except InvalidConfigError as exc:
-            log.error("topic %s: ignoring invalid stored configs: %s", info.name, exc.message)
-            return
-        # Identity first: partitions share their topic's LogConfig, and
-        # comparing two field by field costs ~2 us.
-        if lg.config is not config and lg.config != config:
-            lg.config = config
-
-    def partition(self, topic: str, partition: int):
-        """``(Log, slot)`` of a partition this broker leads, or None."""
-        entry = self._logs.get((topic, partition))
-        if entry is not None and self.store._cached_generation == self.table.counter(METADATA_GENERATION):
-            return entry[0], entry[1]
-        md = self.metadata()
-        entry = self._logs.get((topic, partition))
-        if entry is not None:
-            return entry[0], entry[1]
-        info = md.topics.get(topic)
-        if info is None or not 0 <= partition < info.num_partitions:
-            return None
-        slot = info.slots[partition]
-        config = self.log_config(info)
-        lg = self.log_manager.attach_log(topic, partition, config, self.table.slot(slot), info.topic_id.bytes)
-        if lg.config is not config:
-            # attach_log handed back a Log opened earlier (the supervisor's,
-            # loaded with the static config before dynamic configs were read).
-            self._refresh_log_config(lg, info)
-        self._logs[(topic, partition)] = (lg, slot, info.topic_id)
-        return lg, slot
-
     def log_config(self, info: TopicInfo):
         """The topic's ``LogConfig``, one per (broker config, topic overrides).
 
@@ -150,38 +112,6 @@ class Broker:
         if config is None:
             config = self._log_configs[key] = log_config_for(self._config, info.configs)
         return config
-
-    # -- produce --------------------------------------------------------------
-    def append(self, topic: str, partition: int, records, acks: int = 1):
-        """Append one partition's records; returns ``(error_code, AppendResult, message)``."""
-        part = self.partition(topic, partition)
-        if part is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
-        lg = part[0]
-        if records is None or len(records) == 0:
-            return ErrorCode.CORRUPT_MESSAGE, None, "Produce request has no records"
-        isr_size = 1  # one broker: the ISR is the leader alone
-        if acks == -1 and isr_size < lg.config.min_insync_replicas:
-            # Kafka's Partition.appendRecordsToLeader refuses before writing.
-            return (ErrorCode.NOT_ENOUGH_REPLICAS, None,
-                    f"The size of the current ISR Set({self.broker_id}) is insufficient to satisfy "
-                    f"the min.isr requirement of {lg.config.min_insync_replicas} for partition "
-                    f"{topic}-{partition}")
-        try:
-            with lg.state.lock():
-                # One replica: everything appended is replicated to the whole
-                # ISR, so the high watermark follows in the same slot write.
-                result = lg.append_as_leader(records, 0, advance_high_watermark=True)
-        except RecordError as exc:
-            return exc.error_code, None, str(exc)
-        except ProducerStateError as exc:
-            return exc.error_code, None, str(exc)
-        return ErrorCode.NONE, result, None
-
-    def notify_appended(self) -> None:
-        """Wake processors holding long-poll fetches (only if any are parked)."""
-        for pipe in self.wake_pipes:
-            pipe.wake_if_parked()
 
     # -- topics ---------------------------------------------------------------
     def create_topic(self, name, num_partitions=None, configs=None, validate_only=False,
@@ -452,22 +382,10 @@ class Broker:
             self.table.set_counter(NEXT_PRODUCER_ID, producer_id + 1)
         return producer_id
 
-    def sync_logs(self) -> None:
-        """Open every partition of the metadata (the supervisor, which flushes,
-        checkpoints and applies retention to all of them)."""
-        md = self.metadata()
-        for name, info in md.topics.items():
-            for p in range(info.num_partitions):
-                self.partition(name, p)
-        for key in list(self.log_manager.logs):
-            if key not in self._logs:
-                self.log_manager.logs.pop(key).release()
 
     def close(self) -> None:
         """Let go of this process's handles (workers); files are left as they are."""
-        for lg, _slot, _tid in self._logs.values():
-            lg.release()
-        self._logs.clear()
+        self.replica_manager.close()
 
 
 def pid_path(log_dir: str) -> str:

@@ -29,6 +29,8 @@ import textwrap
 from collections import namedtuple
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from kafkapy.storage.config import InvalidConfigError  # noqa: F401  (raised here, imported from here)
+
 log = logging.getLogger("kafkapy.config")
 
 __all__ = [
@@ -93,17 +95,6 @@ class ConfigException(Exception):
             self.name = None
             self.value = None
             message = name_or_message
-        super().__init__(message)
-
-
-class InvalidConfigError(Exception):
-    """A bad topic-level config; CreateTopics/AlterConfigs answer INVALID_CONFIG (40) with ``message``."""
-
-    error_code = 40
-
-    def __init__(self, key: Optional[str], message: str):
-        self.key = key
-        self.message = message
         super().__init__(message)
 
 

@@ -189,11 +189,11 @@ class CoordinatorServer:
             return
         now = self.clock_ms()
         for p in range(info.num_partitions):
-            part = self.broker.partition(OFFSETS_TOPIC, p)
-            if part is None:
+            partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, p)
+            if partition is None:
                 continue
             try:
-                clean_log(part[0], now)
+                clean_log(partition.log, now)
             except Exception:
                 log.exception("cleaning %s-%d failed", OFFSETS_TOPIC, p)
 

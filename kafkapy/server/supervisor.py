@@ -107,6 +107,7 @@ class Supervisor:
         self.channel = Channel(self.ctx, config)
         self.broker = Broker(config, self.table, self.log_manager, self.channel.wake_pipes,
                              self.log_manager.cluster_id)
+        self._make_leaders(self.store.current())
         log.info("loaded %d partitions in %.2f s", len(self.loaded), time.monotonic() - started)
         _check_open_file_budget(len(self.loaded))
 
@@ -186,17 +187,23 @@ class Supervisor:
                                                      self.table.slot(slot), info.topic_id.bytes)
                     log.warning("partition %s-%d had no directory; created it empty", name, p)
                 info.slots.append(lg.state_slot)
-                with lg.lock():
-                    # One replica: the leader's whole log is committed, as
-                    # Kafka's high watermark becomes the LEO when the ISR is
-                    # just the leader.
-                    lg.update_high_watermark(lg.log_end_offset)
         # Producer ids issued before a restart may be anywhere in the old
         # block: start a fresh one.
         next_pid = md.producer_id_block_end
         md.producer_id_block_end = next_pid + PRODUCER_ID_BLOCK
         self.store.replace(md)
         self.table.set_counter(NEXT_PRODUCER_ID, next_pid)
+
+    def _make_leaders(self, md) -> None:
+        """This broker leads every partition it loaded, at epoch 0 with the
+        ISR itself alone, so its whole log is committed (Kafka's makeLeader:
+        the high watermark becomes the log end offset when the ISR is just
+        the leader)."""
+        replica_manager = self.broker.replica_manager
+        for name, info in md.topics.items():
+            for p in range(info.num_partitions):
+                partition = replica_manager.get_partition(name, p)
+                partition.make_leader(0, (self.broker.broker_id,))
 
     def _state_for_new_log(self):
         slot = self.table.allocate()
@@ -243,7 +250,7 @@ class Supervisor:
                 return 1
             now = time.monotonic()
             try:
-                self.broker.sync_logs()
+                self.broker.replica_manager.sync_partitions()
                 if now >= next_retention:
                     next_retention = now + retention_every
                     self.log_manager.cleanup(int(time.time() * 1000))

@@ -9,8 +9,24 @@ change is always a new object (``replace``).
 """
 
 from dataclasses import dataclass, fields
+from typing import Optional
 
 LONG_MAX = 2**63 - 1
+
+
+class InvalidConfigError(Exception):
+    """A bad topic-level config; CreateTopics/AlterConfigs answer INVALID_CONFIG (40) with ``message``.
+
+    Defined here, beside ``LogConfig``, so every layer that builds or applies
+    one (the server's config table, replication refreshing open logs) shares it.
+    """
+
+    error_code = 40
+
+    def __init__(self, key: Optional[str], message: str):
+        self.key = key
+        self.message = message
+        super().__init__(message)
 
 
 @dataclass(frozen=True)

@@ -15,34 +15,23 @@ Contract, per partition (Kafka's ReplicaManager.deleteRecords):
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
-from kafkapy.storage.errors import OffsetOutOfRange
 
 API_KEY = 21
-HIGH_WATERMARK = -1
 
 
 def handle(ctx, request):
-    broker = ctx.broker
+    get_partition = ctx.broker.replica_manager.get_partition
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, low_watermark = _delete(broker, topic.name, p.partition_index, p.offset)
+            partition = get_partition(topic.name, p.partition_index)
+            if partition is None:
+                code, low_watermark = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+            else:
+                code, low_watermark = partition.delete_records_on_leader(p.offset)
             partitions.append({"partition_index": p.partition_index, "low_watermark": low_watermark,
                                "error_code": code})
         topics.append({"name": topic.name, "partitions": partitions})
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
 
-
-def _delete(broker, topic, partition, offset):
-    part = broker.partition(topic, partition)
-    if part is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
-    lg, _slot = part
-    with lg.lock():
-        if offset == HIGH_WATERMARK:
-            offset = lg.high_watermark
-        try:
-            return ErrorCode.NONE, lg.delete_records(offset)
-        except OffsetOutOfRange:
-            return ErrorCode.OFFSET_OUT_OF_RANGE, -1

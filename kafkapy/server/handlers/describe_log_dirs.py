@@ -36,13 +36,11 @@ def handle(ctx, request):
     log_dirs = [os.path.abspath(d) for d in broker.static_config.log_dirs]
     by_dir = {d: {} for d in log_dirs}
     for name, p in wanted:
-        part = broker.partition(name, p)
-        if part is None:
+        partition = broker.replica_manager.get_partition(name, p)
+        if partition is None:
             continue
-        lg, _slot = part
-        with lg.lock():
-            size = lg.size_in_bytes()
-        parent = os.path.dirname(os.path.abspath(lg.dir))
+        size = partition.size_in_bytes()
+        parent = os.path.dirname(os.path.abspath(partition.log.dir))
         by_dir.setdefault(parent, {}).setdefault(name, []).append(
             {"partition_index": p, "partition_size": size, "offset_lag": 0, "is_future_key": False})
     results = []

@@ -22,15 +22,13 @@ def handle(ctx, request):
     for topic in request.topics:
         partitions = []
         for p in topic.partition_indexes:
-            part = broker.partition(topic.name, p)
-            if part is None:
+            partition = broker.replica_manager.get_partition(topic.name, p)
+            if partition is None:
                 partitions.append({"partition_index": p,
                                    "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    "error_message": None, "active_producers": []})
                 continue
-            lg, _slot = part
-            with lg.lock():
-                entries = lg.active_producers()
+            entries = partition.active_producers()
             partitions.append({"partition_index": p, "error_code": 0, "error_message": None,
                                "active_producers": [
                                    {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,

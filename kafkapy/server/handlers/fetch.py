@@ -28,7 +28,6 @@ from functools import cache
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import Delay, _plan
-from kafkapy.storage.errors import OffsetOutOfRange
 
 API_KEY = 1
 READ_COMMITTED = 1
@@ -65,7 +64,7 @@ def _partition(part_cls, fields, index, error_code, high_watermark, log_start_of
 
 
 def handle(ctx, request):
-    broker = ctx.broker
+    get_partition = ctx.broker.replica_manager.get_partition
     version = ctx.api_version
     cls = ctx.response_class()
     topic_cls, part_cls, fields = _response_classes(cls)
@@ -81,51 +80,28 @@ def handle(ctx, request):
     for topic in request.topics:
         partitions = []
         for fp in topic.partitions:
-            part = broker.partition(topic.topic, fp.partition)
-            if part is None:
+            partition = get_partition(topic.topic, fp.partition)
+            if partition is None:
                 failed = True
                 partitions.append(_partition(part_cls, fields, fp.partition,
                                              int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                              -1, -1, None, b""))
                 continue
-            log, slot = part
-            fetch_offset = fp.fetch_offset
-            # A consumer that has caught up fetches at the high watermark:
-            # nothing to read, so no lock and no Log.read (two lockf calls,
-            # a generation check and an empty read per partition; the idle
-            # path of every long poll, and most partitions of a 16-partition
-            # consumer between appends). The slot's fields are aligned 8-byte
-            # words, read whole; log_start_offset never passes the high
-            # watermark, so fetch_offset == high_watermark is in range.
-            high_watermark = log.high_watermark
-            if fetch_offset == high_watermark:
-                log_start_offset = log.log_start_offset
-                if log_start_offset <= fetch_offset:
-                    watched[slot] = high_watermark
-                    partitions.append(_partition(part_cls, fields, fp.partition, 0,
-                                                 high_watermark, log_start_offset,
-                                                 aborted, b""))
-                    continue
-            with log.lock():
-                high_watermark = log.high_watermark
-                log_start_offset = log.log_start_offset
-                try:
-                    data = log.read(fetch_offset, max(0, min(fp.partition_max_bytes, remaining)),
-                                    high_watermark, total == 0)
-                except OffsetOutOfRange:
-                    data = None
-            watched[slot] = high_watermark
+            data, high_watermark, log_start_offset = partition.fetch_records(
+                fp.fetch_offset, max(0, min(fp.partition_max_bytes, remaining)), total == 0)
+            watched[partition.slot] = high_watermark
             if data is None:
                 failed = True
                 partitions.append(_partition(part_cls, fields, fp.partition,
                                              int(ErrorCode.OFFSET_OUT_OF_RANGE),
                                              high_watermark, log_start_offset, None, b""))
                 continue
-            total += data.size
-            remaining -= data.size
+            size = data.size
+            total += size
+            remaining -= size
             partitions.append(_partition(part_cls, fields, fp.partition, 0, high_watermark,
                                          log_start_offset, aborted,
-                                         RecordsRegions(data.regions, data.size)))
+                                         RecordsRegions(data.regions, size) if size else b""))
         topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
     if not failed and total < request.min_bytes and request.max_wait > 0:
         deadline = ctx.deadline_ms or ctx.now_ms + request.max_wait

@@ -17,41 +17,24 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
 
 API_KEY = 2
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 def handle(ctx, request):
-    broker = ctx.broker
+    get_partition = ctx.broker.replica_manager.get_partition
     topics = []
     for topic in request.topics:
         partitions = []
         for lp in topic.partitions:
-            part = broker.partition(topic.name, lp.partition_index)
-            if part is None:
+            partition = get_partition(topic.name, lp.partition_index)
+            if partition is None:
                 partitions.append({"partition_index": lp.partition_index,
                                    "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            log, _slot = part
-            with log.lock():
-                offset, timestamp = _lookup(log, lp.timestamp)
+            offset, timestamp = partition.fetch_offset_for_timestamp(lp.timestamp)
             partitions.append({"partition_index": lp.partition_index, "error_code": 0,
-                               "timestamp": timestamp, "offset": offset, "leader_epoch": 0})
+                               "timestamp": timestamp, "offset": offset,
+                               "leader_epoch": partition.leader_epoch})
         topics.append({"name": topic.name, "partitions": partitions})
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
 
-
-def _lookup(log, ts):
-    if ts == LATEST:
-        return log.high_watermark, -1
-    if ts == EARLIEST:
-        return log.log_start_offset, -1
-    if ts == MAX_TIMESTAMP:
-        found = log.max_timestamp_offset()
-    elif ts >= 0:
-        found = log.offset_for_timestamp(ts)
-    else:
-        found = None
-    if found is None or found[0] >= log.high_watermark:
-        return -1, -1
-    return found

@@ -5,8 +5,9 @@ Contract:
   as Kafka does, so the producer notices); 1 and -1 (all) answer after the
   local append — with one broker the ISR is just us, so acks=all adds nothing.
   Any other value -> INVALID_REQUIRED_ACKS (21) for every partition.
-- Each partition's records are validated and appended by ``Log.append_as_leader``
-  under the partition lock; errors are per partition: CORRUPT_MESSAGE (2),
+- Each partition's records are validated and appended through the replica
+  manager (``Partition.append_records_to_leader``, under the partition
+  lock); errors are per partition: CORRUPT_MESSAGE (2),
   INVALID_RECORD (87), MESSAGE_TOO_LARGE (10), RECORD_LIST_TOO_LARGE (18),
   UNKNOWN_TOPIC_OR_PARTITION (3), INVALID_PRODUCER_EPOCH (47),
   OUT_OF_ORDER_SEQUENCE_NUMBER (45), NOT_ENOUGH_REPLICAS (19) for acks=-1
@@ -65,13 +66,13 @@ def _response_classes(cls):
 
 
 def handle(ctx, request):
-    broker = ctx.broker
+    replica_manager = ctx.broker.replica_manager
     acks = request.acks
     any_error = False
     appended = False
     cls = ctx.response_class()
     topic_cls, partition = _response_classes(cls)
-    append = broker.append
+    append = replica_manager.append_records
     valid_acks = acks in _VALID_ACKS
     topics = []
     for topic in request.topic_data:
@@ -93,7 +94,7 @@ def handle(ctx, request):
                                             result.log_start_offset, None))
         topics.append(topic_cls(name=name, partition_responses=tuple(partitions)))
     if appended:
-        broker.notify_appended()
+        replica_manager.wake_delayed_operations()
     if acks == 0:
         return CloseConnection if any_error else NoResponse
     return cls(responses=tuple(topics), throttle_time=0)

@@ -93,14 +93,14 @@ def two_workers(tmp_path):
 def test_config_changes_reach_open_logs_of_other_processes(two_workers):
     a, b = two_workers
     a.create_topic("t", 2, {"retention.ms": "5000"})
-    log_b, _ = b.partition("t", 0)
+    log_b = b.replica_manager.get_partition("t", 0).log
     assert log_b.config.retention_ms == 5000
     a.alter_topic_configs("t", lambda current: {**current, "compression.type": "zstd"})
-    b.partition("t", 0)  # any request notices the new generation
+    b.replica_manager.get_partition("t", 0)  # any request notices the new generation
     assert log_b.config.compression_type == "zstd" and log_b.config.retention_ms == 5000
     # Broker defaults reach topics without an override of that key.
     a.alter_broker_configs("", lambda current: {"log.segment.bytes": "123456", "log.retention.ms": "9"})
-    b.partition("t", 0)
+    b.replica_manager.get_partition("t", 0)
     assert log_b.config.segment_bytes == 123456 and log_b.config.retention_ms == 5000
     assert b.config["log.segment.bytes"] == 123456
     a.alter_broker_configs("0", lambda current: {"log.segment.bytes": "654321"})
@@ -138,7 +138,7 @@ def test_create_partitions_checks(two_workers):
     assert b.metadata().topics["g"].num_partitions == 2
     a.create_partitions("g", 4)
     assert b.metadata().topics["g"].num_partitions == 4
-    log_b, _ = b.partition("g", 3)
+    log_b = b.replica_manager.get_partition("g", 3).log
     assert log_b.log_end_offset == 0 and len(b.metadata().topics["g"].slots) == 4
 
 

@@ -677,18 +677,21 @@ def test_offset_for_timestamp(tmp_path):
     log.close()
 
 
-def test_append_advances_the_high_watermark_only_when_asked(tmp_path):
+def test_append_leaves_the_high_watermark_to_replication(tmp_path):
     log = open_log(tmp_path / "t-0")
     with log.lock():
         log.append_as_leader(records_of(make_batch(3)), 0)
         assert (log.log_end_offset, log.high_watermark) == (3, 0)
-        log.append_as_leader(records_of(make_batch(2)), 0, advance_high_watermark=True)
-        assert (log.log_end_offset, log.high_watermark) == (5, 5)
-        # A rejected append writes nothing, the high watermark included.
+        log.update_high_watermark(log.log_end_offset)
+        log.append_as_leader(records_of(make_batch(2)), 0)
+        assert (log.log_end_offset, log.high_watermark) == (5, 3)
+        # A rejected append writes nothing.
         bad = bytearray(make_batch(1))
         bad[-1] ^= 1
         with pytest.raises(RecordError):
-            log.append_as_leader(memoryview(bad), 0, advance_high_watermark=True)
+            log.append_as_leader(memoryview(bad), 0)
         assert (log.log_end_offset, log.high_watermark, log.state.active_size) == \
-            (5, 5, log.active_segment.size)
+            (5, 3, log.active_segment.size)
+        # The setter clamps into [log_start_offset, log_end_offset].
+        assert log.update_high_watermark(99) == 5
     log.close()
