@@ -13,83 +13,51 @@ table lock and bumps the table counter ``metadata_generation``; each process
 keeps a parsed copy and re-reads the file only when that counter moved, so
 the common path (a request on a known topic) costs one shared-memory read.
 
-Runtime facts that are not metadata — which shared-table slot holds which
-partition — live in the same file under ``slots`` because every process
-needs them; the supervisor rewrites them at start-up.
+The live part of the model is this process tree's own: ``brokers`` is the
+local broker alone, and it is the controller (``controller_id``), so every
+partition is led by it at epoch 0 (``Metadata.partition_state``). Which
+shared-table slot holds a partition is not metadata: see the slot map of
+``SharedPartitionTable``. Files of earlier versions list each topic's slots;
+they load, and the slots are ignored.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import uuid
-from dataclasses import dataclass, field
+
+from kafkapy.coordination.metadata import (  # noqa: F401  (TopicInfo, Metadata: re-exported)
+    INITIAL_CONTROLLER_EPOCH,
+    BrokerInfo,
+    Metadata,
+    TopicInfo,
+)
+from kafkapy.coordination.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, MetadataStore
 
 METADATA_FILE = "kafkapy-metadata.json"
-GENERATION = "metadata_generation"
-# Producer ids are reserved in blocks so that allocating one rarely writes
-# the file; a restart skips the rest of the block (ids are never reused).
-PRODUCER_ID_BLOCK = 1000
+GENERATION = METADATA_GENERATION  # the name callers of this module used
 
 
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    num_partitions: int
-    configs: dict = field(default_factory=dict)
-    slots: list = field(default_factory=list)  # shared-table slot of each partition
+class EmbeddedMetadataStore(MetadataStore):
+    """Owned per process; the file and the generation counter are shared.
 
+    ``local_broker`` is this broker's registration (``brokers`` and the
+    controller of the metadata); without it, broker 0 on no address.
+    """
 
-@dataclass
-class Metadata:
-    topics: dict = field(default_factory=dict)  # name -> TopicInfo
-    producer_id_block_end: int = 0
-    # entity ("<default>" or a broker id as a string) -> {broker key: raw value}
-    broker_configs: dict = field(default_factory=dict)
-
-    def broker_dynamic(self, entity: str) -> dict:
-        return self.broker_configs.get(entity, {})
-
-    def by_id(self, topic_id) -> TopicInfo | None:
-        for info in self.topics.values():
-            if info.topic_id == topic_id:
-                return info
-        return None
-
-    def to_json(self) -> dict:
-        return {
-            "version": 1,
-            "producer_id_block_end": self.producer_id_block_end,
-            "broker_configs": {entity: dict(c) for entity, c in self.broker_configs.items() if c},
-            "topics": {
-                name: {"topic_id": str(t.topic_id), "num_partitions": t.num_partitions,
-                       "configs": t.configs, "slots": t.slots}
-                for name, t in self.topics.items()
-            },
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Metadata":
-        md = cls(producer_id_block_end=data.get("producer_id_block_end", 0),
-                 broker_configs={entity: dict(c) for entity, c in data.get("broker_configs", {}).items()})
-        for name, t in data.get("topics", {}).items():
-            md.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), t["num_partitions"],
-                                        dict(t.get("configs", {})), list(t.get("slots", [])))
-        return md
-
-
-class EmbeddedMetadataStore:
-    """Owned per process; the file and the generation counter are shared."""
-
-    def __init__(self, log_dir: str, table):
+    def __init__(self, log_dir: str, table, local_broker: BrokerInfo | None = None):
         self.path = os.path.join(log_dir, METADATA_FILE)
         self.table = table
+        self.local_broker = local_broker if local_broker is not None else BrokerInfo(0, "", 0)
         self._cached: Metadata | None = None
         self._cached_generation = -1
 
+    @property
+    def generation(self) -> int:
+        return self._cached_generation
+
     def current(self) -> Metadata:
-        generation = self.table.counter(GENERATION)
+        generation = self.table.counter(METADATA_GENERATION)
         if self._cached is None or generation != self._cached_generation:
             self._cached = self._load()
             self._cached_generation = generation
@@ -102,21 +70,20 @@ class EmbeddedMetadataStore:
             change(md)
             self._write(md)
             self._cached = md
-            self._cached_generation = self.table.increment(GENERATION)
+            self._cached_generation = self.table.increment(METADATA_GENERATION)
         return md
-
-    def replace(self, md: Metadata) -> None:
-        """Write ``md`` as the whole metadata (the supervisor, at start-up)."""
-        self.update(lambda current: current.__dict__.update(topics=md.topics,
-                                                            producer_id_block_end=md.producer_id_block_end,
-                                                            broker_configs=md.broker_configs))
 
     def _load(self) -> Metadata:
         try:
             with open(self.path, encoding="utf-8") as f:
-                return Metadata.from_json(json.load(f))
+                md = Metadata.from_json(json.load(f))
         except FileNotFoundError:
-            return Metadata()
+            md = Metadata()
+        broker = self.local_broker
+        md.brokers = {broker.broker_id: broker}
+        md.controller_id = broker.broker_id
+        md.controller_epoch = INITIAL_CONTROLLER_EPOCH
+        return md
 
     def _write(self, md: Metadata) -> None:
         tmp = self.path + ".tmp"

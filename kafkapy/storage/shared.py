@@ -13,6 +13,23 @@ this machine nor outlives the broker, so no portable format is needed)::
     slots    capacity x STRIDE int64, slot 0 first, each 64-byte aligned
              [0] used flag (0 free, 1 allocated)
              [1 + i] PartitionState.FIELDS[i]
+             [20, 21] topic id of the partition the slot holds (big-endian
+                      bytes 0-7, 8-15 as int64; 0/0: a slot allocated unclaimed)
+             [22] partition
+    slot map INDEX_SIZE x int32 (power of two >= 2 x capacity): open-addressing
+             hash index over the claimed slots, linear probing from
+             hash((topic_id_high, topic_id_low, partition)); 0 empty, else
+             slot index + 1
+
+The slot map says which slot holds which partition (``claim``, ``slot_for``,
+``release``): it is the process tree's runtime fact, rebuilt by the
+supervisor at every start (the mapping is anonymous), so it is never
+persisted. Its key lives in the slot itself; the index only points at slots.
+At most half of the index is ever in use, so a probe ends at an empty entry
+after ~1.5 entries on average; deletion shifts the following entries back
+(Knuth's algorithm R), so no tombstones pile up under create/delete churn.
+Integer-tuple ``hash`` is not salted (PYTHONHASHSEED salts str and bytes
+only), so every process computes the same positions.
 
 Locking uses POSIX record locks (``fcntl.lockf``) on one lock file: byte 0 is
 the table lock, byte ``1 + index`` is slot ``index``'s lock.  Record locks are
@@ -32,7 +49,8 @@ forever).  Two pitfalls of record locks shape this module:
 
 Ownership: the mapping is owned by the supervisor and shared by every process
 forked from it; a slot's fields are guarded by that slot's lock, the header
-(free-slot search, counter names, counter updates) by the table lock.  Reading
+(free-slot search, counter names, counter updates), the used flags, the slot
+keys and the slot map index by the table lock.  Reading
 a single field without the lock is allowed for monitoring: fields are aligned
 8-byte words, so a reader sees the old or the new value, never a torn one, but
 two fields read without the lock need not be consistent with each other.
@@ -46,6 +64,7 @@ import os
 import struct
 import threading
 import time
+import uuid
 import weakref
 from contextlib import contextmanager
 
@@ -202,10 +221,18 @@ _USED = 0
 STRIDE_WORDS = 24
 SLOT_BYTES = STRIDE_WORDS * _WORD
 assert 1 + len(PartitionState.FIELDS) <= STRIDE_WORDS
+# The slot map key (module docstring): the last spare words of the slot.
+_KEY_HIGH = 1 + len(PartitionState.FIELDS)
+_KEY_LOW = _KEY_HIGH + 1
+_KEY_PARTITION = _KEY_HIGH + 2
+assert _KEY_PARTITION < STRIDE_WORDS
+_INDEX_ENTRY_BYTES = 4  # int32: slot index + 1 (capacity < 2**31)
 
 # 100_000 slots x 192 bytes = 19.2 MB of address space.  An anonymous mapping
 # is backed lazily, page by page (4 KiB = 21 slots), so resident memory grows
-# with the slots actually used: 1_000 partitions touch about 200 KB.
+# with the slots actually used: 1_000 partitions touch about 200 KB.  The slot
+# map index adds 262_144 x 4 bytes = 1 MiB, touched at random: up to 1 MiB
+# resident from ~1_000 claimed partitions on.
 DEFAULT_CAPACITY = 100_000
 
 _TABLE_LOCK_BYTE = 0
@@ -365,9 +392,13 @@ class SharedPartitionTable:
             raise ValueError("lock_path is required")
         self.capacity = capacity
         self.lock_path = lock_path
-        self.size_bytes = _SLOTS_OFFSET + capacity * SLOT_BYTES
+        index_offset = _SLOTS_OFFSET + capacity * SLOT_BYTES
+        self.index_size = 1 << (2 * capacity - 1).bit_length()  # >= 2 x capacity
+        self._index_mask = self.index_size - 1
+        self.size_bytes = index_offset + self.index_size * _INDEX_ENTRY_BYTES
         self._mmap = mmap.mmap(-1, self.size_bytes, flags=mmap.MAP_SHARED)
         self._words = memoryview(self._mmap).cast("q")
+        self._index = memoryview(self._mmap)[index_offset:].cast("i")
         self._counter_index: dict[str, int] = {}
         self._fd = -1
         self._pid = -1
@@ -478,12 +509,20 @@ class SharedPartitionTable:
         raise MemoryError(f"shared partition table full: all {self.capacity} slots in use")
 
     def free(self, index: int) -> None:
+        """Give the slot back (and its partition's entry in the slot map, if claimed)."""
         base = self._check_index(index)
+        words = self._words
         with self.lock_all():
-            if self._words[base + _USED] != 1:
+            if words[base + _USED] != 1:
                 raise ValueError(f"slot {index} is not allocated")
-            self._words[base + _USED] = 0
-            self._words[_USED_WORD] -= 1
+            high, low = words[base + _KEY_HIGH], words[base + _KEY_LOW]
+            if high or low:
+                position, found = self._probe(high, low, words[base + _KEY_PARTITION])
+                assert found == index, f"slot map lost slot {index}"
+                self._unindex(position)
+                words[base + _KEY_HIGH] = words[base + _KEY_LOW] = words[base + _KEY_PARTITION] = 0
+            words[base + _USED] = 0
+            words[_USED_WORD] -= 1
 
     def is_allocated(self, index: int) -> bool:
         return self._words[self._check_index(index) + _USED] == 1
@@ -495,6 +534,104 @@ class SharedPartitionTable:
     def slot(self, index: int) -> SharedPartitionState:
         self._check_index(index)
         return SharedPartitionState(self, index)
+
+    # --- slot map: which slot holds which partition ------------------------------
+
+    def claim(self, topic_id, partition: int, index: int | None = None) -> int:
+        """Give partition ``partition`` of topic ``topic_id`` (uuid.UUID or its
+        16 bytes) a slot: a fresh one (``allocate``) or ``index``, allocated
+        earlier and not claimed yet (the supervisor's loaded logs).  Returns
+        the slot index; ValueError if the partition already has one.
+        Callers creating many partitions may hold ``lock_all()`` around the
+        claims to take the record lock once."""
+        high, low = _topic_id_words(topic_id)
+        words = self._words
+        with self.lock_all():
+            position, found = self._probe(high, low, partition)
+            if found >= 0:
+                raise ValueError(f"partition {partition} of topic {_uuid(high, low)} already "
+                                 f"holds slot {found}")
+            if index is None:
+                index = self.allocate()
+            else:
+                base = self._check_index(index)
+                if words[base + _USED] != 1 or words[base + _KEY_HIGH] or words[base + _KEY_LOW]:
+                    raise ValueError(f"slot {index} is not an allocated, unclaimed slot")
+            base = (_SLOTS_OFFSET // _WORD) + index * STRIDE_WORDS
+            words[base + _KEY_HIGH] = high
+            words[base + _KEY_LOW] = low
+            words[base + _KEY_PARTITION] = partition
+            self._index[position] = index + 1
+            return index
+
+    def slot_for(self, topic_id, partition: int) -> int | None:
+        """The slot claimed for the partition, or None.  Takes the table lock
+        (~1.5 us uncontended): callers cache the answer, e.g. per metadata
+        generation, as the replica manager caches its open partitions."""
+        high, low = _topic_id_words(topic_id)
+        with self.lock_all():
+            found = self._probe(high, low, partition)[1]
+        return found if found >= 0 else None
+
+    def release(self, topic_id, partition: int) -> int | None:
+        """Free the partition's slot; returns its index, or None if it had none."""
+        high, low = _topic_id_words(topic_id)
+        with self.lock_all():
+            found = self._probe(high, low, partition)[1]
+            if found < 0:
+                return None
+            self.free(found)
+            return found
+
+    def claimed(self, index: int) -> tuple[uuid.UUID, int] | None:
+        """``(topic_id, partition)`` the slot was claimed for, or None."""
+        base = self._check_index(index)
+        words = self._words
+        with self.lock_all():
+            if words[base + _USED] != 1 or not (words[base + _KEY_HIGH] or words[base + _KEY_LOW]):
+                return None
+            return _uuid(words[base + _KEY_HIGH], words[base + _KEY_LOW]), words[base + _KEY_PARTITION]
+
+    def _probe(self, high: int, low: int, partition: int) -> tuple[int, int]:
+        """``(position, slot)`` of the key in the index, or ``(first empty
+        position on its probe path, -1)`` (caller holds the table lock).
+        Ends: at most capacity of the >= 2 x capacity entries are used."""
+        words = self._words
+        index = self._index
+        mask = self._index_mask
+        slots_word = _SLOTS_OFFSET // _WORD
+        position = hash((high, low, partition)) & mask
+        while True:
+            entry = index[position]
+            if entry == 0:
+                return position, -1
+            base = slots_word + (entry - 1) * STRIDE_WORDS
+            if (words[base + _KEY_PARTITION] == partition and words[base + _KEY_LOW] == low
+                    and words[base + _KEY_HIGH] == high):
+                return position, entry - 1
+            position = (position + 1) & mask
+
+    def _unindex(self, hole: int) -> None:
+        """Empty index entry ``hole``, moving back each later entry of the
+        same run that may not sit past the hole (caller holds the table lock)."""
+        words = self._words
+        index = self._index
+        mask = self._index_mask
+        slots_word = _SLOTS_OFFSET // _WORD
+        position = hole
+        while True:
+            position = (position + 1) & mask
+            entry = index[position]
+            if entry == 0:
+                break
+            base = slots_word + (entry - 1) * STRIDE_WORDS
+            home = hash((words[base + _KEY_HIGH], words[base + _KEY_LOW], words[base + _KEY_PARTITION])) & mask
+            # The entry may fill the hole unless its home lies cyclically in
+            # (hole, position]: then probes for it start after the hole.
+            if (home - hole - 1) & mask >= (position - hole) & mask:
+                index[hole] = entry
+                hole = position
+        index[hole] = 0
 
     # --- named counters ------------------------------------------------------
 
@@ -571,5 +708,22 @@ class SharedPartitionTable:
             self._fd = -1
         if self._words is not None:
             self._words.release()  # a live export would make mmap.close raise BufferError
+            self._index.release()
             self._words = None
             self._mmap.close()
+
+
+def _topic_id_words(topic_id) -> tuple[int, int]:
+    """A topic id (uuid.UUID or 16 bytes) as the two int64 words of a slot key."""
+    raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else bytes(topic_id)
+    if len(raw) != 16:
+        raise ValueError(f"a topic id is 16 bytes, got {len(raw)}")
+    high = int.from_bytes(raw[:8], "big", signed=True)
+    low = int.from_bytes(raw[8:], "big", signed=True)
+    if high == 0 and low == 0:
+        raise ValueError("the zero UUID is not a topic id")
+    return high, low
+
+
+def _uuid(high: int, low: int) -> uuid.UUID:
+    return uuid.UUID(bytes=high.to_bytes(8, "big", signed=True) + low.to_bytes(8, "big", signed=True))

@@ -1,0 +1,179 @@
+"""The cluster-metadata model every metadata store hands out.
+
+Named after what Kafka keeps in ZooKeeper (kafka.zk.KafkaZkClient's znodes):
+
+* ``BrokerInfo``  — ``/brokers/ids/<id>``: id, endpoints, rack (ephemeral in
+  ZooKeeper, so never written by the embedded store either: it is this
+  process tree's own registration);
+* ``TopicInfo``   — ``/brokers/topics/<name>``: topic id and the replica
+  assignment of each partition, plus ``/config/topics/<name>`` overrides;
+* ``PartitionState`` — ``/brokers/topics/<name>/partitions/<p>/state``
+  (Kafka's ``LeaderIsrAndControllerEpoch``) with the partition's ``replicas``
+  from the topic znode beside it; ``partition_epoch`` is the state znode's
+  version, bumped by every leader or ISR change;
+* ``controller_id`` / ``controller_epoch`` — ``/controller``,
+  ``/controller_epoch``;
+* ``broker_configs`` — ``/config/brokers/<entity>`` (``<default>`` or an id);
+* ``producer_id_block_end`` — the end of ``/latest_producer_id_block``.
+
+Standalone (the embedded store) the one broker is the controller and leads
+every partition: its ``PartitionState`` is replicas = isr = [broker_id],
+leader = broker_id, leader_epoch = 0, partition_epoch = 0. The embedded
+store does not write those: ``TopicInfo.partitions`` holds only the
+partitions whose state was set explicitly (a ZooKeeper store sets all), and
+``Metadata.partition_state`` derives the others from ``controller_id``, so a
+10,000-partition topic stays one line of the metadata file.
+
+Which shared-table slot holds a partition is not metadata: the slot map of
+``kafkapy.storage.shared.SharedPartitionTable`` (``slot_for``) says.
+
+Ownership: a ``Metadata`` returned by a store's ``current()`` is shared by
+every caller in the process; treat it as read-only and change metadata only
+through ``MetadataStore.update``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+# Kafka's ZooKeeper controller epoch starts at 0 (/controller_epoch absent)
+# and the first elected controller bumps it to 1.
+INITIAL_CONTROLLER_EPOCH = 1
+# Kafka's "no broker" for a leader or controller id.
+NO_BROKER = -1
+
+
+@dataclass(frozen=True)
+class EndPoint:
+    """One listener a broker advertises (Kafka's ``kafka.cluster.EndPoint``)."""
+
+    host: str
+    port: int
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A registered broker (``/brokers/ids/<broker_id>``); ``host``/``port``
+    are its first advertised endpoint's."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    endpoints: tuple = ()  # EndPoint, in listener order
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Assignment, leader and ISR of one partition (``LeaderIsrAndControllerEpoch``
+    plus the partition's replicas; ``partition_epoch`` = the state znode version)."""
+
+    replicas: tuple
+    leader: int
+    leader_epoch: int
+    isr: tuple
+    partition_epoch: int = 0
+
+    def to_json(self) -> dict:
+        return {"replicas": list(self.replicas), "leader": self.leader,
+                "leader_epoch": self.leader_epoch, "isr": list(self.isr),
+                "partition_epoch": self.partition_epoch}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PartitionState":
+        return cls(tuple(data["replicas"]), data["leader"], data["leader_epoch"],
+                   tuple(data["isr"]), data.get("partition_epoch", 0))
+
+    @classmethod
+    def single_broker(cls, broker_id: int) -> "PartitionState":
+        """The standalone broker's partition: it alone replicates and leads it, at epoch 0."""
+        return cls((broker_id,), broker_id, 0, (broker_id,), 0)
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict = field(default_factory=dict)  # topic config overrides
+    # TRANSITIONAL until the server looks slots up in the shared table's slot
+    # map: the shared-table slot of each partition (never read by the model).
+    slots: list = field(default_factory=list)
+    # partition -> PartitionState, only where set explicitly; see Metadata.partition_state
+    partitions: dict = field(default_factory=dict)
+
+    def replicas(self, partition: int) -> tuple | None:
+        state = self.partitions.get(partition)
+        return state.replicas if state is not None else None
+
+
+@dataclass
+class Metadata:
+    topics: dict = field(default_factory=dict)  # name -> TopicInfo
+    producer_id_block_end: int = 0
+    # entity ("<default>" or a broker id as a string) -> {broker key: raw value}
+    broker_configs: dict = field(default_factory=dict)
+    brokers: dict = field(default_factory=dict)  # broker_id -> BrokerInfo (live registrations)
+    controller_id: int = NO_BROKER
+    controller_epoch: int = 0
+
+    def broker_dynamic(self, entity: str) -> dict:
+        return self.broker_configs.get(entity, {})
+
+    def by_id(self, topic_id) -> TopicInfo | None:
+        for info in self.topics.values():
+            if info.topic_id == topic_id:
+                return info
+        return None
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        """The partition's assignment, leader and ISR; None if there is no such partition.
+
+        Partitions without an explicit state are the standalone broker's
+        (module docstring): led by the controller at epoch 0.
+        """
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            return None
+        state = info.partitions.get(partition)
+        if state is None:
+            state = PartitionState.single_broker(self.controller_id)
+        return state
+
+    # -- the embedded store's file ------------------------------------------------
+    # Only the persistent facts: broker registrations and the controller are
+    # this process tree's own (ZooKeeper keeps them in ephemeral znodes), and
+    # standalone the controller epoch never moves from its first value.
+
+    def to_json(self) -> dict:
+        topics = {}
+        for name, t in self.topics.items():
+            entry = {"topic_id": str(t.topic_id), "num_partitions": t.num_partitions,
+                     "configs": t.configs}
+            if t.slots:  # TRANSITIONAL (see TopicInfo.slots)
+                entry["slots"] = t.slots
+            if t.partitions:
+                entry["partitions"] = {str(p): s.to_json() for p, s in sorted(t.partitions.items())}
+            topics[name] = entry
+        return {
+            "version": 1,
+            "producer_id_block_end": self.producer_id_block_end,
+            "broker_configs": {entity: dict(c) for entity, c in self.broker_configs.items() if c},
+            "topics": topics,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Metadata":
+        """Reads files of every kafkapy version: a topic's ``slots`` (shared-table
+        slots, written before the slot map moved to the shared table) are ignored."""
+        md = cls(producer_id_block_end=data.get("producer_id_block_end", 0),
+                 broker_configs={entity: dict(c) for entity, c in data.get("broker_configs", {}).items()})
+        for name, t in data.get("topics", {}).items():
+            partitions = {int(p): PartitionState.from_json(s) for p, s in t.get("partitions", {}).items()}
+            md.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), t["num_partitions"],
+                                        dict(t.get("configs", {})), list(t.get("slots", [])),
+                                        partitions)
+        return md

@@ -1,0 +1,102 @@
+"""The metadata-store interface: what the server needs from cluster metadata.
+
+Two implementations: ``embedded.EmbeddedMetadataStore`` (standalone: one
+JSON file in the first log dir) and, with cluster mode, a ZooKeeper store
+(the only module importing kazoo). Callers see the model of
+``kafkapy.coordination.metadata`` and never the storage behind it.
+
+The generation contract, which keeps the hot path at one shared-memory
+read: every store publishes each change it makes *or sees* (the ZooKeeper
+store: when a watch fires) by incrementing the shared partition table's
+counter ``METADATA_GENERATION``. A process compares that counter with the
+``generation`` of the metadata it last applied, and calls ``current()``
+only when they differ.
+
+Ownership: a store object is owned by one process (each handler worker, the
+supervisor, the coordinator process) and never shared; what processes share
+is the backing storage and the generation counter.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable
+
+from kafkapy.coordination.metadata import Metadata
+
+# The shared table counter (kafkapy.storage.shared.SharedPartitionTable.counter)
+# that moves whenever the metadata did.
+METADATA_GENERATION = "metadata_generation"
+# Kafka's ProducerIdManager reserves ids in blocks of 1000 (PidBlockSize), so
+# allocating one rarely touches the store; ids of a block left unused when the
+# broker stops are skipped, never reused.
+PRODUCER_ID_BLOCK = 1000
+
+
+@dataclass(frozen=True)
+class ProducerIdsBlock:
+    """Producer ids ``first_producer_id .. last_producer_id`` reserved for one
+    broker (Kafka's ``ProducerIdsBlock``; ZooKeeper's ``/latest_producer_id_block``)."""
+
+    assigned_broker_id: int
+    first_producer_id: int
+    size: int
+
+    @property
+    def last_producer_id(self) -> int:
+        return self.first_producer_id + self.size - 1
+
+    @property
+    def next_block_first_id(self) -> int:
+        return self.first_producer_id + self.size
+
+
+class MetadataStore(ABC):
+    @property
+    @abstractmethod
+    def generation(self) -> int:
+        """The generation of the metadata ``current()`` or ``update()`` last
+        returned in this process (-1 before the first)."""
+
+    @abstractmethod
+    def current(self) -> Metadata:
+        """The latest metadata; re-read only if ``METADATA_GENERATION`` moved.
+
+        The object is shared by every caller of this process: read-only.
+        """
+
+    @abstractmethod
+    def update(self, change: Callable[[Metadata], None]) -> Metadata:
+        """Apply ``change(md)`` to the latest metadata atomically and publish it.
+
+        Conditional on what ``change`` read: no other update lands between
+        the read it is given and the write (the embedded store holds the table
+        lock throughout; ZooKeeper writes with the versions it read and runs
+        ``change`` again on a conflict, so ``change`` must be safe to repeat
+        on a fresh copy). An exception from ``change`` aborts the update and
+        propagates. Returns the new metadata.
+        """
+
+    def replace(self, md: Metadata) -> None:
+        """Make ``md``'s persistent facts (topics, dynamic broker configs, the
+        producer-id block) the whole metadata: the supervisor at start-up."""
+        def change(current: Metadata) -> None:
+            current.topics = md.topics
+            current.producer_id_block_end = md.producer_id_block_end
+            current.broker_configs = md.broker_configs
+
+        self.update(change)
+
+    def new_producer_id_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK) -> ProducerIdsBlock:
+        """Reserve the next ``size`` producer ids for ``broker_id`` (Kafka's
+        ``ZkProducerIdManager.getNewProducerIdBlock``): they start at the end
+        of the block reserved before, which moves past them atomically."""
+        blocks = []
+
+        def change(md: Metadata) -> None:
+            blocks[:] = [ProducerIdsBlock(broker_id, md.producer_id_block_end, size)]
+            md.producer_id_block_end += size
+
+        self.update(change)
+        return blocks[0]
