@@ -99,9 +99,6 @@ class TopicInfo:
     topic_id: uuid.UUID
     num_partitions: int
     configs: dict = field(default_factory=dict)  # topic config overrides
-    # TRANSITIONAL until the server looks slots up in the shared table's slot
-    # map: the shared-table slot of each partition (never read by the model).
-    slots: list = field(default_factory=list)
     # partition -> PartitionState, only where set explicitly; see Metadata.partition_state
     partitions: dict = field(default_factory=dict)
 
@@ -153,8 +150,6 @@ class Metadata:
         for name, t in self.topics.items():
             entry = {"topic_id": str(t.topic_id), "num_partitions": t.num_partitions,
                      "configs": t.configs}
-            if t.slots:  # TRANSITIONAL (see TopicInfo.slots)
-                entry["slots"] = t.slots
             if t.partitions:
                 entry["partitions"] = {str(p): s.to_json() for p, s in sorted(t.partitions.items())}
             topics[name] = entry
@@ -174,6 +169,5 @@ class Metadata:
         for name, t in data.get("topics", {}).items():
             partitions = {int(p): PartitionState.from_json(s) for p, s in t.get("partitions", {}).items()}
             md.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), t["num_partitions"],
-                                        dict(t.get("configs", {})), list(t.get("slots", [])),
-                                        partitions)
+                                        dict(t.get("configs", {})), partitions)
         return md

@@ -2,7 +2,7 @@
 
 One per process (each handler worker, the supervisor, the coordinator
 process), never shared. It owns ``{(topic, partition): Partition}``, opened
-lazily on first use on the shared-table slot the metadata assigns, and is
+lazily on first use on the slot the shared table's slot map gives it, and is
 the one way in for every handler that appends to or reads a partition:
 Produce, Fetch, ListOffsets, DeleteRecords, DescribeProducers,
 DescribeLogDirs and the group coordinator's ``__consumer_offsets`` writes.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 
-from kafkapy.coordination.embedded import GENERATION as METADATA_GENERATION
+from kafkapy.coordination.store import METADATA_GENERATION
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
 from kafkapy.storage.config import InvalidConfigError
@@ -86,7 +86,9 @@ class ReplicaManager:
         info = md.topics.get(topic)
         if info is None or not 0 <= partition_id < info.num_partitions:
             return None
-        slot = info.slots[partition_id]
+        slot = self.table.slot_for(info.topic_id, partition_id)
+        if slot is None:  # the topic is being deleted: its slots go after its metadata
+            return None
         config = self._log_config(info)
         lg = self.log_manager.attach_log(topic, partition_id, config, self.table.slot(slot),
                                          info.topic_id.bytes)

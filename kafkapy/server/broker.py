@@ -9,8 +9,8 @@ lock) and the files on disk; a ``Broker`` only caches views of them:
   hands the new metadata to the replica manager, which lets go of partitions
   that disappeared or whose topic id changed;
 * ``replica_manager`` (kafkapy.replication) opens each partition on first
-  use, on the slot the metadata assigns it, and is how handlers append to and
-  read partitions.
+  use, on the slot the shared table's slot map gives it, and is how handlers
+  append to and read partitions.
 
 Dynamic configs: ``config`` is the static ``BrokerConfig`` layered with the
 dynamic broker configs of the metadata store (``effective_broker_config``),
@@ -28,6 +28,7 @@ import uuid
 
 from kafkapy.coordination.embedded import GENERATION as METADATA_GENERATION
 from kafkapy.coordination.embedded import PRODUCER_ID_BLOCK, EmbeddedMetadataStore, TopicInfo
+from kafkapy.coordination.metadata import BrokerInfo, EndPoint
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.config import (
     DEFAULT_BROKER_ENTITY,
@@ -56,11 +57,15 @@ class Broker:
         self._dynamic = ({}, {})  # (cluster default, this broker) the _config was built from
         self.table = table
         self.log_manager = log_manager
-        self.store = EmbeddedMetadataStore(config.log_dirs[0], table)
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
         self.cluster_id = cluster_id
         endpoint = config.advertised_listeners[0]
         self.advertised_address = (endpoint.host or "127.0.0.1", endpoint.port)
+        endpoints = tuple(EndPoint(ep.host or "127.0.0.1", ep.port, ep.listener_name, ep.security_protocol)
+                          for ep in config.advertised_listeners)
+        self.store = EmbeddedMetadataStore(
+            config.log_dirs[0], table,
+            BrokerInfo(self.broker_id, *self.advertised_address, config["broker.rack"], endpoints))
         self._log_configs: dict[tuple, object] = {}  # topic overrides -> LogConfig
         self._log_configs_for = None  # the _config they were built from
         self._seen_generation = -1
@@ -76,8 +81,8 @@ class Broker:
 
     def metadata(self):
         md = self.store.current()
-        if self.store._cached_generation != self._seen_generation:
-            self._seen_generation = self.store._cached_generation
+        if self.store.generation != self._seen_generation:
+            self._seen_generation = self.store.generation
             self._apply_dynamic_configs(md)
             self.replica_manager.update_metadata(md, self._seen_generation)
         return md
@@ -134,7 +139,7 @@ class Broker:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if self.metadata().topics.get(name) is not None:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        info = TopicInfo(name, uuid.uuid4(), num_partitions, overrides, [])
+        info = TopicInfo(name, uuid.uuid4(), num_partitions, overrides)
         if validate_only:
             return info
         created = []
@@ -142,7 +147,7 @@ class Broker:
         def change(md):
             if name in md.topics:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            self._create_logs(info, info.slots, range(num_partitions), created)
+            self._create_logs(info, range(num_partitions), created)
             md.topics[name] = info
 
         try:
@@ -156,18 +161,17 @@ class Broker:
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, info.topic_id)
         return info
 
-    def _create_logs(self, info: TopicInfo, slots: list, partitions, created: list) -> None:
-        """Create ``partitions`` of ``info``'s topic, each with a fresh slot
-        (appended to ``slots``; ``(partition, slot)`` to ``created`` as it is
-        allocated, for ``_roll_back``), with one syncfs for all of them instead
+    def _create_logs(self, info: TopicInfo, partitions, created: list) -> None:
+        """Create ``partitions`` of ``info``'s topic, each on a slot claimed
+        in the shared table's slot map (``(partition, slot)`` to ``created``
+        as it is claimed, for ``_roll_back``), with one syncfs for all of them instead
         of two fsyncs per partition. Each starts its leader epoch and is let go
         once created: this process opens a partition again only if it serves
         it."""
         def fresh_slots():
             for p in partitions:
-                slot = self.table.allocate()
+                slot = self.table.claim(info.topic_id, p)
                 created.append((p, slot))
-                slots.append(slot)
                 yield p, self.table.slot(slot)
 
         def let_go(p, lg):
@@ -181,7 +185,7 @@ class Broker:
     def _roll_back(self, name: str, created: list) -> None:
         for p, slot in created:
             self.log_manager.delete_log(name, p)
-            self.table.free(slot)
+            self.table.free(slot)  # and its slot map entry
 
     def delete_topic(self, name: str) -> None:
         removed = []
@@ -196,7 +200,11 @@ class Broker:
             return
         info = removed[0]
         self.metadata()  # drops our own open logs of the topic
-        for p, slot in enumerate(info.slots):
+        for p in range(info.num_partitions):
+            slot = self.table.slot_for(info.topic_id, p)
+            if slot is None:  # never claimed: its creation failed half-way
+                self.log_manager.delete_log(name, p)
+                continue
             state = self.table.slot(slot)
             with state.lock():
                 self.log_manager.delete_log(name, p)
@@ -356,7 +364,7 @@ class Broker:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Topic currently has {live.num_partitions} partitions, which is "
                                  f"higher than the requested {count}.")
-            self._create_logs(live, live.slots, range(live.num_partitions, count), created)
+            self._create_logs(live, range(live.num_partitions, count), created)
             live.num_partitions = count
 
         try:

@@ -3,7 +3,7 @@
 Owned by the process ``kafkapy-server-start`` runs. Order of start-up:
 configuration -> listening sockets (a port conflict fails before anything
 forks) -> log-dir lock -> shared partition table -> load and recover every
-log -> metadata (slots) -> channel -> fork acceptor, processors, workers.
+log -> metadata and the slot map -> channel -> fork acceptor, processors, workers.
 
 It then waits on the children's sentinels, waking for log maintenance
 (retention, flush, checkpoints) on Kafka's intervals. If a child dies the
@@ -16,6 +16,7 @@ then logs are flushed, checkpoints and ``.kafka_cleanshutdown`` written, exit 0.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import logging
 import multiprocessing
@@ -160,8 +161,8 @@ class Supervisor:
             self._dir_locks.append(fd)
 
     def _load_logs(self):
-        """Recover every log and give each partition its shared-table slot."""
-        md = self.store._load()
+        """Recover every log and claim each partition's slot in the shared table's slot map."""
+        md = copy.deepcopy(self.store.current())  # current() is shared: read-only
         logs = self.log_manager.load_logs(self._state_for_new_log, self._configs_for(md))
         self.loaded = logs
         by_topic: dict[str, dict[int, object]] = {}
@@ -173,20 +174,20 @@ class Supervisor:
                 # A partition dir the metadata does not know (metadata lost):
                 # adopt it with the topic id from partition.metadata.
                 any_log = next(iter(parts.values()))
-                info = md.topics[name] = TopicInfo(name, any_log.topic_uuid(), max(parts) + 1, {}, [])
+                info = md.topics[name] = TopicInfo(name, any_log.topic_uuid(), max(parts) + 1, {})
                 log.warning("adopted topic %s found on disk but missing from metadata", name)
             info.num_partitions = max(info.num_partitions, max(parts) + 1)
         for name, info in list(md.topics.items()):
             parts = by_topic.get(name, {})
-            info.slots = []
             for p in range(info.num_partitions):
                 lg = parts.get(p)
                 if lg is None:
-                    slot = self.table.allocate()
-                    lg = self.log_manager.create_log(name, p, log_config_for(self.config, info.configs),
-                                                     self.table.slot(slot), info.topic_id.bytes)
+                    slot = self.table.claim(info.topic_id, p)
+                    self.log_manager.create_log(name, p, log_config_for(self.config, info.configs),
+                                                self.table.slot(slot), info.topic_id.bytes)
                     log.warning("partition %s-%d had no directory; created it empty", name, p)
-                info.slots.append(lg.state_slot)
+                else:
+                    self.table.claim(info.topic_id, p, lg.state_slot)  # allocated by load_logs
         # Producer ids issued before a restart may be anywhere in the old
         # block: start a fresh one.
         next_pid = md.producer_id_block_end

@@ -4,8 +4,6 @@
 import json
 import uuid
 
-import pytest
-
 from kafkapy.coordination.metadata import BrokerInfo, Metadata, PartitionState, TopicInfo
 
 
@@ -34,7 +32,6 @@ def test_explicit_partition_state_wins_and_round_trips():
     assert again.topics["t"].configs == {"retention.ms": "5"}
 
 
-@pytest.mark.xfail(strict=True, reason="TRANSITIONAL: slots leave the file when the server uses the slot map")
 def test_old_file_with_slots_loads_and_slots_are_not_metadata():
     topic_id = uuid.uuid4()
     old = {"version": 1, "producer_id_block_end": 3000,
