@@ -1,8 +1,10 @@
 """API handlers: one module per API, each opening with its contract.
 
 A handler takes ``(ctx, request)`` — the decoded kio request entity — and
-returns the response entity, ``NoResponse`` (acks=0 produce) or ``Delay``
-(a long-poll fetch the processor parks until woken or ``deadline_ms``).
+returns the response entity, ``NoResponse`` (acks=0 produce), or a
+``replication.purgatory.DelayedOperation`` (a long-poll fetch, or an acks=-1
+produce the ISR has not all got) that the processor parks until it completes
+or expires.
 Handlers write responses as plain dicts and build them with
 ``construct(response_class, data)`` (``kafkapy.protocol.entities``), which
 keeps each handler independent of the version being answered.
@@ -11,8 +13,6 @@ keeps each handler independent of the version being answered.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.entities import _plan, construct  # noqa: F401  (handlers import them from here too)
 from kafkapy.protocol.errors import ErrorCode
@@ -33,12 +33,6 @@ class _CloseConnection:
 
 # acks=0 produce that failed: Kafka closes the connection so the producer notices.
 CloseConnection = _CloseConnection()
-
-
-@dataclass
-class Delay:
-    deadline_ms: int
-    watched: dict  # slot index -> high watermark seen when the request was parked
 
 
 class RequestContext:

@@ -12,9 +12,10 @@ Contract:
 - Record data is not copied: each partition's records are file regions the
   processor sends with os.sendfile.
 - Long polling: if fewer than ``min_bytes`` are available and ``max_wait_ms``
-  has not passed, the request is parked (``Delay``) in its processor, which
-  re-runs it when an append moves a watched partition's high watermark or the
-  deadline passes. Any partition error answers at once.
+  has not passed, the request becomes a ``DelayedFetch`` (replication.purgatory)
+  watching each partition's high watermark for a value past the one read; its
+  processor parks it and runs the fetch again when an append moves a watched
+  high watermark or the deadline passes. Any partition error answers at once.
 - Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3).
 - Fetch sessions (KIP-227, v7+): kafkapy creates none. A request for a new
   session (epoch 0) gets session id 0, which tells the client to keep sending
@@ -27,10 +28,12 @@ from functools import cache
 
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.handlers import Delay, _plan
+from kafkapy.replication.purgatory import DelayedFetch
+from kafkapy.server.handlers import _plan
 
 API_KEY = 1
 READ_COMMITTED = 1
+HIGH_WATERMARK = "high_watermark"
 
 
 @cache
@@ -106,7 +109,8 @@ def handle(ctx, request):
     if not failed and total < request.min_bytes and request.max_wait > 0:
         deadline = ctx.deadline_ms or ctx.now_ms + request.max_wait
         if ctx.now_ms < deadline:
-            return Delay(deadline, watched)
+            return DelayedFetch({slot: (HIGH_WATERMARK, seen + 1) for slot, seen in watched.items()},
+                                deadline)
     if version >= 7:
         return cls(throttle_time=0, error_code=0, session_id=0, responses=tuple(topics))
     return cls(throttle_time=0, responses=tuple(topics))

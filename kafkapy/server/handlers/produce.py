@@ -2,8 +2,12 @@
 
 Contract:
 - acks: 0 = no response (if any partition failed, the connection is closed,
-  as Kafka does, so the producer notices); 1 and -1 (all) answer after the
-  local append — with one broker the ISR is just us, so acks=all adds nothing.
+  as Kafka does, so the producer notices); 1 answers after the local append;
+  -1 (all) answers once the high watermark has passed every appended
+  partition's records (Kafka's DelayedProduce): at once if it already has —
+  always, while the ISR is this broker alone — else the request becomes a
+  ``DelayedProduce`` its processor parks until then or ``timeout`` ms, when
+  the partitions still short answer REQUEST_TIMED_OUT (7).
   Any other value -> INVALID_REQUIRED_ACKS (21) for every partition.
 - Each partition's records are validated and appended through the replica
   manager (``Partition.append_records_to_leader``, under the partition
@@ -25,9 +29,11 @@ from functools import cache
 
 from kafkapy.protocol.codec import decode
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.replication.purgatory import DelayedProduce
 from kafkapy.server.handlers import CloseConnection, NoResponse, _plan
 
 API_KEY = 0
+HIGH_WATERMARK = "high_watermark"
 log = logging.getLogger("kafkapy.request")
 
 _VALID_ACKS = (-1, 0, 1)
@@ -74,6 +80,9 @@ def handle(ctx, request):
     topic_cls, partition = _response_classes(cls)
     append = replica_manager.append_records
     valid_acks = acks in _VALID_ACKS
+    # acks=-1: {slot: ("high_watermark", last offset + 1)} of the partitions
+    # whose high watermark has not passed their records yet.
+    watch = {} if acks == -1 else None
     topics = []
     for topic in request.topic_data:
         name = topic.name
@@ -90,6 +99,10 @@ def handle(ctx, request):
             else:
                 if result.record_count > 0:
                     appended = True
+                if watch is not None:
+                    replica = replica_manager.get_partition(name, index)
+                    if replica.high_watermark <= result.last_offset:
+                        watch[replica.slot] = (HIGH_WATERMARK, result.last_offset + 1)
                 partitions.append(partition(index, 0, result.first_offset, result.log_append_time_ms,
                                             result.log_start_offset, None))
         topics.append(topic_cls(name=name, partition_responses=tuple(partitions)))
@@ -97,7 +110,43 @@ def handle(ctx, request):
         replica_manager.wake_delayed_operations()
     if acks == 0:
         return CloseConnection if any_error else NoResponse
+    if watch:
+        return _delayed(ctx, request, watch, topics)
     return cls(responses=tuple(topics), throttle_time=0)
+
+
+def _delayed(ctx, request, watch: dict, topics) -> DelayedProduce:
+    """Kafka's tryCompleteElseWatch, the watch half: the results so far, to
+    be answered when the high watermark passes every watched partition."""
+    replica_manager = ctx.broker.replica_manager
+    results = []
+    for topic in topics:
+        parts = []
+        for p in topic.partition_responses:
+            slot = -1
+            if p.error_code == 0:
+                slot = replica_manager.get_partition(topic.name, p.index).slot
+                slot = slot if slot in watch else -1
+            parts.append((p.index, p.error_code, p.base_offset, p.log_append_time,
+                          getattr(p, "log_start_offset", -1), getattr(p, "error_message", None), slot))
+        results.append((topic.name, parts))
+    return DelayedProduce(watch, ctx.now_ms + request.timeout, ctx.correlation_id, ctx.api_version,
+                          results)
+
+
+def delayed_produce_response(op: DelayedProduce, read_field):
+    """The ProduceResponse of a parked produce, complete or expired (see
+    ``DelayedProduce.final_results``)."""
+    from kafkapy.protocol.api import API_TABLE
+
+    cls = API_TABLE[API_KEY].response_class(op.api_version)
+    topic_cls, partition = _response_classes(cls)
+    topics = tuple(
+        topic_cls(name=name, partition_responses=tuple(
+            partition(index, int(code), base, append_time, start, message)
+            for index, code, base, append_time, start, message, _slot in parts))
+        for name, parts in op.final_results(read_field))
+    return cls(responses=topics, throttle_time=0)
 
 
 def reject_old_version(version: int, buf, offset: int) -> bytes:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import pickle
 import selectors
 import signal
 import socket
@@ -26,7 +27,17 @@ from collections import OrderedDict, deque
 from kafkapy._core.types import FileRegion
 from kafkapy.metrics import probes
 from kafkapy.protocol.api import COORDINATOR_KEYS
-from kafkapy.server.reactor.channel import CLOSE, DELAY, INLINE_MAX_BYTES, NOREPLY, SEND
+from kafkapy.replication.purgatory import DelayedProduce, Purgatory
+from kafkapy.server.reactor.channel import (
+    CLOSE,
+    COMPLETE_DELAYED_PRODUCE,
+    DELAY,
+    INLINE_MAX_BYTES,
+    NOREPLY,
+    SEND,
+)
+
+_PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 log = logging.getLogger("kafkapy.network")
@@ -42,7 +53,7 @@ _SCRATCH_BYTES = 64 * 1024
 class Connection:
     __slots__ = (
         "conn_id", "sock", "peer", "state", "inbuf", "more", "size", "body", "inline",
-        "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "delay", "events",
+        "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
         "last_active", "listener", "api_key", "received_at", "responded_at", "at_worker",
     )
 
@@ -65,7 +76,6 @@ class Connection:
         self.out_pos = 0  # bytes of out[0] already sent
         self.deadline_ms = 0  # a parked fetch's deadline when it is re-run
         self.at_worker = False  # queued or being handled: an answer will come
-        self.delay = None  # (deadline_ms, watched slots->hw) while a fetch waits
         self.events = 0
         self.last_active = time.monotonic()
         # Metrics: listener index, and the request in flight (api key, when it
@@ -100,7 +110,9 @@ class Processor:
         self.files: OrderedDict[tuple, int] = OrderedDict()
         self.backlog: deque[Connection] = deque()  # requests waiting for a queue permit
         self.arena_waiters: deque[Connection] = deque()
-        self.delayed: dict[int, Connection] = {}
+        # Delayed operations (replication.purgatory) by connection id: a
+        # connection has at most one, its request in flight.
+        self.purgatory = Purgatory()
         # Connections closed while a worker held their request: the arena
         # region is freed when that worker's answer arrives.
         self.closed_busy: dict[int, Connection] = {}
@@ -179,10 +191,9 @@ class Processor:
             return 0.002
         if self.stopping:
             return 0.05
-        if self.delayed:
+        if self.purgatory:
             now = time.time() * 1000
-            nearest = min(c.delay[0] for c in self.delayed.values())
-            return max(0.0, (nearest - now) / 1000.0)
+            return max(0.0, (self.purgatory.next_deadline_ms() - now) / 1000.0)
         return 0.5
 
     # -- connections -----------------------------------------------------------
@@ -233,8 +244,7 @@ class Processor:
             return
         probes.network.connection_closed(conn.listener)
         self._set_events(conn, 0)
-        waiting = self.delayed.pop(conn.conn_id, None) is not None
-        if waiting:
+        if self.purgatory.cancel(conn.conn_id) is not None:
             self.wake_pipe.add_parked(-1)
         if conn.at_worker:
             # A worker still owns the arena region; it is freed when its
@@ -407,19 +417,22 @@ class Processor:
                 continue
             conn.at_worker = False
             if kind == DELAY:
-                conn.delay = payload  # (deadline_ms, {slot: high_watermark})
-                self.delayed[conn_id] = conn
+                self.purgatory.park(conn_id, payload)
                 # Appenders wake processors only while this counter is
                 # positive; an append that raced with parking is caught by
-                # re-checking the watched high watermarks right after.
+                # re-checking the watched fields right after.
                 self.wake_pipe.add_parked(1)
                 if conn.arena_off >= 0:
-                    # A large fetch must not pin the arena ring for up to
-                    # fetch.max.wait.ms: its bytes wait outside it.
+                    # A large request must not pin the arena ring for up to
+                    # its deadline: a fetch's bytes wait outside it (it runs
+                    # again), a produce's are not needed any more.
                     off = conn.arena_off
-                    conn.parked_body = bytes(self.arena.view[off:off + conn.size])
+                    if not isinstance(payload, DelayedProduce):
+                        conn.parked_body = bytes(self.arena.view[off:off + conn.size])
                     self.arena.free(off)
                     conn.arena_off = -1
+                if isinstance(payload, DelayedProduce):
+                    conn.inline = None
                 self._check_delayed(woken=True)
                 continue
             if conn.arena_off >= 0:
@@ -439,23 +452,35 @@ class Processor:
                 conn.state = _READ_HEADER
                 self._close(conn)
 
+    def _read_field(self, slot: int, field: str) -> int:
+        return getattr(self.table.slot(slot), field)
+
     def _check_delayed(self, woken: bool) -> None:
-        if not self.delayed:
+        """Hand every delayed operation that is complete (checked after a
+        wake) or expired back to the workers; all of them when stopping."""
+        purgatory = self.purgatory
+        if not purgatory:
             return
-        now = time.time() * 1000
-        slot = self.table.slot
-        for conn_id, conn in list(self.delayed.items()):
-            deadline, watched = conn.delay
-            ready = now >= deadline or self.stopping
-            if not ready and woken:
-                ready = any(slot(i).high_watermark != hw for i, hw in watched.items())
-            if ready:
-                del self.delayed[conn_id]
-                self.wake_pipe.add_parked(-1)
-                conn.deadline_ms = deadline
-                conn.delay = None
-                if not self._enqueue(conn):
-                    self.backlog.append(conn)
+        if self.stopping:
+            ready = purgatory.expire_all()
+        else:
+            ready = purgatory.poll(self._read_field, time.time() * 1000, woken)
+        for conn_id, op, _expired in ready:
+            self.wake_pipe.add_parked(-1)
+            conn = self.conns[conn_id]  # a closed connection's op was cancelled
+            if isinstance(op, DelayedProduce):
+                # Any worker answers it from the results it carries.
+                blob = pickle.dumps(op, _PICKLE)
+                conn.size = len(blob)
+                conn.deadline_ms = COMPLETE_DELAYED_PRODUCE
+                if conn.size <= INLINE_MAX_BYTES:
+                    conn.inline = blob
+                else:
+                    conn.inline, conn.parked_body = None, blob
+            else:
+                conn.deadline_ms = op.deadline_ms  # the fetch runs again to its deadline
+            if not self._enqueue(conn):
+                self.backlog.append(conn)
 
     def _unmute(self, conn: Connection) -> None:
         conn.state = _READ_HEADER

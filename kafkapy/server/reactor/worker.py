@@ -10,6 +10,7 @@ from the shared partition table and the partition locks (docs/architecture.md).
 from __future__ import annotations
 
 import logging
+import pickle
 import queue
 import signal
 import struct
@@ -20,16 +21,16 @@ from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
 from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
+from kafkapy.replication.purgatory import DelayedOperation
 from kafkapy.server.handlers import (
     HANDLERS,
     CloseConnection,
-    Delay,
     NoResponse,
     RequestContext,
     api_versions_response,
 )
-from kafkapy.server.handlers.produce import reject_old_version
-from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
+from kafkapy.server.handlers.produce import delayed_produce_response, reject_old_version
+from kafkapy.server.reactor.channel import CLOSE, COMPLETE_DELAYED_PRODUCE, DELAY, NOREPLY, SEND
 
 log = logging.getLogger("kafkapy.request")
 
@@ -103,8 +104,8 @@ def finish_request(decoded: Decoded, response):
         return NOREPLY, None
     if response is CloseConnection:
         return CLOSE, None
-    if isinstance(response, Delay):
-        return DELAY, (response.deadline_ms, response.watched)
+    if isinstance(response, DelayedOperation):
+        return DELAY, response
     header = decoded.header
     probes.request.response_built(header.api_key, response)
     response_header_flexible = decoded.flexible and header.api_key != API_VERSIONS_KEY
@@ -115,7 +116,7 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
     """Handle one request frame (without its size prefix).
 
     Returns ``(kind, payload)`` for the processor: SEND with the response
-    parts, NOREPLY, CLOSE, or DELAY with ``(deadline_ms, {slot: hw})``.
+    parts, NOREPLY, CLOSE, or DELAY with the ``DelayedOperation`` to park.
     Never raises: a handler bug answers the connection with a close, as Kafka
     does for requests it cannot parse or answer.
     """
@@ -160,8 +161,12 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
         started = monotonic()
         probe.waited(started - waited_at)
         buf = req.view(arenas)
-        api_key = int.from_bytes(buf[:2], "big") if req.size >= 2 else -1
-        kind, payload = handle_request(broker, buf, req.deadline_ms)
+        if req.deadline_ms == COMPLETE_DELAYED_PRODUCE:
+            api_key = 0
+            kind, payload = complete_delayed_produce(broker, buf)
+        else:
+            api_key = int.from_bytes(buf[:2], "big") if req.size >= 2 else -1
+            kind, payload = handle_request(broker, buf, req.deadline_ms)
         done = monotonic()
         # A re-run of a parked fetch (deadline_ms set) waited in a processor,
         # not in the queue: its queue time was counted on the first pass.
@@ -171,6 +176,22 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
         probe.maybe_publish(done)
     probes.publish()
     broker.close()
+
+
+def complete_delayed_produce(broker, blob):
+    """Answer a parked produce its processor found complete or expired
+    (``COMPLETE_DELAYED_PRODUCE``): the pickled ``DelayedProduce`` carries
+    the results; partitions whose high watermark is still short of their
+    records answer REQUEST_TIMED_OUT."""
+    try:
+        op = pickle.loads(blob)
+        table = broker.table
+        response = delayed_produce_response(op, lambda slot, field: getattr(table.slot(slot), field))
+        flexible = API_TABLE[0].is_flexible(op.api_version)
+        return SEND, encode_response(op.correlation_id, response, flexible)
+    except Exception:
+        log.exception("completing a delayed produce failed; closing the connection")
+        return CLOSE, None
 
 
 def now_ms() -> int:

@@ -42,7 +42,7 @@ def test_partitions_open_lazily_on_the_metadata_slot(two_workers):
     partition = rm_b.get_partition("t", 1)
     assert isinstance(partition, Partition)
     info = broker.metadata().topics["t"]
-    assert (partition.slot, partition.topic_id) == (info.slots[1], info.topic_id)
+    assert (partition.slot, partition.topic_id) == (broker.table.slot_for(info.topic_id, 1), info.topic_id)
     assert (partition.leader_id, partition.leader_epoch, partition.isr) == (0, 0, frozenset({0}))
     assert rm_b.get_partition("t", 1) is partition
     assert list(rm_b.all_partitions) == [("t", 1)]

@@ -1,0 +1,159 @@
+"""Delayed operations as data (Kafka's DelayedOperationPurgatory, DelayedFetch, DelayedProduce).
+
+A request that cannot be answered yet — a fetch with less than ``min_bytes``
+available, a produce with acks=-1 whose records the ISR has not all got —
+becomes a ``DelayedOperation``: what it waits for (``watch``: shared-table
+slot index -> (slot field, value it must reach)), its ``deadline_ms``, and
+what finishes it. It is plain data (picklable, no references to logs or
+sockets) because the worker that parks it is not the one that completes it:
+the processor owning the connection keeps it in its ``Purgatory``, checks it
+when a wake pipe says high watermarks moved and when its deadline passes,
+and hands it back to the shared request queue, where any worker finishes it.
+
+* ``DelayedFetch`` completes when ANY watched partition reached its value
+  (a consumer fetch: the high watermark moved past the one it saw) or at the
+  deadline; it is finished by running the fetch again with the original
+  deadline, since the processor still holds the request bytes.
+* ``DelayedProduce`` completes when ALL watched partitions reached their
+  value (the high watermark passed each partition's last appended offset) or
+  at the deadline; it carries the per-partition produce results, and on
+  expiry each partition not yet satisfied answers REQUEST_TIMED_OUT (7), as
+  Kafka's DelayedProduce does. Re-running a produce would append twice.
+
+Pure: no I/O, no imports from the server. ``Purgatory.poll`` is given a
+``read_field(slot, field)`` function (the processor's reads the shared table).
+A poll checks every parked operation: one processor parks at most its
+connections (one request in flight each), ~1 us per check.
+"""
+
+from __future__ import annotations
+
+from kafkapy.protocol.errors import ErrorCode
+
+
+class DelayedOperation:
+    __slots__ = ("watch", "deadline_ms")
+
+    def __init__(self, watch: dict, deadline_ms: int):
+        self.watch = watch  # slot index -> (field name, value it must reach)
+        self.deadline_ms = deadline_ms
+
+    def is_satisfied(self, read_field) -> bool:
+        raise NotImplementedError
+
+    def __getstate__(self):
+        return {name: getattr(self, name) for cls in type(self).__mro__
+                for name in getattr(cls, "__slots__", ())}
+
+    def __setstate__(self, state):
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(watch={self.watch}, deadline_ms={self.deadline_ms})"
+
+
+class DelayedFetch(DelayedOperation):
+    """Any watched partition reached its value (or the deadline): fetch again."""
+
+    __slots__ = ()
+
+    def is_satisfied(self, read_field) -> bool:
+        for slot, (field, value) in self.watch.items():
+            if read_field(slot, field) >= value:
+                return True
+        return False
+
+
+class DelayedProduce(DelayedOperation):
+    """Every watched partition reached its value (or the deadline): answer.
+
+    ``results``: ``[(topic, [(index, error_code, base_offset, log_append_time,
+    log_start_offset, error_message, slot), ...]), ...]`` in request order;
+    ``slot`` is -1 for a partition that answers at once (an error), else the
+    key of its entry in ``watch``. ``correlation_id``, ``api_version`` say
+    which request this answers (the worker that completes it encodes the
+    response from them alone).
+    """
+
+    __slots__ = ("correlation_id", "api_version", "results")
+
+    def __init__(self, watch: dict, deadline_ms: int, correlation_id: int, api_version: int,
+                 results: list):
+        super().__init__(watch, deadline_ms)
+        self.correlation_id = correlation_id
+        self.api_version = api_version
+        self.results = results
+
+    def is_satisfied(self, read_field) -> bool:
+        for slot, (field, value) in self.watch.items():
+            if read_field(slot, field) < value:
+                return False
+        return True
+
+    def final_results(self, read_field) -> list:
+        """The results to answer with now: each partition still short of its
+        value answers REQUEST_TIMED_OUT (the request expired)."""
+        watch = self.watch
+        out = []
+        for topic, partitions in self.results:
+            done = []
+            for index, code, base_offset, append_time, start_offset, message, slot in partitions:
+                if slot >= 0:
+                    field, value = watch[slot]
+                    if read_field(slot, field) < value:
+                        code, base_offset, append_time, start_offset, message = (
+                            ErrorCode.REQUEST_TIMED_OUT, -1, -1, -1, None)
+                done.append((index, code, base_offset, append_time, start_offset, message, slot))
+            out.append((topic, done))
+        return out
+
+
+class Purgatory:
+    """The delayed operations one processor holds, by key (its connection id)."""
+
+    __slots__ = ("_parked",)
+
+    def __init__(self):
+        self._parked: dict = {}  # key -> DelayedOperation
+
+    def __len__(self) -> int:
+        return len(self._parked)
+
+    def __contains__(self, key) -> bool:
+        return key in self._parked
+
+    def park(self, key, op: DelayedOperation) -> None:
+        if key in self._parked:
+            raise ValueError(f"{key!r} has an operation parked already")
+        self._parked[key] = op
+
+    def cancel(self, key) -> DelayedOperation | None:
+        """Forget ``key``'s operation (its connection closed); it is never returned."""
+        return self._parked.pop(key, None)
+
+    def next_deadline_ms(self):
+        """The earliest deadline parked, or None."""
+        if not self._parked:
+            return None
+        return min(op.deadline_ms for op in self._parked.values())
+
+    def poll(self, read_field, now_ms: float, check_watches: bool = True) -> list:
+        """``[(key, op, expired)]`` of the operations to complete now, removed
+        from the purgatory: satisfied ones (``expired`` False; checked only
+        when ``check_watches``, i.e. after a wake) and those whose deadline
+        passed (``expired`` True unless also satisfied)."""
+        ready = []
+        parked = self._parked
+        for key, op in list(parked.items()):
+            satisfied = check_watches and op.is_satisfied(read_field)
+            if satisfied or now_ms >= op.deadline_ms:
+                del parked[key]
+                ready.append((key, op, not satisfied))
+        return ready
+
+    def expire_all(self) -> list:
+        """Every parked operation, removed, as expired (shutdown answers them all)."""
+        ready = [(key, op, True) for key, op in self._parked.items()]
+        self._parked.clear()
+        return ready

@@ -1,0 +1,182 @@
+"""Purgatory: delayed operations complete when what they watch is reached,
+expire at their deadline, are never returned twice nor after cancel (a
+Hypothesis state machine over a few slots), and a delayed produce answers
+REQUEST_TIMED_OUT for the partitions still short when it expires; the worker
+finishes a pickled delayed produce from a real shared table."""
+
+import pickle
+
+import hypothesis.strategies as st
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.replication.purgatory import DelayedFetch, DelayedProduce, Purgatory
+
+SLOTS = range(3)
+HW = "high_watermark"
+
+
+class PurgatoryMachine(RuleBasedStateMachine):
+    """A model of the slots' high watermarks and the clock beside a Purgatory."""
+
+    @initialize()
+    def start(self):
+        self.purgatory = Purgatory()
+        self.fields = {slot: 0 for slot in SLOTS}
+        self.now = 1000
+        self.parked = {}  # key -> op, what the model says is parked
+        self.returned = set()
+        self.cancelled = set()
+        self.next_key = 0
+
+    def read(self, slot, field):
+        assert field == HW
+        return self.fields[slot]
+
+    def _satisfied(self, op):
+        hits = [self.fields[s] >= v for s, (_f, v) in op.watch.items()]
+        return any(hits) if isinstance(op, DelayedFetch) else all(hits)
+
+    @rule(kind=st.sampled_from(["fetch", "produce"]),
+          slots=st.sets(st.sampled_from(list(SLOTS)), min_size=1),
+          ahead=st.integers(0, 3), wait=st.integers(0, 50))
+    def park(self, kind, slots, ahead, wait):
+        watch = {s: (HW, self.fields[s] + ahead) for s in slots}
+        deadline = self.now + wait
+        if kind == "fetch":
+            op = DelayedFetch(watch, deadline)
+        else:
+            op = DelayedProduce(watch, deadline, 7, 9, [("t", [(s, 0, 0, -1, 0, None, s) for s in slots])])
+        key = self.next_key
+        self.next_key += 1
+        self.purgatory.park(key, op)
+        self.parked[key] = op
+
+    @rule(slot=st.sampled_from(list(SLOTS)), by=st.integers(1, 3))
+    def advance_field(self, slot, by):
+        self.fields[slot] += by
+
+    @rule(ms=st.integers(1, 30))
+    def advance_time(self, ms):
+        self.now += ms
+
+    @precondition(lambda self: self.parked)
+    @rule(data=st.data())
+    def cancel(self, data):
+        key = data.draw(st.sampled_from(sorted(self.parked)))
+        assert self.purgatory.cancel(key) is self.parked.pop(key)
+        self.cancelled.add(key)
+
+    @rule(woken=st.booleans())
+    def poll(self, woken):
+        ready = self.purgatory.poll(self.read, self.now, woken)
+        for key, op, expired in ready:
+            assert key not in self.returned and key not in self.cancelled
+            assert self.parked.pop(key) is op
+            satisfied = self._satisfied(op)
+            if expired:
+                assert self.now >= op.deadline_ms
+                assert not (woken and satisfied)
+            else:
+                assert woken and satisfied
+            self.returned.add(key)
+        # Whatever should have come out did.
+        for op in self.parked.values():
+            assert self.now < op.deadline_ms
+            assert not (woken and self._satisfied(op))
+
+    @rule()
+    def expire_all(self):
+        ready = self.purgatory.expire_all()
+        assert {key for key, _op, _e in ready} == set(self.parked)
+        assert all(expired for _k, _op, expired in ready)
+        self.returned.update(self.parked)
+        self.parked.clear()
+
+    @invariant()
+    def parked_agrees(self):
+        if not hasattr(self, "purgatory"):
+            return
+        assert len(self.purgatory) == len(self.parked)
+        if self.parked:
+            assert self.purgatory.next_deadline_ms() == min(op.deadline_ms for op in self.parked.values())
+        else:
+            assert self.purgatory.next_deadline_ms() is None
+
+
+TestPurgatory = PurgatoryMachine.TestCase
+TestPurgatory.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def test_delayed_produce_times_out_only_the_partitions_still_short():
+    fields = {3: 10, 4: 4}
+    op = DelayedProduce({3: (HW, 10), 4: (HW, 9)}, 5000, 42, 9, [
+        ("a", [(0, 0, 5, -1, 0, None, 3), (1, int(ErrorCode.CORRUPT_MESSAGE), -1, -1, -1, "bad", -1)]),
+        ("b", [(0, 0, 2, -1, 0, None, 4)]),
+    ])
+    read = lambda slot, field: fields[slot]  # noqa: E731
+    assert not op.is_satisfied(read)
+    assert op.final_results(read) == [
+        ("a", [(0, 0, 5, -1, 0, None, 3), (1, 2, -1, -1, -1, "bad", -1)]),
+        ("b", [(0, ErrorCode.REQUEST_TIMED_OUT, -1, -1, -1, None, 4)]),
+    ]
+    fields[4] = 9
+    assert op.is_satisfied(read)
+    assert op.final_results(read)[1] == ("b", [(0, 0, 2, -1, 0, None, 4)])
+
+
+def test_operations_are_data():
+    fetch = DelayedFetch({1: (HW, 3)}, 99)
+    produce = DelayedProduce({1: (HW, 3)}, 99, 5, 9, [("t", [(0, 0, 2, -1, 0, None, 1)])])
+    for op in (fetch, produce):
+        again = pickle.loads(pickle.dumps(op))
+        assert type(again) is type(op)
+        assert (again.watch, again.deadline_ms) == (op.watch, op.deadline_ms)
+    assert pickle.loads(pickle.dumps(produce)).results == produce.results
+
+
+def test_a_fetch_is_satisfied_by_any_partition_a_produce_by_all():
+    fields = {0: 5, 1: 0}
+    read = lambda slot, field: fields[slot]  # noqa: E731
+    watch = {0: (HW, 5), 1: (HW, 1)}
+    assert DelayedFetch(watch, 10).is_satisfied(read)
+    assert not DelayedProduce(watch, 10, 0, 9, []).is_satisfied(read)
+    purgatory = Purgatory()
+    purgatory.park("c", DelayedFetch({1: (HW, 1)}, 100))
+    assert purgatory.poll(read, 50, check_watches=True) == []
+    fields[1] = 1
+    # Without a wake only deadlines are looked at.
+    assert purgatory.poll(read, 50, check_watches=False) == []
+    [(key, _op, expired)] = purgatory.poll(read, 50, check_watches=True)
+    assert (key, expired, len(purgatory)) == ("c", False, 0)
+
+
+def test_a_worker_answers_a_parked_produce_from_the_shared_table(tmp_path):
+    from types import SimpleNamespace
+
+    from kafkapy.protocol.api import API_TABLE
+    from kafkapy.protocol.codec import decode
+    from kafkapy.server.reactor.channel import SEND
+    from kafkapy.server.reactor.worker import complete_delayed_produce
+    from kafkapy.storage.shared import SharedPartitionTable
+
+    table = SharedPartitionTable(capacity=8, lock_path=str(tmp_path / "locks"))
+    try:
+        done, short = table.allocate(), table.allocate()
+        table.slot(done).high_watermark = 10
+        table.slot(short).high_watermark = 3
+        op = DelayedProduce({done: (HW, 10), short: (HW, 5)}, 0, 1234, 9, [
+            ("t", [(0, 0, 7, -1, 0, None, done), (1, 0, 2, -1, 0, None, short)])])
+        kind, parts = complete_delayed_produce(SimpleNamespace(table=table), pickle.dumps(op))
+        assert kind == SEND
+        frame = b"".join(parts)
+        assert int.from_bytes(frame[4:8], "big") == 1234
+        # v9 is flexible: one tagged-field byte after the correlation id.
+        response, _ = decode(API_TABLE[0].response_class(9), memoryview(frame), 9)
+        [topic] = response.responses
+        got = [(p.index, p.error_code, p.base_offset) for p in topic.partition_responses]
+        assert got == [(0, 0, 7), (1, ErrorCode.REQUEST_TIMED_OUT, -1)]
+        assert complete_delayed_produce(SimpleNamespace(table=table), b"junk")[0] != SEND
+    finally:
+        table.close()
