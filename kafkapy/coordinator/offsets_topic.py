@@ -42,7 +42,7 @@ def ensure_offsets_topic(broker, config) -> tuple[int, int]:
     if info is not None:
         return E.NONE, info.num_partitions
     try:
-        info = broker.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"],
+        info = broker.admin.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"],
                                    offsets_topic_configs(config),
                                    replication_factor=config["offsets.topic.replication.factor"])
         return E.NONE, info.num_partitions

@@ -27,8 +27,8 @@ import socket
 import time
 
 from kafkapy import __version__, metrics
-from kafkapy.coordination.embedded import GENERATION, PRODUCER_ID_BLOCK, EmbeddedMetadataStore, TopicInfo
-from kafkapy.server.broker import NEXT_PRODUCER_ID, Broker
+from kafkapy.coordination.embedded import EmbeddedMetadataStore, TopicInfo
+from kafkapy.server.broker import Broker
 from kafkapy.server.config import log_config_for
 from kafkapy.server.reactor.acceptor import acceptor_main
 from kafkapy.server.reactor.channel import Arena, RequestQueue, ResponsePipe, WakePipe
@@ -188,12 +188,7 @@ class Supervisor:
                     log.warning("partition %s-%d had no directory; created it empty", name, p)
                 else:
                     self.table.claim(info.topic_id, p, lg.state_slot)  # allocated by load_logs
-        # Producer ids issued before a restart may be anywhere in the old
-        # block: start a fresh one.
-        next_pid = md.producer_id_block_end
-        md.producer_id_block_end = next_pid + PRODUCER_ID_BLOCK
         self.store.replace(md)
-        self.table.set_counter(NEXT_PRODUCER_ID, next_pid)
 
     def _make_leaders(self, md) -> None:
         """This broker leads every partition it loaded, at epoch 0 with the

@@ -63,7 +63,7 @@ def alter_each(ctx, request, compute_for):
 def apply_resource(broker, resource_type, name, compute, validate_only):
     """Shared with IncrementalAlterConfigs: ``compute(current) -> new set``."""
     if resource_type == TOPIC:
-        return broker.alter_topic_configs(name, compute, validate_only)
+        return broker.admin.alter_topic_configs(name, compute, validate_only)
     if resource_type == BROKER:
-        return broker.alter_broker_configs(name, compute, validate_only)
+        return broker.admin.alter_broker_configs(name, compute, validate_only)
     raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type}")

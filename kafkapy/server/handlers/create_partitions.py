@@ -35,7 +35,7 @@ def handle(ctx, request):
             assignments = None
             if topic.assignments is not None:
                 assignments = [list(a.broker_ids) for a in topic.assignments]
-            broker.create_partitions(topic.name, topic.count, assignments, request.validate_only)
+            broker.admin.create_partitions(topic.name, topic.count, assignments, request.validate_only)
         except TopicError as exc:
             code, message = exc.error_code, exc.message
         results.append({"name": topic.name, "error_code": code, "error_message": message})

@@ -38,14 +38,14 @@ def handle(ctx, request):
                                  f"entries for topic {topic.name}")
             num_partitions = _partition_count(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
-            info = broker.create_topic(topic.name, num_partitions, configs,
+            info = broker.admin.create_topic(topic.name, num_partitions, configs,
                                        validate_only=request.validate_only,
                                        replication_factor=topic.replication_factor)
             result.update(topic_id=info.topic_id, num_partitions=info.num_partitions,
                           replication_factor=1,
                           configs=[{"name": k, "value": v, "read_only": False,
                                     "config_source": source, "is_sensitive": False}
-                                   for k, v, source in broker.topic_config_entries(info.configs)])
+                                   for k, v, source in broker.admin.topic_config_entries(info.configs)])
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=exc.message)
         results.append(result)

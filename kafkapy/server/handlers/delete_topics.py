@@ -45,5 +45,5 @@ def _delete(broker, name, topic_id):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
     if not broker.config["delete.topic.enable"]:
         return ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.", info.topic_id
-    broker.delete_topic(info.name)
+    broker.admin.delete_topic(info.name)
     return ErrorCode.NONE, None, info.topic_id

@@ -66,7 +66,7 @@ def _entries(broker, resource_type, name):
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              "The topic '%s' does not exist." % name)
-        return broker.describe_topic_configs(info.configs)
+        return broker.admin.describe_topic_configs(info.configs)
     if resource_type == BROKER:
-        return broker.describe_broker_configs(name)
+        return broker.admin.describe_broker_configs(name)
     raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type}")

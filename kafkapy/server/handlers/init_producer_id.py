@@ -24,7 +24,7 @@ def handle(ctx, request):
         log.warning("InitProducerId for transactional id %r: transactions are not supported",
                     request.transactional_id)
         return _response(cls, ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
-    producer_id = ctx.broker.allocate_producer_id()
+    producer_id = ctx.broker.producer_id_manager.generate_producer_id()
     return _response(cls, ErrorCode.NONE, producer_id, 0)
 
 

@@ -45,7 +45,7 @@ def handle(ctx, request):
                 topics.append(_topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                 continue
             if auto_create:
-                broker.create_topic(name)
+                broker.admin.create_topic(name)
                 info = broker.metadata().topics.get(name)
             if info is None:
                 topics.append(_topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))

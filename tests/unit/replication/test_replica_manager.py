@@ -37,7 +37,7 @@ def two_workers(tmp_path):
 
 def test_partitions_open_lazily_on_the_metadata_slot(two_workers):
     rm_a, rm_b, broker = two_workers
-    broker.create_topic("t", 2)
+    broker.admin.create_topic("t", 2)
     assert rm_a.all_partitions == {} and rm_b.all_partitions == {}
     partition = rm_b.get_partition("t", 1)
     assert isinstance(partition, Partition)
@@ -51,7 +51,7 @@ def test_partitions_open_lazily_on_the_metadata_slot(two_workers):
 
 def test_an_append_in_one_process_is_seen_by_the_other(two_workers):
     rm_a, rm_b, broker = two_workers
-    broker.create_topic("t", 1)
+    broker.admin.create_topic("t", 1)
     code, result, _ = rm_a.append_records("t", 0, records_of(make_batch(3)), -1)
     assert code == ErrorCode.NONE and result.last_offset == 2
     other = rm_b.get_partition("t", 0)
@@ -65,13 +65,13 @@ def test_an_append_in_one_process_is_seen_by_the_other(two_workers):
 
 def test_partitions_of_a_deleted_or_recreated_topic_are_let_go(two_workers):
     rm_a, rm_b, broker = two_workers
-    broker.create_topic("t", 2)
+    broker.admin.create_topic("t", 2)
     rm_b.append_records("t", 0, records_of(make_batch(2)))
     old = rm_b.get_partition("t", 0)
-    broker.delete_topic("t")
+    broker.admin.delete_topic("t")
     assert rm_b.get_partition("t", 0) is None
     assert ("t", 0) not in rm_b.all_partitions
-    broker.create_topic("t", 1)
+    broker.admin.create_topic("t", 1)
     new = rm_b.get_partition("t", 0)
     assert new is not old and new.topic_id != old.topic_id
     assert (new.log_end_offset, new.high_watermark) == (0, 0)
@@ -80,21 +80,21 @@ def test_partitions_of_a_deleted_or_recreated_topic_are_let_go(two_workers):
 
 def test_sync_partitions_opens_every_partition_and_drops_stray_logs(two_workers):
     rm_a, rm_b, broker = two_workers
-    broker.create_topic("t", 3)
-    broker.create_topic("u", 1)
+    broker.admin.create_topic("t", 3)
+    broker.admin.create_topic("u", 1)
     rm_b.sync_partitions()
     assert sorted(rm_b.all_partitions) == [("t", 0), ("t", 1), ("t", 2), ("u", 0)]
     assert sorted(rm_b.log_manager.logs) == sorted(rm_b.all_partitions)
-    broker.delete_topic("u")
+    broker.admin.delete_topic("u")
     rm_b.sync_partitions()
     assert sorted(rm_b.log_manager.logs) == [("t", 0), ("t", 1), ("t", 2)]
 
 
 def test_config_changes_reach_open_partitions(two_workers):
     rm_a, rm_b, broker = two_workers
-    broker.create_topic("t", 1, {"min.insync.replicas": "1"})
+    broker.admin.create_topic("t", 1, {"min.insync.replicas": "1"})
     partition = rm_b.get_partition("t", 0)
-    broker.alter_topic_configs("t", lambda current: {"min.insync.replicas": "2"})
+    broker.admin.alter_topic_configs("t", lambda current: {"min.insync.replicas": "2"})
     code, _, message = rm_b.append_records("t", 0, records_of(make_batch(1)), -1)
     assert code == ErrorCode.NOT_ENOUGH_REPLICAS and "min.isr requirement of 2" in message
     assert partition.log.config.min_insync_replicas == 2 and partition.log_end_offset == 0

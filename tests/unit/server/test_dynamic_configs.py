@@ -92,51 +92,51 @@ def two_workers(tmp_path):
 
 def test_config_changes_reach_open_logs_of_other_processes(two_workers):
     a, b = two_workers
-    a.create_topic("t", 2, {"retention.ms": "5000"})
+    a.admin.create_topic("t", 2, {"retention.ms": "5000"})
     log_b = b.replica_manager.get_partition("t", 0).log
     assert log_b.config.retention_ms == 5000
-    a.alter_topic_configs("t", lambda current: {**current, "compression.type": "zstd"})
+    a.admin.alter_topic_configs("t", lambda current: {**current, "compression.type": "zstd"})
     b.replica_manager.get_partition("t", 0)  # any request notices the new generation
     assert log_b.config.compression_type == "zstd" and log_b.config.retention_ms == 5000
     # Broker defaults reach topics without an override of that key.
-    a.alter_broker_configs("", lambda current: {"log.segment.bytes": "123456", "log.retention.ms": "9"})
+    a.admin.alter_broker_configs("", lambda current: {"log.segment.bytes": "123456", "log.retention.ms": "9"})
     b.replica_manager.get_partition("t", 0)
     assert log_b.config.segment_bytes == 123456 and log_b.config.retention_ms == 5000
     assert b.config["log.segment.bytes"] == 123456
-    a.alter_broker_configs("0", lambda current: {"log.segment.bytes": "654321"})
+    a.admin.alter_broker_configs("0", lambda current: {"log.segment.bytes": "654321"})
     assert b.config["log.segment.bytes"] == 654321
     # validate_only changes nothing.
-    a.alter_broker_configs("0", lambda current: {}, validate_only=True)
+    a.admin.alter_broker_configs("0", lambda current: {}, validate_only=True)
     assert b.config["log.segment.bytes"] == 654321
     with pytest.raises(TopicError) as info:
-        a.alter_broker_configs("1", lambda current: {"log.segment.bytes": "654321"})
+        a.admin.alter_broker_configs("1", lambda current: {"log.segment.bytes": "654321"})
     assert info.value.error_code == 42
     with pytest.raises(TopicError) as info:
-        a.alter_topic_configs("t", lambda current: {"retention.ms": "x"})
+        a.admin.alter_topic_configs("t", lambda current: {"retention.ms": "x"})
     assert info.value.error_code == 40
 
 
 def test_create_partitions_checks(two_workers):
     a, b = two_workers
-    a.create_topic("g", 2)
+    a.admin.create_topic("g", 2)
     with pytest.raises(TopicError) as info:
-        a.create_partitions("g", 2)
+        a.admin.create_partitions("g", 2)
     assert (info.value.error_code, info.value.message) == (37, "Topic already has 2 partitions.")
     with pytest.raises(TopicError) as info:
-        a.create_partitions("g", 1)
+        a.admin.create_partitions("g", 1)
     assert info.value.error_code == 37
     with pytest.raises(TopicError) as info:
-        a.create_partitions("g", 4, [[0]])
+        a.admin.create_partitions("g", 4, [[0]])
     assert info.value.error_code == 39
     with pytest.raises(TopicError) as info:
-        a.create_partitions("g", 3, [[0, 0]])
+        a.admin.create_partitions("g", 3, [[0, 0]])
     assert info.value.error_code == 39
     with pytest.raises(TopicError) as info:
-        a.create_partitions("nope", 3)
+        a.admin.create_partitions("nope", 3)
     assert info.value.error_code == 3
-    a.create_partitions("g", 4, validate_only=True)
+    a.admin.create_partitions("g", 4, validate_only=True)
     assert b.metadata().topics["g"].num_partitions == 2
-    a.create_partitions("g", 4)
+    a.admin.create_partitions("g", 4)
     assert b.metadata().topics["g"].num_partitions == 4
     log_b = b.replica_manager.get_partition("g", 3).log
     assert log_b.log_end_offset == 0 and all(b.table.slot_for(b.metadata().topics["g"].topic_id, p) is not None for p in range(4))

@@ -1,0 +1,307 @@
+"""Topic and config administration (Kafka's ``ZkAdminManager`` and ``ConfigAdminManager``).
+
+CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs
+and IncrementalAlterConfigs change the metadata store through here, with
+Kafka's checks and messages. Each change runs under the store's atomic
+update; a topic's partitions are created (files, and a slot claimed in the
+shared table's slot map for each) inside that update and rolled back if it
+fails. Owned by one process; handlers reach it as ``ctx.broker.admin``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from kafkapy.coordination.metadata import TopicInfo
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.topics import TopicError, check_topic_name
+from kafkapy.server.config import (
+    DEFAULT_BROKER_ENTITY,
+    InvalidConfigError,
+    broker_config_entries,
+    cluster_default_entries,
+    effective_broker_config,
+    log_config_for,
+    topic_config_entries,
+    validate_dynamic_broker_configs,
+    validate_topic_configs,
+)
+
+log = logging.getLogger("kafkapy.broker")
+
+
+class AdminManager:
+    def __init__(self, metadata_cache, store, table, log_manager, broker_id: int):
+        self.metadata_cache = metadata_cache
+        self.store = store
+        self.table = table
+        self.log_manager = log_manager
+        self.broker_id = broker_id
+        self.static_config = metadata_cache.static_config
+
+    @property
+    def config(self):
+        """The effective broker config (static + dynamic), as of the latest metadata."""
+        return self.metadata_cache.config
+
+    def metadata(self):
+        return self.metadata_cache.metadata()
+
+    # -- topics ---------------------------------------------------------------
+    def create_topic(self, name, num_partitions=None, configs=None, validate_only=False,
+                     replication_factor=-1) -> TopicInfo:
+        check_topic_name(name)
+        if num_partitions is None:
+            num_partitions = self.config["num.partitions"]
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        if replication_factor <= 0:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0.")
+        if replication_factor > 1:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor: {replication_factor} larger than available "
+                             f"brokers: 1.")
+        try:
+            overrides = validate_topic_configs(configs or {})
+        except InvalidConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if self.metadata().topics.get(name) is not None:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        info = TopicInfo(name, uuid.uuid4(), num_partitions, overrides)
+        if validate_only:
+            return info
+        created = []
+
+        def change(md):
+            if name in md.topics:
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            self._create_logs(info, range(num_partitions), created)
+            md.topics[name] = info
+
+        self._update_creating(change, name, created, f"Creating topic {name} failed")
+        log.info("created topic %s with %d partitions (id %s)", name, num_partitions, info.topic_id)
+        return info
+
+    def _create_logs(self, info: TopicInfo, partitions, created: list) -> None:
+        """Create ``partitions`` of ``info``'s topic, each on a slot claimed
+        in the shared table's slot map (``(partition, slot)`` to ``created``
+        as it is claimed, for ``_roll_back``), with one syncfs for all of them instead
+        of two fsyncs per partition. Each starts its leader epoch and is let go
+        once created: this process opens a partition again only if it serves
+        it."""
+        def fresh_slots():
+            for p in partitions:
+                slot = self.table.claim(info.topic_id, p)
+                created.append((p, slot))
+                yield p, self.table.slot(slot)
+
+        def let_go(p, lg):
+            lg.become_leader(0)  # the one broker leads every partition at epoch 0
+            lg.release()
+            self.log_manager.logs.pop((info.name, p), None)
+
+        self.log_manager.create_logs(info.name, fresh_slots(), self.metadata_cache.log_config(info),
+                                     info.topic_id.bytes, let_go)
+
+    def _update_creating(self, change, name: str, created: list, failure: str) -> None:
+        """Store ``change``, which creates partitions of topic ``name`` (listed
+        in ``created`` as they are made); if it fails for any reason but a
+        TopicError, the partitions made are removed and UNKNOWN_SERVER_ERROR
+        raised with ``failure``."""
+        try:
+            self.store.update(change)
+        except TopicError:
+            raise
+        except Exception:
+            log.exception("%s; rolling back %d partitions", failure, len(created))
+            self._roll_back(name, created)
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, failure) from None
+
+    def _roll_back(self, name: str, created: list) -> None:
+        for p, slot in created:
+            self.log_manager.delete_log(name, p)
+            self.table.free(slot)  # and its slot map entry
+
+    def delete_topic(self, name: str) -> None:
+        removed = []
+
+        def change(md):
+            info = md.topics.pop(name, None)
+            if info is not None:
+                removed.append(info)
+
+        self.store.update(change)
+        if not removed:
+            return
+        info = removed[0]
+        self.metadata()  # drops our own open logs of the topic
+        for p in range(info.num_partitions):
+            slot = self.table.slot_for(info.topic_id, p)
+            if slot is None:  # never claimed: its creation failed half-way
+                self.log_manager.delete_log(name, p)
+                continue
+            state = self.table.slot(slot)
+            with state.lock():
+                self.log_manager.delete_log(name, p)
+                state.generation = state.generation + 1
+            self.table.free(slot)
+        log.info("deleted topic %s", name)
+
+    def topic_config_entries(self, overrides: dict):
+        """``(name, value, source)`` of every topic key (CreateTopics v5+)."""
+        for entry in self.describe_topic_configs(overrides):
+            yield entry.name, entry.value, entry.source
+
+    # -- configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) ---------
+    def _dynamic_layers(self, md):
+        return md.broker_dynamic(DEFAULT_BROKER_ENTITY), md.broker_dynamic(str(self.broker_id))
+
+    def describe_topic_configs(self, overrides: dict):
+        md = self.metadata()
+        return topic_config_entries(self.config, self.static_config, *self._dynamic_layers(md),
+                                    overrides)
+
+    def describe_broker_configs(self, entity: str):
+        """Entries of broker resource ``entity`` ("" = the cluster default)."""
+        md = self.metadata()
+        entity = self._broker_entity(entity)
+        if entity == DEFAULT_BROKER_ENTITY:
+            return cluster_default_entries(md.broker_dynamic(entity))
+        return broker_config_entries(self.static_config, *self._dynamic_layers(md))
+
+    def _broker_entity(self, name: str) -> str:
+        """Kafka's check in ConfigAdminManager: "" or this broker's own id."""
+        if name == "":
+            return DEFAULT_BROKER_ENTITY
+        try:
+            broker_id = int(name)
+        except ValueError:
+            broker_id = None
+        if broker_id != self.broker_id:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {self.broker_id} or empty string, "
+                             f"but received {name}")
+        return str(broker_id)
+
+    def alter_topic_configs(self, name: str, compute, validate_only=False) -> dict:
+        """Replace topic ``name``'s overrides with ``compute(current overrides)``.
+
+        ``compute`` runs under the metadata lock, so concurrent incremental
+        changes from several workers never lose each other's keys. Raises
+        TopicError (UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG). Returns the
+        new overrides.
+        """
+        result = {}
+
+        def change(md):
+            info = md.topics.get(name)
+            if info is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Topic {name} does not exist")
+            try:
+                overrides = validate_topic_configs(compute(dict(info.configs)))
+                log_config_for(self.config, overrides)
+            except InvalidConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, exc.message) from None
+            info.configs = overrides
+            result.update(overrides)
+
+        if self._change_configs(change, validate_only):
+            log.info("topic %s configs now %s", name, result)
+        return result
+
+    def alter_broker_configs(self, entity_name: str, compute, validate_only=False) -> dict:
+        """Replace the dynamic configs of broker entity ("" = cluster default, or this
+        broker's id) with ``compute(current)``. INVALID_REQUEST for keys that cannot change
+        at run time or another broker's id, INVALID_CONFIG for bad values."""
+        from kafkapy.server.config import NonDynamicConfigError
+
+        entity = self._broker_entity(entity_name)
+        result = {}
+
+        def change(md):
+            try:
+                configs = validate_dynamic_broker_configs(compute(dict(md.broker_dynamic(entity))))
+                layers = dict(md.broker_configs)
+                layers[entity] = configs
+                effective_broker_config(self.static_config, layers.get(DEFAULT_BROKER_ENTITY, {}),
+                                        layers.get(str(self.broker_id), {}))
+            except NonDynamicConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_REQUEST, exc.message) from None
+            except InvalidConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, exc.message) from None
+            if configs:
+                md.broker_configs[entity] = configs
+            else:
+                md.broker_configs.pop(entity, None)
+            result.update(configs)
+
+        if self._change_configs(change, validate_only):
+            log.info("dynamic broker configs of %s now %s", entity, result)
+        return result
+
+    def _change_configs(self, change, validate_only: bool) -> bool:
+        """Run ``change`` on a copy (validate_only) or as a store update that
+        this process applies at once; True if it was stored."""
+        if validate_only:
+            import copy
+
+            change(copy.deepcopy(self.metadata()))
+            return False
+        self.store.update(change)
+        self.metadata()
+        return True
+
+    # -- partitions ----------------------------------------------------------------
+    def create_partitions(self, name: str, count: int, assignments=None, validate_only=False) -> None:
+        """CreatePartitions: grow topic ``name`` to ``count`` partitions (Kafka's checks and
+        messages); raises TopicError."""
+        info = self.metadata().topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        current = info.num_partitions
+        if count < current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than the "
+                             f"requested {count}.")
+        if count == current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if assignments is not None:
+            added = count - current
+            if len(assignments) != added:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Increasing the number of partitions by {added} but "
+                                 f"{len(assignments)} assignments provided.")
+            unknown = sorted({b for a in assignments for b in a if b != self.broker_id})
+            if unknown:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Unknown broker(s) in replica assignment: "
+                                 f"{', '.join(map(str, unknown))}.")
+            for i, a in enumerate(assignments):
+                if len(a) != 1:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Inconsistent replication factor between partitions, partition 0 "
+                                     f"has 1 while partitions [{current + i}] have replication "
+                                     f"factors [{len(a)}], respectively.")
+        if validate_only:
+            return
+        created = []
+
+        def change(md):
+            created.clear()
+            live = md.topics.get(name)
+            if live is None or live.topic_id != info.topic_id:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition.")
+            if live.num_partitions >= count:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Topic currently has {live.num_partitions} partitions, which is "
+                                 f"higher than the requested {count}.")
+            self._create_logs(live, range(live.num_partitions, count), created)
+            live.num_partitions = count
+
+        self._update_creating(change, name, created, f"Adding partitions to {name} failed")
+        log.info("topic %s now has %d partitions", name, count)
