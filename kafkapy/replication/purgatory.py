@@ -23,16 +23,28 @@ and hands it back to the shared request queue, where any worker finishes it.
 Pure: no I/O, no imports from the server. ``Purgatory.poll`` is given a
 ``read_field(slot, field)`` function (the processor's reads the shared table).
 A poll checks every parked operation: one processor parks at most its
-connections (one request in flight each), ~1 us per check.
+connections (one request in flight each), ~0.6 us per single-partition fetch
+(1,000 parked: 0.58 ms a wake).
+
+Between processes an operation travels as its ``to_wire()`` tuple of plain
+values, rebuilt by ``from_wire``: every caught-up consumer's fetch parks, and
+pickling the object costs ~4.5 us a round trip (the class looked up by name
+on load) where the tuple costs ~0.7 us, what today's ``(deadline, watched)``
+cost.
 """
 
 from __future__ import annotations
 
 from kafkapy.protocol.errors import ErrorCode
 
+# to_wire()[0]: which kind of operation a wire tuple is.
+FETCH = 0
+PRODUCE = 1
+
 
 class DelayedOperation:
     __slots__ = ("watch", "deadline_ms")
+    KIND = -1
 
     def __init__(self, watch: dict, deadline_ms: int):
         self.watch = watch  # slot index -> (field name, value it must reach)
@@ -40,6 +52,11 @@ class DelayedOperation:
 
     def is_satisfied(self, read_field) -> bool:
         raise NotImplementedError
+
+    def to_wire(self) -> tuple:
+        """``(kind, watch, deadline_ms, ...)``: builtins only (see the module
+        docstring); ``from_wire`` rebuilds the operation."""
+        return (self.KIND, self.watch, self.deadline_ms)
 
     def __getstate__(self):
         return {name: getattr(self, name) for cls in type(self).__mro__
@@ -57,6 +74,7 @@ class DelayedFetch(DelayedOperation):
     """Any watched partition reached its value (or the deadline): fetch again."""
 
     __slots__ = ()
+    KIND = FETCH
 
     def is_satisfied(self, read_field) -> bool:
         for slot, (field, value) in self.watch.items():
@@ -77,6 +95,7 @@ class DelayedProduce(DelayedOperation):
     """
 
     __slots__ = ("correlation_id", "api_version", "results")
+    KIND = PRODUCE
 
     def __init__(self, watch: dict, deadline_ms: int, correlation_id: int, api_version: int,
                  results: list):
@@ -84,6 +103,10 @@ class DelayedProduce(DelayedOperation):
         self.correlation_id = correlation_id
         self.api_version = api_version
         self.results = results
+
+    def to_wire(self) -> tuple:
+        return (PRODUCE, self.watch, self.deadline_ms, self.correlation_id, self.api_version,
+                self.results)
 
     def is_satisfied(self, read_field) -> bool:
         for slot, (field, value) in self.watch.items():
@@ -107,6 +130,14 @@ class DelayedProduce(DelayedOperation):
                 done.append((index, code, base_offset, append_time, start_offset, message, slot))
             out.append((topic, done))
         return out
+
+
+def from_wire(wire: tuple) -> DelayedOperation:
+    """The operation a ``to_wire()`` tuple describes."""
+    return _KINDS[wire[0]](*wire[1:])
+
+
+_KINDS = {FETCH: DelayedFetch, PRODUCE: DelayedProduce}
 
 
 class Purgatory:

@@ -302,9 +302,10 @@ class ResponsePipe:
 class WakePipe:
     """Appenders -> one processor: "a high watermark moved".
 
-    The processor keeps the number of fetches it has parked in ``_parked``
-    (shared memory, written only by that processor, under a lock whose atomic
-    operations order the write before its re-check of the high watermarks),
+    The processor keeps the number of delayed operations it has parked (its
+    purgatory's size) in ``_parked`` (shared memory, written only by that
+    processor, under a lock whose atomic operations order the write before
+    its re-check of the watched fields),
     and an appender wakes only processors with something parked: one parked
     consumer no longer costs every processor a wake-up per produce request.
     """

@@ -27,7 +27,7 @@ from collections import OrderedDict, deque
 from kafkapy._core.types import FileRegion
 from kafkapy.metrics import probes
 from kafkapy.protocol.api import COORDINATOR_KEYS
-from kafkapy.replication.purgatory import DelayedProduce, Purgatory
+from kafkapy.replication.purgatory import DelayedProduce, Purgatory, from_wire
 from kafkapy.server.reactor.channel import (
     CLOSE,
     COMPLETE_DELAYED_PRODUCE,
@@ -417,6 +417,7 @@ class Processor:
                 continue
             conn.at_worker = False
             if kind == DELAY:
+                payload = from_wire(payload)
                 self.purgatory.park(conn_id, payload)
                 # Appenders wake processors only while this counter is
                 # positive; an append that raced with parking is caught by
@@ -461,22 +462,27 @@ class Processor:
         purgatory = self.purgatory
         if not purgatory:
             return
+        now_ms = time.time() * 1000
         if self.stopping:
             ready = purgatory.expire_all()
         else:
-            ready = purgatory.poll(self._read_field, time.time() * 1000, woken)
+            ready = purgatory.poll(self._read_field, now_ms, woken)
         for conn_id, op, _expired in ready:
             self.wake_pipe.add_parked(-1)
             conn = self.conns[conn_id]  # a closed connection's op was cancelled
             if isinstance(op, DelayedProduce):
                 # Any worker answers it from the results it carries.
-                blob = pickle.dumps(op, _PICKLE)
+                blob = pickle.dumps(op.to_wire(), _PICKLE)
                 conn.size = len(blob)
                 conn.deadline_ms = COMPLETE_DELAYED_PRODUCE
                 if conn.size <= INLINE_MAX_BYTES:
                     conn.inline = blob
                 else:
                     conn.inline, conn.parked_body = None, blob
+            elif self.stopping:
+                # Answered now with what there is: a fetch re-run before its
+                # deadline would park again, and spin until that deadline.
+                conn.deadline_ms = min(op.deadline_ms, int(now_ms))
             else:
                 conn.deadline_ms = op.deadline_ms  # the fetch runs again to its deadline
             if not self._enqueue(conn):

@@ -21,7 +21,7 @@ from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
 from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
-from kafkapy.replication.purgatory import DelayedOperation
+from kafkapy.replication.purgatory import DelayedOperation, from_wire
 from kafkapy.server.handlers import (
     HANDLERS,
     CloseConnection,
@@ -105,7 +105,7 @@ def finish_request(decoded: Decoded, response):
     if response is CloseConnection:
         return CLOSE, None
     if isinstance(response, DelayedOperation):
-        return DELAY, response
+        return DELAY, response.to_wire()
     header = decoded.header
     probes.request.response_built(header.api_key, response)
     response_header_flexible = decoded.flexible and header.api_key != API_VERSIONS_KEY
@@ -116,7 +116,8 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
     """Handle one request frame (without its size prefix).
 
     Returns ``(kind, payload)`` for the processor: SEND with the response
-    parts, NOREPLY, CLOSE, or DELAY with the ``DelayedOperation`` to park.
+    parts, NOREPLY, CLOSE, or DELAY with the ``DelayedOperation`` to park
+    (its ``to_wire()`` tuple).
     Never raises: a handler bug answers the connection with a close, as Kafka
     does for requests it cannot parse or answer.
     """
@@ -180,11 +181,12 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
 
 def complete_delayed_produce(broker, blob):
     """Answer a parked produce its processor found complete or expired
-    (``COMPLETE_DELAYED_PRODUCE``): the pickled ``DelayedProduce`` carries
+    (``COMPLETE_DELAYED_PRODUCE``): the ``DelayedProduce`` (its pickled
+    ``to_wire()`` tuple) carries
     the results; partitions whose high watermark is still short of their
     records answer REQUEST_TIMED_OUT."""
     try:
-        op = pickle.loads(blob)
+        op = from_wire(pickle.loads(blob))
         table = broker.table
         response = delayed_produce_response(op, lambda slot, field: getattr(table.slot(slot), field))
         flexible = API_TABLE[0].is_flexible(op.api_version)

@@ -11,7 +11,7 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.replication.purgatory import DelayedFetch, DelayedProduce, Purgatory
+from kafkapy.replication.purgatory import DelayedFetch, DelayedProduce, Purgatory, from_wire
 
 SLOTS = range(3)
 HW = "high_watermark"
@@ -134,6 +134,12 @@ def test_operations_are_data():
         assert type(again) is type(op)
         assert (again.watch, again.deadline_ms) == (op.watch, op.deadline_ms)
     assert pickle.loads(pickle.dumps(produce)).results == produce.results
+    # Between processes they travel as tuples of plain values.
+    for op in (fetch, produce):
+        wire = op.to_wire()
+        assert all(type(v) in (int, dict, list) for v in wire)
+        again = from_wire(pickle.loads(pickle.dumps(wire)))
+        assert type(again) is type(op) and again.__getstate__() == op.__getstate__()
 
 
 def test_a_fetch_is_satisfied_by_any_partition_a_produce_by_all():
@@ -168,7 +174,8 @@ def test_a_worker_answers_a_parked_produce_from_the_shared_table(tmp_path):
         table.slot(short).high_watermark = 3
         op = DelayedProduce({done: (HW, 10), short: (HW, 5)}, 0, 1234, 9, [
             ("t", [(0, 0, 7, -1, 0, None, done), (1, 0, 2, -1, 0, None, short)])])
-        kind, parts = complete_delayed_produce(SimpleNamespace(table=table), pickle.dumps(op))
+        kind, parts = complete_delayed_produce(SimpleNamespace(table=table),
+                                              pickle.dumps(op.to_wire()))
         assert kind == SEND
         frame = b"".join(parts)
         assert int.from_bytes(frame[4:8], "big") == 1234
