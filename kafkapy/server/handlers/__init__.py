@@ -45,7 +45,7 @@ class RequestContext:
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
-        self.deadline_ms = deadline_ms  # 0 on first attempt; set when re-run after a Delay
+        self.deadline_ms = deadline_ms  # 0 on first attempt; a DelayedFetch's deadline when it runs again
         self.now_ms = int(time.time() * 1000)
 
     def response_class(self):
