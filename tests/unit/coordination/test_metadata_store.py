@@ -12,18 +12,10 @@ import pytest
 from kafkapy.coordination.embedded import METADATA_FILE, EmbeddedMetadataStore
 from kafkapy.coordination.metadata import BrokerInfo, Metadata, TopicInfo
 from kafkapy.coordination.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, MetadataStore
-from kafkapy.storage.shared import SharedPartitionTable
 
 pytestmark = pytest.mark.timeout(60)
 
 FORK = multiprocessing.get_context("fork")
-
-
-@pytest.fixture
-def table(tmp_path):
-    t = SharedPartitionTable(capacity=64, lock_path=str(tmp_path / "locks"))
-    yield t
-    t.close()
 
 
 def _add_topic(name, partitions=1):

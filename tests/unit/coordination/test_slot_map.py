@@ -18,13 +18,6 @@ pytestmark = pytest.mark.timeout(120)
 FORK = multiprocessing.get_context("fork")
 
 
-@pytest.fixture
-def table(tmp_path):
-    t = SharedPartitionTable(capacity=64, lock_path=str(tmp_path / "locks"))
-    yield t
-    t.close()
-
-
 def test_claim_then_find_then_release(table):
     topic = uuid.uuid4()
     slots = [table.claim(topic, p) for p in range(3)]

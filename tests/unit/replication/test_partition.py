@@ -11,19 +11,11 @@ import pytest
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import NOTHING_READ, Partition
 from kafkapy.storage.config import LogConfig
-from kafkapy.storage.shared import SharedPartitionTable
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
 from storage_util import T0, make_batch, open_log, records_of  # noqa: E402
 
 BROKER = 0
-
-
-@pytest.fixture
-def table(tmp_path):
-    t = SharedPartitionTable(capacity=64, lock_path=str(tmp_path / "locks"))
-    yield t
-    t.close()
 
 
 @pytest.fixture

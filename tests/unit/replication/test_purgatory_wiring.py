@@ -36,7 +36,6 @@ from kafkapy.server.reactor.channel import (
 )
 from kafkapy.server.reactor.processor import Connection, Processor
 from kafkapy.server.reactor.worker import complete_delayed_produce, finish_request
-from kafkapy.storage.shared import SharedPartitionTable
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
 from storage_util import make_batch, open_log, records_of  # noqa: E402
@@ -44,13 +43,6 @@ from storage_util import make_batch, open_log, records_of  # noqa: E402
 HW = "high_watermark"
 CONFIG = {"socket.request.max.bytes": 1 << 20, "connections.max.idle.ms": 600_000,
           "socket.send.buffer.bytes": -1, "socket.receive.buffer.bytes": -1}
-
-
-@pytest.fixture
-def table(tmp_path):
-    t = SharedPartitionTable(capacity=16, lock_path=str(tmp_path / "locks"))
-    yield t
-    t.close()
 
 
 @pytest.fixture

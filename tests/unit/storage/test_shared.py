@@ -25,13 +25,6 @@ FORK = multiprocessing.get_context("fork")
 JOIN_TIMEOUT_S = 20
 
 
-@pytest.fixture
-def table(tmp_path):
-    t = SharedPartitionTable(capacity=1024, lock_path=str(tmp_path / "partitions.lock"))
-    yield t
-    t.close()
-
-
 def _run(processes):
     for p in processes:
         p.start()
