@@ -78,7 +78,7 @@ def handle(ctx, request):
     remaining = request.max_bytes
     total = 0
     failed = False
-    watched = {}
+    watch = {}  # slot -> (field, value): what a DelayedFetch waits for
     topics = []
     for topic in request.topics:
         partitions = []
@@ -92,7 +92,7 @@ def handle(ctx, request):
                 continue
             data, high_watermark, log_start_offset = partition.fetch_records(
                 fp.fetch_offset, max(0, min(fp.partition_max_bytes, remaining)), total == 0)
-            watched[partition.slot] = high_watermark
+            watch[partition.slot] = (HIGH_WATERMARK, high_watermark + 1)  # moved past what was read
             if data is None:
                 failed = True
                 partitions.append(_partition(part_cls, fields, fp.partition,
@@ -109,8 +109,7 @@ def handle(ctx, request):
     if not failed and total < request.min_bytes and request.max_wait > 0:
         deadline = ctx.deadline_ms or ctx.now_ms + request.max_wait
         if ctx.now_ms < deadline:
-            return DelayedFetch({slot: (HIGH_WATERMARK, seen + 1) for slot, seen in watched.items()},
-                                deadline)
+            return DelayedFetch(watch, deadline)
     if version >= 7:
         return cls(throttle_time=0, error_code=0, session_id=0, responses=tuple(topics))
     return cls(throttle_time=0, responses=tuple(topics))
