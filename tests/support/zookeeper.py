@@ -1,0 +1,367 @@
+"""Run a real ZooKeeper (Debian's ``zookeeper`` package, 3.8) for tests.
+
+``ZooKeeperProcess`` writes a ``zoo.cfg`` into its own directory (dataDir
+there, ``clientPort`` a free port on 127.0.0.1 only, the admin server off,
+four-letter words limited to ``ruok,srvr``) and starts Debian's jar directly:
+
+    java -cp /usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \\
+         org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg
+
+zookeeper.jar's manifest ``Class-Path`` names its dependencies in
+/usr/share/java (netty, jute, metrics, ...), so the jar alone is the classpath
+Debian's zkEnv.sh uses; slf4j-simple (libslf4j-java, a dependency of
+libzookeeper-java) is added so the server's log goes to ``zookeeper.log`` in
+that directory instead of slf4j's no-op logger.
+
+Ready means ``srvr`` reports a mode and a kazoo client connected and read ``/``.  Teardown ends only the
+PID this object started: SIGTERM, then SIGKILL after a bound.  ``pause`` /
+``resume`` (SIGSTOP / SIGCONT) and ``restart`` / ``kill`` are there for fault
+tests: a paused server keeps its sockets open but answers nothing, so clients
+see their session time out, as with a stalled or partitioned ZooKeeper.
+
+Fixtures (import them into the test module that uses them):
+``zookeeper`` (module scope: one server for a module's tests; give each test
+its own chroot, ``zookeeper.connect_string("/t1")``) and ``zookeeper_factory``
+(function scope: ``make(**kwargs) -> ZooKeeperProcess``, for tests that stop,
+pause or restart the server).
+
+Ownership: one ``ZooKeeperProcess`` per server, driven by one test thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Mapping, Optional
+
+import pytest
+
+from .broker import free_port
+
+JAVA = shutil.which("java") or "/usr/bin/java"
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+# Measured on this 2-core machine class: the JVM binds the client port ~0.3 s
+# after exec and answers a session ~0.5 s after exec.  30 s is the bound for a
+# loaded CI box, not the expectation.
+DEFAULT_START_TIMEOUT_S = 30.0
+# ZooKeeper's SIGTERM shutdown closes sessions and syncs the log: well under
+# a second; 10 s before SIGKILL.
+STOP_TIMEOUT_S = 10.0
+# tickTime 500 ms instead of ZooKeeper's 2000: sessions may then be as short as
+# 2 ticks (1 s) and as long as 20 ticks (10 s), so an expiry test waits about a
+# second, not six.  Kafka's zookeeper.session.timeout.ms (18 s) is capped to
+# 10 s by such a server; tests that need longer pass tick_time_ms.
+DEFAULT_TICK_TIME_MS = 500
+# A small heap and the serial collector: the test data set is a few hundred
+# znodes, and two JVMs plus brokers share two cores.  C1 only (TieredStopAtLevel=1)
+# cuts JIT work at start-up.
+JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             "-Djava.net.preferIPv4Stack=true", "-Dzookeeper.jmx.log4j.disable=true",
+             "-Dorg.slf4j.simpleLogger.showDateTime=true",
+             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS")
+LOG_TAIL_LINES = 60
+
+
+class ZooKeeperStartError(RuntimeError):
+    pass
+
+
+def zookeeper_missing() -> Optional[str]:
+    """Why a ZooKeeper cannot be started here, or None if it can."""
+    if not (os.path.exists(JAVA) and os.access(JAVA, os.X_OK)):
+        return "no java (Debian package openjdk-17-jre-headless)"
+    if not ZOOKEEPER_JAR.exists():
+        return f"no {ZOOKEEPER_JAR} (Debian package zookeeper)"
+    try:
+        import kazoo  # noqa: F401
+    except ImportError:
+        return "kazoo is not installed (pip install -e '.[test]')"
+    return None
+
+
+def classpath() -> str:
+    parts = [str(ZOOKEEPER_JAR)]
+    if SLF4J_BINDING.exists():
+        parts.append(str(SLF4J_BINDING))
+    return os.pathsep.join(parts)
+
+
+def four_letter_word(port: int, word: str, timeout_s: float = 2.0) -> str:
+    """Send a four-letter command (only ``ruok`` and ``srvr`` are enabled)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+class ZooKeeperProcess:
+    """One standalone ZooKeeper server with its own port, data dir and log."""
+
+    def __init__(self, work_dir: Path, port: Optional[int] = None,
+                 tick_time_ms: int = DEFAULT_TICK_TIME_MS,
+                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+                 extra_config: Optional[Mapping[str, object]] = None):
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.work_dir / "data"
+        self.data_dir.mkdir(exist_ok=True)
+        self.port = port if port is not None else free_port()
+        self.tick_time_ms = tick_time_ms
+        self.start_timeout_s = start_timeout_s
+        self.config_path = self.work_dir / "zoo.cfg"
+        self.log_path = self.work_dir / "zookeeper.log"
+        self.proc: Optional[subprocess.Popen] = None
+        self.starts = 0
+        # Seconds from exec to the first answered session, per start.
+        self.start_durations_s: list[float] = []
+        self.paused = False
+        config = {
+            "tickTime": tick_time_ms,
+            "initLimit": 10,
+            "syncLimit": 5,
+            "dataDir": self.data_dir,
+            "clientPort": self.port,
+            "clientPortAddress": "127.0.0.1",
+            "admin.enableServer": "false",
+            "4lw.commands.whitelist": "ruok,srvr",
+            # Standalone, no quorum ports, no dynamic reconfiguration.
+            "standaloneEnabled": "true",
+            "reconfigEnabled": "false",
+            "maxClientCnxns": 0,
+            # No fsync per transaction: test data need not survive a power cut,
+            # and an fsync per znode write costs milliseconds on a shared disk.
+            "forceSync": "no",
+        }
+        config.update(extra_config or {})
+        self.config = {k: str(v) for k, v in config.items()}
+        self.config_path.write_text(
+            "# written by tests/support/zookeeper.py\n"
+            + "".join(f"{k}={v}\n" for k, v in self.config.items()))
+
+    # -- facts -------------------------------------------------------------------
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def connect_string(self, chroot: str = "") -> str:
+        """Kafka's ``zookeeper.connect`` form: ``127.0.0.1:PORT[/chroot]``."""
+        if chroot and not chroot.startswith("/"):
+            chroot = "/" + chroot
+        return self.hosts + chroot
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def client(self, chroot: str = "", timeout_s: float = 10.0, **kwargs):
+        """A started ``kazoo.client.KazooClient``; the caller stops and closes it.
+        A ``chroot`` is created first if missing (kazoo warns on a missing one)."""
+        from kazoo.client import KazooClient
+
+        if chroot.strip("/"):
+            root = KazooClient(hosts=self.hosts, timeout=timeout_s)
+            root.start(timeout=timeout_s)
+            try:
+                root.ensure_path(self.connect_string(chroot)[len(self.hosts):])
+            finally:
+                root.stop()
+                root.close()
+        zk = KazooClient(hosts=self.connect_string(chroot), timeout=timeout_s, **kwargs)
+        zk.start(timeout=timeout_s)
+        return zk
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> "ZooKeeperProcess":
+        if self.running:
+            raise RuntimeError("zookeeper already running")
+        argv = [JAVA, *JVM_FLAGS, "-cp", classpath(), MAIN_CLASS, str(self.config_path)]
+        self.starts += 1
+        began = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            log.write(f"===== start {self.starts}: {' '.join(argv)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         cwd=str(self.work_dir), start_new_session=True)
+        self.paused = False
+        self.wait_ready()
+        self.start_durations_s.append(time.monotonic() - began)
+        return self
+
+    def wait_ready(self, timeout_s: Optional[float] = None) -> None:
+        """Wait until a kazoo session is established and ``/`` is read; fail
+        with the log tail if the JVM exits first or the deadline passes."""
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import KazooException
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        assert self.proc is not None
+        timeout_s = self.start_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        last_error = "port never opened"
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise ZooKeeperStartError(f"zookeeper exited with code {code} before it was ready; "
+                                          f"log tail:\n{self.log_tail()}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise ZooKeeperStartError(f"zookeeper not ready on {self.hosts} within {timeout_s} s "
+                                          f"({last_error}); log tail:\n{self.log_tail()}")
+            # srvr first: ZooKeeper binds its port before it loads its
+            # database and drops sessions until then ("ZooKeeperServer not
+            # running"), which would leave kazoo waiting out its timeout.
+            try:
+                serving = "Mode: " in four_letter_word(self.port, "srvr", timeout_s=1.0)
+            except OSError as e:
+                serving, last_error = False, f"srvr: {e}"
+            if not serving:
+                time.sleep(0.05)
+                continue
+            zk = KazooClient(hosts=self.hosts, timeout=min(5.0, max(remaining, 1.0)))
+            try:
+                zk.start(timeout=min(5.0, max(remaining, 0.5)))
+                zk.get("/")
+                return
+            except (KazooTimeoutError, KazooException, OSError) as e:
+                last_error = f"{type(e).__name__}: {e}"
+                time.sleep(0.1)
+            finally:
+                try:
+                    zk.stop()
+                    zk.close()
+                except Exception:
+                    pass
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> Optional[int]:
+        """SIGTERM (after SIGCONT if paused), then SIGKILL after ``timeout_s``;
+        returns the exit code.  Signals only the PID this object started."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            if self.paused:
+                self.resume()
+            try:
+                os.kill(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.paused = False
+        return self.proc.returncode
+
+    def kill(self) -> Optional[int]:
+        """SIGKILL (a crash); returns the exit code (-9)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)
+        self.paused = False
+        return self.proc.returncode
+
+    def restart(self, kill: bool = False) -> "ZooKeeperProcess":
+        """Stop (SIGTERM, or SIGKILL with ``kill=True``) and start again on the
+        same port and data dir: znodes survive, sessions may expire."""
+        if self.running:
+            self.kill() if kill else self.stop()
+        return self.start()
+
+    def pause(self) -> None:
+        """SIGSTOP: the server holds its sockets but answers nothing."""
+        assert self.running, "zookeeper is not running"
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        self.paused = False
+
+    def close(self) -> None:
+        """Teardown: end the server whatever its state; never raises."""
+        try:
+            self.stop()
+        except Exception:
+            self.kill()
+
+    def __enter__(self) -> "ZooKeeperProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperProcess(hosts={self.hosts!r}, pid={self.pid}, running={self.running})"
+
+
+def _skip_if_missing() -> None:
+    reason = zookeeper_missing()
+    if reason:
+        pytest.skip(f"ZooKeeper cannot run here: {reason}")
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """One ZooKeeper for the module's tests (each test should use its own chroot)."""
+    _skip_if_missing()
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def zookeeper_factory(tmp_path_factory):
+    """``make(**kwargs) -> ZooKeeperProcess`` (started unless ``start=False``);
+    every server made is ended after the test."""
+    _skip_if_missing()
+    made: list[ZooKeeperProcess] = []
+
+    def make(start: bool = True, **kwargs) -> ZooKeeperProcess:
+        server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), **kwargs)
+        made.append(server)
+        if start:
+            server.start()
+        return server
+
+    yield make
+    for server in made:
+        server.close()
