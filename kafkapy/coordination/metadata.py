@@ -89,8 +89,16 @@ class PartitionState:
 
     @classmethod
     def single_broker(cls, broker_id: int) -> "PartitionState":
-        """The standalone broker's partition: it alone replicates and leads it, at epoch 0."""
-        return cls((broker_id,), broker_id, 0, (broker_id,), 0)
+        """The standalone broker's partition: it alone replicates and leads it,
+        at epoch 0. One shared (frozen) object per broker id: a Metadata
+        answer over 10,000 partitions asks for it 10,000 times."""
+        state = _SINGLE_BROKER.get(broker_id)
+        if state is None:
+            state = _SINGLE_BROKER[broker_id] = cls((broker_id,), broker_id, 0, (broker_id,), 0)
+        return state
+
+
+_SINGLE_BROKER: dict = {}
 
 
 @dataclass

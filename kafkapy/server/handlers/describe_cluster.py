@@ -1,8 +1,9 @@
 """DescribeCluster (key 60), v0-v1.
 
 Contract:
-- One broker: the cluster is this broker, which is also the controller;
-  ``cluster_id`` is the one in meta.properties, ``rack`` is broker.rack.
+- The live brokers and the controller come from the metadata model
+  (standalone: this broker, which is also the controller); ``cluster_id`` is
+  the one in meta.properties, ``rack`` is each broker's broker.rack.
 - v1 ``endpoint_type``: 1 (brokers) answers the broker list; 2 (controllers)
   -> UNSUPPORTED_ENDPOINT_TYPE (115), as a Kafka broker answers it (only
   KRaft controllers serve that).
@@ -23,10 +24,11 @@ _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 def handle(ctx, request):
     broker = ctx.broker
+    md = broker.metadata()
     endpoint_type = getattr(request, "endpoint_type", BROKERS)
     data = {"throttle_time": 0, "error_code": 0, "error_message": None,
             "endpoint_type": endpoint_type, "cluster_id": broker.cluster_id,
-            "controller_id": broker.broker_id, "brokers": [],
+            "controller_id": md.controller_id, "brokers": [],
             "cluster_authorized_operations": _CLUSTER_OPERATIONS
             if request.include_cluster_authorized_operations else _NOT_REQUESTED}
     if endpoint_type != BROKERS:
@@ -34,7 +36,6 @@ def handle(ctx, request):
                     error_message="The broker does not support CONTROLLERS endpoint type" if
                     endpoint_type == CONTROLLERS else f"Unknown endpoint type {endpoint_type}")
     else:
-        host, port = broker.advertised_address
-        data["brokers"] = [{"broker_id": broker.broker_id, "host": host, "port": port,
-                            "rack": broker.static_config["broker.rack"]}]
+        data["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
+                            "rack": b.rack} for b in md.brokers.values()]
     return construct(ctx.response_class(), data)

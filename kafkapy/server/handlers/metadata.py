@@ -8,7 +8,11 @@ Contract:
   the new topic is answered at once with NONE (Kafka may say
   LEADER_NOT_AVAILABLE while its controller works).
 - Invalid names -> INVALID_TOPIC_EXCEPTION (17); unknown -> UNKNOWN_TOPIC_OR_PARTITION (3).
-- One broker: it is every partition's leader, sole replica and ISR, and the controller.
+- Brokers, the controller and each partition's leader, leader epoch,
+  replicas and ISR come from the metadata model (``coordination.metadata``):
+  standalone, this broker is all of them; a partition whose leader is not a
+  live broker answers LEADER_NOT_AVAILABLE (5) with leader -1, and replicas
+  that are not live brokers are its offline replicas.
 """
 
 from kafkapy.protocol.errors import ErrorCode
@@ -46,34 +50,42 @@ def handle(ctx, request):
                 continue
             if auto_create:
                 broker.admin.create_topic(name)
-                info = broker.metadata().topics.get(name)
+                md = broker.metadata()
+                info = md.topics.get(name)
             if info is None:
                 topics.append(_topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                 continue
-        topics.append(_topic(broker, info))
-    host, port = broker.advertised_address
+        topics.append(_topic(md, info))
     return construct(ctx.response_class(), {
         "throttle_time": 0,
-        "brokers": [{"node_id": broker.broker_id, "host": host, "port": port, "rack": None}],
+        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in md.brokers.values()],
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.broker_id,
+        "controller_id": md.controller_id,
         "topics": topics,
     })
 
 
-def _topic(broker, info):
-    me = broker.broker_id
+def _topic(md, info):
+    live = md.brokers
+    partitions = []
+    for p in range(info.num_partitions):
+        state = md.partition_state(info.name, p)
+        if state.leader in live:
+            code, leader = ErrorCode.NONE, state.leader
+        else:
+            code, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
+        partitions.append({
+            "error_code": code, "partition_index": p, "leader_id": leader,
+            "leader_epoch": state.leader_epoch, "replica_nodes": state.replicas,
+            "isr_nodes": state.isr,
+            "offline_replicas": tuple(r for r in state.replicas if r not in live)})
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.name.startswith("__"),
-        "partitions": [
-            {"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": me,
-             "leader_epoch": 0, "replica_nodes": (me,), "isr_nodes": (me,),
-             "offline_replicas": ()}
-            for p in range(info.num_partitions)
-        ],
+        "partitions": partitions,
         "topic_authorized_operations": _NO_OPERATIONS,
     }
 
