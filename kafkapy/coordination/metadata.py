@@ -148,6 +148,15 @@ class Metadata:
             state = PartitionState.single_broker(self.controller_id)
         return state
 
+    def partition_states(self, info: TopicInfo):
+        """Every partition's state of topic ``info``, in partition order (the
+        derived ones are one shared object: see ``partition_state``)."""
+        default = PartitionState.single_broker(self.controller_id)
+        explicit = info.partitions
+        if not explicit:
+            return [default] * info.num_partitions
+        return [explicit.get(p, default) for p in range(info.num_partitions)]
+
     # -- the embedded store's file ------------------------------------------------
     # Only the persistent facts: broker registrations and the controller are
     # this process tree's own (ZooKeeper keeps them in ephemeral znodes), and

