@@ -21,7 +21,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # `python3 -m venv` its ensurepip.
 RUN_DEBS := build-essential python3-dev python3-venv
 # Peers used by the integration and system tests.
-TEST_DEBS := kcat zookeeper prometheus systemd openjdk-17-jre-headless
+# openjdk-17-jdk-headless: javac compiles tests/support/java/ against Apache's
+# kafka-clients jar (from the test extra's shigawire-apache-flink-libraries).
+TEST_DEBS := kcat zookeeper prometheus systemd openjdk-17-jre-headless openjdk-17-jdk-headless
 
 # The stamp names carry a hash of everything that affects the build, so an
 # edit to the packaging or a .pyx re-runs pip (which rebuilds the extensions).

@@ -1,0 +1,277 @@
+// Apache's Java client (kafka-clients, unmodified) as a command-line test client.
+//
+// Compiled by tests/support/java_client.py with javac against the kafka-clients
+// jar, once per source hash.  Every command writes plain tab-separated lines to
+// stdout, one per event, flushed at once, so a test can parse them without a
+// JSON library on either side; keys and values are hex ("-" for null) so any
+// bytes survive.  Diagnostics go to stderr.  Exit code 0 = the command did what
+// it was asked, 1 = it ran but fell short (errors, too few records), 2 = usage.
+//
+//   produce --bootstrap B --topic T --count N [--acks A] [--idempotent true|false]
+//           [--compression C] [--key-prefix P] [--value-size S] [--config k=v]...
+//       ACK  <partition> <offset> <key-hex>       per acknowledged record
+//       ERR  <key-hex> <exception class> <message> per failed record
+//       DONE <acked> <failed>
+//     Record i has key "<P>-<i>" and value "value-<i>-" padded with 'x' to S bytes
+//     (compressible on purpose).  Client defaults apply unless overridden
+//     (kafka-clients 3.x: acks=all, enable.idempotence=true).
+//
+//   consume --bootstrap B --topic T --group G --count N --timeout-ms M [--config k=v]...
+//       REC  <partition> <offset> <key-hex> <value-hex> <timestamp>
+//       DONE <records> <committed: true|false>
+//     Subscribes in group G (auto.offset.reset=earliest), polls until N records
+//     or M ms, then commits synchronously and leaves the group.
+//
+//   admin --bootstrap B (create-topic T PARTITIONS | describe-cluster | describe-topic T)
+//       TOPIC   <name> <partitions>
+//       CLUSTER <cluster id> <controller id> <node count>
+//       PARTITION <topic> <partition> <leader> <replicas comma list> <isr comma list>
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class KafkaClientTool {
+    private static final Object OUT_LOCK = new Object();
+
+    private KafkaClientTool() {}
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 0) {
+            usage("no command");
+        }
+        Map<String, String> opts = new HashMap<>();
+        Properties extra = new Properties();
+        List<String> positional = new ArrayList<>();
+        for (int i = 1; i < args.length; i++) {
+            String a = args[i];
+            if (a.startsWith("--")) {
+                if (i + 1 >= args.length) {
+                    usage("missing value for " + a);
+                }
+                String v = args[++i];
+                if (a.equals("--config")) {
+                    int eq = v.indexOf('=');
+                    if (eq <= 0) {
+                        usage("--config wants key=value, got " + v);
+                    }
+                    extra.setProperty(v.substring(0, eq), v.substring(eq + 1));
+                } else {
+                    opts.put(a.substring(2), v);
+                }
+            } else {
+                positional.add(a);
+            }
+        }
+        int code;
+        switch (args[0]) {
+            case "produce": code = produce(opts, extra); break;
+            case "consume": code = consume(opts, extra); break;
+            case "admin": code = admin(opts, extra, positional); break;
+            default: usage("unknown command " + args[0]); return;
+        }
+        System.out.flush();
+        System.exit(code);
+    }
+
+    private static void usage(String why) {
+        System.err.println("usage error: " + why);
+        System.exit(2);
+    }
+
+    private static String need(Map<String, String> opts, String name) {
+        String v = opts.get(name);
+        if (v == null) {
+            usage("--" + name + " is required");
+        }
+        return v;
+    }
+
+    private static void emit(String... fields) {
+        String line = String.join("\t", fields);
+        synchronized (OUT_LOCK) {
+            System.out.println(line);
+            System.out.flush();
+        }
+    }
+
+    private static String hex(byte[] b) {
+        if (b == null) {
+            return "-";
+        }
+        StringBuilder sb = new StringBuilder(b.length * 2);
+        for (byte x : b) {
+            sb.append(Character.forDigit((x >> 4) & 0xf, 16)).append(Character.forDigit(x & 0xf, 16));
+        }
+        return sb.length() == 0 ? "" : sb.toString();
+    }
+
+    private static String oneLine(Throwable t) {
+        String m = String.valueOf(t.getMessage());
+        return m.replace('\t', ' ').replace('\n', ' ').replace('\r', ' ');
+    }
+
+    private static int produce(Map<String, String> opts, Properties extra) throws Exception {
+        String topic = need(opts, "topic");
+        int count = Integer.parseInt(need(opts, "count"));
+        String keyPrefix = opts.getOrDefault("key-prefix", "key");
+        int valueSize = Integer.parseInt(opts.getOrDefault("value-size", "0"));
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "kafkapy-test-java-producer");
+        if (opts.containsKey("acks")) {
+            p.put(ProducerConfig.ACKS_CONFIG, opts.get("acks"));
+        }
+        if (opts.containsKey("idempotent")) {
+            p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, opts.get("idempotent"));
+        }
+        if (opts.containsKey("compression")) {
+            p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, opts.get("compression"));
+        }
+        p.putAll(extra);
+        AtomicInteger acked = new AtomicInteger();
+        AtomicInteger failed = new AtomicInteger();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < count; i++) {
+                byte[] key = (keyPrefix + "-" + i).getBytes(StandardCharsets.UTF_8);
+                StringBuilder value = new StringBuilder("value-").append(i).append('-');
+                while (value.length() < valueSize) {
+                    value.append('x');
+                }
+                final String keyHex = hex(key);
+                producer.send(new ProducerRecord<>(topic, key, value.toString().getBytes(StandardCharsets.UTF_8)),
+                    (md, e) -> {
+                        if (e == null) {
+                            acked.incrementAndGet();
+                            emit("ACK", Integer.toString(md.partition()), Long.toString(md.offset()), keyHex);
+                        } else {
+                            failed.incrementAndGet();
+                            emit("ERR", keyHex, e.getClass().getName(), oneLine(e));
+                        }
+                    });
+            }
+            producer.flush();
+        }
+        emit("DONE", Integer.toString(acked.get()), Integer.toString(failed.get()));
+        return failed.get() == 0 && acked.get() == count ? 0 : 1;
+    }
+
+    private static int consume(Map<String, String> opts, Properties extra) {
+        String topic = need(opts, "topic");
+        int count = Integer.parseInt(need(opts, "count"));
+        long timeoutMs = Long.parseLong(opts.getOrDefault("timeout-ms", "30000"));
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, need(opts, "group"));
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafkapy-test-java-consumer");
+        p.putAll(extra);
+        int got = 0;
+        boolean committed = false;
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            consumer.subscribe(Collections.singletonList(topic));
+            while (got < count && System.nanoTime() < deadline) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    got++;
+                    emit("REC", Integer.toString(r.partition()), Long.toString(r.offset()), hex(r.key()),
+                         hex(r.value()), Long.toString(r.timestamp()));
+                }
+            }
+            try {
+                consumer.commitSync(Duration.ofSeconds(10));
+                committed = true;
+            } catch (RuntimeException e) {
+                System.err.println("commitSync failed: " + e);
+            }
+        }
+        emit("DONE", Integer.toString(got), Boolean.toString(committed));
+        return got >= count && committed ? 0 : 1;
+    }
+
+    private static int admin(Map<String, String> opts, Properties extra, List<String> args) throws Exception {
+        if (args.isEmpty()) {
+            usage("admin wants create-topic, describe-cluster or describe-topic");
+        }
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
+        p.put(AdminClientConfig.CLIENT_ID_CONFIG, "kafkapy-test-java-admin");
+        p.putAll(extra);
+        try (Admin admin = Admin.create(p)) {
+            switch (args.get(0)) {
+                case "create-topic": {
+                    String name = args.get(1);
+                    int partitions = Integer.parseInt(args.get(2));
+                    admin.createTopics(Collections.singletonList(new NewTopic(name, partitions, (short) 1)))
+                        .all().get(30, TimeUnit.SECONDS);
+                    emit("TOPIC", name, Integer.toString(partitions));
+                    return 0;
+                }
+                case "describe-cluster": {
+                    DescribeClusterResult r = admin.describeCluster();
+                    String id = r.clusterId().get(30, TimeUnit.SECONDS);
+                    Node controller = r.controller().get(30, TimeUnit.SECONDS);
+                    int nodes = r.nodes().get(30, TimeUnit.SECONDS).size();
+                    emit("CLUSTER", String.valueOf(id), controller == null ? "-" : Integer.toString(controller.id()),
+                         Integer.toString(nodes));
+                    return 0;
+                }
+                case "describe-topic": {
+                    String name = args.get(1);
+                    TopicDescription d = admin.describeTopics(Collections.singletonList(name))
+                        .allTopicNames().get(30, TimeUnit.SECONDS).get(name);
+                    emit("TOPIC", name, Integer.toString(d.partitions().size()));
+                    for (TopicPartitionInfo tp : d.partitions()) {
+                        emit("PARTITION", name, Integer.toString(tp.partition()),
+                             tp.leader() == null ? "-" : Integer.toString(tp.leader().id()),
+                             ids(tp.replicas()), ids(tp.isr()));
+                    }
+                    return 0;
+                }
+                default:
+                    usage("unknown admin command " + args.get(0));
+                    return 2;
+            }
+        }
+    }
+
+    private static String ids(List<Node> nodes) {
+        StringBuilder sb = new StringBuilder();
+        for (Node n : nodes) {
+            if (sb.length() > 0) {
+                sb.append(',');
+            }
+            sb.append(n.id());
+        }
+        return sb.toString();
+    }
+}
