@@ -75,10 +75,10 @@ class CoordinatorConfig:
 
 
 def _join_result(error, member_id="", generation_id=-1, protocol_type=None, protocol_name=None,
-                 leader="", members=()):
+                 leader="", members=(), skip_assignment=False):
     return {"error_code": error, "generation_id": generation_id, "protocol_type": protocol_type,
             "protocol_name": protocol_name, "leader": leader, "member_id": member_id,
-            "members": list(members), "throttle_time": 0}
+            "members": list(members), "skip_assignment": skip_assignment, "throttle_time": 0}
 
 
 def _sync_result(error, assignment=b"", protocol_type=None, protocol_name=None):
@@ -319,7 +319,9 @@ class GroupCoordinator(ConsumerGroupMixin):
     # ------------------------------------------------------------------ JoinGroup
     def join_group(self, group_id, member_id, group_instance_id, require_known_member_id, client_id,
                    client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                   respond) -> None:
+                   respond, support_skipping_assignment=False) -> None:
+        """``support_skipping_assignment``: JoinGroup v9+ (KIP-814), see
+        ``_update_static_member``."""
         error = self._validate(group_id, True)
         if error is not None:
             return respond(_join_result(error, member_id))
@@ -357,7 +359,8 @@ class GroupCoordinator(ConsumerGroupMixin):
             args = (group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
                     protocol_type, protocols, respond)
             if is_unknown:
-                self._new_member_join(group, require_known_member_id, *args)
+                self._new_member_join(group, require_known_member_id, *args,
+                                      support_skipping_assignment=support_skipping_assignment)
             else:
                 self._current_member_join(group, member_id, *args)
             if group.is_(g.PREPARING_REBALANCE):
@@ -376,13 +379,15 @@ class GroupCoordinator(ConsumerGroupMixin):
         return group.has(member_id) or member_id in group.pending_members or group.size() < max_size
 
     def _new_member_join(self, group, require_known_member_id, group_instance_id, client_id, client_host,
-                         rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, respond):
+                         rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, respond,
+                         support_skipping_assignment=False):
         new_id = f"{client_id or ''}-{uuid.uuid4()}"
         if group_instance_id is not None:
             old_id = group.static_members.get(group_instance_id)
             if old_id is not None and old_id in group.members:
                 return self._update_static_member(group, old_id, new_id, client_id, client_host,
-                                                  rebalance_timeout_ms, session_timeout_ms, protocols, respond)
+                                                  rebalance_timeout_ms, session_timeout_ms, protocols, respond,
+                                                  support_skipping_assignment)
             return self._add_member_and_rebalance(group, new_id, group_instance_id, client_id, client_host,
                                                   rebalance_timeout_ms, session_timeout_ms, protocol_type,
                                                   protocols, respond)
@@ -462,10 +467,12 @@ class GroupCoordinator(ConsumerGroupMixin):
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _update_static_member(self, group, old_id, new_id, client_id, client_host, rebalance_timeout_ms,
-                              session_timeout_ms, protocols, respond):
+                              session_timeout_ms, protocols, respond, support_skipping_assignment=False):
         """A static member came back with a new member id: the old id is fenced,
         and a Stable group whose protocol would not change keeps its
-        assignment without a rebalance (KIP-345)."""
+        assignment without a rebalance (KIP-345). From JoinGroup v9 (KIP-814)
+        a returning leader is told it leads, with the members, and to skip
+        the assignment, so it keeps watching metadata without re-assigning."""
         member = group.members[old_id]
         if member.join_callback is not None:
             old, member.join_callback = member.join_callback, None
@@ -503,8 +510,16 @@ class GroupCoordinator(ConsumerGroupMixin):
                     if group.leader_id == new_id:
                         group.leader_id = old_id
                     return respond(_join_result(error, ""))
-                # Kafka answers with the leader as it was: a restarted leader
-                # then acts as a follower and fetches its stored assignment.
+                if support_skipping_assignment:
+                    is_leader = group.leader_id == new_id
+                    members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                "metadata": m.metadata(group.protocol_name)}
+                               for m in group.members.values()] if is_leader else ()
+                    return respond(_join_result(E.NONE, new_id, group.generation_id, group.protocol_type,
+                                                group.protocol_name, group.leader_id, members,
+                                                skip_assignment=is_leader))
+                # Before v9 Kafka answers with the leader as it was: a restarted
+                # leader then acts as a follower and fetches its stored assignment.
                 return respond(_join_result(E.NONE, new_id, group.generation_id, group.protocol_type,
                                             group.protocol_name, current_leader))
             member.join_callback = respond
@@ -804,16 +819,23 @@ class GroupCoordinator(ConsumerGroupMixin):
                 "protocol_type": group.protocol_type or "",
                 "protocol_data": (group.protocol_name or "") if stable else "", "members": members}
 
-    def list_groups(self, states_filter=()) -> tuple[int, list]:
+    def list_groups(self, states_filter=(), types_filter=()) -> tuple[int, list]:
+        """Every group, kept by state and by type ("classic" or "consumer",
+        KIP-848) when the filters name any; both compared without case, so an
+        unknown name matches nothing, as in Kafka."""
         if self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         wanted = {s.lower() for s in states_filter}
+        types = {t.lower() for t in types_filter}
         out = []
         for group in self.groups.values():
             if wanted and group.state.lower() not in wanted:
                 continue
+            group_type = "consumer" if _is_consumer(group) else "classic"
+            if types and group_type not in types:
+                continue
             out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
-                        "group_state": group.state})
+                        "group_state": group.state, "group_type": group_type})
         return E.NONE, out
 
     def delete_groups(self, group_ids) -> dict:

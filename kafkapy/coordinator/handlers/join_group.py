@@ -1,4 +1,4 @@
-"""JoinGroup (key 11), v0-v7.
+"""JoinGroup (key 11), v0-v9.
 
 Contract (Kafka's GroupCoordinator.handleJoinGroup):
 * v0 has no rebalance timeout: the session timeout is used for both.
@@ -7,7 +7,11 @@ Contract (Kafka's GroupCoordinator.handleJoinGroup):
   with it; v0-v3 join at once. Static members (group_instance_id, v5+)
   skip MEMBER_ID_REQUIRED; a static member rejoining a Stable group without
   changing protocols gets the current generation without a rebalance, and
-  the id it replaces is fenced (FENCED_INSTANCE_ID, 82).
+  the id it replaces is fenced (FENCED_INSTANCE_ID, 82). Before v9 the
+  answer names the old leader id, so a returning leader acts as a follower;
+  from v9 (KIP-814) a returning leader is answered as leader, with the
+  members, and ``skip_assignment`` true.
+* v8's ``reason`` (KIP-800) is accepted; Kafka only logs it, and so do we.
 * The response is parked until the rebalance completes (all members
   rejoined, or the rebalance timeout passed; an Empty group's first
   rebalance waits group.initial.rebalance.delay.ms). The leader's answer
@@ -20,7 +24,10 @@ Contract (Kafka's GroupCoordinator.handleJoinGroup):
   earlier parked JoinGroup of the same member that a newer one replaced.
 """
 
+import logging
+
 API_KEY = 11
+log = logging.getLogger("kafkapy.coordinator")
 
 
 def handle(ctx, request):
@@ -35,6 +42,10 @@ def handle(ctx, request):
             result["protocol_name"] = ""  # nullable only from v7
         ctx.reply(result)
 
+    if version >= 8 and request.reason:
+        log.info("JoinGroup %s member %r: client reason: %s", request.group_id, request.member_id,
+                 request.reason)
     ctx.coordinator.join_group(request.group_id, request.member_id, instance_id, version >= 4,
                                ctx.client_id, ctx.client_host, rebalance_timeout, session_timeout,
-                               request.protocol_type, protocols, respond)
+                               request.protocol_type, protocols, respond,
+                               support_skipping_assignment=version >= 9)

@@ -1,9 +1,10 @@
-"""ListGroups (key 16), v0-v4.
+"""ListGroups (key 16), v0-v5.
 
-Contract: every group this coordinator knows, with its protocol type and
-(v4+) state; v4's states_filter keeps only the named states (compared
-without case, as Kafka 4 does). COORDINATOR_LOAD_IN_PROGRESS (14) while
-loading.
+Contract: every group this coordinator knows, with its protocol type,
+(v4+) state and (v5+) type, "classic" or "consumer" (KIP-848); v4's
+states_filter and v5's types_filter keep only the named states / types
+(compared without case, as Kafka 4 does; an unknown name matches nothing).
+COORDINATOR_LOAD_IN_PROGRESS (14) while loading.
 """
 
 API_KEY = 16
@@ -11,5 +12,6 @@ API_KEY = 16
 
 def handle(ctx, request):
     states = tuple(request.states_filter) if ctx.api_version >= 4 else ()
-    error, groups = ctx.coordinator.list_groups(states)
+    types = tuple(request.types_filter) if ctx.api_version >= 5 else ()
+    error, groups = ctx.coordinator.list_groups(states, types)
     ctx.reply({"error_code": error, "groups": groups, "throttle_time": 0})

@@ -1,4 +1,4 @@
-"""FindCoordinator (key 10), v0-v4.
+"""FindCoordinator (key 10), v0-v6.
 
 Contract: with one broker, this broker coordinates every group (key type 0)
 once ``__consumer_offsets`` exists: the first group lookup creates it, as
@@ -6,7 +6,9 @@ Kafka does (``offsets.topic.num.partitions`` partitions, compacted,
 ``offsets.topic.replication.factor`` replicas). While it cannot be created
 (e.g. a replication factor above the one broker there is) the answer is
 COORDINATOR_NOT_AVAILABLE (15), retriable, as in Kafka. Transactions (key type 1) have no coordinator yet: COORDINATOR_NOT_AVAILABLE
-(15), retriable. Unknown key types -> INVALID_REQUEST (42). v4 answers a
+(15), retriable. Unknown key types -> INVALID_REQUEST (42), share groups (key
+type 2, v6, KIP-932) included: kafkapy has none. v5 only adds an error code
+(TRANSACTION_ABORTABLE, for transactions) to what v4 answers. v4 answers a
 batch of keys (``coordinator_keys``); v0-v3 a single ``key`` (v0 has no
 key type: always a group).
 Advertising v0 matters beyond groups: librdkafka before 2.11 enables its LZ4

@@ -1,4 +1,5 @@
-"""InitProducerId (key 22), v0-v4, for idempotent (non-transactional) producers.
+"""InitProducerId (key 22), v0-v5 (v5 only adds an error code), for idempotent
+(non-transactional) producers.
 
 Contract: with a null transactional id the broker hands out a fresh producer
 id with epoch 0, whatever producer id/epoch the request carries (v3+ sends

@@ -195,7 +195,12 @@ def test_describe_and_list(env):
     assert d["error_code"] == E.NONE and d["group_state"] == "Stable" and d["assignor_name"] == "uniform"
     assert d["members"][0]["assignment"]["topic_partitions"][0]["topic_name"] == "t"
     assert coord.consumer_group_describe(["nope"])[0]["error_code"] == E.GROUP_ID_NOT_FOUND
-    assert coord.list_groups()[1] == [{"group_id": "g", "protocol_type": "consumer", "group_state": "Stable"}]
+    assert coord.list_groups()[1] == [{"group_id": "g", "protocol_type": "consumer", "group_state": "Stable",
+                                       "group_type": "consumer"}]
+    # ListGroups v5's types filter (KIP-848), without case; unknown types match nothing.
+    assert coord.list_groups((), ("Consumer",))[1][0]["group_id"] == "g"
+    assert coord.list_groups((), ("classic",))[1] == []
+    assert coord.list_groups((), ("share",))[1] == []
 
 
 def test_restart_keeps_epoch_and_offsets(env):

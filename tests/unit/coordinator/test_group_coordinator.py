@@ -50,10 +50,10 @@ PROTO = [("range", b"meta-r"), ("roundrobin", b"meta-rr")]
 
 
 def join(coord, member_id="", group="grp", version_v4=True, protocols=PROTO, instance=None,
-         session=1000, rebalance=2000, ptype="consumer"):
+         session=1000, rebalance=2000, ptype="consumer", v9=False):
     out = []
     coord.join_group(group, member_id, instance, version_v4, "cli", "/h", rebalance, session, ptype,
-                     protocols, out.append)
+                     protocols, out.append, support_skipping_assignment=v9)
     return out
 
 
@@ -193,7 +193,9 @@ def test_leave_and_describe_and_delete(env):
     assert coord.leave_group("grp", [(a, None), ("who", None)]) == (E.NONE, [E.NONE, E.UNKNOWN_MEMBER_ID])
     assert coord.groups["grp"].state == g.EMPTY
     assert coord.list_groups(("empty",)) == (E.NONE, [{"group_id": "grp", "protocol_type": "consumer",
-                                                       "group_state": "Empty"}])
+                                                       "group_state": "Empty", "group_type": "classic"}])
+    assert coord.list_groups(("empty",), ("CLASSIC",))[1][0]["group_id"] == "grp"
+    assert coord.list_groups((), ("consumer",))[1] == []
     assert coord.delete_groups(["grp"]) == {"grp": E.NONE}
     assert "grp" not in coord.groups and store.records[-1][2] is None
 
@@ -211,6 +213,45 @@ def test_static_member_rejoins_without_rebalance_and_old_id_is_fenced(env):
     assert sync(coord, new, 1)[0]["assignment"] == b"mine"
     assert coord.heartbeat("grp", old, "i1", 1) == E.FENCED_INSTANCE_ID
     assert coord.commit_offsets("grp", old, "i1", 1, [("t", 0, 1, -1, "")]) == {("t", 0): E.FENCED_INSTANCE_ID}
+
+
+def _stable_static_pair(coord, advance):
+    """A Stable group of static members i1 (leader) and i2 at generation 2."""
+    first = join(coord, instance="i1")
+    advance(0)
+    i1 = first[0]["member_id"]
+    sync(coord, i1, 1, [(i1, b"")])
+    second = join(coord, instance="i2")
+    rejoin = join(coord, member_id=i1, instance="i1")
+    advance(0)
+    i2 = second[0]["member_id"]
+    assert rejoin[0]["generation_id"] == second[0]["generation_id"] == 2 and rejoin[0]["leader"] == i1
+    sync(coord, i1, 2, [(i1, b"A1"), (i2, b"A2")])
+    sync(coord, i2, 2)
+    assert coord.groups["grp"].state == g.STABLE
+    return i1, i2
+
+
+def test_static_leader_rejoining_is_told_to_skip_assignment_from_v9(env):
+    coord, store, clock, advance = env
+    i1, i2 = _stable_static_pair(coord, advance)
+    # Before v9 (KIP-814): the old leader id is answered, so the returning
+    # leader acts as a follower: no members, no skip.
+    before = join(coord, instance="i1")[0]
+    assert (before["error_code"], before["leader"], before["members"], before["skip_assignment"]) == \
+        (E.NONE, i1, [], False)
+    new_leader = before["member_id"]
+    # From v9: the returning leader is answered as the leader, with the
+    # members, and skips the assignment; the group stays Stable at generation 2.
+    after = join(coord, instance="i1", v9=True)[0]
+    assert after["error_code"] == E.NONE and after["leader"] == after["member_id"] != new_leader
+    assert after["skip_assignment"] is True and after["generation_id"] == 2
+    assert {m["group_instance_id"] for m in after["members"]} == {"i1", "i2"}
+    assert coord.groups["grp"].state == g.STABLE
+    # A returning follower with v9 is not the leader: no members, no skip.
+    again = join(coord, instance="i2", v9=True)[0]
+    assert (again["skip_assignment"], again["members"], again["leader"]) == (False, [], after["member_id"])
+    assert sync(coord, again["member_id"], 2)[0]["assignment"] == b"A2"
 
 
 def test_rebalance_timeout_drops_members_that_do_not_rejoin(env):
