@@ -85,6 +85,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1),
         _spec(60, "DescribeCluster", "describe_cluster", 0, 1),
         _spec(61, "DescribeProducers", "describe_producers", 0, 0),
+        _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", 0, 0),
     )
 }
 

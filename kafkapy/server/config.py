@@ -366,6 +366,8 @@ _BROKER_KEYS = [
        "Deprecated (removed in Kafka 3.0): host given to clients; use advertised.listeners."),
     _k("auto.create.topics.enable", BOOLEAN, True, None, HIGH, _SERVER,
        "Create a topic with num.partitions partitions when a client asks for its metadata."),
+    _k("max.request.partition.size.limit", INT, 2000, _at_least(1), MEDIUM, _SERVER,
+       "Most partitions one DescribeTopicPartitions response describes (KIP-966)."),
     _k("delete.topic.enable", BOOLEAN, True, None, HIGH, _SERVER,
        "Allow DeleteTopics; when false, deletion requests are refused."),
     _k("controlled.shutdown.enable", BOOLEAN, True, None, MEDIUM, _SERVER,

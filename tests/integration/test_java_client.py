@@ -14,6 +14,7 @@ import pytest
 from support.java_client import expected_value, java_client, kafka_clients_version  # noqa: F401
 
 PARTITIONS = 3
+BROKER_ID = 0  # tests/support/broker.py's server.properties
 
 
 def _create(java, bootstrap, topic, partitions=PARTITIONS):
@@ -92,3 +93,14 @@ def test_interop_with_confluent_kafka_both_ways(broker, java_client):  # noqa: F
     consumed = java_client.consume(bootstrap, "java-interop", "java-reader", 150, timeout_ms=20000)
     assert len(consumed.records) == 150, consumed.describe()
     assert [r.value for r in consumed.records[100:]] == [b"from-librdkafka-%d" % i for i in range(50)]
+
+
+def test_java_admin_describes_topics_through_describe_topic_partitions(broker, java_client):  # noqa: F811
+    """Kafka 3.9's AdminClient.describeTopics uses DescribeTopicPartitions (KIP-966)
+    when the broker advertises it, paging by its partition limit."""
+    _create(java_client, broker.bootstrap, "java-described", 5)
+    result = java_client.admin(broker.bootstrap, "describe-topic", "java-described")
+    assert result.returncode == 0, result.describe()
+    rows = [line for line in result.lines if line[0] == "PARTITION"]
+    assert [(r[1], int(r[2]), int(r[3]), r[4], r[5]) for r in rows] == \
+        [("java-described", p, BROKER_ID, str(BROKER_ID), str(BROKER_ID)) for p in range(5)]
