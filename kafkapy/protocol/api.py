@@ -58,7 +58,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(0, "Produce", "produce", 0, 11, served_from=3),
         _spec(1, "Fetch", "fetch", 4, 12),
         _spec(2, "ListOffsets", "list_offsets", 1, 7),
-        _spec(3, "Metadata", "metadata", 0, 12),
+        _spec(3, "Metadata", "metadata", 0, 13),
         _spec(10, "FindCoordinator", "find_coordinator", 0, 6),
         _spec(18, "ApiVersions", "api_versions", 0, 4),
         _spec(19, "CreateTopics", "create_topics", 2, 7),

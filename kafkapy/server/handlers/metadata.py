@@ -1,4 +1,4 @@
-"""Metadata (key 3), v0-v12.
+"""Metadata (key 3), v0-v13.
 
 Contract:
 - Topics: v0 empty list = all topics; v1+ null = all, empty = none. v10+ may
@@ -8,6 +8,8 @@ Contract:
   the new topic is answered at once with NONE (Kafka may say
   LEADER_NOT_AVAILABLE while its controller works).
 - Invalid names -> INVALID_TOPIC_EXCEPTION (17); unknown -> UNKNOWN_TOPIC_OR_PARTITION (3).
+- v13 (KIP-1102) adds a top-level error code: NONE (kafkapy never asks a
+  client to rebootstrap).
 - Brokers, the controller and each partition's leader, leader epoch,
   replicas and ISR come from the metadata model (``coordination.metadata``):
   standalone, this broker is all of them; a partition whose leader is not a
@@ -63,6 +65,7 @@ def handle(ctx, request):
         "cluster_id": broker.cluster_id,
         "controller_id": md.controller_id,
         "topics": topics,
+        "error_code": ErrorCode.NONE,  # v13+
     })
 
 

@@ -14,8 +14,8 @@ from kafkapy.server.handlers import HANDLERS, RequestContext
 from kafkapy.storage.log_manager import LogManager
 
 
-def _metadata_request(topic):
-    cls = API_TABLE[3].request_class(12)
+def _metadata_request(topic, version=12):
+    cls = API_TABLE[3].request_class(version)
     args = typing.get_args(typing.get_type_hints(cls)["topics"])
     topic_cls = typing.get_args(args[0])[0] if typing.get_origin(args[0]) is tuple else args[0]
     return cls(topics=(topic_cls(topic_id=None, name=topic),), allow_auto_topic_creation=False,
@@ -46,5 +46,18 @@ def test_partitions_answer_the_model(tmp_path, table):
             (1, ErrorCode.NONE, 4, 3, (4, 7), (4,), (7,)),
             (2, ErrorCode.LEADER_NOT_AVAILABLE, -1, 5, (7, 4), (7,), (7,)),
         ]
+    finally:
+        broker.close()
+
+
+def test_v13_answers_a_top_level_error_code(tmp_path, table):
+    config = c.BrokerConfig.from_props({"log.dirs": str(tmp_path / "logs"), "broker.id": "0",
+                                        "listeners": "PLAINTEXT://127.0.0.1:9092"})
+    broker = Broker(config, table, LogManager(config.log_dirs, c.log_config_for(config, {}), 0))
+    try:
+        broker.admin.create_topic("t", 1)
+        response = HANDLERS[3](RequestContext(broker, 3, 13, 1, "test", 0), _metadata_request("t", 13))
+        assert response.error_code == ErrorCode.NONE
+        assert [p.leader_id for p in response.topics[0].partitions] == [0]
     finally:
         broker.close()
