@@ -1,0 +1,131 @@
+"""The controller's partition state decisions (Kafka 3.9 ZooKeeper mode):
+new partitions, broker failure and return, AlterPartition, with the znode
+version fence and the requests each change sends. Pure state, plus a
+Hypothesis run checking the invariants over random failures and returns."""
+
+import hypothesis.strategies as st
+from hypothesis import given, settings
+
+from kafkapy.controller.state import (
+    ControllerState,
+    SendLeaderAndIsr,
+    SendUpdateMetadata,
+    WritePartitionState,
+)
+from kafkapy.coordination.metadata import PartitionState
+from kafkapy.protocol.errors import ErrorCode
+
+EPOCH = 3
+
+
+def _writes(effects):
+    return {(e.topic, e.partition): (e.state, e.expected_version)
+            for e in effects if isinstance(e, WritePartitionState)}
+
+
+def _cluster(live=(1, 2, 3)):
+    c = ControllerState(EPOCH, set(live))
+    effects = c.on_new_partitions({("t", 0): (1, 2, 3), ("t", 1): (2, 3, 1), ("u", 0): (3,)})
+    return c, effects
+
+
+def test_new_partitions_lead_on_their_first_live_replica():
+    c, effects = _cluster(live=(1, 2))
+    writes = _writes(effects)
+    assert writes[("t", 0)] == (PartitionState((1, 2, 3), 1, 0, (1, 2), 0), None)
+    assert writes[("t", 1)] == (PartitionState((2, 3, 1), 2, 0, (2, 1), 0), None)
+    assert ("u", 0) not in writes and ("u", 0) not in c.states  # no live replica: offline
+    lai = {e.broker_id: e.partitions for e in effects if isinstance(e, SendLeaderAndIsr)}
+    assert sorted(lai) == [1, 2] and all(is_new for parts in lai.values() for *_x, is_new in parts)
+    [um] = [e for e in effects if isinstance(e, SendUpdateMetadata)]
+    assert um.broker_ids == (1, 2) and um.controller_epoch == EPOCH and len(um.partitions) == 2
+    # Writes come before the requests that announce them.
+    kinds = [type(e) for e in effects]
+    assert kinds.index(SendLeaderAndIsr) > max(i for i, k in enumerate(kinds) if k is WritePartitionState)
+
+
+def test_leader_failure_elects_from_the_isr_and_fences_on_the_version():
+    c, _ = _cluster()
+    effects = c.on_brokers_failed([1])
+    writes = _writes(effects)
+    # t-0 was led by 1: the next live ISR member in assignment order leads, epoch + 1.
+    assert writes[("t", 0)] == (PartitionState((1, 2, 3), 2, 1, (2, 3), 1), 0)
+    # t-1 was led by 2: 1 just leaves the ISR, epoch + 1.
+    assert writes[("t", 1)] == (PartitionState((2, 3, 1), 2, 1, (2, 3), 1), 0)
+    assert 1 not in {e.broker_id for e in effects if isinstance(e, SendLeaderAndIsr)}
+    # A second change of t-0 is fenced on the version the first one wrote.
+    again = _writes(c.on_brokers_failed([2]))
+    assert again[("t", 0)] == (PartitionState((1, 2, 3), 3, 2, (3,), 2), 1)
+
+
+def test_no_live_isr_member_leaves_the_partition_offline_until_it_returns():
+    c, _ = _cluster()
+    c.on_brokers_failed([2, 3])
+    c.on_brokers_failed([1])
+    state = c.states[("t", 0)]
+    # The last ISR member is kept, so only it can lead again (clean election).
+    assert state.leader == -1 and len(state.isr) == 1
+    last = state.isr[0]
+    other = next(b for b in (1, 2, 3) if b != last)
+    assert ("t", 0) not in _writes(c.on_brokers_started([other]))  # not in the ISR: stays offline
+    assert c.states[("t", 0)].leader == -1
+    back = _writes(c.on_brokers_started([last]))
+    assert back[("t", 0)][0].leader == last
+
+
+def test_unclean_election_when_enabled_takes_any_live_replica():
+    c, _ = _cluster()
+    c.unclean_election = lambda topic: topic == "t"
+    c.on_brokers_failed([2, 3])
+    c.on_brokers_failed([1])
+    other = next(b for b in (1, 2, 3) if b != c.states[("t", 0)].isr[0])
+    elected = _writes(c.on_brokers_started([other]))[("t", 0)][0]
+    assert (elected.leader, elected.isr) == (other, (other,))
+
+
+def test_a_returning_broker_gets_its_replicas_and_offline_new_partitions_come_online():
+    c, _ = _cluster(live=(1, 2))
+    effects = c.on_brokers_started([3])
+    assert _writes(effects)[("u", 0)] == (PartitionState((3,), 3, 0, (3,), 0), None)
+    lai = {e.broker_id: {(t, p) for t, p, *_ in e.partitions} for e in effects
+           if isinstance(e, SendLeaderAndIsr)}
+    assert lai[3] == {("t", 0), ("t", 1), ("u", 0)}
+    [um] = [e for e in effects if isinstance(e, SendUpdateMetadata)]
+    assert um.broker_ids == (1, 2, 3)
+
+
+def test_alter_partition_is_fenced_by_leader_and_partition_epochs():
+    c, _ = _cluster()
+    state = c.states[("t", 0)]
+    assert c.on_alter_partition(2, "t", 0, 0, (1, 2), 0)[0] == ErrorCode.INVALID_REQUEST  # not the leader
+    assert c.on_alter_partition(1, "t", 0, 5, (1, 2), 0)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert c.on_alter_partition(1, "t", 0, 0, (1, 2), 7)[0] == ErrorCode.INVALID_UPDATE_VERSION
+    assert c.on_alter_partition(1, "t", 0, 0, (2, 3), 0)[0] == ErrorCode.INVALID_REQUEST  # leader missing
+    assert c.on_alter_partition(1, "x", 0, 0, (1,), 0)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    code, effects = c.on_alter_partition(1, "t", 0, 0, (1, 2), 0)
+    assert code == ErrorCode.NONE
+    assert _writes(effects)[("t", 0)] == (PartitionState((1, 2, 3), 1, 0, (1, 2), 1), 0)
+    c.on_brokers_failed([3])
+    assert c.on_alter_partition(1, "t", 0, c.states[("t", 0)].leader_epoch, (1, 2, 3),
+                                c.states[("t", 0)].partition_epoch)[0] == ErrorCode.INELIGIBLE_REPLICA
+    assert state.isr == (1, 2, 3)  # states are values: the old one is untouched
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from([1, 2, 3])), max_size=30))
+def test_invariants_over_failures_and_returns(events):
+    c, _ = _cluster()
+    versions = {tp: s.partition_epoch for tp, s in c.states.items()}
+    for fail, broker in events:
+        effects = c.on_brokers_failed([broker]) if fail else c.on_brokers_started([broker])
+        for tp, (state, expected) in _writes(effects).items():
+            # Each write is fenced on the version the previous one left.
+            assert expected == versions.get(tp) and state.partition_epoch == (
+                0 if expected is None else expected + 1)
+            versions[tp] = state.partition_epoch
+        for tp, state in c.states.items():
+            assert state.isr and set(state.isr) <= set(state.replicas)
+            if state.leader != -1:
+                # A leader is live and in the ISR; the ISR's members are live.
+                assert state.leader in c.live_brokers and state.leader in state.isr
+                assert set(state.isr) <= c.live_brokers
