@@ -41,6 +41,11 @@ class OffsetOutOfRange(StorageError):
     error_code = OFFSET_OUT_OF_RANGE
 
 
+class OffsetsOutOfOrder(StorageError):
+    """A follower append whose batches do not continue the log (Kafka's
+    UnexpectedAppendOffsetException / OffsetsOutOfOrderException)."""
+
+
 class CorruptIndexError(StorageError):
     """An index file failed its sanity check; the segment must be rebuilt."""
 

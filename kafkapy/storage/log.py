@@ -42,6 +42,7 @@ from kafkapy.storage.errors import (
     CorruptIndexError,
     InconsistentTopicId,
     OffsetOutOfRange,
+    OffsetsOutOfOrder,
     RecordError,
     StorageError,
 )
@@ -610,6 +611,76 @@ class Log:
                                     slot[_F_LOG_START_OFFSET], headers[0].records_count, True)
 
         first_offset = slot[0]
+        next_offset = first_offset + offset_count
+        epochs = ((leader_epoch, first_offset),) if leader_epoch >= 0 and slot[_F_LEADER_EPOCH] < leader_epoch \
+            else ()
+        self._write_batches(records, headers, slot, now_ms, first_offset, next_offset, record_count,
+                            max_timestamp, log_append_time_ms,
+                            max(slot[1], min(next_offset, high_watermark_limit)), leader_epoch, epochs)
+        if psm is not None:
+            h = headers[0]
+            psm.update(batch.read_header(records, h.position), first_offset, next_offset - 1, max_timestamp)
+        # tuple.__new__ skips the namedtuple's Python-level __new__ (~0.15 us).
+        return _new_tuple(AppendResult, (first_offset, next_offset - 1, log_append_time_ms,
+                                         slot[_F_LOG_START_OFFSET], record_count, False))
+
+    def append_as_follower(self, records) -> AppendResult:
+        """Append batches fetched from the leader, as they are (Kafka's
+        appendAsFollower): offsets, leader epochs and timestamps were assigned
+        by the leader and are kept. CRCs are verified; the leader's limits
+        (batch size, timestamps, one producer per request) are not applied,
+        as Kafka does not apply them to replication. The first batch must
+        start at the log end offset (Kafka's UnexpectedAppendOffsetException;
+        a gap after it, left by compaction on the leader, is allowed) and
+        offsets must increase; otherwise OffsetsOutOfOrder and nothing is
+        written. Each batch whose partition leader epoch is newer than the
+        latest cached one starts that epoch at its base offset. Producer
+        state is not touched here: it catches up from the log on its next
+        use, as every worker's does. The high watermark is left to
+        replication. Raises RecordError on a corrupt batch."""
+        slot = self._sync()
+        if len(records) == 0:
+            return AppendResult(-1, -1, -1, slot[_F_LOG_START_OFFSET], 0, False)
+        headers, _end, error = batch.scan_batches(records, 0, -1, True, -1)
+        if error:
+            raise RecordError(error, f"invalid record batch from the leader (error {error})")
+        log_end_offset = slot[0]
+        first_offset = headers[0].base_offset
+        if first_offset < log_end_offset:
+            raise OffsetsOutOfOrder(f"{self.dir}: the leader's batch starts at {first_offset}, below the "
+                                    f"log end offset {log_end_offset}")
+        record_count = 0
+        max_timestamp = -1
+        expected = first_offset
+        epochs = []
+        latest_epoch = slot[_F_LEADER_EPOCH]
+        for h in headers:
+            if h.base_offset < expected:
+                raise OffsetsOutOfOrder(f"{self.dir}: batch at {h.base_offset} after one ending at "
+                                        f"{expected - 1}")
+            expected = h.base_offset + h.last_offset_delta + 1
+            record_count += h.records_count
+            max_timestamp = max(max_timestamp, h.max_timestamp)
+            if h.partition_leader_epoch > latest_epoch:
+                latest_epoch = h.partition_leader_epoch
+                epochs.append((latest_epoch, h.base_offset))
+        if len(records) > self._config.segment_bytes:
+            raise RecordError(RECORD_LIST_TOO_LARGE,
+                              f"{len(records)} bytes do not fit in a segment of "
+                              f"{self._config.segment_bytes} bytes")
+        self._write_batches(records, headers, slot, self._clock_ms(), first_offset, expected, record_count,
+                            max_timestamp, -1, slot[1], None, epochs)
+        return _new_tuple(AppendResult, (first_offset, expected - 1, -1, slot[_F_LOG_START_OFFSET],
+                                          record_count, False))
+
+    def _write_batches(self, records, headers, slot, now_ms, first_offset, next_offset, record_count,
+                       max_timestamp, log_append_time_ms, high_watermark, assign_epoch, epochs) -> None:
+        """What leader and follower appends share: roll if the segment must,
+        (leader: ``assign_epoch`` not None) offsets and epoch written in
+        place, the segment write, one slot store, new leader epochs
+        (``epochs``: (epoch, start offset) in order), the flush rules."""
+        config = self._config
+        size = len(records)
         first_batch_timestamp = slot[_F_FIRST_BATCH_TIMESTAMP]
         active = self._segments[-1]
         active_size = active.size
@@ -626,30 +697,25 @@ class Log:
                     and waited_ms > self._roll_after_ms(active.base_offset))
                 or offset_index.entries >= offset_index.full_at
                 or time_index.entries >= time_index.full_at
-                or not 0 <= first_offset + offset_count - 1 - active.base_offset <= _INT32_MAX):
+                or not 0 <= next_offset - 1 - active.base_offset <= _INT32_MAX):
             # A relative-offset overflow in an empty segment cannot be fixed by rolling.
             if active_size:
                 active = self._roll(first_offset)
                 active_size = 0
         if active_size == 0:
             first_batch_timestamp = log_append_time_ms if log_append_time_ms >= 0 else headers[0].max_timestamp
-        next_offset = batch.assign_offsets(records, headers, first_offset, leader_epoch, log_append_time_ms)
+        if assign_epoch is not None:
+            batch.assign_offsets(records, headers, first_offset, assign_epoch, log_append_time_ms)
         active.append(records, first_offset, headers, log_append_time_ms)
         unflushed_messages = slot[_F_UNFLUSHED_MESSAGES] + record_count
         self.state.store(0, (
-            next_offset, max(slot[1], min(next_offset, high_watermark_limit)),
+            next_offset, high_watermark,
             *_active_fields(active), unflushed_messages, first_batch_timestamp))
-        if leader_epoch >= 0 and slot[_F_LEADER_EPOCH] < leader_epoch:
-            self._maybe_assign_epoch_start_offset(leader_epoch, first_offset)
-        if psm is not None:
-            h = headers[0]
-            psm.update(batch.read_header(records, h.position), first_offset, next_offset - 1, max_timestamp)
+        for epoch, start_offset in epochs:
+            self._maybe_assign_epoch_start_offset(epoch, start_offset)
         if unflushed_messages >= config.flush_messages or now_ms - slot[_F_LAST_FLUSH_MS] >= config.flush_ms:
             self.flush()
         probes.log.appended(self.topic, size, record_count)
-        # tuple.__new__ skips the namedtuple's Python-level __new__ (~0.15 us).
-        return _new_tuple(AppendResult, (first_offset, next_offset - 1, log_append_time_ms,
-                                         slot[_F_LOG_START_OFFSET], record_count, False))
 
     def _recompress(self, records, headers, codec):
         """compression.type is a codec the batches are not in: rewrite them (see storage.recompress).
