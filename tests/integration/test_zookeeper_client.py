@@ -1,0 +1,112 @@
+"""kafkapy's ZooKeeper client against a real ZooKeeper (Debian's, started by
+the harness): chroot creation, Kafka's persistent paths, /cluster/id created
+once, broker registration (ephemeral, a duplicate id refused, gone with the
+session), and controller election fenced by /controller_epoch's version."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from kafkapy.coordination import zk_data
+from kafkapy.coordination.metadata import BrokerInfo, EndPoint
+from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient
+from support.zookeeper import zookeeper  # noqa: F401
+
+
+def _broker(broker_id, port=9092):
+    ep = EndPoint("127.0.0.1", port)
+    return BrokerInfo(broker_id, "127.0.0.1", port, None, (ep,))
+
+
+def _client(server, chroot, session_ms=4000):
+    return ZkClient(server.connect_string(chroot), session_timeout_ms=session_ms).connect()
+
+
+def test_chroot_paths_and_cluster_id(zookeeper):  # noqa: F811
+    a = _client(zookeeper, "/kp1")
+    b = _client(zookeeper, "/kp1")
+    try:
+        for path in zk_data.PERSISTENT_PATHS:
+            assert a.zk.exists(path) is not None, path
+        raw = zookeeper.client()
+        try:
+            assert raw.exists("/kp1/brokers/ids") is not None  # under the chroot
+        finally:
+            raw.stop()
+            raw.close()
+        first = a.get_or_create_cluster_id(lambda: "cluster-A")
+        second = b.get_or_create_cluster_id(lambda: "cluster-B")
+        assert first == second == "cluster-A"
+        data, _ = a.zk.get("/cluster/id")
+        assert zk_data.decode_cluster_id(data) == "cluster-A"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_registration_is_ephemeral_and_unique(zookeeper):  # noqa: F811
+    a = _client(zookeeper, "/kp2")
+    b = _client(zookeeper, "/kp2")
+    try:
+        a.register_broker(_broker(1, 9101), timestamp_ms=1234)
+        a.register_broker(_broker(1, 9101))  # the same session again: kept
+        data, stat = a.zk.get(zk_data.broker_path(1))
+        reg = zk_data.decode_broker_registration(1, data)
+        assert (reg.broker.host, reg.broker.port, stat.ephemeralOwner) == ("127.0.0.1", 9101, a.session_id)
+        with pytest.raises(BrokerIdInUse, match="broker id 1 is already registered"):
+            b.register_broker(_broker(1, 9102))
+        b.register_broker(_broker(2, 9102))
+        assert sorted(b.live_brokers()) == [1, 2]
+    finally:
+        a.close()
+    try:
+        # a's session closed: its ephemeral registration is gone, 1 may register again.
+        assert sorted(b.live_brokers()) == [2]
+        b.register_broker(_broker(1, 9103))
+    finally:
+        b.close()
+
+
+def test_one_controller_at_a_time_and_the_epoch_fence(zookeeper):  # noqa: F811
+    a = _client(zookeeper, "/kp3")
+    b = _client(zookeeper, "/kp3")
+    try:
+        won = a.try_elect_controller(1)
+        assert (won.elected, won.controller_id, won.controller_epoch) == (True, 1, 1)
+        lost = b.try_elect_controller(2)
+        assert (lost.elected, lost.controller_id, lost.controller_epoch) == (False, 1, 1)
+        data, _ = b.zk.get("/controller")
+        assert zk_data.decode_controller(data).broker_id == 1
+        # The controller goes (its session ends): the next one bumps the epoch.
+        events = []
+        b.watch_controller(events.append)
+        a.close()
+        deadline = time.monotonic() + 10
+        while b.controller_id() != -1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b.controller_id() == -1
+        second = b.try_elect_controller(2)
+        assert (second.elected, second.controller_epoch) == (True, 2)
+        # A stale contender that read epoch 2's version cannot win: the znode
+        # version moved with the write.
+        _, version = b.controller_epoch()
+        b.zk.delete("/controller")
+        b.zk.set("/controller_epoch", zk_data.encode_controller_epoch(7), version=version)
+        third = b.try_elect_controller(3)
+        assert (third.elected, third.controller_epoch) == (True, 8)
+        assert events, "the controller watch never fired"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_unknown_host_fails_within_the_connection_timeout():
+    client = ZkClient(f"127.0.0.1:1/{uuid.uuid4().hex}", session_timeout_ms=2000, connection_timeout_ms=1000)
+    started = time.monotonic()
+    with pytest.raises(Exception):
+        client.connect()
+    assert time.monotonic() - started < 10
+    client.close()
