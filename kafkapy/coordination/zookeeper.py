@@ -22,10 +22,11 @@ Ownership: one client per process that needs ZooKeeper, used by one thread
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kafkapy.coordination import zk_data
@@ -85,6 +86,21 @@ class ZkClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def on_new_session(self, callback) -> None:
+        """Call ``callback()`` (from kazoo's thread) when a lost session was
+        replaced by a new one: its ephemeral znodes are gone and must be
+        created again."""
+        lost = threading.Event()
+
+        def listener(state):
+            if state == KazooState.LOST:
+                lost.set()
+            elif state == KazooState.CONNECTED and lost.is_set():
+                lost.clear()
+                callback()
+
+        self.zk.add_listener(listener)
 
     @property
     def session_id(self) -> int:

@@ -37,13 +37,9 @@ class Broker:
         self.log_manager = log_manager
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
         self.cluster_id = cluster_id
-        endpoint = config.advertised_listeners[0]
-        self.advertised_address = (endpoint.host or "127.0.0.1", endpoint.port)
-        endpoints = tuple(EndPoint(ep.host or "127.0.0.1", ep.port, ep.listener_name, ep.security_protocol)
-                          for ep in config.advertised_listeners)
-        self.store = EmbeddedMetadataStore(
-            config.log_dirs[0], table,
-            BrokerInfo(self.broker_id, *self.advertised_address, config["broker.rack"], endpoints))
+        info = local_broker_info(config, self.broker_id)
+        self.advertised_address = (info.host, info.port)
+        self.store = EmbeddedMetadataStore(config.log_dirs[0], table, info)
         self.metadata_cache = MetadataCache(config, self.store, self.broker_id)
         self.replica_manager = ReplicaManager(self.broker_id, log_manager, table, self.metadata,
                                               self.metadata_cache.log_config, wake_pipes)
@@ -63,6 +59,14 @@ class Broker:
     def close(self) -> None:
         """Let go of this process's handles (workers); files are left as they are."""
         self.replica_manager.close()
+
+
+def local_broker_info(config, broker_id: int) -> BrokerInfo:
+    """This broker as it registers itself: id, advertised endpoints, rack."""
+    endpoints = tuple(EndPoint(ep.host or "127.0.0.1", ep.port, ep.listener_name, ep.security_protocol)
+                      for ep in config.advertised_listeners)
+    first = endpoints[0]
+    return BrokerInfo(broker_id, first.host, first.port, config["broker.rack"], endpoints)
 
 
 def pid_path(log_dir: str) -> str:

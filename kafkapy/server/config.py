@@ -593,12 +593,14 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {key.name: key for key in _BROKER_KEYS}
 # nothing yet, and why. Setting one logs a warning at start-up; the README
 # lists them (a test keeps the two in step).
 _NO_CLUSTER = "single broker: ZooKeeper/cluster mode and replication are not implemented yet"
+_CLUSTER_MEMBERSHIP_ONLY = ("cluster mode in progress: the broker checks /cluster/id, registers and takes part "
+                            "in the controller election, but topics and replication stay its own")
 _NO_TXN = "transactions are not implemented yet"
 NOT_IN_EFFECT: dict[str, str] = {
-    "zookeeper.connect": _NO_CLUSTER,
+    "zookeeper.connect": _CLUSTER_MEMBERSHIP_ONLY,
     "zookeeper.max.in.flight.requests": _NO_CLUSTER,
-    "zookeeper.session.timeout.ms": _NO_CLUSTER,
-    "zookeeper.connection.timeout.ms": _NO_CLUSTER,
+    "zookeeper.session.timeout.ms": _CLUSTER_MEMBERSHIP_ONLY,
+    "zookeeper.connection.timeout.ms": _CLUSTER_MEMBERSHIP_ONLY,
     "num.replica.fetchers": _NO_CLUSTER,
     "num.replica.alter.log.dirs.threads": "one broker, replicas are never moved between log dirs",
     "replica.lag.time.max.ms": _NO_CLUSTER,

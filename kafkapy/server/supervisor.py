@@ -34,6 +34,7 @@ from kafkapy.server.reactor.acceptor import acceptor_main
 from kafkapy.server.reactor.channel import Arena, RequestQueue, ResponsePipe, WakePipe
 from kafkapy.server.reactor.processor import processor_main
 from kafkapy.server.reactor.worker import worker_main
+from kafkapy.storage.errors import InconsistentClusterId
 from kafkapy.storage.shared import SharedPartitionTable
 
 log = logging.getLogger("kafkapy.server")
@@ -101,7 +102,15 @@ class Supervisor:
 
         first_dir = config.log_dirs[0]
         self.table = SharedPartitionTable(TABLE_CAPACITY, os.path.join(first_dir, ".kafkapy-partition-locks"))
-        self.log_manager = LogManager(config.log_dirs, log_config_for(config, {}), config.broker_id)
+        cluster_id = self._zookeeper_cluster_id() if config["zookeeper.connect"] else None
+        try:
+            self.log_manager = LogManager(config.log_dirs, log_config_for(config, {}), config.broker_id,
+                                          cluster_id)
+        except InconsistentClusterId as exc:
+            # Kafka's InconsistentClusterIdException: this log dir was written
+            # by a broker of another cluster.
+            raise SystemExit(f"{exc}: the broker is trying to join the wrong cluster; the "
+                             f"configured zookeeper.connect may be wrong") from None
         self.store = EmbeddedMetadataStore(first_dir, self.table)
         started = time.monotonic()
         self._load_logs()
@@ -127,6 +136,12 @@ class Supervisor:
         self._spawn("group-coordinator", coordinator_main,
                     (self._worker_broker, self.channel, config))
         self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs]))
+        if config["zookeeper.connect"]:
+            from kafkapy.server.broker import local_broker_info
+            from kafkapy.server.controller_process import controller_main
+
+            self._spawn("controller", controller_main,
+                        (config, local_broker_info(config, self.broker.broker_id)))
         for s in listen:
             s.close()
         for a, b in pairs:
@@ -200,6 +215,22 @@ class Supervisor:
             for p in range(info.num_partitions):
                 partition = replica_manager.get_partition(name, p)
                 partition.make_leader(0, (self.broker.broker_id,))
+
+    def _zookeeper_cluster_id(self) -> str:
+        """``/cluster/id``, created now if this is the cluster's first broker
+        (Kafka's getOrGenerateClusterId at start-up); the session ends here,
+        the controller child opens the broker's own."""
+        from kafkapy.coordination.zookeeper import ZkClient
+        from kafkapy.storage.log_manager import new_cluster_id
+
+        config = self.config
+        try:
+            with ZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
+                          config["zookeeper.connection.timeout.ms"]) as client:
+                return client.get_or_create_cluster_id(new_cluster_id)
+        except Exception as exc:  # kazoo's timeouts and connection errors
+            raise SystemExit(f"cannot use ZooKeeper at zookeeper.connect={config['zookeeper.connect']}: "
+                             f"{type(exc).__name__}: {exc}") from None
 
     def _state_for_new_log(self):
         slot = self.table.allocate()
@@ -332,6 +363,12 @@ class Supervisor:
         workers += coordinators
         for p in workers:
             p.join(max(0.1, deadline - time.monotonic()))
+        # Last, the ZooKeeper session: its SIGTERM closes it, so the broker's
+        # registration (and a held /controller) go at once.
+        for p in procs:
+            if p.name == "controller" and p.is_alive():
+                p.terminate()
+                p.join(max(0.1, deadline - time.monotonic()))
         for p in procs:
             if p.is_alive():
                 log.error("%s (pid %d) did not stop in time; killing it", p.name, p.pid)

@@ -35,7 +35,7 @@ logger = logging.getLogger("kafkapy.storage")
 _SYNCFS_MIN_LOGS = 8
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     # Kafka's Uuid.randomUuid().toString(): base64url of 16 random bytes, no padding.
     return checkpoints.topic_id_to_str(uuid.uuid4().bytes)
 
@@ -79,7 +79,7 @@ class LogManager:
                 found_cluster = dir_cluster
         if cluster_id is not None and found_cluster is not None and cluster_id != found_cluster:
             raise InconsistentClusterId(f"log dirs belong to cluster {found_cluster}, not {cluster_id}")
-        cluster_id = cluster_id or found_cluster or _new_cluster_id()
+        cluster_id = cluster_id or found_cluster or new_cluster_id()
         for d in self.log_dirs:
             if checkpoints.read_meta_properties(d) is None:
                 checkpoints.write_meta_properties(d, self.broker_id, cluster_id, fsync=self._durable)

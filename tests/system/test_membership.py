@@ -1,0 +1,150 @@
+"""Cluster membership through a real ZooKeeper (issue 15, first step): three
+kafkapy brokers started through their real entry point with
+``zookeeper.connect`` check ``/cluster/id`` against their log dirs, register
+with Kafka's JSON and elect exactly one controller; the controller's SIGKILL
+moves the role with a higher epoch; a duplicate broker id and a log dir of
+another cluster are refused; a SIGTERMed broker leaves at once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kafkapy.coordination import zk_data
+from support.broker import BrokerProcess, BrokerStartError
+from support.zookeeper import zookeeper  # noqa: F401
+
+SESSION_MS = 4000  # a killed broker's registration goes after this
+
+
+def _props(zk, chroot, broker_id):
+    return {"zookeeper.connect": zk.connect_string(chroot), "broker.id": broker_id,
+            "zookeeper.session.timeout.ms": SESSION_MS}
+
+
+def _wait(predicate, timeout_s=20.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:  # bounded by the deadline
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _registered(zk_client):
+    return {int(c) for c in zk_client.get_children("/brokers/ids")}
+
+
+def _controller(zk_client):
+    try:
+        data, _ = zk_client.get("/controller")
+    except Exception:
+        return None
+    return zk_data.decode_controller(data).broker_id
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path):  # noqa: F811
+    brokers = [BrokerProcess(tmp_path / f"b{i}", _props(zookeeper, "/m1", i)) for i in (1, 2, 3)]
+    client = zookeeper.client("/m1")
+    try:
+        for b in brokers:
+            b.start()
+        yield brokers, client
+    finally:
+        for b in brokers:
+            b.close()
+        client.stop()
+        client.close()
+
+
+def test_three_brokers_register_and_elect_one_controller(cluster):
+    brokers, zk = cluster
+    _wait(lambda: _registered(zk) == {1, 2, 3}, what="three registrations")
+    for b, broker_id in zip(brokers, (1, 2, 3)):
+        data, stat = zk.get(f"/brokers/ids/{broker_id}")
+        reg = zk_data.decode_broker_registration(broker_id, data)
+        assert (reg.broker.host, reg.broker.port) == ("127.0.0.1", b.port) and stat.ephemeralOwner
+    cluster_id = zk_data.decode_cluster_id(zk.get("/cluster/id")[0])
+    for b in brokers:
+        meta = (b.log_dirs[0] / "meta.properties").read_text()
+        assert f"cluster.id={cluster_id}" in meta
+    controller = _wait(lambda: _controller(zk), what="a controller")
+    assert controller in (1, 2, 3)
+    epoch = zk_data.decode_controller_epoch(zk.get("/controller_epoch")[0])
+    assert epoch >= 1
+    # The controller's SIGKILL: after its session times out another broker
+    # takes the role, with a higher epoch.
+    brokers[controller - 1].kill()
+    new = _wait(lambda: (c := _controller(zk)) not in (None, controller) and c, timeout_s=SESSION_MS / 1000 + 15,
+                what="a new controller")
+    assert new != controller
+    assert zk_data.decode_controller_epoch(zk.get("/controller_epoch")[0]) > epoch
+    assert _wait(lambda: _registered(zk) == {1, 2, 3} - {controller}, what="the registration to go")
+    # The killed broker restarts and registers again.
+    brokers[controller - 1].start()
+    _wait(lambda: _registered(zk) == {1, 2, 3}, what="the restarted broker")
+    # SIGTERM closes the session: the registration goes at once, not after the timeout.
+    survivor = next(b for i, b in enumerate(brokers, 1) if i != new)
+    survivor_id = brokers.index(survivor) + 1
+    assert survivor.stop() == 0
+    _wait(lambda: survivor_id not in _registered(zk), timeout_s=3, what="a prompt deregistration")
+
+
+def test_duplicate_broker_id_is_refused(zookeeper, tmp_path):  # noqa: F811
+    first = BrokerProcess(tmp_path / "a", _props(zookeeper, "/m2", 7))
+    second = BrokerProcess(tmp_path / "b", _props(zookeeper, "/m2", 7))
+    try:
+        first.start()
+        try:
+            second.start()
+        except BrokerStartError:
+            pass
+        code = _wait(lambda: second.proc.poll() is not None and [second.proc.returncode],
+                     what="the duplicate to exit")[0]
+        assert code != 0
+        assert "broker id 7 is already registered" in second.log_text()
+        assert first.running
+    finally:
+        first.close()
+        second.close()
+
+
+def test_log_dir_of_another_cluster_is_refused(zookeeper, tmp_path):  # noqa: F811
+    standalone = BrokerProcess(tmp_path / "x", {"broker.id": 5})
+    standalone.start()
+    assert standalone.stop() == 0
+    old = (standalone.log_dirs[0] / "meta.properties").read_text()
+    stored = next(line.split("=", 1)[1] for line in old.splitlines() if line.startswith("cluster.id="))
+    joining = BrokerProcess(tmp_path / "x", _props(zookeeper, "/m3", 5), port=standalone.port)
+    try:
+        with pytest.raises(BrokerStartError):
+            joining.start()
+        log = joining.log_text()
+        client = zookeeper.client("/m3")
+        try:
+            zk_id = zk_data.decode_cluster_id(client.get("/cluster/id")[0])
+        finally:
+            client.stop()
+            client.close()
+        assert stored in log and zk_id in log and "wrong cluster" in log
+    finally:
+        joining.close()
+
+
+def test_unreachable_zookeeper_stops_start_up_with_a_message(tmp_path):
+    from support.broker import free_port
+
+    port = free_port()  # nothing listens there
+    broker = BrokerProcess(tmp_path / "z", {"zookeeper.connect": f"127.0.0.1:{port}/kp",
+                                            "zookeeper.connection.timeout.ms": 2000})
+    try:
+        with pytest.raises(BrokerStartError):
+            broker.start()
+        assert broker.proc.returncode not in (None, 0)
+        assert f"cannot use ZooKeeper at zookeeper.connect=127.0.0.1:{port}/kp" in broker.log_text()
+        assert "Traceback" not in broker.log_text()
+    finally:
+        broker.close()
