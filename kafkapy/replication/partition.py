@@ -3,10 +3,16 @@
 Owned by one process's ``ReplicaManager`` and never shared between
 processes: what the processes must agree on lives in the ``Log``'s shared
 slot (log end offset, high watermark, log start offset, leader epoch) and in
-the files. A ``Partition`` adds the replica's place in the partition: the
-leader, the leader epoch and the in-sync replica set (ISR). With one broker
-this broker leads every partition at epoch 0 and the ISR is {this broker};
-cluster mode will set them from the controller's LeaderAndIsr decisions.
+the files. The replica's place in the partition lives there too, so every
+worker sees it (storage.shared's docstring): the leader, the leader and
+partition epochs, the replicas with the follower state the leader keeps
+(log end offset, last caught-up time) and the in-sync replica set (ISR).
+``make_leader``/``make_follower`` write it; the properties read it from the
+slot every time (no per-process cache to invalidate). With one broker this
+broker leads every partition at epoch 0 with ISR = replicas = {this broker}
+(a slot with no role yet gets that on first use unless ``assume_leader`` is
+False); cluster mode will set them from the controller's LeaderAndIsr
+decisions and drive ``update_follower_fetch_state`` from follower fetches.
 
 Every method takes the partition lock itself (the slot's ``lockf`` lock,
 re-entrant within a process), so no handler locks a partition or calls its
@@ -23,12 +29,14 @@ moves; that is an invariant of the log, not a replication decision.
 
 from __future__ import annotations
 
+import time
 from operator import attrgetter
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.storage.errors import OffsetOutOfRange, RecordError
 from kafkapy.storage.log import FetchData
 from kafkapy.storage.producer_state import ProducerStateError
+from kafkapy.storage.shared import MAX_REPLICAS, REPLICA_WORDS
 
 # Kafka's special ListOffsets timestamps.
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3
@@ -36,11 +44,16 @@ NOTHING_READ = FetchData((), 0)  # what a caught-up consumer reads
 LONG_MAX = 2**63 - 1
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class Partition:
     __slots__ = ("topic", "partition_id", "topic_id", "log", "slot", "state", "local_broker_id",
-                 "leader_id", "leader_epoch", "isr", "remote_log_end_offsets", "high_watermark_limit")
+                 "remote_log_end_offsets")
 
-    def __init__(self, topic: str, partition_id: int, topic_id, log, slot: int, local_broker_id: int):
+    def __init__(self, topic: str, partition_id: int, topic_id, log, slot: int, local_broker_id: int,
+                 assume_leader: bool = True):
         self.topic = topic
         self.partition_id = partition_id
         self.topic_id = topic_id
@@ -48,54 +61,259 @@ class Partition:
         self.slot = slot  # index of the log's shared-table slot (what delayed operations watch)
         self.state = log.state
         self.local_broker_id = local_broker_id
-        # The one broker leads every partition at epoch 0 (see module docstring).
-        self.leader_id = local_broker_id
-        self.leader_epoch = 0
-        self.isr = frozenset((local_broker_id,))
-        # Log end offsets of the other replicas, as their fetches report them
-        # (none yet: one broker), and the smallest over the other ISR members,
-        # which bounds the high watermark (LONG_MAX: the ISR is this broker).
+        # Log end offsets to seed followers with at the next make_leader (or
+        # push with _update_high_watermark_limit): an in-process hook; the
+        # followers' state itself lives in the slot's replica block.
         self.remote_log_end_offsets: dict[int, int] = {}
-        self.high_watermark_limit = LONG_MAX
+        if assume_leader and self.state.replica_count == 0:
+            # No role in the slot yet: the one broker leads at epoch 0 with
+            # ISR = replicas = {this broker} (cluster mode passes False and
+            # waits for LeaderAndIsr).
+            with self.state.lock():
+                if self.state.replica_count == 0:
+                    self._write_role(local_broker_id, 0, 0, (local_broker_id,), (local_broker_id,), 0)
 
     # -- state ---------------------------------------------------------------------
     # The shared slot's fields (what every process sees), read through attrgetter (C).
     high_watermark = property(attrgetter("state.high_watermark"))
     log_start_offset = property(attrgetter("state.log_start_offset"))
     log_end_offset = property(attrgetter("state.log_end_offset"))
+    # The role (shared.py's module docstring), read from the slot every time.
+    leader_id = property(attrgetter("state.leader_id"))
+    leader_epoch = property(attrgetter("state.current_leader_epoch"))
+    partition_epoch = property(attrgetter("state.partition_epoch"))
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.leader_id == self.local_broker_id
+
+    @property
+    def replicas(self) -> tuple:
+        """The assigned replicas' broker ids, in the assignment's order."""
+        state = self.state
+        with state.lock():
+            count = state.replica_count
+            block = state.replica_block()
+        return block[0:count * REPLICA_WORDS:REPLICA_WORDS]
+
+    @property
+    def isr(self) -> frozenset:
+        state = self.state
+        with state.lock():
+            count, mask = state.replica_count, state.isr_mask
+            block = state.replica_block()
+        return frozenset(block[r * REPLICA_WORDS] for r in range(count) if mask >> r & 1)
+
+    def replica_states(self) -> dict:
+        """``{broker id: (log_end_offset, last_caught_up_ms,
+        last_fetch_leader_log_end_offset, last_fetch_ms)}`` of every replica
+        (the leader's own entry is unused: its log end offset is the log's)."""
+        with self.state.lock():
+            block = self.state.replica_block()
+            count = self.state.replica_count
+        return {block[r * REPLICA_WORDS]: block[r * REPLICA_WORDS + 1:(r + 1) * REPLICA_WORDS]
+                for r in range(count)}
 
     def lock(self):
         """Hold the partition still (its slot lock, re-entrant in this
         process): for a caller reading the file regions a read returned."""
         return self.log.lock()
 
-    def make_leader(self, leader_epoch: int, isr) -> None:
+    def _write_role(self, leader_id, leader_epoch, partition_epoch, replicas, isr, now_ms,
+                    keep=None) -> None:
+        """Write the role words and the replica block (caller holds the lock).
+        ``keep``: ``{broker id: replica words}`` carried over; a replica new
+        here starts unknown (log end offset -1), caught up at ``now_ms`` if in
+        the ISR (Kafka's ``resetReplicaState`` on becoming leader)."""
+        if len(replicas) > MAX_REPLICAS:
+            raise ValueError(f"at most {MAX_REPLICAS} replicas, got {len(replicas)}")
+        isr = frozenset(isr)
+        state = self.state
+        mask = 0
+        seeds = self.remote_log_end_offsets
+        for r, broker in enumerate(replicas):
+            if broker in isr:
+                mask |= 1 << r
+            if keep is not None and broker in keep:
+                words = keep[broker]
+            else:
+                words = (broker, seeds.get(broker, -1), now_ms if broker in isr else 0, -1, 0)
+            state.store_replica(r, words)
+        state.leader_id = leader_id
+        state.current_leader_epoch = leader_epoch
+        state.partition_epoch = partition_epoch
+        state.isr_mask = mask
+        state.replica_count = len(replicas)
+
+    def make_leader(self, leader_epoch: int, isr, replicas=None, partition_epoch: int = 0,
+                    now_ms: int | None = None) -> None:
         """Kafka's ``makeLeader``: lead at ``leader_epoch`` (recorded in the
-        leader-epoch checkpoint at the log end offset) with ``isr``; with the
-        ISR this broker alone its whole log is committed at once."""
-        self.leader_id = self.local_broker_id
-        self.leader_epoch = leader_epoch
-        self.isr = frozenset(isr)
-        self._update_high_watermark_limit()
-        self.log.become_leader(leader_epoch)
-        with self.log.lock():
+        leader-epoch checkpoint at the log end offset) with ``isr`` over
+        ``replicas`` (default: the ISR); followers start with an unknown log
+        end offset, ISR members caught up now. With the ISR this broker
+        alone its whole log is committed at once."""
+        if replicas is None:
+            replicas = tuple(isr)
+        now_ms = _now_ms() if now_ms is None else now_ms
+        with self.state.lock():
+            self._write_role(self.local_broker_id, leader_epoch, partition_epoch, tuple(replicas), isr,
+                             now_ms)
+            self.log.become_leader(leader_epoch)
             self.maybe_increment_high_watermark()
 
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas, partition_epoch: int) -> None:
+        """Kafka's ``makeFollower``: ``leader_id`` leads at ``leader_epoch``;
+        a follower keeps no ISR or follower state (the ISR mask is cleared)."""
+        with self.state.lock():
+            self._write_role(leader_id, leader_epoch, partition_epoch, tuple(replicas), (), 0)
+
     def _update_high_watermark_limit(self) -> None:
-        others = [self.remote_log_end_offsets.get(b, 0) for b in self.isr if b != self.local_broker_id]
-        self.high_watermark_limit = min(others) if others else LONG_MAX
+        """Push ``remote_log_end_offsets`` into the replica block (a test and
+        migration hook; followers' fetches use update_follower_fetch_state)."""
+        state = self.state
+        with state.lock():
+            block = state.replica_block()
+            for r in range(state.replica_count):
+                first = r * REPLICA_WORDS
+                leo = self.remote_log_end_offsets.get(block[first])
+                if leo is not None:
+                    state.store_replica(r, (block[first], leo) + block[first + 2:first + REPLICA_WORDS])
+
+    @property
+    def high_watermark_limit(self) -> int:
+        """The smallest log end offset over the ISR's other members
+        (LONG_MAX: the ISR is this broker alone); the append passes it to
+        ``Log.append_as_leader`` so the high watermark moves in its store."""
+        state = self.state
+        if state.replica_count <= 1:
+            return LONG_MAX
+        mask = state.isr_mask
+        block = state.replica_block()
+        local = self.local_broker_id
+        limit = LONG_MAX
+        for r in range(state.replica_count):
+            if mask >> r & 1:
+                broker, leo = block[r * REPLICA_WORDS], block[r * REPLICA_WORDS + 1]
+                if broker != local and leo < limit:
+                    limit = leo
+        return limit
 
     def maybe_increment_high_watermark(self) -> bool:
         """Kafka's ``maybeIncrementLeaderHW``: move the high watermark up to
-        the smallest log end offset over the ISR; the caller holds the
-        partition lock. True if it moved. (An append applies the same rule in
-        its own slot store: ``high_watermark_limit``.)"""
+        the smallest log end offset over the ISR (the leader's own
+        included), never down; the caller holds the partition lock. True if
+        it moved."""
         state = self.state
         new_high_watermark = min(state.log_end_offset, self.high_watermark_limit)
         if new_high_watermark > state.high_watermark:
             state.high_watermark = new_high_watermark
             return True
         return False
+
+    # -- the leader's follower bookkeeping ------------------------------------------
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """Kafka's ``updateFollowerFetchState``: a follower fetched at
+        ``fetch_offset``, so its log end offset is that; it is caught up
+        (``last_caught_up_ms`` = the time of the previous fetch, or now when
+        it reached the current log end offset) when ``fetch_offset`` reached
+        the leader's log end offset at its previous fetch
+        (``lastFetchLeaderLogEndOffset``). Then the high watermark may move
+        (returned: True if it did). False for a replica not assigned here."""
+        state = self.state
+        with state.lock():
+            position = self._position(replica_id)
+            if position < 0:
+                return False
+            _, _, caught_up, last_fetch_leo, last_fetch_ms = state.replica_block()[
+                position * REPLICA_WORDS:(position + 1) * REPLICA_WORDS]
+            leader_leo = state.log_end_offset
+            if fetch_offset >= leader_leo:
+                caught_up = max(caught_up, now_ms)
+            elif fetch_offset >= last_fetch_leo >= 0:
+                caught_up = max(caught_up, last_fetch_ms)
+            state.store_replica(position, (replica_id, fetch_offset, caught_up, leader_leo, now_ms))
+            return self.maybe_increment_high_watermark()
+
+    def _position(self, replica_id: int) -> int:
+        state = self.state
+        block = state.replica_block()
+        for r in range(state.replica_count):
+            if block[r * REPLICA_WORDS] == replica_id:
+                return r
+        return -1
+
+    def get_out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> frozenset:
+        """Kafka's ``getOutOfSyncReplicas``: the ISR's followers not caught up
+        for more than ``max_lag_ms`` (``replica.lag.time.max.ms``); what an
+        AlterPartition shrinking the ISR would remove."""
+        state = self.state
+        with state.lock():
+            mask, count = state.isr_mask, state.replica_count
+            block = state.replica_block()
+        local = self.local_broker_id
+        out = set()
+        for r in range(count):
+            broker, _leo, caught_up = block[r * REPLICA_WORDS:r * REPLICA_WORDS + 3]
+            if mask >> r & 1 and broker != local and now_ms - caught_up > max_lag_ms:
+                out.add(broker)
+        return frozenset(out)
+
+    def maybe_expand_isr_candidates(self) -> frozenset:
+        """Kafka's ``maybeExpandIsr`` decision: replicas outside the ISR whose
+        log end offset reached the high watermark (and the leader's epoch
+        start, i.e. they fetched in this epoch); what an AlterPartition
+        expanding the ISR would add."""
+        state = self.state
+        with state.lock():
+            mask, count = state.isr_mask, state.replica_count
+            block = state.replica_block()
+            high_watermark = state.high_watermark
+            epoch_start = self._leader_epoch_start_offset()
+        out = set()
+        for r in range(count):
+            broker, leo = block[r * REPLICA_WORDS:r * REPLICA_WORDS + 2]
+            if not mask >> r & 1 and leo >= 0 and leo >= high_watermark and leo >= epoch_start:
+                out.add(broker)
+        return frozenset(out)
+
+    def _leader_epoch_start_offset(self) -> int:
+        entries = self.log.leader_epoch_entries()
+        epoch = self.state.current_leader_epoch
+        for e, start in reversed(entries):
+            if e == epoch:
+                return start
+        return 0
+
+    def check_enough_replicas_reach_offset(self, required_offset: int):
+        """Kafka's ``checkEnoughReplicasReachOffset`` for DelayedProduce:
+        ``(done, error_code)``: done with NONE once the high watermark passed
+        ``required_offset`` and the ISR is at least ``min.insync.replicas``,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when it is smaller; not done
+        (NONE) while waiting; NOT_LEADER_OR_FOLLOWER when no longer leader."""
+        state = self.state
+        if not self.is_leader:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if state.high_watermark >= required_offset:
+            if bin(state.isr_mask).count("1") >= self.log.config.min_insync_replicas:
+                return True, ErrorCode.NONE
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, ErrorCode.NONE
+
+    def check_leader(self, current_leader_epoch: int = -1) -> int:
+        """The error a request to the leader answers for this partition:
+        NOT_LEADER_OR_FOLLOWER when this broker does not lead it,
+        FENCED_LEADER_EPOCH when the request's epoch is older,
+        UNKNOWN_LEADER_EPOCH when newer; NONE (-1: no epoch check)."""
+        state = self.state
+        if state.leader_id != self.local_broker_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch != -1:
+            epoch = state.current_leader_epoch
+            if current_leader_epoch < epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH
+            if current_leader_epoch > epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.NONE
 
     # -- produce -------------------------------------------------------------------
     def append_records_to_leader(self, records, acks: int):
@@ -108,16 +326,22 @@ class Partition:
         log = self.log
         if records is None or len(records) == 0:
             return ErrorCode.CORRUPT_MESSAGE, None, "Produce request has no records"
-        if acks == -1 and len(self.isr) < log.config.min_insync_replicas:
+        state = self.state
+        if state.leader_id != self.local_broker_id:
+            return (ErrorCode.NOT_LEADER_OR_FOLLOWER, None,
+                    f"Leader not local for partition {self.topic}-{self.partition_id} on broker "
+                    f"{self.local_broker_id}")
+        if acks == -1 and bin(state.isr_mask).count("1") < log.config.min_insync_replicas:
             isr = ",".join(map(str, sorted(self.isr)))
             return (ErrorCode.NOT_ENOUGH_REPLICAS, None,
                     f"The size of the current ISR Set({isr}) is insufficient to satisfy "
                     f"the min.isr requirement of {log.config.min_insync_replicas} for partition "
                     f"{self.topic}-{self.partition_id}")
         try:
-            with self.state.lock():
+            with state.lock():
                 # The high watermark moves in the append's own slot store.
-                result = log.append_as_leader(records, self.leader_epoch, self.high_watermark_limit)
+                limit = LONG_MAX if state.replica_count <= 1 else self.high_watermark_limit
+                result = log.append_as_leader(records, state.current_leader_epoch, limit)
         except RecordError as exc:
             return exc.error_code, None, str(exc)
         except ProducerStateError as exc:
@@ -149,6 +373,26 @@ class Partition:
             log_start_offset = state.log_start_offset
             try:
                 data = log.read(fetch_offset, max_bytes, high_watermark, min_one_batch)
+            except OffsetOutOfRange:
+                data = None
+        return data, high_watermark, log_start_offset
+
+    def fetch_records_for_follower(self, replica_id: int, fetch_offset: int, max_bytes: int,
+                                   min_one_batch: bool, now_ms: int):
+        """A follower's fetch (Kafka's fetch with replica_id >= 0): record its
+        fetch state (``update_follower_fetch_state``), then read up to the log
+        end offset; the same ``(FetchData or None, high_watermark,
+        log_start_offset)`` as ``fetch_records``."""
+        log = self.log
+        state = self.state
+        with log.lock():
+            self.update_follower_fetch_state(replica_id, fetch_offset, now_ms)
+            high_watermark = state.high_watermark
+            log_start_offset = state.log_start_offset
+            if fetch_offset == state.log_end_offset:
+                return NOTHING_READ, high_watermark, log_start_offset
+            try:
+                data = log.read(fetch_offset, max_bytes, None, min_one_batch)
             except OffsetOutOfRange:
                 data = None
         return data, high_watermark, log_start_offset

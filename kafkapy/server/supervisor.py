@@ -214,7 +214,8 @@ class Supervisor:
         for name, info in md.topics.items():
             for p in range(info.num_partitions):
                 partition = replica_manager.get_partition(name, p)
-                partition.make_leader(0, (self.broker.broker_id,))
+                me = (self.broker.broker_id,)
+                partition.make_leader(0, me, me, 0)  # ISR = replicas = [this broker]
 
     def _zookeeper_cluster_id(self) -> str:
         """``/cluster/id``, created now if this is the cluster's first broker

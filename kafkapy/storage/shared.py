@@ -12,10 +12,12 @@ this machine nor outlives the broker, so no portable format is needed)::
              32 x (56-byte NUL-padded name, int64 value)   named counters
     slots    capacity x STRIDE int64, slot 0 first, each 64-byte aligned
              [0] used flag (0 free, 1 allocated)
-             [1 + i] PartitionState.FIELDS[i]
-             [20, 21] topic id of the partition the slot holds (big-endian
+             [1 + i] PartitionState.FIELDS[i] (i < 24)
+             [25, 26] topic id of the partition the slot holds (big-endian
                       bytes 0-7, 8-15 as int64; 0/0: a slot allocated unclaimed)
-             [22] partition
+             [27] partition
+             [28 + 5 r + j] replica r's PartitionState.REPLICA_FIELDS[j]
+                      (r < MAX_REPLICAS = 8; j < 5), then 4 spare words
     slot map INDEX_SIZE x int32 (power of two >= 2 x capacity): open-addressing
              hash index over the claimed slots, linear probing from
              hash((topic_id_high, topic_id_low, partition)); 0 empty, else
@@ -47,6 +49,25 @@ forever).  Two pitfalls of record locks shape this module:
   thread's ``lockf`` simply succeeds).  So ``lock()`` also takes a per-process
   ``threading.RLock`` for the slot before the record lock.
 
+The partition's role (``replication.Partition`` writes it under the slot
+lock: Kafka's makeLeader/makeFollower and the leader's follower bookkeeping;
+every worker reads it, since it decides NOT_LEADER_OR_FOLLOWER on every
+request) is the last five ``FIELDS`` words and the replica block:
+
+* ``leader_id`` (-1: none), ``current_leader_epoch`` (the partition's leader
+  epoch as the controller set it; -1: never set; the log's own
+  ``leader_epoch`` word is the latest epoch of its leader-epoch checkpoint,
+  which on a follower trails it), ``partition_epoch`` (-1: never set),
+  ``replica_count`` (0: no role assigned yet), ``isr_mask`` (bit r set: the
+  replica at position r is in the ISR).
+* the replica block: for each position r < ``replica_count``, in the
+  assignment's order, ``REPLICA_FIELDS`` = (replica_id, log_end_offset,
+  last_caught_up_ms, last_fetch_leader_log_end_offset, last_fetch_ms): the
+  follower state the leader keeps (Kafka's ``ReplicaState``), read and
+  written whole per replica or per block (``replica_block``,
+  ``store_replica``), so it is not part of ``snapshot()``, which the append
+  reads: 40 more words there cost ~0.14 us an append.
+
 Ownership: the mapping is owned by the supervisor and shared by every process
 forked from it; a slot's fields are guarded by that slot's lock, the header
 (free-slot search, counter names, counter updates), the used flags, the slot
@@ -70,6 +91,7 @@ from contextlib import contextmanager
 
 __all__ = [
     "FIELD",
+    "MAX_REPLICAS",
     "PartitionState",
     "LocalPartitionState",
     "SharedPartitionState",
@@ -122,13 +144,29 @@ class PartitionState:
         # the partition with the same id need not read the file again.
         "topic_id_high",
         "topic_id_low",
+        # The partition's role (module docstring), written by Partition.
+        "leader_id",
+        "current_leader_epoch",
+        "partition_epoch",
+        "replica_count",
+        "isr_mask",
+    )
+
+    # One replica's words in the replica block (module docstring).
+    REPLICA_FIELDS = (
+        "replica_id",
+        "log_end_offset",
+        "last_caught_up_ms",
+        "last_fetch_leader_log_end_offset",
+        "last_fetch_ms",
     )
 
     # -1 is Kafka's "none" for timestamps (RecordBatch.NO_TIMESTAMP), for the
     # offset of the max timestamp of an empty segment and for an unknown
-    # leader epoch; every other field starts at 0.
+    # leader epoch, leader id and partition epoch; every other field starts
+    # at 0 (the replica block too: no replica until ``replica_count`` says so).
     DEFAULTS = {
-        name: (-1 if name.endswith("_timestamp") or name == "leader_epoch" else 0)
+        name: (-1 if name.endswith(("_timestamp", "_epoch")) or name == "leader_id" else 0)
         for name in FIELDS
     }
 
@@ -141,6 +179,15 @@ class PartitionState:
         """Set every field to its default (caller holds the lock)."""
         for name, value in self.DEFAULTS.items():
             setattr(self, name, value)
+
+    def replica_block(self) -> tuple:
+        """The replica block, ``MAX_REPLICAS x len(REPLICA_FIELDS)`` words
+        (caller holds the lock for a consistent read)."""
+        raise NotImplementedError
+
+    def store_replica(self, position: int, values) -> None:
+        """Set replica ``position``'s ``REPLICA_FIELDS`` (caller holds the lock)."""
+        raise NotImplementedError
 
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.FIELDS}
@@ -163,6 +210,9 @@ class PartitionState:
 
 # Position of each field in ``PartitionState.snapshot()`` / ``store``.
 FIELD = {name: i for i, name in enumerate(PartitionState.FIELDS)}
+MAX_REPLICAS = 8  # replicas a partition may have (isr_mask has a bit each)
+REPLICA_WORDS = len(PartitionState.REPLICA_FIELDS)
+REPLICA_BLOCK_WORDS = MAX_REPLICAS * REPLICA_WORDS
 
 
 class LocalPartitionState(PartitionState):
@@ -171,10 +221,11 @@ class LocalPartitionState(PartitionState):
     Owned by the process that made it; the lock only excludes its threads.
     """
 
-    __slots__ = PartitionState.FIELDS + ("_lock",)
+    __slots__ = PartitionState.FIELDS + ("_lock", "_replicas")
 
     def __init__(self, **fields):
         self._lock = threading.RLock()
+        self._replicas = [0] * REPLICA_BLOCK_WORDS
         for name, value in self.DEFAULTS.items():
             setattr(self, name, value)
         for name, value in fields.items():
@@ -186,6 +237,13 @@ class LocalPartitionState(PartitionState):
         if timeout_s is None:
             return self._lock
         return _timed_rlock(self._lock, timeout_s)
+
+    def replica_block(self) -> tuple:
+        return tuple(self._replicas)
+
+    def store_replica(self, position: int, values) -> None:
+        first = position * REPLICA_WORDS
+        self._replicas[first:first + REPLICA_WORDS] = values
 
 
 @contextmanager
@@ -212,25 +270,28 @@ _SLOTS_OFFSET = 2048 + 64  # 16 + 32 * 64 = 2064 bytes of header, rounded up to 
 assert _SLOTS_OFFSET >= _COUNTERS_OFFSET + MAX_COUNTERS * _COUNTER_ENTRY_BYTES
 assert _SLOTS_OFFSET % 64 == 0
 
-# A slot is the used flag plus 19 fields = 20 words (160 bytes), padded to 24
-# words (192 bytes = 3 cache lines) so that slots start on a 64-byte boundary
-# and no two partitions share a cache line: workers appending to different
-# partitions then never bounce one line between cores (false sharing).  The
-# 4 spare words also leave room for new fields without changing the stride.
+# A slot is the used flag, 24 fields, the 3-word key and the 40-word replica
+# block = 68 words, padded to 72 words (576 bytes = 9 cache lines; 192 bytes
+# = 24 words before the replica role) so that slots start on a 64-byte
+# boundary and no two partitions share a cache line: workers appending to
+# different partitions then never bounce one line between cores (false
+# sharing).  The append's words (1-11) share the slot's first line; the 4
+# spare words leave room for new fields without changing the stride.
 _USED = 0
-STRIDE_WORDS = 24
+STRIDE_WORDS = 72
 SLOT_BYTES = STRIDE_WORDS * _WORD
 assert 1 + len(PartitionState.FIELDS) <= STRIDE_WORDS
 # The slot map key (module docstring): the last spare words of the slot.
 _KEY_HIGH = 1 + len(PartitionState.FIELDS)
 _KEY_LOW = _KEY_HIGH + 1
 _KEY_PARTITION = _KEY_HIGH + 2
-assert _KEY_PARTITION < STRIDE_WORDS
+_REPLICAS = _KEY_PARTITION + 1
+assert _REPLICAS + REPLICA_BLOCK_WORDS <= STRIDE_WORDS
 _INDEX_ENTRY_BYTES = 4  # int32: slot index + 1 (capacity < 2**31)
 
-# 100_000 slots x 192 bytes = 19.2 MB of address space.  An anonymous mapping
-# is backed lazily, page by page (4 KiB = 21 slots), so resident memory grows
-# with the slots actually used: 1_000 partitions touch about 200 KB.  The slot
+# 100_000 slots x 576 bytes = 57.6 MB of address space.  An anonymous mapping
+# is backed lazily, page by page (4 KiB = 7 slots), so resident memory grows
+# with the slots actually used: 1_000 partitions touch about 580 KB.  The slot
 # map index adds 262_144 x 4 bytes = 1 MiB, touched at random: up to 1 MiB
 # resident from ~1_000 claimed partitions on.
 DEFAULT_CAPACITY = 100_000
@@ -274,12 +335,19 @@ class SharedPartitionState(PartitionState):
         self._lock_of = None
 
     def snapshot(self) -> tuple:
-        # One unpack of the slot's 19 words costs ~0.2 us, against ~85 ns
+        # One unpack of the slot's 24 words costs ~0.2 us, against ~85 ns
         # per field through the properties (~1.6 us for all of them).
         return _SLOT_FIELDS.unpack_from(self._table._mmap, (self._base + 1) * _WORD)
 
     def store(self, first: int, values) -> None:
         _SLOT_STRUCTS[len(values)].pack_into(self._table._mmap, (self._base + 1 + first) * _WORD, *values)
+
+    def replica_block(self) -> tuple:
+        return _REPLICA_BLOCK.unpack_from(self._table._mmap, (self._base + _REPLICAS) * _WORD)
+
+    def store_replica(self, position: int, values) -> None:
+        _REPLICA_RECORD.pack_into(self._table._mmap,
+                                  (self._base + _REPLICAS + position * REPLICA_WORDS) * _WORD, *values)
 
     def lock(self, timeout_s: float | None = None):
         # Uncontended enter + exit costs about 1.5 us here (two fcntl calls
@@ -297,6 +365,8 @@ class SharedPartitionState(PartitionState):
 # Native int64 words, like the 'q' view (the mapping never leaves this machine).
 _SLOT_FIELDS = struct.Struct(f"={len(PartitionState.FIELDS)}q")
 _SLOT_STRUCTS = [struct.Struct(f"={n}q") for n in range(len(PartitionState.FIELDS) + 1)]
+_REPLICA_BLOCK = struct.Struct(f"={REPLICA_BLOCK_WORDS}q")
+_REPLICA_RECORD = struct.Struct(f"={REPLICA_WORDS}q")
 
 
 for _i, _name in enumerate(PartitionState.FIELDS):

@@ -8,7 +8,8 @@ Contract, per partition (Kafka's ReplicaManager.deleteRecords):
   are no longer readable at once (Fetch from below -> OFFSET_OUT_OF_RANGE,
   ListOffsets EARLIEST -> the new start); segments wholly below it are
   deleted by the next retention pass, as in Kafka.
-- Unknown partition -> UNKNOWN_TOPIC_OR_PARTITION (3), low_watermark -1.
+- Unknown partition -> UNKNOWN_TOPIC_OR_PARTITION (3), low_watermark -1;
+  not led here -> NOT_LEADER_OR_FOLLOWER (6) (``Partition.check_leader``).
 - With one replica the high watermark is the log end offset, so the request
   never waits for followers: ``timeout`` is not needed.
 """
@@ -28,6 +29,8 @@ def handle(ctx, request):
             partition = get_partition(topic.name, p.partition_index)
             if partition is None:
                 code, low_watermark = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+            elif code := partition.check_leader(-1):
+                low_watermark = -1
             else:
                 code, low_watermark = partition.delete_records_on_leader(p.offset)
             partitions.append({"partition_index": p.partition_index, "low_watermark": low_watermark,

@@ -16,7 +16,14 @@ Contract:
   watching each partition's high watermark for a value past the one read; its
   processor parks it and runs the fetch again when an append moves a watched
   high watermark or the deadline passes. Any partition error answers at once.
-- Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3).
+- Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3),
+  and ``Partition.check_leader``'s NOT_LEADER_OR_FOLLOWER (6) /
+  FENCED_LEADER_EPOCH (74) / UNKNOWN_LEADER_EPOCH (75) against
+  ``current_leader_epoch`` (v9+; -1 = no check). Standalone they never occur.
+- A follower's fetch (replica_id >= 0, Kafka's replica fetcher) goes to the
+  leader too: it records the follower's fetch state (which may move the high
+  watermark) and reads up to the log end offset; parked, it waits for the
+  log end offset to pass its fetch offset.
 - Fetch sessions (KIP-227, v7+): kafkapy creates none. A request for a new
   session (epoch 0) gets session id 0, which tells the client to keep sending
   full fetches; a request in an existing session gets
@@ -34,6 +41,7 @@ from kafkapy.server.handlers import _plan
 API_KEY = 1
 READ_COMMITTED = 1
 HIGH_WATERMARK = "high_watermark"
+LOG_END_OFFSET = "log_end_offset"  # what a follower's DelayedFetch waits on
 
 
 @cache
@@ -79,20 +87,29 @@ def handle(ctx, request):
     total = 0
     failed = False
     watch = {}  # slot -> (field, value): what a DelayedFetch waits for
+    has_epoch = version >= 9
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     topics = []
     for topic in request.topics:
         partitions = []
         for fp in topic.partitions:
             partition = get_partition(topic.topic, fp.partition)
-            if partition is None:
+            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None
+                    else partition.check_leader(fp.current_leader_epoch if has_epoch else -1))
+            if code:
                 failed = True
-                partitions.append(_partition(part_cls, fields, fp.partition,
-                                             int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                partitions.append(_partition(part_cls, fields, fp.partition, int(code),
                                              -1, -1, None, b""))
                 continue
-            data, high_watermark, log_start_offset = partition.fetch_records(
-                fp.fetch_offset, max(0, min(fp.partition_max_bytes, remaining)), total == 0)
-            watch[partition.slot] = (HIGH_WATERMARK, high_watermark + 1)  # moved past what was read
+            if replica_id < 0:
+                data, high_watermark, log_start_offset = partition.fetch_records(
+                    fp.fetch_offset, max(0, min(fp.partition_max_bytes, remaining)), total == 0)
+                watch[partition.slot] = (HIGH_WATERMARK, high_watermark + 1)  # moved past what was read
+            else:
+                data, high_watermark, log_start_offset = partition.fetch_records_for_follower(
+                    replica_id, fp.fetch_offset, max(0, min(fp.partition_max_bytes, remaining)),
+                    total == 0, ctx.now_ms)
+                watch[partition.slot] = (LOG_END_OFFSET, fp.fetch_offset + 1)
             if data is None:
                 failed = True
                 partitions.append(_partition(part_cls, fields, fp.partition,

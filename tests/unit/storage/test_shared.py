@@ -49,7 +49,8 @@ def _put_and_exit(results, value):
 def _expected_defaults():
     return {
         name: (-1 if name in ("active_max_timestamp", "active_offset_of_max_timestamp",
-                              "leader_epoch", "first_batch_timestamp") else 0)
+                              "leader_epoch", "first_batch_timestamp", "leader_id",
+                              "current_leader_epoch", "partition_epoch") else 0)
         for name in PartitionState.FIELDS
     }
 

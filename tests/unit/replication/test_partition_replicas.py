@@ -1,0 +1,185 @@
+"""Partition's leader side of replication: the role in the shared slot
+(seen by every process), follower fetch state, the high watermark over the
+ISR, out-of-sync and ISR-candidate decisions, min.insync.replicas, the
+leader/epoch checks, and DelayedProduce over a follower. Real logs in
+temporary dirs on a real shared table."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.replication.partition import Partition
+from kafkapy.replication.purgatory import DelayedProduce, Purgatory
+from kafkapy.storage.config import LogConfig
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
+from storage_util import make_batch, open_log, records_of  # noqa: E402
+
+LEADER, F1, F2 = 0, 1, 2
+T = 1_000_000
+
+
+@pytest.fixture
+def make_partition(tmp_path, table):
+    opened = []
+
+    def make(config=None, broker=LEADER):
+        slot = table.allocate()
+        log = open_log(tmp_path / f"t-{slot}", config=config, state=table.slot(slot))
+        opened.append(log)
+        return Partition("t", 0, None, log, slot, broker)
+
+    yield make
+    for log in opened:
+        log.close()
+
+
+def _append(partition, n=1, acks=1):
+    return partition.append_records_to_leader(records_of(make_batch(n)), acks)
+
+
+def test_standalone_partition_leads_at_epoch_zero(make_partition):
+    p = make_partition()
+    assert (p.is_leader, p.leader_id, p.leader_epoch) == (True, LEADER, 0)
+    assert p.isr == frozenset({LEADER}) and p.replicas == (LEADER,)
+    assert p.check_leader(-1) == p.check_leader(0) == ErrorCode.NONE
+
+
+def test_role_is_visible_from_another_partition_object_on_the_slot(make_partition, table):
+    p = make_partition()
+    p.make_leader(4, (LEADER, F1), (LEADER, F1, F2), 7, now_ms=T)
+    other = Partition("t", 0, None, p.log, p.slot, LEADER, assume_leader=False)
+    assert (other.is_leader, other.leader_id, other.leader_epoch, other.partition_epoch) == (True, LEADER, 4, 7)
+    assert other.isr == frozenset({LEADER, F1}) and other.replicas == (LEADER, F1, F2)
+    # A follower's view of the same slot (another broker id) is not leader.
+    remote = Partition("t", 0, None, p.log, p.slot, F1, assume_leader=False)
+    assert not remote.is_leader
+    assert remote.check_leader(-1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    p.make_follower(F2, 5, (LEADER, F1, F2), 8)
+    assert (other.is_leader, other.leader_id, other.leader_epoch, other.partition_epoch) == (False, F2, 5, 8)
+    assert other.isr == frozenset() and table.slot(p.slot).leader_id == F2
+
+
+def test_high_watermark_moves_only_when_every_isr_member_reached_it(make_partition):
+    p = make_partition()
+    p.make_leader(1, (LEADER, F1, F2), (LEADER, F1, F2), 0, now_ms=T)
+    _append(p, 5)
+    assert (p.log_end_offset, p.high_watermark) == (5, 0)
+    assert not p.update_follower_fetch_state(F1, 5, T + 1)
+    assert p.high_watermark == 0
+    assert p.update_follower_fetch_state(F2, 3, T + 2)
+    assert p.high_watermark == 3
+    assert p.update_follower_fetch_state(F2, 5, T + 3)
+    assert p.high_watermark == 5
+    # Never backwards, and an unknown replica changes nothing.
+    assert not p.update_follower_fetch_state(F1, 2, T + 4)
+    assert p.high_watermark == 5
+    assert not p.update_follower_fetch_state(9, 5, T + 5)
+    # The next append commits only up to what the followers have.
+    _append(p, 2)
+    assert (p.log_end_offset, p.high_watermark) == (7, 5)
+
+
+def test_lagging_follower_out_of_sync_after_max_lag_and_not_before(make_partition):
+    p = make_partition()
+    p.make_leader(1, (LEADER, F1, F2), (LEADER, F1, F2), 0, now_ms=T)
+    _append(p, 5)
+    lag = 10_000
+    # F1 keeps fetching at the log end offset; F2 fetches but stays behind.
+    for t in (T + 4000, T + 8000, T + 12000):
+        p.update_follower_fetch_state(F1, 5, t)
+        p.update_follower_fetch_state(F2, 1, t)
+    assert p.get_out_of_sync_replicas(T + lag, lag) == frozenset()
+    assert p.get_out_of_sync_replicas(T + lag + 1, lag) == frozenset({F2})
+    # F2 reaches the leader's log end offset: caught up now.
+    p.update_follower_fetch_state(F2, 5, T + 13000)
+    assert p.get_out_of_sync_replicas(T + 12000 + lag, lag) == frozenset()
+    assert p.replica_states()[F2][:2] == (5, T + 13000)
+    # Kafka's lastFetchLeaderLogEndOffset rule: behind the log end offset, a
+    # fetch at (or past) the leader's log end offset as of the previous
+    # fetch counts as caught up at the previous fetch's time.
+    _append(p, 2)
+    p.update_follower_fetch_state(F2, 6, T + 14000)  # LEO was 7 at this fetch
+    assert p.replica_states()[F2][:2] == (6, T + 13000)
+    _append(p, 1)
+    p.update_follower_fetch_state(F2, 7, T + 15000)
+    assert p.replica_states()[F2][:2] == (7, T + 14000)
+    p.update_follower_fetch_state(F2, 7, T + 16000)  # 7 < 8 at the previous fetch
+    assert p.replica_states()[F2][:2] == (7, T + 14000)
+
+
+def test_caught_up_follower_becomes_an_isr_candidate(make_partition):
+    p = make_partition()
+    p.make_leader(1, (LEADER,), (LEADER, F1), 0, now_ms=T)
+    _append(p, 4)
+    assert p.high_watermark == 4
+    assert p.maybe_expand_isr_candidates() == frozenset()
+    p.update_follower_fetch_state(F1, 3, T + 1)
+    assert p.maybe_expand_isr_candidates() == frozenset()
+    p.update_follower_fetch_state(F1, 4, T + 2)
+    assert p.maybe_expand_isr_candidates() == frozenset({F1})
+
+
+def test_acks_all_with_isr_below_min_insync_refuses_before_the_append(make_partition):
+    p = make_partition(LogConfig(min_insync_replicas=2))
+    p.make_leader(1, (LEADER,), (LEADER, F1), 0, now_ms=T)
+    code, result, _message = _append(p, 1, acks=-1)
+    assert (code, result, p.log_end_offset) == (ErrorCode.NOT_ENOUGH_REPLICAS, None, 0)
+    p.make_leader(1, (LEADER, F1), (LEADER, F1), 1, now_ms=T)
+    assert _append(p, 1, acks=-1)[0] == ErrorCode.NONE
+    assert p.check_enough_replicas_reach_offset(1) == (False, ErrorCode.NONE)
+    p.update_follower_fetch_state(F1, 1, T + 1)
+    assert p.check_enough_replicas_reach_offset(1) == (True, ErrorCode.NONE)
+    # The ISR shrank below min.insync.replicas after the append.
+    p.make_leader(1, (LEADER,), (LEADER, F1), 2, now_ms=T)
+    assert p.check_enough_replicas_reach_offset(1) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+
+
+def _delayed_produce(make_partition, table):
+    """A leader with follower F1 in the ISR, 3 records appended with acks=-1
+    and parked as a DelayedProduce (deadline T + 100); ``read`` reads the
+    shared table as a processor does."""
+    p = make_partition()
+    p.make_leader(1, (LEADER, F1), (LEADER, F1), 0, now_ms=T)
+    code, result, _ = _append(p, 3, acks=-1)
+    assert code == ErrorCode.NONE
+    op = DelayedProduce({p.slot: ("high_watermark", result.last_offset + 1)}, T + 100, 1, 9,
+                        [("t", [(0, 0, result.first_offset, -1, 0, None, p.slot)])])
+    purgatory = Purgatory()
+    purgatory.park("c", op)
+    return p, op, purgatory, lambda slot, field: getattr(table.slot(slot), field)
+
+
+def test_delayed_produce_completes_when_the_follower_catches_up(make_partition, table):
+    p, op, purgatory, read = _delayed_produce(make_partition, table)
+    assert purgatory.poll(read, T, True) == []
+    p.update_follower_fetch_state(F1, 2, T + 1)
+    assert purgatory.poll(read, T + 1, True) == []
+    p.update_follower_fetch_state(F1, 3, T + 2)
+    [(key, done, expired)] = purgatory.poll(read, T + 2, True)
+    assert (key, done, expired) == ("c", op, False)
+    assert done.final_results(read) == [("t", [(0, 0, 0, -1, 0, None, p.slot)])]
+
+
+def test_delayed_produce_expires_when_the_follower_does_not(make_partition, table):
+    p, _op, purgatory, read = _delayed_produce(make_partition, table)
+    p.update_follower_fetch_state(F1, 1, T + 1)
+    assert purgatory.poll(read, T + 99, True) == []
+    [(_key, done, expired)] = purgatory.poll(read, T + 100, True)
+    assert expired
+    [(_topic, [answer])] = done.final_results(read)
+    assert answer[1] == ErrorCode.REQUEST_TIMED_OUT
+
+
+def test_check_leader_error_codes(make_partition):
+    p = make_partition()
+    p.make_leader(5, (LEADER,), (LEADER,), 0, now_ms=T)
+    assert p.check_leader(-1) == ErrorCode.NONE
+    assert p.check_leader(5) == ErrorCode.NONE
+    assert p.check_leader(4) == ErrorCode.FENCED_LEADER_EPOCH
+    assert p.check_leader(6) == ErrorCode.UNKNOWN_LEADER_EPOCH
+    p.make_follower(F1, 6, (LEADER, F1), 1)
+    assert p.check_leader(-1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p.check_leader(6) == ErrorCode.NOT_LEADER_OR_FOLLOWER
