@@ -327,21 +327,24 @@ class Partition:
         if records is None or len(records) == 0:
             return ErrorCode.CORRUPT_MESSAGE, None, "Produce request has no records"
         state = self.state
-        if state.leader_id != self.local_broker_id:
-            return (ErrorCode.NOT_LEADER_OR_FOLLOWER, None,
-                    f"Leader not local for partition {self.topic}-{self.partition_id} on broker "
-                    f"{self.local_broker_id}")
-        if acks == -1 and bin(state.isr_mask).count("1") < log.config.min_insync_replicas:
-            isr = ",".join(map(str, sorted(self.isr)))
-            return (ErrorCode.NOT_ENOUGH_REPLICAS, None,
-                    f"The size of the current ISR Set({isr}) is insufficient to satisfy "
-                    f"the min.isr requirement of {log.config.min_insync_replicas} for partition "
-                    f"{self.topic}-{self.partition_id}")
         try:
             with state.lock():
+                # One read of the role words, under the lock: the leader
+                # and epoch cannot change between the checks and the append.
+                leader_id, leader_epoch, _, replica_count, isr_mask = state.role()
+                if leader_id != self.local_broker_id:
+                    return (ErrorCode.NOT_LEADER_OR_FOLLOWER, None,
+                            f"Leader not local for partition {self.topic}-{self.partition_id} "
+                            f"on broker {self.local_broker_id}")
+                if acks == -1 and bin(isr_mask).count("1") < log.config.min_insync_replicas:
+                    isr = ",".join(map(str, sorted(self.isr)))
+                    return (ErrorCode.NOT_ENOUGH_REPLICAS, None,
+                            f"The size of the current ISR Set({isr}) is insufficient to satisfy "
+                            f"the min.isr requirement of {log.config.min_insync_replicas} for "
+                            f"partition {self.topic}-{self.partition_id}")
                 # The high watermark moves in the append's own slot store.
-                limit = LONG_MAX if state.replica_count <= 1 else self.high_watermark_limit
-                result = log.append_as_leader(records, state.current_leader_epoch, limit)
+                limit = LONG_MAX if replica_count <= 1 else self.high_watermark_limit
+                result = log.append_as_leader(records, leader_epoch, limit)
         except RecordError as exc:
             return exc.error_code, None, str(exc)
         except ProducerStateError as exc:

@@ -189,6 +189,11 @@ class PartitionState:
         """Set replica ``position``'s ``REPLICA_FIELDS`` (caller holds the lock)."""
         raise NotImplementedError
 
+    def role(self) -> tuple:
+        """The five role words (leader_id .. isr_mask) in one read (caller
+        holds the lock for a consistent read)."""
+        return tuple(getattr(self, name) for name in ROLE_FIELDS)
+
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.FIELDS}
 
@@ -211,6 +216,8 @@ class PartitionState:
 # Position of each field in ``PartitionState.snapshot()`` / ``store``.
 FIELD = {name: i for i, name in enumerate(PartitionState.FIELDS)}
 MAX_REPLICAS = 8  # replicas a partition may have (isr_mask has a bit each)
+ROLE_FIELDS = ("leader_id", "current_leader_epoch", "partition_epoch", "replica_count", "isr_mask")
+assert FIELD["isr_mask"] - FIELD["leader_id"] == len(ROLE_FIELDS) - 1  # adjacent, for role()
 REPLICA_WORDS = len(PartitionState.REPLICA_FIELDS)
 REPLICA_BLOCK_WORDS = MAX_REPLICAS * REPLICA_WORDS
 
@@ -342,6 +349,9 @@ class SharedPartitionState(PartitionState):
     def store(self, first: int, values) -> None:
         _SLOT_STRUCTS[len(values)].pack_into(self._table._mmap, (self._base + 1 + first) * _WORD, *values)
 
+    def role(self) -> tuple:
+        return _ROLE.unpack_from(self._table._mmap, (self._base + 1 + _ROLE_FIRST) * _WORD)
+
     def replica_block(self) -> tuple:
         return _REPLICA_BLOCK.unpack_from(self._table._mmap, (self._base + _REPLICAS) * _WORD)
 
@@ -367,6 +377,8 @@ _SLOT_FIELDS = struct.Struct(f"={len(PartitionState.FIELDS)}q")
 _SLOT_STRUCTS = [struct.Struct(f"={n}q") for n in range(len(PartitionState.FIELDS) + 1)]
 _REPLICA_BLOCK = struct.Struct(f"={REPLICA_BLOCK_WORDS}q")
 _REPLICA_RECORD = struct.Struct(f"={REPLICA_WORDS}q")
+_ROLE = struct.Struct(f"={len(ROLE_FIELDS)}q")
+_ROLE_FIRST = FIELD["leader_id"]
 
 
 for _i, _name in enumerate(PartitionState.FIELDS):
