@@ -229,9 +229,10 @@ class Partition:
             leader_leo = state.log_end_offset
             if fetch_offset >= leader_leo:
                 caught_up = max(caught_up, now_ms)
-            elif fetch_offset >= last_fetch_leo >= 0:
+            elif fetch_offset >= last_fetch_leo:
                 caught_up = max(caught_up, last_fetch_ms)
-            state.store_replica(position, (replica_id, fetch_offset, caught_up, leader_leo, now_ms))
+            state.store_replica(position, (replica_id, fetch_offset, caught_up,
+                                           max(leader_leo, last_fetch_leo), now_ms))
             return self.maybe_increment_high_watermark()
 
     def _position(self, replica_id: int) -> int:
@@ -292,7 +293,7 @@ class Partition:
         (NONE) while waiting; NOT_LEADER_OR_FOLLOWER when no longer leader."""
         state = self.state
         if not self.is_leader:
-            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if state.high_watermark >= required_offset:
             if bin(state.isr_mask).count("1") >= self.log.config.min_insync_replicas:
                 return True, ErrorCode.NONE

@@ -183,3 +183,5 @@ def test_check_leader_error_codes(make_partition):
     p.make_follower(F1, 6, (LEADER, F1), 1)
     assert p.check_leader(-1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert p.check_leader(6) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p.check_enough_replicas_reach_offset(0) == (False, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert _append(p, 1)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER and p.log_end_offset == 0
