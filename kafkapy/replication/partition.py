@@ -244,18 +244,22 @@ class Partition:
         return -1
 
     def get_out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> frozenset:
-        """Kafka's ``getOutOfSyncReplicas``: the ISR's followers not caught up
-        for more than ``max_lag_ms`` (``replica.lag.time.max.ms``); what an
+        """Kafka's ``getOutOfSyncReplicas``: the ISR's followers behind the
+        log end offset and not caught up for more than ``max_lag_ms`` (``replica.lag.time.max.ms``); what an
         AlterPartition shrinking the ISR would remove."""
         state = self.state
         with state.lock():
             mask, count = state.isr_mask, state.replica_count
             block = state.replica_block()
+            leader_leo = state.log_end_offset
         local = self.local_broker_id
         out = set()
         for r in range(count):
-            broker, _leo, caught_up = block[r * REPLICA_WORDS:r * REPLICA_WORDS + 3]
-            if mask >> r & 1 and broker != local and now_ms - caught_up > max_lag_ms:
+            broker, leo, caught_up = block[r * REPLICA_WORDS:r * REPLICA_WORDS + 3]
+            # Kafka's isCaughtUp: at the leader's log end offset, or caught up
+            # within max_lag_ms.
+            if (mask >> r & 1 and broker != local and leo != leader_leo
+                    and now_ms - caught_up > max_lag_ms):
                 out.add(broker)
         return frozenset(out)
 

@@ -108,6 +108,12 @@ def test_lagging_follower_out_of_sync_after_max_lag_and_not_before(make_partitio
     assert p.replica_states()[F2][:2] == (7, T + 14000)
     p.update_follower_fetch_state(F2, 7, T + 16000)  # 7 < 8 at the previous fetch
     assert p.replica_states()[F2][:2] == (7, T + 14000)
+    # A follower at the log end offset is in sync however long ago it fetched.
+    assert p.get_out_of_sync_replicas(T + 100_000, lag) == frozenset({F1, F2})
+    p.update_follower_fetch_state(F2, 8, T + 17000)
+    assert p.get_out_of_sync_replicas(T + 100_000, lag) == frozenset({F1})
+    p.update_follower_fetch_state(F1, 8, T + 17000)
+    assert p.get_out_of_sync_replicas(T + 100_000, lag) == frozenset()
 
 
 def test_caught_up_follower_becomes_an_isr_candidate(make_partition):
