@@ -120,7 +120,32 @@ def process_group_members(pgid: int) -> list[tuple[int, str, str]]:
     return members
 
 
-class BrokerProcess:
+class ProcessWithLog:
+    """What the test harness's process wrappers share: ``proc`` (the Popen, or
+    None) and ``log_path`` (where its output goes)."""
+
+    proc: Optional[subprocess.Popen]
+    log_path: Path
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+class BrokerProcess(ProcessWithLog):
     """One kafkapy broker process with its own port, log dirs and log file."""
 
     def __init__(self, work_dir: Path, overrides: Optional[Mapping[str, object]] = None,
@@ -167,23 +192,6 @@ class BrokerProcess:
     @property
     def log_dirs(self) -> list[Path]:
         return [Path(d) for d in self.props["log.dirs"].split(",") if d.strip()]
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
 
     # -- lifecycle -----------------------------------------------------------------
 

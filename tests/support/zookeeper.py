@@ -41,7 +41,7 @@ from typing import Mapping, Optional
 
 import pytest
 
-from .broker import free_port
+from .broker import ProcessWithLog, free_port
 
 JAVA = shutil.which("java") or "/usr/bin/java"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -67,7 +67,6 @@ JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1
              "-Djava.net.preferIPv4Stack=true", "-Dzookeeper.jmx.log4j.disable=true",
              "-Dorg.slf4j.simpleLogger.showDateTime=true",
              "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS")
-LOG_TAIL_LINES = 60
 
 
 class ZooKeeperStartError(RuntimeError):
@@ -107,7 +106,7 @@ def four_letter_word(port: int, word: str, timeout_s: float = 2.0) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-class ZooKeeperProcess:
+class ZooKeeperProcess(ProcessWithLog):
     """One standalone ZooKeeper server with its own port, data dir and log."""
 
     def __init__(self, work_dir: Path, port: Optional[int] = None,
@@ -162,23 +161,6 @@ class ZooKeeperProcess:
         if chroot and not chroot.startswith("/"):
             chroot = "/" + chroot
         return self.hosts + chroot
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
 
     def client(self, chroot: str = "", timeout_s: float = 10.0, **kwargs):
         """A started ``kazoo.client.KazooClient``; the caller stops and closes it.
