@@ -21,7 +21,7 @@ from functools import cache
 class ApiSpec:
     api_key: int
     name: str
-    module: str  # kio.schema.<module>
+    module: str  # <package>.<module>.v<N>.request/response
     min_version: int
     max_version: int
     served_from: int
@@ -29,6 +29,9 @@ class ApiSpec:
     # "coordinator" (the one group-coordinator process, which owns all group
     # state in memory; see docs/architecture.md).
     owner: str = "worker"
+    # Where the version modules live: kio's generated schemas, or kafkapy's
+    # own (kafkapy.protocol.schema) for the APIs kio lacks.
+    package: str = "kio.schema"
 
     @property
     def camel(self) -> str:
@@ -36,20 +39,24 @@ class ApiSpec:
 
     @cache
     def request_class(self, version: int):
-        mod = importlib.import_module(f"kio.schema.{self.module}.v{version}.request")
+        mod = importlib.import_module(f"{self.package}.{self.module}.v{version}.request")
         return getattr(mod, f"{self.camel}Request")
 
     @cache
     def response_class(self, version: int):
-        mod = importlib.import_module(f"kio.schema.{self.module}.v{version}.response")
+        mod = importlib.import_module(f"{self.package}.{self.module}.v{version}.response")
         return getattr(mod, f"{self.camel}Response")
 
     def is_flexible(self, version: int) -> bool:
         return bool(self.request_class(version).__flexible__)
 
 
-def _spec(key, name, module, lo, hi, served_from=None, owner="worker"):
-    return ApiSpec(key, name, module, lo, hi, lo if served_from is None else served_from, owner)
+_OWN_SCHEMAS = "kafkapy.protocol.schema"
+
+
+def _spec(key, name, module, lo, hi, served_from=None, owner="worker", package="kio.schema"):
+    return ApiSpec(key, name, module, lo, hi, lo if served_from is None else served_from, owner,
+                   package)
 
 
 API_TABLE: dict[int, ApiSpec] = {

@@ -1,0 +1,1 @@
+"""leader_and_isr (written for kafkapy; see the version modules)."""

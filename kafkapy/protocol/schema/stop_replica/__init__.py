@@ -1,0 +1,1 @@
+"""stop_replica (written for kafkapy; see the version modules)."""

@@ -1,0 +1,1 @@
+"""update_metadata (written for kafkapy; see the version modules)."""
