@@ -52,6 +52,8 @@ class EmbeddedMetadataStore(MetadataStore):
         self._cached: Metadata | None = None
         self._cached_generation = -1
 
+    LIVE = False  # whether the file keeps brokers and controller (the cluster image does)
+
     @property
     def generation(self) -> int:
         return self._cached_generation
@@ -74,11 +76,17 @@ class EmbeddedMetadataStore(MetadataStore):
         return md
 
     def _load(self) -> Metadata:
+        return self._localize(self._read())
+
+    def _read(self) -> Metadata:
         try:
             with open(self.path, encoding="utf-8") as f:
-                md = Metadata.from_json(json.load(f))
+                return Metadata.from_json(json.load(f))
         except FileNotFoundError:
-            md = Metadata()
+            return Metadata()
+
+    def _localize(self, md: Metadata) -> Metadata:
+        """Standalone: the local broker is the only one and the controller."""
         broker = self.local_broker
         md.brokers = {broker.broker_id: broker}
         md.controller_id = broker.broker_id
@@ -88,7 +96,7 @@ class EmbeddedMetadataStore(MetadataStore):
     def _write(self, md: Metadata) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(md.to_json(), f, indent=1, sort_keys=True)
+            json.dump(md.to_json(live=self.LIVE), f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)

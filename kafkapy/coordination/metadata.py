@@ -99,6 +99,9 @@ class PartitionState:
 
 
 _SINGLE_BROKER: dict = {}
+# A cluster-mode partition the controller has not told this broker about yet:
+# no replicas known, no leader (clients get LEADER_NOT_AVAILABLE and retry).
+UNKNOWN_PARTITION_STATE = PartitionState((), NO_BROKER, -1, (), -1)
 
 
 @dataclass
@@ -124,6 +127,10 @@ class Metadata:
     brokers: dict = field(default_factory=dict)  # broker_id -> BrokerInfo (live registrations)
     controller_id: int = NO_BROKER
     controller_epoch: int = 0
+    # Cluster mode (the broker's metadata image): every partition's state is
+    # explicit, and one the controller has not sent yet is unknown (leader
+    # -1), never derived from the standalone rule.
+    cluster_mode: bool = False
 
     def broker_dynamic(self, entity: str) -> dict:
         return self.broker_configs.get(entity, {})
@@ -145,13 +152,15 @@ class Metadata:
             return None
         state = info.partitions.get(partition)
         if state is None:
-            state = PartitionState.single_broker(self.controller_id)
+            state = UNKNOWN_PARTITION_STATE if self.cluster_mode else PartitionState.single_broker(
+                self.controller_id)
         return state
 
     def partition_states(self, info: TopicInfo):
         """Every partition's state of topic ``info``, in partition order (the
         derived ones are one shared object: see ``partition_state``)."""
-        default = PartitionState.single_broker(self.controller_id)
+        default = UNKNOWN_PARTITION_STATE if self.cluster_mode else PartitionState.single_broker(
+            self.controller_id)
         explicit = info.partitions
         if not explicit:
             return [default] * info.num_partitions
@@ -162,7 +171,9 @@ class Metadata:
     # this process tree's own (ZooKeeper keeps them in ephemeral znodes), and
     # standalone the controller epoch never moves from its first value.
 
-    def to_json(self) -> dict:
+    def to_json(self, live: bool = False) -> dict:
+        """The persistent facts; with ``live`` also the brokers and the
+        controller (the cluster-mode image keeps what the controller sent)."""
         topics = {}
         for name, t in self.topics.items():
             entry = {"topic_id": str(t.topic_id), "num_partitions": t.num_partitions,
@@ -170,12 +181,17 @@ class Metadata:
             if t.partitions:
                 entry["partitions"] = {str(p): s.to_json() for p, s in sorted(t.partitions.items())}
             topics[name] = entry
-        return {
+        out = {
             "version": 1,
             "producer_id_block_end": self.producer_id_block_end,
             "broker_configs": {entity: dict(c) for entity, c in self.broker_configs.items() if c},
             "topics": topics,
         }
+        if live:
+            out["controller_id"] = self.controller_id
+            out["controller_epoch"] = self.controller_epoch
+            out["brokers"] = [_broker_to_json(b) for _, b in sorted(self.brokers.items())]
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Metadata":
@@ -187,4 +203,18 @@ class Metadata:
             partitions = {int(p): PartitionState.from_json(s) for p, s in t.get("partitions", {}).items()}
             md.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), t["num_partitions"],
                                         dict(t.get("configs", {})), partitions)
+        if "brokers" in data:
+            md.controller_id = data.get("controller_id", NO_BROKER)
+            md.controller_epoch = data.get("controller_epoch", 0)
+            md.brokers = {b["id"]: _broker_from_json(b) for b in data["brokers"]}
         return md
+
+
+def _broker_to_json(b: BrokerInfo) -> dict:
+    return {"id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+            "endpoints": [[e.host, e.port, e.listener_name, e.security_protocol] for e in b.endpoints]}
+
+
+def _broker_from_json(data: dict) -> BrokerInfo:
+    return BrokerInfo(data["id"], data["host"], data["port"], data.get("rack"),
+                      tuple(EndPoint(*e) for e in data.get("endpoints", ())))
