@@ -61,12 +61,14 @@ if [ ! -x $(VENV)/bin/pip ]; then \
 fi
 endef
 
-.PHONY: help run test bench install install-test deps deps-test clean distclean install-service uninstall-service
+.PHONY: help run cluster deps-cluster test bench install install-test deps deps-test clean distclean install-service uninstall-service
 
 help:
 	@echo "make run    install what is missing, then start a broker with $(CONFIG)"
 	@echo "            (make run ARGS='--override key=value')"
 	@echo "make test   install what is missing (with test tools), then run all tests"
+	@echo "make cluster  install what is missing (with ZooKeeper), then start ZooKeeper and three"
+	@echo "            brokers on 127.0.0.1:9092-9094 (data in ./local-cluster; Ctrl-C stops them)"
 	@echo "make bench  run the performance suite (perf/suite.py; BENCH_ARGS=--quick)"
 	@echo "make clean  remove build output; make distclean also removes $(VENV)"
 	@echo "make install-service    install kafkapy as a systemd service (user, /etc/kafkapy, /var/lib/kafkapy, unit)"
@@ -74,6 +76,12 @@ help:
 
 deps:
 	@$(call ensure_debs,$(RUN_DEBS))
+
+# ZooKeeper for `make cluster`: Debian's package and a Java runtime.
+CLUSTER_DEBS := zookeeper openjdk-17-jre-headless
+
+deps-cluster:
+	@$(call ensure_debs,$(RUN_DEBS) $(CLUSTER_DEBS))
 
 deps-test:
 	@$(call ensure_debs,$(RUN_DEBS) $(TEST_DEBS))
@@ -98,6 +106,12 @@ install-test: deps-test
 
 run: install
 	exec $(VENV)/bin/kafkapy-server-start $(CONFIG) $(ARGS)
+
+# Extra arguments for kafkapy-local-cluster, e.g. make cluster CLUSTER_ARGS="--clean"
+CLUSTER_ARGS ?=
+
+cluster: deps-cluster install
+	exec $(VENV)/bin/kafkapy-local-cluster --config $(CONFIG) $(CLUSTER_ARGS)
 
 test: install-test
 	KAFKAPY_REQUIRE_EXTENSIONS=1 $(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --timeout=300 $(PYTEST_ARGS)

@@ -1,17 +1,8 @@
 """Run a real ZooKeeper (Debian's ``zookeeper`` package, 3.8) for tests.
 
-``ZooKeeperProcess`` writes a ``zoo.cfg`` into its own directory (dataDir
-there, ``clientPort`` a free port on 127.0.0.1 only, the admin server off,
-four-letter words limited to ``ruok,srvr``) and starts Debian's jar directly:
-
-    java -cp /usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \\
-         org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg
-
-zookeeper.jar's manifest ``Class-Path`` names its dependencies in
-/usr/share/java (netty, jute, metrics, ...), so the jar alone is the classpath
-Debian's zkEnv.sh uses; slf4j-simple (libslf4j-java, a dependency of
-libzookeeper-java) is added so the server's log goes to ``zookeeper.log`` in
-that directory instead of slf4j's no-op logger.
+``ZooKeeperProcess`` runs Debian's ZooKeeper as ``kafkapy.tools.zookeeper_server``
+does for ``make cluster`` (its ``zoo.cfg``, JVM flags and classpath), with a
+500 ms tick and no fsync per transaction.
 
 Ready means ``srvr`` reports a mode and a kazoo client connected and read ``/``.  Teardown ends only the
 PID this object started: SIGTERM, then SIGKILL after a bound.  ``pause`` /
@@ -31,9 +22,7 @@ Ownership: one ``ZooKeeperProcess`` per server, driven by one test thread.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -41,12 +30,10 @@ from typing import Mapping, Optional
 
 import pytest
 
-from .broker import ProcessWithLog, free_port
+from kafkapy.tools import zookeeper_server
+from kafkapy.tools.zookeeper_server import four_letter_word  # noqa: F401  (tests use it from here)
 
-JAVA = shutil.which("java") or "/usr/bin/java"
-ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
-SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
-MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+from .broker import ProcessWithLog, free_port
 
 # Measured on this 2-core machine class: the JVM binds the client port ~0.3 s
 # after exec and answers a session ~0.5 s after exec.  30 s is the bound for a
@@ -60,13 +47,6 @@ STOP_TIMEOUT_S = 10.0
 # second, not six.  Kafka's zookeeper.session.timeout.ms (18 s) is capped to
 # 10 s by such a server; tests that need longer pass tick_time_ms.
 DEFAULT_TICK_TIME_MS = 500
-# A small heap and the serial collector: the test data set is a few hundred
-# znodes, and two JVMs plus brokers share two cores.  C1 only (TieredStopAtLevel=1)
-# cuts JIT work at start-up.
-JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-             "-Djava.net.preferIPv4Stack=true", "-Dzookeeper.jmx.log4j.disable=true",
-             "-Dorg.slf4j.simpleLogger.showDateTime=true",
-             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS")
 
 
 class ZooKeeperStartError(RuntimeError):
@@ -75,35 +55,14 @@ class ZooKeeperStartError(RuntimeError):
 
 def zookeeper_missing() -> Optional[str]:
     """Why a ZooKeeper cannot be started here, or None if it can."""
-    if not (os.path.exists(JAVA) and os.access(JAVA, os.X_OK)):
-        return "no java (Debian package openjdk-17-jre-headless)"
-    if not ZOOKEEPER_JAR.exists():
-        return f"no {ZOOKEEPER_JAR} (Debian package zookeeper)"
+    reason = zookeeper_server.zookeeper_missing()
+    if reason:
+        return reason
     try:
         import kazoo  # noqa: F401
     except ImportError:
         return "kazoo is not installed (pip install -e '.[test]')"
     return None
-
-
-def classpath() -> str:
-    parts = [str(ZOOKEEPER_JAR)]
-    if SLF4J_BINDING.exists():
-        parts.append(str(SLF4J_BINDING))
-    return os.pathsep.join(parts)
-
-
-def four_letter_word(port: int, word: str, timeout_s: float = 2.0) -> str:
-    """Send a four-letter command (only ``ruok`` and ``srvr`` are enabled)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
-        s.sendall(word.encode())
-        chunks = []
-        while True:
-            data = s.recv(4096)
-            if not data:
-                break
-            chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
 
 
 class ZooKeeperProcess(ProcessWithLog):
@@ -127,28 +86,10 @@ class ZooKeeperProcess(ProcessWithLog):
         # Seconds from exec to the first answered session, per start.
         self.start_durations_s: list[float] = []
         self.paused = False
-        config = {
-            "tickTime": tick_time_ms,
-            "initLimit": 10,
-            "syncLimit": 5,
-            "dataDir": self.data_dir,
-            "clientPort": self.port,
-            "clientPortAddress": "127.0.0.1",
-            "admin.enableServer": "false",
-            "4lw.commands.whitelist": "ruok,srvr",
-            # Standalone, no quorum ports, no dynamic reconfiguration.
-            "standaloneEnabled": "true",
-            "reconfigEnabled": "false",
-            "maxClientCnxns": 0,
-            # No fsync per transaction: test data need not survive a power cut,
-            # and an fsync per znode write costs milliseconds on a shared disk.
-            "forceSync": "no",
-        }
-        config.update(extra_config or {})
-        self.config = {k: str(v) for k, v in config.items()}
-        self.config_path.write_text(
-            "# written by tests/support/zookeeper.py\n"
-            + "".join(f"{k}={v}\n" for k, v in self.config.items()))
+        # No fsync per transaction: test data need not survive a power cut,
+        # and an fsync per znode write costs milliseconds on a shared disk.
+        self.config = zookeeper_server.write_config(self.work_dir, self.port, tick_time_ms,
+                                                    {"forceSync": "no", **(extra_config or {})})
 
     # -- facts -------------------------------------------------------------------
 
@@ -184,7 +125,7 @@ class ZooKeeperProcess(ProcessWithLog):
     def start(self) -> "ZooKeeperProcess":
         if self.running:
             raise RuntimeError("zookeeper already running")
-        argv = [JAVA, *JVM_FLAGS, "-cp", classpath(), MAIN_CLASS, str(self.config_path)]
+        argv = zookeeper_server.argv(self.config_path)
         self.starts += 1
         began = time.monotonic()
         with open(self.log_path, "ab") as log:
@@ -221,11 +162,8 @@ class ZooKeeperProcess(ProcessWithLog):
             # srvr first: ZooKeeper binds its port before it loads its
             # database and drops sessions until then ("ZooKeeperServer not
             # running"), which would leave kazoo waiting out its timeout.
-            try:
-                serving = "Mode: " in four_letter_word(self.port, "srvr", timeout_s=1.0)
-            except OSError as e:
-                serving, last_error = False, f"srvr: {e}"
-            if not serving:
+            if not zookeeper_server.serving(self.port):
+                last_error = "srvr: not serving"
                 time.sleep(0.05)
                 continue
             zk = KazooClient(hosts=self.hosts, timeout=min(5.0, max(remaining, 1.0)))

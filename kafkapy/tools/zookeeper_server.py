@@ -1,0 +1,105 @@
+"""Running Debian's ZooKeeper (the ``zookeeper`` package, 3.8) for a local cluster and for tests.
+
+A standalone server from ``zoo.cfg`` in a directory of its own (dataDir
+there, ``clientPort`` on 127.0.0.1 only, the admin server off, four-letter
+words limited to ``ruok,srvr``), started from Debian's jar directly:
+
+    java -cp /usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \\
+         org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg
+
+zookeeper.jar's manifest ``Class-Path`` names its dependencies in
+/usr/share/java (netty, jute, metrics, ...), so the jar alone is the classpath
+Debian's zkEnv.sh uses; slf4j-simple (libslf4j-java, a dependency of
+libzookeeper-java) makes the server log to ``zookeeper.log`` in that
+directory instead of slf4j's no-op logger.
+
+Used by ``kafkapy-local-cluster`` (``make cluster``) and by the tests'
+``tests/support/zookeeper.py``, which adds pause/restart and a kazoo check.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+JAVA = shutil.which("java") or "/usr/bin/java"
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# A small heap and the serial collector: a local cluster's data set is a few
+# hundred znodes, and the JVM shares the machine with the brokers. C1 only
+# (TieredStopAtLevel=1) cuts JIT work at start-up.
+JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             "-Djava.net.preferIPv4Stack=true", "-Dzookeeper.jmx.log4j.disable=true",
+             "-Dorg.slf4j.simpleLogger.showDateTime=true",
+             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS")
+
+
+def zookeeper_missing() -> str | None:
+    """Why a ZooKeeper cannot be started here, or None if it can."""
+    if not (os.path.exists(JAVA) and os.access(JAVA, os.X_OK)):
+        return "no java (Debian package openjdk-17-jre-headless)"
+    if not ZOOKEEPER_JAR.exists():
+        return f"no {ZOOKEEPER_JAR} (Debian package zookeeper)"
+    return None
+
+
+def classpath() -> str:
+    parts = [str(ZOOKEEPER_JAR)]
+    if SLF4J_BINDING.exists():
+        parts.append(str(SLF4J_BINDING))
+    return os.pathsep.join(parts)
+
+
+def argv(config_path) -> list:
+    return [JAVA, *JVM_FLAGS, "-cp", classpath(), MAIN_CLASS, str(config_path)]
+
+
+def write_config(work_dir: Path, port: int, tick_time_ms: int = 2000, extra=None) -> dict:
+    """Write ``work_dir/zoo.cfg`` for a standalone server on 127.0.0.1:``port``
+    (data in ``work_dir/data``); returns the settings written."""
+    data_dir = work_dir / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = {
+        "tickTime": tick_time_ms,
+        "initLimit": 10,
+        "syncLimit": 5,
+        "dataDir": data_dir,
+        "clientPort": port,
+        "clientPortAddress": "127.0.0.1",
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "ruok,srvr",
+        # Standalone, no quorum ports, no dynamic reconfiguration.
+        "standaloneEnabled": "true",
+        "reconfigEnabled": "false",
+        "maxClientCnxns": 0,
+    }
+    config.update(extra or {})
+    config = {k: str(v) for k, v in config.items()}
+    (work_dir / "zoo.cfg").write_text("# written by kafkapy\n"
+                                      + "".join(f"{k}={v}\n" for k, v in config.items()))
+    return config
+
+
+def four_letter_word(port: int, word: str, timeout_s: float = 2.0) -> str:
+    """Send a four-letter command (only ``ruok`` and ``srvr`` are enabled)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while True:  # ends when the server closes the connection (or the timeout raises)
+            data = s.recv(4096)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def serving(port: int) -> bool:
+    """The server answers ``srvr`` with a mode: it has loaded its database and
+    takes sessions (it binds its port before that and drops sessions meanwhile)."""
+    try:
+        return "Mode: " in four_letter_word(port, "srvr", timeout_s=1.0)
+    except OSError:
+        return False
