@@ -438,9 +438,14 @@ class PartitionSnapshot:
     """
 
     def __init__(self):
-        self.rows: list[tuple] = []  # (topic, partition, size_bytes, segments, leo, lso)
+        # (topic, partition, size_bytes, segments, leo, lso, leader_id,
+        #  replica_count, isr_count, min_insync_replicas)
+        self.rows: list[tuple] = []
         self.refreshed_at = 0.0
         self._next = 0.0
+        # Set by the supervisor: the current cluster metadata (for the
+        # controller's gauges); None reports as a standalone broker.
+        self.metadata = None
 
     def maybe_refresh(self, log_manager, now_s: float) -> None:
         if now_s < self._next:
@@ -453,8 +458,10 @@ class PartitionSnapshot:
             try:
                 with lg.lock(1.0):
                     segments = lg.segments()
+                    leader_id, _epoch, _partition_epoch, replica_count, isr_mask = lg.state.role()
                     rows.append((topic, partition, sum(s.size for s in segments), len(segments),
-                                 lg.log_end_offset, lg.log_start_offset))
+                                 lg.log_end_offset, lg.log_start_offset, leader_id, replica_count,
+                                 isr_mask.bit_count(), lg.config.min_insync_replicas))
             except Exception as exc:  # a partition deleted meanwhile, a lock timeout
                 log.debug("no log metrics for %s-%d: %s", topic, partition, exc)
         self.rows = rows
@@ -482,24 +489,44 @@ class BrokerCollector:
         size = self.request_queue.size() if self.request_queue is not None else 0
         yield g("kafka_network_requestchannel_request_queue_size", "Requests waiting for a handler (RequestQueueSize)", value=size)
         rows = self.snapshot.rows
+        led = [r for r in rows if r[6] == self.broker_id]
         yield g("kafka_server_replicamanager_partition_count", "Partitions on this broker (PartitionCount)", value=len(rows))
-        yield g("kafka_server_replicamanager_leader_count", "Partitions led by this broker (LeaderCount)", value=len(rows))
-        # One replica per partition: nothing can be under-replicated or offline.
-        yield g("kafka_server_replicamanager_under_replicated_partitions", "Partitions whose ISR is smaller than the replica set (UnderReplicatedPartitions)", value=0)
-        yield g("kafka_controller_kafkacontroller_offline_partitions_count", "Partitions without a live leader (OfflinePartitionsCount)", value=0)
-        yield g("kafka_controller_kafkacontroller_active_controller_count", "1 on the active controller (ActiveControllerCount)", value=1)
+        yield g("kafka_server_replicamanager_leader_count", "Partitions led by this broker (LeaderCount)", value=len(led))
+        # Kafka counts both on the leader only: its ISR against its replicas
+        # and against the topic's min.insync.replicas.
+        yield g("kafka_server_replicamanager_under_replicated_partitions", "Partitions led here whose ISR is smaller than the replica set (UnderReplicatedPartitions)",
+                value=sum(1 for r in led if r[8] < r[7]))
+        yield g("kafka_server_replicamanager_under_min_isr_partition_count", "Partitions led here whose ISR is smaller than min.insync.replicas (UnderMinIsrPartitionCount)",
+                value=sum(1 for r in led if r[8] < r[9]))
+        active, offline = self._controller_gauges()
+        yield g("kafka_controller_kafkacontroller_offline_partitions_count", "Partitions without a live leader, on the active controller (OfflinePartitionsCount)", value=offline)
+        yield g("kafka_controller_kafkacontroller_active_controller_count", "1 on the active controller (ActiveControllerCount)", value=active)
         labels = ["topic", "partition"]
         fams = [g("kafka_log_log_size", "Bytes of the partition's segments (Size)", labels=labels),
                 g("kafka_log_log_num_log_segments", "Segments of the partition (NumLogSegments)", labels=labels),
                 g("kafka_log_log_log_end_offset", "Log end offset (LogEndOffset)", labels=labels),
                 g("kafka_log_log_log_start_offset", "Log start offset (LogStartOffset)", labels=labels)]
-        for topic, partition, size_bytes, segments, leo, lso in rows:
+        for topic, partition, size_bytes, segments, leo, lso, *_role in rows:
             lv = [topic, str(partition)]
             fams[0].add_metric(lv, size_bytes)
             fams[1].add_metric(lv, segments)
             fams[2].add_metric(lv, leo)
             fams[3].add_metric(lv, lso)
         yield from fams
+
+
+    def _controller_gauges(self) -> tuple:
+        """``(ActiveControllerCount, OfflinePartitionsCount)``: a standalone
+        broker is its own controller with nothing offline; in a cluster only
+        the controller reports, counting partitions with no leader."""
+        md = self.snapshot.metadata() if self.snapshot.metadata is not None else None
+        if md is None or not md.cluster_mode:
+            return 1, 0
+        if md.controller_id != self.broker_id:
+            return 0, 0
+        offline = sum(1 for info in md.topics.values() for state in md.partition_states(info)
+                      if state.leader < 0)
+        return 1, offline
 
 
 class _QuietHandler(WSGIRequestHandler):

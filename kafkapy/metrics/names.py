@@ -52,6 +52,7 @@ SCRAPE_TIME_METRICS = (
     "kafka_server_replicamanager_partition_count",
     "kafka_server_replicamanager_leader_count",
     "kafka_server_replicamanager_under_replicated_partitions",
+    "kafka_server_replicamanager_under_min_isr_partition_count",
     "kafka_controller_kafkacontroller_offline_partitions_count",
     "kafka_controller_kafkacontroller_active_controller_count",
     "kafka_log_log_size",
