@@ -182,8 +182,9 @@ class ConsumerGroupMixin:
                 re.compile(regex)
             except re.error as exc:
                 return _hb_error(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {regex} is invalid: {exc}")
-        if self.loading:
-            return _hb_error(E.COORDINATOR_LOAD_IN_PROGRESS)
+        error = self.ownership_error(req.group_id)
+        if error is not None:
+            return _hb_error(error)
         if req.server_assignor is not None and req.server_assignor not in self.config.consumer_assignors:
             return _hb_error(E.UNSUPPORTED_ASSIGNOR,
                              f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
@@ -361,8 +362,9 @@ class ConsumerGroupMixin:
         for group_id in group_ids:
             base = {"group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                     "assignor_name": "", "members": [], "error_message": None}
-            if self.loading:
-                out.append({**base, "error_code": E.COORDINATOR_LOAD_IN_PROGRESS})
+            error = self.ownership_error(group_id)
+            if error is not None:
+                out.append({**base, "error_code": error})
                 continue
             group = self.groups.get(group_id)
             if group is None:

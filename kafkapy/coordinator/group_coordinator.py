@@ -98,6 +98,12 @@ class GroupCoordinator(ConsumerGroupMixin):
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
         self.loading = False
+        # Which __consumer_offsets partitions this coordinator serves (Kafka's
+        # GroupMetadataManager ownedPartitions / loadingPartitions): None is
+        # every partition (a standalone broker); in a cluster, those whose
+        # leader this broker is (the coordinator process follows leadership).
+        self.owned_partitions: set | None = None
+        self.loading_partitions: set = set()
         self._retention_timer = None
 
     # ------------------------------------------------------------------ helpers
@@ -111,9 +117,47 @@ class GroupCoordinator(ConsumerGroupMixin):
         """Kafka's validateGroupStatus: None if the request may proceed."""
         if group_id is None or (need_non_empty and group_id == ""):
             return E.INVALID_GROUP_ID
-        if self.loading:
+        return self.ownership_error(group_id)
+
+    def ownership_error(self, group_id: str):
+        """Kafka's isGroupLocal / isGroupLoading: NOT_COORDINATOR for a group
+        of a partition this broker does not lead, COORDINATOR_LOAD_IN_PROGRESS
+        while its partition loads; None when it is served here."""
+        partition = self._partition(group_id)
+        if self.loading or partition in self.loading_partitions:
             return E.COORDINATOR_LOAD_IN_PROGRESS
+        if self.owned_partitions is not None and partition not in self.owned_partitions:
+            return E.NOT_COORDINATOR
         return None
+
+    def unload_partition(self, partition: int) -> int:
+        """Leadership of ``partition`` moved away (Kafka's onResignation ->
+        removeGroupsForPartition): its groups leave memory, members waiting in
+        JoinGroup or SyncGroup are answered NOT_COORDINATOR, their timers are
+        cancelled. Returns how many groups went."""
+        gone = [group for group in self.groups.values() if group.partition == partition]
+        for group in gone:
+            for timer in (getattr(group, "join_timer", None), getattr(group, "sync_timer", None)):
+                if timer is not None:
+                    timer.cancel()
+            for member in list(group.members.values()):
+                for name in ("timer", "session_timer", "revocation_timer"):
+                    timer = getattr(member, name, None)
+                    if timer is not None:
+                        timer.cancel()
+                callback = getattr(member, "join_callback", None)
+                if callback is not None:
+                    member.join_callback = None
+                    callback(_join_result(E.NOT_COORDINATOR, member.member_id))
+                callback = getattr(member, "sync_callback", None)
+                if callback is not None:
+                    member.sync_callback = None
+                    callback(_sync_result(E.NOT_COORDINATOR))
+            del self.groups[group.group_id]
+        if self.owned_partitions is not None:
+            self.owned_partitions.discard(partition)
+        self.loading_partitions.discard(partition)
+        return len(gone)
 
     def _get_or_create(self, group_id: str) -> Group:
         group = self.groups.get(group_id)
@@ -823,7 +867,7 @@ class GroupCoordinator(ConsumerGroupMixin):
         """Every group, kept by state and by type ("classic" or "consumer",
         KIP-848) when the filters name any; both compared without case, so an
         unknown name matches nothing, as in Kafka."""
-        if self.loading:
+        if self.loading or self.loading_partitions:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         wanted = {s.lower() for s in states_filter}
         types = {t.lower() for t in types_filter}

@@ -117,14 +117,15 @@ class OffsetsTopicStore:
         log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, message)
         return E.UNKNOWN_SERVER_ERROR
 
-    def replay(self):
-        """Yield ``(partition, key, value)`` for every record, partition by
-        partition in offset order; yields ``None`` between read steps so the
-        caller can serve requests while loading."""
+    def replay(self, partitions=None):
+        """Yield ``(partition, key, value)`` for every record of ``partitions``
+        (default: all), partition by partition in offset order; yields
+        ``None`` between read steps so the caller can serve requests while
+        loading."""
         info = self.broker.metadata().topics.get(OFFSETS_TOPIC)
         if info is None:
             return
-        for p in range(info.num_partitions):
+        for p in (range(info.num_partitions) if partitions is None else sorted(partitions)):
             partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, p)
             if partition is None:
                 continue

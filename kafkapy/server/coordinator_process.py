@@ -21,6 +21,15 @@ Start-up: if ``__consumer_offsets`` exists, its records are replayed in
 steps; between steps requests are answered COORDINATOR_LOAD_IN_PROGRESS
 (heartbeats NONE, as Kafka does), so a restarted broker never answers from
 half-loaded state.
+
+Cluster mode (Kafka's GroupCoordinator.onElection / onResignation): the
+coordinator serves only the groups of the ``__consumer_offsets`` partitions
+this broker leads. Whenever the metadata generation moves it compares the
+partitions the metadata says this broker leads with those it serves: a new
+one is loaded (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, the
+others are served between the load's steps), one it lost is unloaded (its
+groups leave memory; members waiting in JoinGroup/SyncGroup and every later
+request get NOT_COORDINATOR, so clients look the coordinator up again).
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ log = logging.getLogger("kafkapy.coordinator")
 # Longest wait for a request when no timer is due: bounds how late a timer
 # scheduled by nothing but the clock (none today) could run.
 _IDLE_WAIT_S = 1.0
+# In a cluster the loop also follows leadership of __consumer_offsets
+# partitions: a new leader starts loading within this long of LeaderAndIsr.
+_CLUSTER_IDLE_WAIT_S = 0.2
 # How often __consumer_offsets is compacted (Kafka's log.cleaner.backoff.ms
 # is 15 s between cleaner passes when there is nothing to clean).
 CLEANER_INTERVAL_MS = 15_000
@@ -101,6 +113,10 @@ class CoordinatorServer:
         self.arenas = [a.view for a in channel.arenas]
         self.pipes = channel.response_pipes
         self.stopping = False
+        self.cluster_mode = bool(config["zookeeper.connect"])
+        if self.cluster_mode:
+            self.coordinator.owned_partitions = set()
+        self._seen_generation = None  # the metadata generation leadership was last followed at
 
     # -- requests ---------------------------------------------------------------
     def handle(self, req) -> None:
@@ -154,16 +170,20 @@ class CoordinatorServer:
         return True
 
     # -- start-up ---------------------------------------------------------------
-    def load(self) -> bool:
-        """Replay __consumer_offsets; False if told to stop meanwhile."""
+    def load(self, partitions=None) -> bool:
+        """Replay __consumer_offsets (``partitions`` of it: default all, as a
+        standalone broker does at start); False if told to stop meanwhile."""
         if not self.store.exists():
             return True
         coordinator = self.coordinator
-        coordinator.loading = True
+        if partitions is None:
+            coordinator.loading = True
+        else:
+            coordinator.loading_partitions |= set(partitions)
         started = time.monotonic()
         records = []
         try:
-            for item in self.store.replay():
+            for item in self.store.replay(partitions):
                 if item is None:
                     # Let waiting clients hear COORDINATOR_LOAD_IN_PROGRESS.
                     for _ in range(100):
@@ -174,11 +194,38 @@ class CoordinatorServer:
                     continue
                 records.append(item)
             coordinator.load(records)
+            if partitions is not None:
+                coordinator.owned_partitions |= set(partitions)
         finally:
             coordinator.loading = False
-        log.info("loaded %d records of %s in %.2f s", len(records), OFFSETS_TOPIC,
+            if partitions is not None:
+                coordinator.loading_partitions -= set(partitions)
+        log.info("loaded %d records of %s%s in %.2f s", len(records), OFFSETS_TOPIC,
+                 "" if partitions is None else f" partitions {sorted(partitions)}",
                  time.monotonic() - started)
         return True
+
+    def follow_leadership(self) -> bool:
+        """Cluster mode: serve the __consumer_offsets partitions this broker
+        leads now (load the new ones, unload the lost ones); checked when the
+        metadata generation moved. False if told to stop while loading."""
+        md = self.broker.metadata()
+        generation = self.broker.store.generation
+        if generation == self._seen_generation:
+            return True
+        self._seen_generation = generation
+        info = md.topics.get(OFFSETS_TOPIC)
+        broker_id = self.broker.broker_id
+        led = set() if info is None else {
+            p for p, state in enumerate(md.partition_states(info)) if state.leader == broker_id}
+        coordinator = self.coordinator
+        if info is not None:
+            self.store.num_partitions = info.num_partitions
+        for p in sorted(coordinator.owned_partitions - led):
+            gone = coordinator.unload_partition(p)
+            log.info("no longer the leader of %s-%d: unloaded %d groups", OFFSETS_TOPIC, p, gone)
+        new = led - coordinator.owned_partitions
+        return self.load(new) if new else True
 
     # -- maintenance ------------------------------------------------------------
     def clean_offsets_topic(self) -> None:
@@ -204,13 +251,15 @@ class CoordinatorServer:
             self.coordinator.timers.schedule(self.clock_ms() + CLEANER_INTERVAL_MS, self._cleaner_tick)
 
     def run(self) -> None:
-        if not self.load():
+        if not self.cluster_mode and not self.load():
             return
         coordinator = self.coordinator
         coordinator.schedule_offset_expiry()
         coordinator.timers.schedule(self.clock_ms() + CLEANER_INTERVAL_MS, self._cleaner_tick)
         timers = coordinator.timers
         while True:
+            if self.cluster_mode and not self.follow_leadership():
+                return
             now = self.clock_ms()
             try:
                 timers.run_due(now)
@@ -219,7 +268,8 @@ class CoordinatorServer:
                 # everything when the coordinator dies); log it and go on.
                 log.exception("coordinator timer failed")
             deadline = timers.next_deadline_ms()
-            wait_s = _IDLE_WAIT_S if deadline is None else min(_IDLE_WAIT_S, max(0.0, (deadline - now) / 1000))
+            idle = _CLUSTER_IDLE_WAIT_S if self.cluster_mode else _IDLE_WAIT_S
+            wait_s = idle if deadline is None else min(idle, max(0.0, (deadline - now) / 1000))
             if not self._serve_pending(wait_s):
                 return
 

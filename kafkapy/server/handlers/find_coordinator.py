@@ -1,10 +1,13 @@
 """FindCoordinator (key 10), v0-v6.
 
-Contract: with one broker, this broker coordinates every group (key type 0)
-once ``__consumer_offsets`` exists: the first group lookup creates it, as
+Contract: a group's coordinator (key type 0) is the leader of its
+``__consumer_offsets`` partition (``abs(hash(group)) % partitions``, Kafka's
+partitionFor), as the metadata says: with one broker, this broker; in a
+cluster, any live broker (COORDINATOR_NOT_AVAILABLE, retriable, while the
+partition has no live leader). The first group lookup creates the topic, as
 Kafka does (``offsets.topic.num.partitions`` partitions, compacted,
 ``offsets.topic.replication.factor`` replicas). While it cannot be created
-(e.g. a replication factor above the one broker there is) the answer is
+(e.g. a replication factor above the brokers there are) the answer is
 COORDINATOR_NOT_AVAILABLE (15), retriable, as in Kafka. Transactions (key type 1) have no coordinator yet: COORDINATOR_NOT_AVAILABLE
 (15), retriable. Unknown key types -> INVALID_REQUEST (42), share groups (key
 type 2, v6, KIP-932) included: kafkapy has none. v5 only adds an error code
@@ -34,8 +37,16 @@ def handle(ctx, request):
             found = {"node_id": -1, "host": "", "port": -1, "error_code": error,
                      "error_message": "The coordinator is not available."}
         else:
-            found = {"node_id": broker.broker_id, "host": host, "port": port,
-                     "error_code": 0, "error_message": None}
+            found = None
+            md = broker.metadata()
+            if not md.cluster_mode:
+                found = {"node_id": broker.broker_id, "host": host, "port": port,
+                         "error_code": 0, "error_message": None}
+            if ctx.api_version >= 4:
+                coordinators = [dict(found or _group_coordinator(md, key), key=key)
+                                for key in request.coordinator_keys]
+                return construct(ctx.response_class(), {"throttle_time": 0, "coordinators": coordinators})
+            found = found or _group_coordinator(md, request.key)
     elif key_type == TRANSACTION:
         found = {"node_id": -1, "host": "", "port": -1,
                  "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -47,3 +58,19 @@ def handle(ctx, request):
         coordinators = [dict(found, key=key) for key in request.coordinator_keys]
         return construct(ctx.response_class(), {"throttle_time": 0, "coordinators": coordinators})
     return construct(ctx.response_class(), dict(found, throttle_time=0))
+
+
+def _group_coordinator(md, group_id: str) -> dict:
+    """The live leader of the group's ``__consumer_offsets`` partition."""
+    from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC
+    from kafkapy.coordinator.records import partition_for
+
+    info = md.topics.get(OFFSETS_TOPIC)
+    state = md.partition_state(OFFSETS_TOPIC, partition_for(group_id, info.num_partitions)) \
+        if info is not None else None
+    leader = md.brokers.get(state.leader) if state is not None else None
+    if leader is None:
+        return {"node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "The coordinator is not available."}
+    return {"node_id": leader.broker_id, "host": leader.host, "port": leader.port,
+            "error_code": 0, "error_message": None}

@@ -304,3 +304,35 @@ def test_loading_answers(env):
     assert coord.heartbeat("grp", "m", None, 1) == E.NONE
     assert coord.fetch_offsets("grp", None)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     assert coord.list_groups()[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+
+
+# -- cluster mode: the coordinator serves only the partitions it leads ------------------
+
+def test_groups_of_partitions_not_led_here_get_not_coordinator(env):
+    coord, *_ = env
+    coord.owned_partitions = set()
+    assert join(coord)[0]["error_code"] == E.NOT_COORDINATOR
+    coord.owned_partitions = {coord._partition("grp")}
+    assert join(coord)[0]["error_code"] == E.MEMBER_ID_REQUIRED
+    coord.loading_partitions = {coord._partition("grp")}
+    assert join(coord)[0]["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert coord.list_groups()[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+
+
+def test_unloading_a_partition_answers_waiting_members_and_forgets_its_groups(env):
+    coord, store, clock, advance = env
+    partition = coord._partition("grp")
+    coord.owned_partitions = {partition}
+    mid, first = join_new(coord)
+    advance(0)
+    generation = first[0]["generation_id"]
+    # A second member joins: the rebalance parks its JoinGroup until the first rejoins.
+    other, parked = join_new(coord)
+    assert parked == []
+    assert coord.unload_partition(partition) == 1
+    assert parked and parked[0]["error_code"] == E.NOT_COORDINATOR
+    assert "grp" not in coord.groups and partition not in coord.owned_partitions
+    # The group's timers were cancelled: its session deadlines pass without effect.
+    advance(10_000)
+    assert "grp" not in coord.groups
+    assert sync(coord, mid, generation, [(mid, b"a")])[0]["error_code"] == E.NOT_COORDINATOR
