@@ -230,11 +230,11 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def create_topic(admin, topic: str, timeout_s: float = 30.0,
-                 partitions: int = 1) -> None:
+                 partitions: int = 1, replication_factor: int = 1) -> None:
     from confluent_kafka.admin import NewTopic
 
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                            replication_factor=1)],
+                                            replication_factor=replication_factor)],
                                   operation_timeout=timeout_s,
                                   request_timeout=timeout_s)
     futures[topic].result(timeout=timeout_s)
@@ -242,7 +242,8 @@ def create_topic(admin, topic: str, timeout_s: float = 30.0,
     while time.monotonic() < deadline:
         meta = admin.list_topics(topic, timeout=5).topics.get(topic)
         if meta and meta.error is None and len(meta.partitions) == partitions \
-                and all(p.leader >= 0 for p in meta.partitions.values()):
+                and all(p.leader >= 0 and len(p.isrs) == replication_factor
+                        for p in meta.partitions.values()):
             return
         time.sleep(0.1)
     raise WorkloadError(f"topic {topic} has no leader after {timeout_s:.0f} s")
@@ -440,7 +441,8 @@ def run_kcat(broker, argv: list[str], env: dict | None, stdin_path: str | None,
 
 def produce_workload(broker, client: str, env: dict | None, record_size: int,
                      records: int, acks: str, topic: str, kcat_input: str,
-                     timeout_s: float, partitions: int = 1, processes: int = 1) -> dict:
+                     timeout_s: float, partitions: int = 1, processes: int = 1,
+                     replication_factor: int = 1) -> dict:
     """``processes`` > 1 (confluent-kafka only): that many producer processes
     share the records and start together; the window ends with the last
     one's flush (on 2 cores, one process per core is what saturates a broker
@@ -448,7 +450,8 @@ def produce_workload(broker, client: str, env: dict | None, record_size: int,
     result = {"kind": "produce", "client": client, "record_size": record_size,
               "records": records, "acks": acks, "topic": topic,
               "partitions": partitions, "processes": processes}
-    create_topic(broker.admin(), topic, partitions=partitions)
+    create_topic(broker.admin(), topic, partitions=partitions,
+                 replication_factor=replication_factor)
     value_bytes = record_size * records
     if client.startswith("confluent-kafka"):
         shares = [records // processes + (1 if i < records % processes else 0)

@@ -86,3 +86,38 @@ def test_min_insync_replicas_with_two_brokers_down(cluster):
     relaxed.produce("minisr", b"y", on_delivery=record)
     relaxed.flush(15)
     assert results == [None]
+
+
+def test_committed_offsets_survive_the_coordinators_broker(cluster):
+    from confluent_kafka import Consumer, TopicPartition
+
+    cluster.create_topic("grp-topic", partitions=2, replication_factor=3)
+    group = "survivors"
+
+    def consumer():
+        return Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+
+    first = consumer()
+    first.assign([TopicPartition("grp-topic", 0, 0), TopicPartition("grp-topic", 1, 0)])
+    first.commit(offsets=[TopicPartition("grp-topic", 0, 7), TopicPartition("grp-topic", 1, 11)],
+                 asynchronous=False)
+    first.close()
+    described = cluster.admin().describe_consumer_groups([group])[group].result(timeout=30)
+    coordinator = described.coordinator.id
+    offsets_partition = {p for p, (leader, _, _) in cluster.partitions("__consumer_offsets").items()
+                         if leader == coordinator}
+    assert offsets_partition, "the coordinator leads the group's __consumer_offsets partition"
+    cluster.brokers[coordinator].kill()
+    # Another broker leads that partition now, loads it, and answers with the committed offsets.
+    second = consumer()
+    try:
+        committed = wait_for(
+            lambda: second.committed([TopicPartition("grp-topic", 0), TopicPartition("grp-topic", 1)],
+                                     timeout=10),
+            60, "committed offsets from the new coordinator")
+        assert sorted((tp.partition, tp.offset) for tp in committed) == [(0, 7), (1, 11)]
+    finally:
+        second.close()
+    described = cluster.admin().describe_consumer_groups([group])[group].result(timeout=30)
+    assert described.coordinator.id != coordinator
