@@ -381,6 +381,9 @@ _BROKER_KEYS = [
        "Endpoints published to clients in Metadata responses, if different from listeners."),
     _k("listener.security.protocol.map", STRING, DEFAULT_SECURITY_PROTOCOL_MAP, None, LOW, _SOCKET,
        "NAME:PROTOCOL pairs giving each listener name its security protocol."),
+    _k("inter.broker.listener.name", STRING, None, None, MEDIUM, _SOCKET,
+       "Listener brokers use to reach each other (controller requests, replica fetches); "
+       "unset: the first advertised listener."),
     _k("num.network.threads", INT, 3, _at_least(1), HIGH, _SOCKET,
        "Network processor processes that read requests and write responses."),
     _k("num.io.threads", INT, 8, _at_least(1), HIGH, _SOCKET,
@@ -504,6 +507,8 @@ _BROKER_KEYS = [
        "Longest wait a follower's fetch asks the leader for."),
     _k("replica.fetch.min.bytes", INT, 1, None, HIGH, _REPLICATION,
        "Bytes a follower's fetch waits for."),
+    _k("replica.fetch.backoff.ms", INT, 1000, _at_least(0), MEDIUM, _REPLICATION,
+       "How long a follower waits before fetching a partition again after an error."),
     _k("replica.fetch.response.max.bytes", INT, 10485760, _at_least(0), MEDIUM, _REPLICATION,
        "Bytes a follower asks for in one fetch across partitions."),
     _k("replica.socket.timeout.ms", INT, 30000, None, HIGH, _REPLICATION,
@@ -861,6 +866,14 @@ class BrokerConfig:
             self.advertised_listeners: list[Endpoint] = advertised
         else:
             self.advertised_listeners = list(self.listeners)
+        # The listener other brokers reach this one on (Kafka's interBrokerListenerName).
+        names = [ep.listener_name for ep in self.advertised_listeners]
+        self.inter_broker_listener_name: str = v["inter.broker.listener.name"] or names[0]
+        if self.inter_broker_listener_name not in names:
+            raise ConfigException("inter.broker.listener.name", self.inter_broker_listener_name,
+                                  "inter.broker.listener.name must be a listener name defined in "
+                                  "advertised.listeners. The valid options based on currently configured "
+                                  f"listeners are {','.join(names)}")
 
         if v["zookeeper.connection.timeout.ms"] is not None:
             self.zookeeper_connection_timeout_ms: int = v["zookeeper.connection.timeout.ms"]
