@@ -2,14 +2,57 @@
 
 ``ZkMetadataStore`` is every cluster-mode process's store. Reads are the
 image's (``MetadataImage``: what the controller sent, re-read when
-``metadata_generation`` moved); ``update(change)`` is the admin path and
-writes ZooKeeper (Kafka's ZkAdminManager / AdminZkClient), which the
-controller acts on.
+``metadata_generation`` moved). ``update(change)`` is the admin path, Kafka's
+ZkAdminManager / AdminZkClient: it reads ZooKeeper's model (topics with their
+assignment as each partition's ``replicas``, topic and broker configs, the
+producer-id block end), runs ``change`` on it, and writes what differs as one
+multi-op conditional on the versions read (``ZkClient.AdminWrites``):
+
+* a new topic -> ``/config/topics/<t>`` then ``/brokers/topics/<t>`` (topic
+  id, replicas from ``TopicInfo.partitions[p].replicas``, which the admin
+  manager fills); one whose name is marked for deletion is refused as
+  existing, as Kafka does;
+* more partitions -> ``/brokers/topics/<t>`` set at its version;
+* a removed topic -> ``/admin/delete_topics/<t>`` (topics already marked are
+  not in the model: deleting again is nothing to do);
+* changed topic or broker configs -> ``/config/<type>/<name>`` plus a
+  ``/config/changes/config_change_<seq>`` notification;
+* a moved ``producer_id_block_end`` -> ``/latest_producer_id_block``
+  (ZkProducerIdManager's block, assigned to this broker).
+
+A lost condition (another broker wrote in between) reads again and runs
+``change`` again, a bounded number of times. The controller acts on the
+topic znodes; the image changes only when it sends UpdateMetadata, except
+configs: a config written here is applied to this broker's image at once
+(as Kafka's brokers learn configs from ``/config/changes``, not from the
+controller), and every broker follows the notifications
+(``follow_config_changes``, run by the controller child).
+
+Ownership: one store per process; its ZooKeeper client is opened lazily on
+the first ``update`` (a worker that never handles an admin request never
+connects) and used by that process's one handler thread.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+
+from kafkapy.coordination import zk_data
 from kafkapy.coordination.image import MetadataImage
+from kafkapy.coordination.metadata import NO_BROKER, Metadata, PartitionState, TopicInfo
+from kafkapy.coordination.store import METADATA_GENERATION, ProducerIdsBlock
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.topics import TopicError
+
+log = logging.getLogger("kafkapy.zookeeper")
+
+# How often update() reads again and re-runs its change after losing a condition.
+UPDATE_RETRIES = 10
+# Kafka's ZkNodeChangeNotificationListener deletes processed notifications older
+# than this (changeExpirationMs, 15 minutes), on every broker.
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 class ZkMetadataStore(MetadataImage):
@@ -19,3 +62,301 @@ class ZkMetadataStore(MetadataImage):
         super().__init__(log_dir, table, local_broker)
         self.config = config
         self._zk = None
+
+    @property
+    def zk(self):
+        if self._zk is None:
+            from kafkapy.coordination.zookeeper import ZkClient  # kazoo only where ZooKeeper is used
+
+            self._zk = ZkClient(self.config["zookeeper.connect"], self.config["zookeeper.session.timeout.ms"],
+                                self.config["zookeeper.connection.timeout.ms"]).connect()
+        return self._zk
+
+    def close(self) -> None:
+        if self._zk is not None:
+            self._zk.close()
+            self._zk = None
+
+    def update(self, change) -> Metadata:
+        """Run ``change`` on ZooKeeper's model and write the difference (module
+        docstring); returns the model as written. TopicError from ``change`` or
+        from the write (TOPIC_ALREADY_EXISTS) propagates; so does ZkConflict
+        after ``UPDATE_RETRIES`` lost conditions."""
+        from kafkapy.coordination.zookeeper import ZkConflict
+
+        for attempt in range(UPDATE_RETRIES):
+            state = self.zk.read_admin_state()
+            before = self.model(state)
+            after = self.model(state)
+            change(after)
+            batch = self.zk.writes()
+            self._diff(state, before, after, batch)
+            try:
+                batch.commit()
+            except ZkConflict as exc:
+                if attempt == UPDATE_RETRIES - 1:
+                    raise
+                log.info("admin write lost a race (%s); reading again", exc)
+                continue
+            self._apply_configs(before, after)
+            return after
+        raise AssertionError("unreachable")
+
+    def read_model(self) -> Metadata:
+        """ZooKeeper's admin model now (what ``update`` gives ``change``), for a
+        validate-only run of a change; nothing is written."""
+        return self.model(self.zk.read_admin_state())
+
+    def replace(self, md: Metadata) -> None:
+        raise NotImplementedError("a cluster's metadata is ZooKeeper's: nothing replaces it wholesale")
+
+    def model(self, state) -> Metadata:
+        """ZooKeeper's admin model: topics not marked for deletion (each partition's
+        state carries its replicas; leader and ISR are the controller's, not read
+        here), configs, the producer-id block end; brokers and controller from the
+        image."""
+        image = self.current()
+        md = Metadata(brokers=dict(image.brokers), controller_id=image.controller_id,
+                      controller_epoch=image.controller_epoch, cluster_mode=True)
+        for name, topic in state.topics.items():
+            if name in state.marked_for_deletion:
+                continue
+            config = state.topic_configs.get(name)
+            md.topics[name] = TopicInfo(name, topic.topic_id, len(topic.partitions),
+                                        dict(config.configs) if config else {},
+                                        {p: assigned(r) for p, r in topic.partitions.items()})
+        md.broker_configs = {entity: dict(c.configs) for entity, c in state.broker_configs.items() if c.configs}
+        block = state.producer_id_block
+        md.producer_id_block_end = block.next_block_first_id if block is not None else 0
+        return md
+
+    def _diff(self, state, before: Metadata, after: Metadata, batch) -> None:
+        for name in before.topics.keys() - after.topics.keys():
+            batch.mark_topic_for_deletion(name)
+        for name, info in after.topics.items():
+            old = before.topics.get(name)
+            assignment = topic_assignment(info)
+            if old is None:
+                if name in state.marked_for_deletion:
+                    raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
+                config = state.topic_configs.get(name)
+                batch.create_topic(name, info.topic_id, assignment, info.configs,
+                                   config.version if config else -1)
+                continue
+            if info.topic_id != old.topic_id:
+                raise ValueError(f"topic {name}: the topic id cannot change")
+            old_assignment = topic_assignment(old)
+            if assignment != old_assignment:
+                if any(assignment.get(p) != r for p, r in old_assignment.items()):
+                    raise ValueError(f"topic {name}: only new partitions may be assigned here "
+                                     "(reassignment is the controller's)")
+                batch.set_topic_assignment(name, old.topic_id, assignment, state.topics[name].version)
+            if info.configs != old.configs:
+                config = state.topic_configs.get(name)
+                batch.set_entity_config(zk_data.CONFIG_TYPE_TOPIC, name, info.configs,
+                                        config.version if config else -1)
+        for entity in sorted(before.broker_configs.keys() | after.broker_configs.keys()):
+            configs = after.broker_configs.get(entity, {})
+            if configs != before.broker_configs.get(entity, {}):
+                config = state.broker_configs.get(entity)
+                batch.set_entity_config(zk_data.CONFIG_TYPE_BROKER, entity, configs,
+                                        config.version if config else -1)
+        if after.producer_id_block_end != before.producer_id_block_end:
+            size = after.producer_id_block_end - before.producer_id_block_end
+            if size <= 0 or after.producer_id_block_end - 1 > zk_data.INT64_MAX:
+                raise ValueError(f"producer id block end cannot move from {before.producer_id_block_end} "
+                                 f"to {after.producer_id_block_end}")
+            block = ProducerIdsBlock(self.local_broker.broker_id, before.producer_id_block_end, size)
+            batch.set_producer_id_block(block, state.producer_id_block_version)
+
+    def _apply_configs(self, before: Metadata, after: Metadata) -> None:
+        """What this broker's image may show at once: the configs just written (of
+        topics it knows; the others arrive with ``follow_config_changes``)."""
+        topics = {name: info.configs for name, info in after.topics.items()
+                  if name in before.topics and info.configs != before.topics[name].configs}
+        brokers = after.broker_configs if after.broker_configs != before.broker_configs else None
+        if topics or brokers is not None:
+            self.apply(lambda md: apply_configs(md, topics, brokers))
+
+
+def assigned(replicas) -> PartitionState:
+    """A partition of the admin model: its replicas; leader and ISR are the controller's."""
+    return PartitionState(tuple(replicas), NO_BROKER, -1, (), -1)
+
+
+def topic_assignment(info: TopicInfo) -> dict:
+    """``{partition: replicas}`` of every partition of ``info``; each must have replicas."""
+    out = {}
+    for p in range(info.num_partitions):
+        replicas = info.replicas(p)
+        if not replicas:
+            raise ValueError(f"topic {info.name} partition {p} has no replicas assigned")
+        out[p] = tuple(replicas)
+    return out
+
+
+def apply_configs(md: Metadata, topics: dict, brokers: dict | None) -> None:
+    """Set the overrides of the topics in ``topics`` that ``md`` has, and (unless
+    None) replace the dynamic broker configs with ``brokers``."""
+    for name, configs in topics.items():
+        info = md.topics.get(name)
+        if info is not None:
+            info.configs = dict(configs)
+    if brokers is not None:
+        md.broker_configs = {entity: dict(c) for entity, c in brokers.items() if c}
+
+
+# --------------------------------------------------------------------- following /config
+
+class ConfigFollower:
+    """Keeps an image's topic and broker configs equal to ZooKeeper's ``/config``.
+
+    Kafka's brokers learn configs from ZooKeeper (ZkConfigManager) rather than
+    from the controller; so does the image here. Kazoo's callback thread keeps
+    ``topics``/``brokers`` (name -> overrides) current: a watch on
+    ``/config/topics`` and ``/config/brokers`` children reads entities that
+    appear (a topic's config is written before its topic znode), and a watch on
+    ``/config/changes`` reads the notifications newer than the last one seen and
+    re-reads only the entities they name (bounded work per event). One thread of
+    its own applies the differences to the image, when told or when the image's
+    generation moved (a topic the controller just announced gets its configs
+    from what was read before). Processed notifications older than 15 minutes
+    are deleted, as every Kafka broker does.
+    """
+
+    def __init__(self, zk_client, image, poll_s: float = 0.2, clock_ms=None):
+        self.zk = zk_client
+        self.image = image
+        self.poll_s = poll_s
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.topics: dict = {}
+        self.brokers: dict = {}
+        self.last_change = -1  # sequence number of the last notification processed
+        self._lock = threading.Lock()
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        self._started_changes = False
+        self._thread = threading.Thread(target=self._run, name="config-follower", daemon=True)
+
+    def start(self) -> "ConfigFollower":
+        self.zk.watch_children(zk_data.CONFIG_CHANGES_PATH, self._on_changes)
+        self.zk.watch_children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_TOPIC),
+                               lambda names: self._on_entities(zk_data.CONFIG_TYPE_TOPIC, self.topics, names))
+        self.zk.watch_children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_BROKER),
+                               lambda names: self._on_entities(zk_data.CONFIG_TYPE_BROKER, self.brokers, names))
+        self.sync()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._dirty.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(5)
+
+    # -- kazoo's callback thread ------------------------------------------------------
+    def _on_entities(self, entity_type: str, known: dict, names) -> None:
+        """Children of ``/config/<type>`` changed: read the new ones, drop the gone."""
+        names = set(names)
+        new = [n for n in names if n not in known]
+        read = self.zk.read_entity_configs(entity_type, new) if new else {}
+        with self._lock:
+            for gone in set(known) - names:
+                del known[gone]
+            for name, config in read.items():
+                known[name] = config.configs
+        self._dirty.set()
+
+    def _on_changes(self, children) -> None:
+        """New ``config_change_<seq>`` notifications: re-read the entities they name."""
+        seqs = {}
+        for child in children:
+            try:
+                seqs[zk_data.sequence_number(child, zk_data.CONFIG_CHANGE_PREFIX)] = child
+            except ValueError:
+                continue
+        if not self._started_changes:
+            # the first call: everything is read in full by the entity watches
+            self._started_changes = True
+            self.last_change = max(seqs, default=-1)
+            self._purge(list(seqs.values()))
+            return
+        new = sorted(s for s in seqs if s > self.last_change)
+        if not new:
+            return
+        paths = [zk_data.CONFIG_CHANGES_PATH + "/" + seqs[s] for s in new]
+        found = self.zk.get_with_stat(paths)
+        entities = {zk_data.CONFIG_TYPE_TOPIC: set(), zk_data.CONFIG_TYPE_BROKER: set()}
+        for path in paths:
+            if path not in found:
+                continue
+            try:
+                entity_type, name = zk_data.decode_config_change(found[path][0])
+            except ValueError as exc:
+                log.warning("ignoring config change notification %s: %s", path, exc)
+                continue
+            if entity_type in entities:  # quotas (clients, users, ips) are not applied here
+                entities[entity_type].add(name)
+        for entity_type, known in ((zk_data.CONFIG_TYPE_TOPIC, self.topics),
+                                   (zk_data.CONFIG_TYPE_BROKER, self.brokers)):
+            names = entities[entity_type]
+            if not names:
+                continue
+            read = self.zk.read_entity_configs(entity_type, names)
+            with self._lock:
+                for name in names:
+                    if name in read:
+                        known[name] = read[name].configs
+                    else:
+                        known.pop(name, None)
+        self.last_change = new[-1]
+        self._dirty.set()
+        self._purge([seqs[s] for s in new], found)
+
+    def _purge(self, children, found=None) -> None:
+        """Delete the processed notifications older than the expiration (Kafka's
+        purgeObsoleteNotifications)."""
+        paths = [zk_data.CONFIG_CHANGES_PATH + "/" + c for c in children]
+        if found is None:
+            found = self.zk.get_with_stat(paths)
+        cutoff = self.clock_ms() - CONFIG_CHANGE_EXPIRATION_MS
+        old = [p for p in paths if p in found and found[p][1].ctime < cutoff]
+        if old:
+            self.zk.delete_quietly(old)
+
+    # -- the follower's thread ----------------------------------------------------------
+    def _run(self) -> None:
+        seen = self.image.table.counter(METADATA_GENERATION)
+        while not self._stop.is_set():
+            self._dirty.wait(self.poll_s)
+            if self._stop.is_set():
+                return
+            generation = self.image.table.counter(METADATA_GENERATION)
+            if self._dirty.is_set() or generation != seen:
+                self._dirty.clear()
+                try:
+                    self.sync()
+                except Exception:
+                    log.exception("applying ZooKeeper configs to the metadata image failed")
+                seen = self.image.table.counter(METADATA_GENERATION)
+
+    def sync(self) -> bool:
+        """Apply to the image what differs from the configs read; True if it did."""
+        md = self.image.current()
+        with self._lock:
+            topics = {name: dict(c) for name, c in self.topics.items()
+                      if name in md.topics and md.topics[name].configs != c}
+            brokers = {entity: dict(c) for entity, c in self.brokers.items() if c}
+        if brokers == md.broker_configs:
+            brokers = None
+        if not topics and brokers is None:
+            return False
+        self.image.apply(lambda m: apply_configs(m, topics, brokers))
+        return True
+
+
+def follow_config_changes(zk_client, image) -> ConfigFollower:
+    """Read every ``/config/topics/*`` and ``/config/brokers/*`` into ``image`` and keep
+    them current from ``/config/changes`` (``ConfigFollower``); the controller
+    child calls this once after connecting. Returns the follower (``stop()``)."""
+    return ConfigFollower(zk_client, image).start()

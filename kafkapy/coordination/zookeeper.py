@@ -14,7 +14,15 @@ ZooKeeper reads like an Apache Kafka 3.9 one:
 * ``try_elect_controller`` — Kafka's registerControllerAndIncrementControllerEpoch:
   one multi-op creates the ephemeral ``/controller`` and sets
   ``/controller_epoch`` to epoch + 1 conditional on the version read, so two
-  brokers can never both win, and a stale reader's write fails.
+  brokers can never both win, and a stale reader's write fails;
+* the admin paths (AdminZkClient): ``read_admin_state`` (topics with ids,
+  assignments and versions, topic and broker configs, topics marked for
+  deletion, the producer-id block) and ``AdminWrites``, one multi-op of
+  conditional writes (topic creation in Kafka's order, assignment changes,
+  deletion markers, entity configs with their change notification, the next
+  producer-id block); ``create_topic``, ``set_topic_assignment``,
+  ``mark_topic_for_deletion``, ``set_entity_config`` and
+  ``new_producer_id_block`` are Kafka's single operations on top of it.
 
 Ownership: one client per process that needs ZooKeeper, used by one thread
 (kazoo runs its own threads for the session underneath).
@@ -22,14 +30,21 @@ Ownership: one client per process that needs ZooKeeper, used by one thread
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from kafkapy.coordination import zk_data
+from kafkapy.coordination.store import ProducerIdsBlock
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.topics import TopicError
+
+log = logging.getLogger("kafkapy.zookeeper")
 
 _NEW_CLUSTER_ID_BYTES = 16
 
@@ -194,3 +209,273 @@ class ZkClient:
         """Call ``callback(event)`` when ``/controller`` is created, changed or
         deleted (re-armed after every event: kazoo's DataWatch)."""
         self.zk.DataWatch(zk_data.CONTROLLER_PATH, lambda data, stat, event=None: callback(event))
+
+    # -- admin (Kafka's AdminZkClient / KafkaZkClient admin paths) --------------------------
+    # Any broker's admin path writes these; the controller's watches act on them. Reads are
+    # pipelined (one round trip for all topics, as Kafka's batched requests); writes go
+    # through ``AdminWrites``, one multi-op conditional on the versions read, so a change
+    # computed from a stale read never lands (the caller reads again and retries).
+
+    def read_admin_state(self) -> "AdminState":
+        """Every topic (``/brokers/topics/<t>``: id, assignment, version), the topic and
+        broker configs (``/config/topics``, ``/config/brokers``) with their versions,
+        the topics marked for deletion and ``/latest_producer_id_block``."""
+        topics = {}
+        for name, (data, stat) in self._get_children_data(zk_data.TOPICS_PATH).items():
+            try:
+                znode = zk_data.decode_topic(name, data)
+            except ValueError as exc:
+                # Kafka reads it as a topic without partitions; it still exists
+                log.warning("unreadable topic znode: %s", exc)
+                znode = zk_data.TopicAssignment(None, {})
+            topics[name] = ZkTopic(name, znode.topic_id, dict(znode.partitions), stat.version)
+        block, block_version = self.get_producer_id_block()
+        return AdminState(topics, self.read_entity_configs(zk_data.CONFIG_TYPE_TOPIC),
+                          self.read_entity_configs(zk_data.CONFIG_TYPE_BROKER),
+                          set(self._children(zk_data.DELETE_TOPICS_PATH)), block, block_version)
+
+    def read_entity_configs(self, entity_type: str, names=None) -> dict:
+        """``{name: EntityConfig}`` of ``/config/<entity_type>/*`` (or of ``names`` only;
+        absent ones are left out). Unreadable data counts as no overrides, as in Kafka."""
+        out = {}
+        for name, (data, stat) in self._get_children_data(zk_data.config_entity_type_path(entity_type),
+                                                          names).items():
+            try:
+                configs = zk_data.decode_config(data)
+            except ValueError as exc:
+                log.warning("unreadable config of %s/%s: %s", entity_type, name, exc)
+                configs = {}
+            out[name] = EntityConfig(configs, stat.version)
+        return out
+
+    def get_entity_config(self, entity_type: str, name: str) -> "EntityConfig":
+        """One entity's overrides and znode version (-1: no znode)."""
+        return self.read_entity_configs(entity_type, [name]).get(name, EntityConfig({}, -1))
+
+    def get_producer_id_block(self) -> tuple:
+        """``(ProducerIdsBlock or None, znode version)``: None while no block was
+        written (the znode empty, as created among the persistent paths)."""
+        try:
+            data, stat = self.zk.get(zk_data.LATEST_PRODUCER_ID_BLOCK_PATH)
+        except NoNodeError:
+            return None, -1
+        return (zk_data.decode_producer_id_block(data) if data else None), stat.version
+
+    def writes(self) -> "AdminWrites":
+        return AdminWrites(self)
+
+    def create_topic(self, topic: str, assignment, configs=None, topic_id=None) -> uuid.UUID:
+        """AdminZkClient.createTopicWithAssignment: TOPIC_ALREADY_EXISTS when the topic
+        exists or is marked for deletion; else ``/config/topics/<t>`` and then
+        ``/brokers/topics/<t>`` with a new topic id (in one multi-op here)."""
+        topic_id = topic_id or uuid.uuid4()
+
+        def write(batch):
+            if self.zk.exists(zk_data.delete_topic_path(topic)) is not None:
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' is marked for deletion.")
+            if self.zk.exists(zk_data.topic_path(topic)) is not None:
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+            config = self.get_entity_config(zk_data.CONFIG_TYPE_TOPIC, topic)
+            batch.create_topic(topic, topic_id, assignment, configs or {}, config.version)
+
+        self._retry(write)
+        return topic_id
+
+    def set_topic_assignment(self, topic: str, topic_id, assignment, version: int) -> None:
+        """AdminZkClient's add-partitions write: the whole assignment, conditional on the
+        topic znode's ``version`` (``ZkConflict`` if it moved)."""
+        batch = self.writes()
+        batch.set_topic_assignment(topic, topic_id, assignment, version)
+        batch.commit()
+
+    def mark_topic_for_deletion(self, topic: str) -> bool:
+        """AdminZkClient.deleteTopic: ``/admin/delete_topics/<t>``; False if it was marked
+        already; UNKNOWN_TOPIC_OR_PARTITION if there is no such topic."""
+        if self.zk.exists(zk_data.topic_path(topic)) is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic `{topic}` to delete does not exist")
+        batch = self.writes()
+        batch.mark_topic_for_deletion(topic)
+        try:
+            batch.commit()
+        except ZkConflict:
+            return False
+        return True
+
+    def set_entity_config(self, entity_type: str, name: str, configs, version: int | None = None) -> None:
+        """AdminZkClient.changeEntityConfig: ``/config/<type>/<name>`` created or set, then a
+        ``/config/changes/config_change_<seq>`` notification. ``version`` None: whatever
+        is there (Kafka's last writer wins); else conditional on it (-1: must be absent)."""
+        def write(batch):
+            current = version if version is not None else self.get_entity_config(entity_type, name).version
+            batch.set_entity_config(entity_type, name, configs, current)
+
+        self._retry(write, retries=1 if version is not None else _WRITE_RETRIES)
+
+    def new_producer_id_block(self, broker_id: int, size: int = 1000) -> ProducerIdsBlock:
+        """ZkProducerIdManager.getNewProducerIdBlock: read ``/latest_producer_id_block``,
+        write the next block conditional on its version, again until it lands."""
+        blocks = []
+
+        def write(batch):
+            current, version = self.get_producer_id_block()
+            blocks[:] = [zk_data.next_producer_id_block(current, broker_id, size)]
+            batch.set_producer_id_block(blocks[0], version)
+
+        self._retry(write)
+        return blocks[0]
+
+    def _retry(self, write, retries: int = None) -> None:
+        """``write(batch)`` on a fresh batch and commit it, again on ``ZkConflict``."""
+        retries = _WRITE_RETRIES if retries is None else retries
+        for attempt in range(retries):
+            batch = self.writes()
+            write(batch)
+            try:
+                batch.commit()
+                return
+            except ZkConflict:
+                if attempt == retries - 1:
+                    raise
+
+    def watch_children(self, path: str, callback) -> None:
+        """Call ``callback(children)`` now and whenever ``path``'s children change
+        (kazoo's ChildrenWatch, re-armed after every event and a new session), from
+        kazoo's callback thread."""
+        self.zk.ChildrenWatch(path, callback)
+
+    def get_with_stat(self, paths) -> dict:
+        """``{path: (data, stat)}`` of the ``paths`` that exist, in one round trip."""
+        pending = [(p, self.zk.get_async(p)) for p in paths]
+        out = {}
+        for path, result in pending:
+            try:
+                out[path] = result.get()
+            except NoNodeError:
+                continue
+        return out
+
+    def delete_quietly(self, paths) -> None:
+        """Delete ``paths`` (pipelined); ones already gone are fine."""
+        pending = [self.zk.delete_async(p) for p in paths]
+        for result in pending:
+            try:
+                result.get()
+            except NoNodeError:
+                pass
+
+    def _children(self, path: str) -> list:
+        try:
+            return self.zk.get_children(path)
+        except NoNodeError:
+            return []
+
+    def _get_children_data(self, parent: str, names=None) -> dict:
+        names = self._children(parent) if names is None else list(names)
+        found = self.get_with_stat([f"{parent}/{n}" for n in names])
+        return {n: found[f"{parent}/{n}"] for n in names if f"{parent}/{n}" in found}
+
+
+# How often a write computed from a read is tried before giving up: a conflict means
+# another broker wrote the same znode between our read and write, which is rare.
+_WRITE_RETRIES = 10
+
+
+class ZkConflict(RuntimeError):
+    """A conditional admin write lost: a znode it depends on changed (or appeared, or
+    went) since it was read. Read again and recompute."""
+
+
+@dataclass
+class ZkTopic:
+    """``/brokers/topics/<name>``: ``partitions`` is partition -> replicas; ``version``
+    the znode's version (the fence of an assignment change)."""
+
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: dict
+    version: int
+
+
+@dataclass(frozen=True)
+class EntityConfig:
+    """``/config/<type>/<name>``: the overrides and the znode's version (-1: absent)."""
+
+    configs: dict
+    version: int = -1
+
+
+@dataclass
+class AdminState:
+    """What the admin path reads from ZooKeeper (``ZkClient.read_admin_state``)."""
+
+    topics: dict  # name -> ZkTopic
+    topic_configs: dict  # name -> EntityConfig
+    broker_configs: dict  # entity -> EntityConfig
+    marked_for_deletion: set
+    producer_id_block: ProducerIdsBlock | None
+    producer_id_block_version: int
+
+
+class AdminWrites:
+    """Admin znode writes committed as one multi-op (all or none), each conditional on
+    what was read: a znode known absent is created (NodeExists if it appeared), a
+    known one set with its version. ``commit`` raises ``ZkConflict`` when a condition
+    failed, or TOPIC_ALREADY_EXISTS when a topic to create exists (Kafka's
+    NodeExistsException -> TopicExistsException). Owned by one thread."""
+
+    def __init__(self, client: ZkClient):
+        self.client = client
+        self.txn = client.zk.transaction()
+        self.ops = []  # (path, what a NodeExists on it means), in txn order
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def _create(self, path: str, data: bytes, topic: str | None = None, sequence: bool = False) -> None:
+        self.txn.create(path, data, sequence=sequence)
+        self.ops.append((path, topic))
+
+    def _set(self, path: str, data: bytes, version: int) -> None:
+        """Set conditional on ``version``, or create when -1 (known absent)."""
+        if version < 0:
+            self._create(path, data)
+        else:
+            self.txn.set_data(path, data, version)
+            self.ops.append((path, None))
+
+    def create_topic(self, topic: str, topic_id, assignment, configs, config_version: int = -1) -> None:
+        """Kafka's order: the config (created or set: one may be left from a failed
+        create), then the topic znode (version 3: topic id, replicas)."""
+        self._set(zk_data.topic_config_path(topic), zk_data.encode_config(configs), config_version)
+        self._create(zk_data.topic_path(topic), zk_data.encode_topic(topic_id, assignment), topic=topic)
+
+    def set_topic_assignment(self, topic: str, topic_id, assignment, version: int) -> None:
+        self.txn.set_data(zk_data.topic_path(topic), zk_data.encode_topic(topic_id, assignment), version)
+        self.ops.append((zk_data.topic_path(topic), None))
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        self._create(zk_data.delete_topic_path(topic), zk_data.DELETE_TOPIC_DATA)
+
+    def set_entity_config(self, entity_type: str, name: str, configs, version: int) -> None:
+        """The config, then its change notification (``config_change_<seq>``)."""
+        self._set(zk_data.config_entity_path(entity_type, name), zk_data.encode_config(configs), version)
+        self._create(zk_data.config_change_path(), zk_data.encode_config_change(entity_type, name),
+                     sequence=True)
+
+    def set_producer_id_block(self, block: ProducerIdsBlock, version: int) -> None:
+        self._set(zk_data.LATEST_PRODUCER_ID_BLOCK_PATH, zk_data.encode_producer_id_block(block), version)
+
+    def commit(self) -> None:
+        if not self.ops:
+            return
+        results = self.txn.commit()
+        failed = [(op, r) for op, r in zip(self.ops, results)
+                  if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if not failed:
+            return
+        (path, topic), error = failed[0]
+        if isinstance(error, NodeExistsError) and topic is not None:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+        if isinstance(error, (NodeExistsError, BadVersionError, NoNodeError)):
+            raise ZkConflict(f"{path}: {type(error).__name__}")
+        raise error

@@ -3,9 +3,24 @@
 CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs
 and IncrementalAlterConfigs change the metadata store through here, with
 Kafka's checks and messages. Each change runs under the store's atomic
-update; a topic's partitions are created (files, and a slot claimed in the
-shared table's slot map for each) inside that update and rolled back if it
-fails. Owned by one process; handlers reach it as ``ctx.broker.admin``.
+update.
+
+Standalone (the embedded store) a topic's partitions are created (files, and
+a slot claimed in the shared table's slot map for each) inside that update
+and rolled back if it fails; deleting a topic deletes them.
+
+In cluster mode (the store is a ``ZkMetadataStore``) the update writes
+ZooKeeper and the controller does the rest, as with Kafka's ZkAdminManager:
+new partitions get replicas here (Kafka's placement over the live brokers,
+or a given assignment checked as Kafka does), and LeaderAndIsr from the
+controller creates their logs on the brokers that host them; DeleteTopics
+marks the topic for deletion and StopReplica deletes the logs. CreateTopics
+and CreatePartitions answer once the znodes are written, without waiting
+for the controller to announce the partitions (Kafka waits up to the
+request's timeout for its metadata cache; clients retry UNKNOWN_TOPIC_OR_PARTITION
+and LEADER_NOT_AVAILABLE until the controller's UpdateMetadata lands).
+
+Owned by one process; handlers reach it as ``ctx.broker.admin``.
 """
 
 from __future__ import annotations
@@ -13,7 +28,13 @@ from __future__ import annotations
 import logging
 import uuid
 
+from kafkapy.coordination.assignment import (
+    assign_replicas_to_brokers,
+    broker_metadatas,
+    new_partitions_assignment,
+)
 from kafkapy.coordination.metadata import TopicInfo
+from kafkapy.coordination.zk_store import ZkMetadataStore, assigned
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError, check_topic_name
 from kafkapy.server.config import (
@@ -39,6 +60,8 @@ class AdminManager:
         self.log_manager = log_manager
         self.broker_id = broker_id
         self.static_config = metadata_cache.static_config
+        # cluster mode: admin writes go to ZooKeeper and the controller acts on them
+        self.cluster_mode = isinstance(store, ZkMetadataStore)
 
     @property
     def config(self):
@@ -50,12 +73,17 @@ class AdminManager:
 
     # -- topics ---------------------------------------------------------------
     def create_topic(self, name, num_partitions=None, configs=None, validate_only=False,
-                     replication_factor=-1) -> TopicInfo:
+                     replication_factor=-1, assignments=None) -> TopicInfo:
+        """``assignments`` (cluster mode): partition -> broker ids, given instead of a
+        partition count and replication factor (CreateTopics' manual assignment)."""
         check_topic_name(name)
         if num_partitions is None:
             num_partitions = self.config["num.partitions"]
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
+        if self.cluster_mode:
+            return self._create_topic_in_cluster(name, num_partitions, configs, validate_only,
+                                                 replication_factor, assignments)
         if replication_factor <= 0:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              "Replication factor must be larger than 0.")
@@ -83,6 +111,49 @@ class AdminManager:
         self._update_creating(change, name, created, f"Creating topic {name} failed")
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, info.topic_id)
         return info
+
+    def _create_topic_in_cluster(self, name, num_partitions, configs, validate_only,
+                                 replication_factor, assignments) -> TopicInfo:
+        """ZkAdminManager.createTopics for one topic, in its order of checks."""
+        md = self.metadata()
+        if name in md.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if assignments:
+            replicas = validate_create_assignment(assignments)
+        else:
+            # the live brokers in the metadata cache's order, as Kafka's CreateTopics
+            replicas = assign_replicas_to_brokers(list(md.brokers.values()), num_partitions,
+                                                  replication_factor)
+        try:
+            overrides = validate_topic_configs(configs or {})
+        except InvalidConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        info = TopicInfo(name, uuid.uuid4(), len(replicas), overrides,
+                         {p: assigned(r) for p, r in replicas.items()})
+        if validate_only:
+            return info
+
+        def change(md):
+            if name in md.topics:
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            md.topics[name] = info
+
+        self._update_cluster(change, f"Creating topic {name} failed")
+        log.info("created topic %s with %d partitions (id %s), replicas %s", name, info.num_partitions,
+                 info.topic_id, {p: list(r) for p, r in replicas.items()})
+        return info
+
+    def _update_cluster(self, change, failure: str):
+        """``store.update(change)`` in cluster mode: a TopicError is the answer; anything
+        else (ZooKeeper unreachable, conflicts past the retries) is UNKNOWN_SERVER_ERROR
+        with ``failure``, as Kafka answers an AdminOperationException."""
+        try:
+            return self.store.update(change)
+        except TopicError:
+            raise
+        except Exception:
+            log.exception("%s", failure)
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, failure) from None
 
     def _create_logs(self, info: TopicInfo, partitions, created: list) -> None:
         """Create ``partitions`` of ``info``'s topic, each on a slot claimed
@@ -125,6 +196,9 @@ class AdminManager:
             self.table.free(slot)  # and its slot map entry
 
     def delete_topic(self, name: str) -> None:
+        """Standalone: the topic and its logs go now. Cluster mode: the topic is marked
+        for deletion (``/admin/delete_topics/<t>``; one marked already is fine, as in
+        Kafka) and the controller deletes it."""
         removed = []
 
         def change(md):
@@ -132,6 +206,11 @@ class AdminManager:
             if info is not None:
                 removed.append(info)
 
+        if self.cluster_mode:
+            self._update_cluster(change, f"Deleting topic {name} failed")
+            if removed:
+                log.info("marked topic %s for deletion", name)
+            return
         self.store.update(change)
         if not removed:
             return
@@ -258,6 +337,8 @@ class AdminManager:
     def create_partitions(self, name: str, count: int, assignments=None, validate_only=False) -> None:
         """CreatePartitions: grow topic ``name`` to ``count`` partitions (Kafka's checks and
         messages); raises TopicError."""
+        if self.cluster_mode:
+            return self._create_partitions_in_cluster(name, count, assignments, validate_only)
         info = self.metadata().topics.get(name)
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -305,3 +386,98 @@ class AdminManager:
 
         self._update_creating(change, name, created, f"Adding partitions to {name} failed")
         log.info("topic %s now has %d partitions", name, count)
+
+    def _create_partitions_in_cluster(self, name: str, count: int, assignments, validate_only: bool) -> None:
+        """ZkAdminManager.createPartitions for one topic: the existing assignment is
+        ZooKeeper's (read inside the update, so the new partitions are placed
+        against the latest one), the brokers are the registered ones, sorted by id."""
+        brokers = broker_metadatas(self.store.zk.live_brokers().values())
+        broker_ids = [b.broker_id for b in brokers]
+
+        def change(md):
+            info = md.topics.get(name)
+            if info is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            current = info.num_partitions
+            if count < current:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Topic currently has {current} partitions, which is higher than the "
+                                 f"requested {count}.")
+            if count == current:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+            existing = {p: info.replicas(p) for p in range(current) if info.replicas(p)}
+            if assignments is not None:
+                unknown = sorted({b for a in assignments for b in a} - set(broker_ids))
+                if unknown:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+                if len(assignments) != count - current:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Increasing the number of partitions by {count - current} but "
+                                     f"{len(assignments)} assignments provided.")
+                added = {current + i: list(a) for i, a in enumerate(assignments)}
+                if 0 not in existing:  # Kafka's AdminOperationException for it
+                    new_partitions_assignment(name, existing, brokers, count)
+                validate_added_assignment(added, len(existing[0]), broker_ids)
+            else:
+                added = new_partitions_assignment(name, existing, brokers, count)
+            for p, replicas in added.items():
+                info.partitions[p] = assigned(replicas)
+            info.num_partitions = count
+
+        if validate_only:
+            change(self.store.read_model())
+            return
+        self._update_cluster(change, f"Adding partitions to {name} failed")
+        log.info("topic %s now has %d partitions", name, count)
+
+
+def validate_create_assignment(assignments) -> dict:
+    """AdminZkClient.validateTopicCreate's checks of a manual assignment (partition ->
+    broker ids); the brokers are not checked against the live ones (Kafka's
+    CreateTopics does not either). Returns it as partition -> tuple."""
+    replicas = {int(p): tuple(r) for p, r in assignments.items()}
+    if len({len(r) for r in replicas.values()}) != 1:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas")
+    if any(len(r) != len(set(r)) for r in replicas.values()):
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Duplicate replica assignment found: {_scala_map(replicas)}")
+    if sorted(replicas) != list(range(len(replicas))):
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "partitions should be a consecutive 0-based integer sequence")
+    for p, r in sorted(replicas.items()):
+        if not r:  # Kafka would write it; a partition nobody hosts is refused here
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Cannot have replication factor of 0 for partition id {p}.")
+    return replicas
+
+
+def validate_added_assignment(added: dict, replication_factor: int, broker_ids) -> None:
+    """AdminZkClient.validateReplicaAssignment: the new partitions' replicas (partition ->
+    broker ids) against partition 0's replication factor and the registered brokers."""
+    available = set(broker_ids)
+    for p, replicas in sorted(added.items()):
+        if not replicas:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Cannot have replication factor of 0 for partition id {p}.")
+        if len(replicas) != len(set(replicas)):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "Duplicate brokers not allowed in replica assignment: "
+                             f"{', '.join(map(str, replicas))} for partition id {p}.")
+        if not set(replicas) <= available:
+            raise TopicError(ErrorCode.BROKER_NOT_AVAILABLE,
+                             f"Some brokers specified for partition id {p} are not available. "
+                             f"Specified brokers: {', '.join(map(str, replicas))}, "
+                             f"available brokers: {', '.join(map(str, sorted(available)))}.")
+    bad = sorted((p, len(r)) for p, r in added.items() if len(r) != replication_factor)
+    if bad:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "Inconsistent replication factor between partitions, partition 0 has "
+                         f"{replication_factor} while partitions [{', '.join(str(p) for p, _ in bad)}] have "
+                         f"replication factors [{', '.join(str(n) for _, n in bad)}], respectively.")
+
+
+def _scala_map(replicas: dict) -> str:
+    """How Kafka's message prints the assignment (a Scala mutable.HashMap of ArrayBuffers)."""
+    inner = ", ".join(f"{p} -> ArrayBuffer({', '.join(map(str, r))})" for p, r in sorted(replicas.items()))
+    return f"HashMap({inner})"

@@ -5,10 +5,11 @@ Contract, per topic (Kafka's checks and messages):
 - invalid name -> INVALID_TOPIC_EXCEPTION (17); existing -> TOPIC_ALREADY_EXISTS (36);
 - ``num_partitions`` -1 = ``num.partitions``; 0 or < -1 -> INVALID_PARTITIONS (37);
 - ``replication_factor`` -1 = ``default.replication.factor``; more than the
-  live brokers (1) or < 1 -> INVALID_REPLICATION_FACTOR (38);
+  live brokers (standalone: 1) or < 1 -> INVALID_REPLICATION_FACTOR (38);
 - manual ``assignments`` need num_partitions = replication_factor = -1
-  (INVALID_REQUEST), consecutive partition ids from 0 and only known broker
-  ids (INVALID_REPLICA_ASSIGNMENT, 39);
+  (INVALID_REQUEST), consecutive partition ids from 0 and (standalone) only
+  known broker ids (INVALID_REPLICA_ASSIGNMENT, 39); in cluster mode the
+  admin manager checks them as Kafka's AdminZkClient does;
 - configs are checked against the topic config table -> INVALID_CONFIG (40);
 - ``validate_only`` runs every check and creates nothing.
 v5+ answers with the partition count, replication factor and the topic's
@@ -38,11 +39,13 @@ def handle(ctx, request):
                                  f"entries for topic {topic.name}")
             num_partitions = _partition_count(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
+            assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
             info = broker.admin.create_topic(topic.name, num_partitions, configs,
                                        validate_only=request.validate_only,
-                                       replication_factor=topic.replication_factor)
+                                       replication_factor=topic.replication_factor,
+                                       assignments=assignments)
             result.update(topic_id=info.topic_id, num_partitions=info.num_partitions,
-                          replication_factor=1,
+                          replication_factor=len(info.replicas(0) or (broker.broker_id,)),
                           configs=[{"name": k, "value": v, "read_only": False,
                                     "config_source": source, "is_sensitive": False}
                                    for k, v, source in broker.admin.topic_config_entries(info.configs)])
@@ -58,6 +61,8 @@ def _partition_count(broker, topic) -> int:
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              "Both numPartitions or replicationFactor and replicasAssignments "
                              "were set. Both cannot be used at the same time.")
+        if broker.admin.cluster_mode:  # the admin manager checks it against the cluster
+            return len(topic.assignments)
         ids = sorted(a.partition_index for a in topic.assignments)
         if ids != list(range(len(ids))):
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,

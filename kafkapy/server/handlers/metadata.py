@@ -4,9 +4,12 @@ Contract:
 - Topics: v0 empty list = all topics; v1+ null = all, empty = none. v10+ may
   name a topic by id (name null): unknown id -> UNKNOWN_TOPIC_ID (100).
 - Auto-creation: v0-v3 always ask for it, v4+ per ``allow_auto_topic_creation``;
-  done only if ``auto.create.topics.enable``. Creation is synchronous here, so
-  the new topic is answered at once with NONE (Kafka may say
-  LEADER_NOT_AVAILABLE while its controller works).
+  done only if ``auto.create.topics.enable``. Standalone, creation is
+  synchronous, so the new topic is answered at once with NONE; in cluster
+  mode it is answered LEADER_NOT_AVAILABLE (5) until the controller has
+  announced it, as Kafka does, and a failed creation with its error (e.g.
+  INVALID_REPLICATION_FACTOR with fewer live brokers than
+  ``default.replication.factor``).
 - Invalid names -> INVALID_TOPIC_EXCEPTION (17); unknown -> UNKNOWN_TOPIC_OR_PARTITION (3).
 - v13 (KIP-1102) adds a top-level error code: NONE (kafkapy never asks a
   client to rebootstrap).
@@ -19,7 +22,7 @@ Contract:
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
-from kafkapy.protocol.topics import topic_name_error
+from kafkapy.protocol.topics import TopicError, topic_name_error
 
 API_KEY = 3
 
@@ -51,9 +54,12 @@ def handle(ctx, request):
                 topics.append(_topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                 continue
             if auto_create:
-                broker.admin.create_topic(name)
+                error = _auto_create(broker, name)
                 md = broker.metadata()
                 info = md.topics.get(name)
+                if info is None:
+                    topics.append(_topic_error(error, name))
+                    continue
             if info is None:
                 topics.append(_topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                 continue
@@ -99,6 +105,19 @@ def _state_fields(state, live) -> dict:
     return {"error_code": code, "leader_id": leader, "leader_epoch": state.leader_epoch,
             "replica_nodes": state.replicas, "isr_nodes": state.isr,
             "offline_replicas": tuple(r for r in state.replicas if r not in live)}
+
+
+def _auto_create(broker, name):
+    """Create topic ``name``; the error to answer while it is not in the metadata yet
+    (cluster mode, until the controller announces it), as Kafka's
+    AutoTopicCreationManager: LEADER_NOT_AVAILABLE once created (by this
+    request or another), else the creation's error."""
+    try:
+        broker.admin.create_topic(name)
+    except TopicError as exc:
+        if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            return exc.error_code
+    return ErrorCode.LEADER_NOT_AVAILABLE
 
 
 def _topic_error(code, name, topic_id=None):

@@ -1,0 +1,397 @@
+"""Cluster-mode admin writes against a real ZooKeeper (Debian's, started by the
+harness): ZkClient's admin operations write the znodes Kafka 3.9 writes
+(read back with zk_data's decoders, byte for byte), ZkMetadataStore turns a
+change of the model into those writes and retries a lost race, configs reach
+the image (at once on the writing broker, through /config/changes on the
+others), and the admin manager of a cluster-mode broker places replicas over
+the live brokers with Kafka's rules and messages."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from kafkapy.coordination import zk_data
+from kafkapy.coordination.metadata import BrokerInfo, EndPoint, TopicInfo
+from kafkapy.coordination.store import METADATA_GENERATION
+from kafkapy.coordination.zk_store import (
+    CONFIG_CHANGE_EXPIRATION_MS,
+    ConfigFollower,
+    ZkMetadataStore,
+    assigned,
+    follow_config_changes,
+)
+from kafkapy.coordination.zookeeper import ZkClient, ZkConflict
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.topics import TopicError
+from kafkapy.server.admin_manager import AdminManager
+from kafkapy.server.config import BrokerConfig
+from kafkapy.server.metadata_cache import MetadataCache
+from kafkapy.storage.shared import SharedPartitionTable
+from support.zookeeper import zookeeper  # noqa: F401
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _broker(broker_id, rack=None):
+    port = 9090 + broker_id
+    return BrokerInfo(broker_id, "127.0.0.1", port, rack, (EndPoint("127.0.0.1", port),))
+
+
+@pytest.fixture
+def chroot(request):
+    return "/" + request.node.name.replace("[", "_").replace("]", "_")
+
+
+@pytest.fixture
+def client(zookeeper, chroot):  # noqa: F811
+    c = ZkClient(zookeeper.connect_string(chroot), session_timeout_ms=4000).connect()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def table(tmp_path):
+    t = SharedPartitionTable(capacity=64, lock_path=str(tmp_path / "partitions.lock"))
+    yield t
+    t.close()
+
+
+def _config(zookeeper, chroot, broker_id=1, **extra):  # noqa: F811
+    props = {"broker.id": str(broker_id), "zookeeper.connect": zookeeper.connect_string(chroot),
+             "zookeeper.session.timeout.ms": "4000", "log.dirs": "/nonexistent"}
+    props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
+    return BrokerConfig.from_props(props, warn_unknown=False)
+
+
+def _store(zookeeper, chroot, tmp_path, table, broker_id=1, name="a"):  # noqa: F811
+    log_dir = tmp_path / name
+    log_dir.mkdir(exist_ok=True)
+    return ZkMetadataStore(str(log_dir), table, _broker(broker_id), _config(zookeeper, chroot, broker_id))
+
+
+def _wait(predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+# ------------------------------------------------------------------ ZkClient
+
+def test_create_topic_writes_kafkas_znodes_config_first(client):
+    topic_id = uuid.uuid4()
+    client.create_topic("orders", {0: (1, 2), 1: (2, 3)}, {"cleanup.policy": "compact"}, topic_id)
+    data, stat = client.zk.get(zk_data.topic_path("orders"))
+    assert data == zk_data.encode_topic(topic_id, {0: (1, 2), 1: (2, 3)})
+    assert data.startswith(b'{"partitions":{"0":[1,2],"1":[2,3]},"topic_id":"')
+    znode = zk_data.decode_topic("orders", data)
+    assert (znode.topic_id, znode.partitions) == (topic_id, {0: (1, 2), 1: (2, 3)})
+    config, config_stat = client.zk.get(zk_data.topic_config_path("orders"))
+    assert config == b'{"version":1,"config":{"cleanup.policy":"compact"}}'
+    # one multi-op (config first, as Kafka orders them): never a topic without its config
+    assert config_stat.czxid == stat.czxid
+    # a topic creation is no config change: no notification
+    assert client.zk.get_children(zk_data.CONFIG_CHANGES_PATH) == []
+    with pytest.raises(TopicError, match="Topic 'orders' already exists.") as exc:
+        client.create_topic("orders", {0: (1,)})
+    assert exc.value.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+def test_deletion_marker_and_a_marked_topic_still_exists(client):
+    client.create_topic("gone", {0: (1,)})
+    assert client.mark_topic_for_deletion("gone") is True
+    assert client.mark_topic_for_deletion("gone") is False  # marked already
+    data, _ = client.zk.get(zk_data.delete_topic_path("gone"))
+    assert data == b""
+    with pytest.raises(TopicError, match="Topic 'gone' is marked for deletion."):
+        client.create_topic("gone", {0: (1,)})
+    with pytest.raises(TopicError, match="Topic `nothing` to delete does not exist") as exc:
+        client.mark_topic_for_deletion("nothing")
+    assert exc.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert client.read_admin_state().marked_for_deletion == {"gone"}
+
+
+def test_assignment_write_is_conditional_on_the_znode_version(client):
+    topic_id = client.create_topic("t", {0: (1, 2)})
+    version = client.read_admin_state().topics["t"].version
+    client.set_topic_assignment("t", topic_id, {0: (1, 2), 1: (2, 1)}, version)
+    with pytest.raises(ZkConflict):
+        client.set_topic_assignment("t", topic_id, {0: (1, 2), 1: (2, 1), 2: (1, 2)}, version)
+    state = client.read_admin_state()
+    assert state.topics["t"].partitions == {0: (1, 2), 1: (2, 1)}
+    assert state.topics["t"].version == version + 1
+
+
+def test_entity_config_with_a_sequential_change_notification(client):
+    client.set_entity_config(zk_data.CONFIG_TYPE_BROKER, zk_data.DEFAULT_ENTITY, {"log.retention.ms": "1000"})
+    client.set_entity_config(zk_data.CONFIG_TYPE_BROKER, zk_data.DEFAULT_ENTITY, {})
+    data, _ = client.zk.get(zk_data.broker_config_path(zk_data.DEFAULT_ENTITY))
+    assert data == b'{"version":1,"config":{}}'
+    changes = sorted(client.zk.get_children(zk_data.CONFIG_CHANGES_PATH))
+    assert changes == ["config_change_0000000000", "config_change_0000000001"]
+    body, _ = client.zk.get(zk_data.CONFIG_CHANGES_PATH + "/" + changes[0])
+    assert body == b'{"version":2,"entity_path":"brokers/<default>"}'
+    # conditional: a stale version loses
+    with pytest.raises(ZkConflict):
+        client.set_entity_config(zk_data.CONFIG_TYPE_BROKER, zk_data.DEFAULT_ENTITY, {"a": "b"}, version=0)
+
+
+def test_producer_id_blocks_from_two_brokers_never_overlap(zookeeper, chroot, client):  # noqa: F811
+    other = ZkClient(zookeeper.connect_string(chroot), session_timeout_ms=4000).connect()
+    blocks, errors = [], []
+
+    def take(c, broker_id):
+        try:
+            for _ in range(10):
+                blocks.append(c.new_producer_id_block(broker_id, 1000))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=take, args=(c, i)) for i, c in ((1, client), (2, other))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        other.close()
+    assert not errors
+    starts = sorted(b.first_producer_id for b in blocks)
+    assert starts == [1000 * i for i in range(20)]  # contiguous, none twice
+    data, _ = client.zk.get(zk_data.LATEST_PRODUCER_ID_BLOCK_PATH)
+    last = zk_data.decode_producer_id_block(data)
+    assert (last.first_producer_id, last.last_producer_id) == (19000, 19999)
+    assert data == zk_data.encode_producer_id_block(last)
+
+
+# ------------------------------------------------------------------ ZkMetadataStore
+
+def _add(name, assignment, configs=None):
+    def change(md):
+        if name in md.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        md.topics[name] = TopicInfo(name, uuid.uuid4(), len(assignment), dict(configs or {}),
+                                    {p: assigned(r) for p, r in assignment.items()})
+    return change
+
+
+def test_store_update_writes_the_difference(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+    store = _store(zookeeper, chroot, tmp_path, table)
+    try:
+        md = store.update(_add("t", {0: (1, 2, 3), 1: (2, 3, 1)}, {"retention.ms": "100"}))
+        state = client.read_admin_state()
+        assert state.topics["t"].partitions == {0: (1, 2, 3), 1: (2, 3, 1)}
+        assert state.topics["t"].topic_id == md.topics["t"].topic_id
+        assert state.topic_configs["t"].configs == {"retention.ms": "100"}
+        # the image changes only when the controller says so
+        assert "t" not in store.current().topics
+
+        def grow(md):
+            md.topics["t"].partitions[2] = assigned((3, 1, 2))
+            md.topics["t"].num_partitions = 3
+        store.update(grow)
+        assert client.read_admin_state().topics["t"].partitions[2] == (3, 1, 2)
+
+        def reassign(md):
+            md.topics["t"].partitions[0] = assigned((3, 2, 1))
+        with pytest.raises(ValueError, match="only new partitions"):
+            store.update(reassign)
+
+        # configs: written with a notification, and the image shows them at once when it has the topic
+        store.apply(lambda m: m.topics.__setitem__("t", TopicInfo("t", md.topics["t"].topic_id, 3)))
+
+        def configure(md):
+            md.topics["t"].configs = {"retention.ms": "200"}
+            md.broker_configs["1"] = {"log.cleaner.threads": "2"}
+        store.update(configure)
+        assert client.get_entity_config("topics", "t").configs == {"retention.ms": "200"}
+        assert client.get_entity_config("brokers", "1").configs == {"log.cleaner.threads": "2"}
+        notes = sorted(client.zk.get_children(zk_data.CONFIG_CHANGES_PATH))
+        bodies = [zk_data.decode_config_change(client.zk.get(zk_data.CONFIG_CHANGES_PATH + "/" + n)[0])
+                  for n in notes]
+        assert bodies == [("topics", "t"), ("brokers", "1")]
+        image = store.current()
+        assert image.topics["t"].configs == {"retention.ms": "200"}
+        assert image.broker_configs == {"1": {"log.cleaner.threads": "2"}}
+
+        block = store.new_producer_id_block(1)
+        assert (block.first_producer_id, block.size) == (0, 1000)
+        assert store.new_producer_id_block(1).first_producer_id == 1000
+        assert client.get_producer_id_block()[0].last_producer_id == 1999
+
+        store.update(lambda md: md.topics.pop("t"))
+        state = client.read_admin_state()
+        assert state.marked_for_deletion == {"t"} and "t" in state.topics
+        assert "t" not in store.read_model().topics  # being deleted: not there for the admin path
+        with pytest.raises(TopicError, match="Topic 't' is marked for deletion."):
+            store.update(_add("t", {0: (1,)}))
+    finally:
+        store.close()
+
+
+def test_store_retries_a_lost_race_by_running_the_change_again(zookeeper, chroot, client, tmp_path,  # noqa: F811
+                                                               table):
+    client.create_topic("t", {0: (1,)}, {"a": "1"})
+    store = _store(zookeeper, chroot, tmp_path, table)
+    runs = []
+
+    def add_key(md):
+        runs.append(dict(md.topics["t"].configs))
+        if len(runs) == 1:  # another broker changes the same config between our read and write
+            client.set_entity_config("topics", "t", {"a": "1", "b": "2"})
+        md.topics["t"].configs = {**md.topics["t"].configs, "c": "3"}
+
+    try:
+        store.update(add_key)
+        assert runs == [{"a": "1"}, {"a": "1", "b": "2"}]
+        assert client.get_entity_config("topics", "t").configs == {"a": "1", "b": "2", "c": "3"}
+        # a creation race: the other broker wins, this one answers TOPIC_ALREADY_EXISTS
+        created = []
+
+        def create_racing(md):
+            if not created:
+                created.append(client.create_topic("u", {0: (2,)}))
+            _add("u", {0: (1,)})(md)
+        with pytest.raises(TopicError, match="Topic 'u' already exists."):
+            store.update(create_racing)
+        assert client.read_admin_state().topics["u"].topic_id == created[0]
+    finally:
+        store.close()
+
+
+# ------------------------------------------------------------------ following /config
+
+def test_follower_brings_configs_into_the_image(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+    client.set_entity_config("topics", "t", {"retention.ms": "1"})
+    client.set_entity_config("brokers", "<default>", {"log.retention.ms": "5"})
+    image_dir = tmp_path / "image"
+    image_dir.mkdir()
+    store = ZkMetadataStore(str(image_dir), table, _broker(1), _config(zookeeper, chroot))
+    store.apply(lambda m: m.topics.__setitem__("t", TopicInfo("t", uuid.uuid4(), 1)))
+    follower = follow_config_changes(client, store)
+    try:
+        image = store.current()
+        assert image.topics["t"].configs == {"retention.ms": "1"}  # read in full at start
+        assert image.broker_configs == {"<default>": {"log.retention.ms": "5"}}
+        # a change on another broker arrives through its notification
+        client.set_entity_config("topics", "t", {"retention.ms": "2"})
+        assert _wait(lambda: store.current().topics["t"].configs == {"retention.ms": "2"})
+        client.set_entity_config("brokers", "<default>", {})
+        assert _wait(lambda: store.current().broker_configs == {})
+        # a new topic: its config is written before the controller announces it
+        client.create_topic("n", {0: (1,)}, {"segment.ms": "9"})
+        assert _wait(lambda: "n" in follower.topics)
+        generation = table.counter(METADATA_GENERATION)
+        store.apply(lambda m: m.topics.__setitem__("n", TopicInfo("n", uuid.uuid4(), 1)))  # UpdateMetadata
+        assert _wait(lambda: store.current().topics["n"].configs == {"segment.ms": "9"})
+        assert table.counter(METADATA_GENERATION) >= generation + 2
+        assert follower.last_change == 3
+    finally:
+        follower.stop()
+        store.close()
+
+
+def test_follower_deletes_expired_notifications(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+    client.set_entity_config("topics", "old", {"x": "1"})
+    store = ZkMetadataStore(str(tmp_path), table, _broker(1), _config(zookeeper, chroot))
+    later = int(time.time() * 1000) + CONFIG_CHANGE_EXPIRATION_MS + 60_000
+    follower = ConfigFollower(client, store, clock_ms=lambda: later).start()
+    try:
+        # the existing notification is expired by the follower's clock: deleted at start
+        assert client.zk.get_children(zk_data.CONFIG_CHANGES_PATH) == []
+        client.set_entity_config("topics", "old", {"x": "2"})
+        assert _wait(lambda: follower.topics.get("old") == {"x": "2"})
+        assert _wait(lambda: client.zk.get_children(zk_data.CONFIG_CHANGES_PATH) == [])
+    finally:
+        follower.stop()
+
+
+# ------------------------------------------------------------------ the admin manager in cluster mode
+
+@pytest.fixture
+def admin(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+    brokers = [_broker(1), _broker(2), _broker(3)]
+    for b in brokers:
+        client.register_broker(b)
+    config = _config(zookeeper, chroot, 1, default_replication_factor=3)
+    store = ZkMetadataStore(str(tmp_path), table, brokers[0], config)
+    store.apply(lambda m: m.brokers.update({b.broker_id: b for b in brokers}))  # as UpdateMetadata does
+    cache = MetadataCache(config, store, 1)
+    manager = AdminManager(cache, store, table, None, 1)
+    yield manager
+    store.close()
+
+
+def test_admin_creates_topics_with_kafkas_placement(admin, client):
+    assert admin.cluster_mode
+    info = admin.create_topic("auto")  # auto-creation: num.partitions, default.replication.factor
+    state = client.read_admin_state()
+    assert state.topics["auto"].partitions == {0: info.replicas(0)}
+    assert len(info.replicas(0)) == 3 and set(info.replicas(0)) == {1, 2, 3}
+    info = admin.create_topic("six", 6, {"cleanup.policy": "compact"}, replication_factor=2)
+    placed = client.read_admin_state().topics["six"].partitions
+    assert all(len(r) == 2 and len(set(r)) == 2 for r in placed.values())
+    # leaders spread over the brokers (Kafka's round robin from a random start)
+    assert sorted(r[0] for r in placed.values()) == [1, 1, 2, 2, 3, 3]
+    assert client.get_entity_config("topics", "six").configs == {"cleanup.policy": "compact"}
+    with pytest.raises(TopicError, match=r"^Replication factor: 4 larger than available brokers: 3\.$") as exc:
+        admin.create_topic("big", 1, replication_factor=4)
+    assert exc.value.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+    before = client.read_admin_state()
+    admin.create_topic("dry", 2, replication_factor=3, validate_only=True)
+    assert "dry" not in client.read_admin_state().topics and before.topics.keys() == {"auto", "six"}
+
+
+def test_admin_manual_assignment_checked_as_kafka(admin, client):
+    admin.create_topic("m", -1, assignments={0: [3, 1], 1: [1, 2]}, replication_factor=-1)
+    assert client.read_admin_state().topics["m"].partitions == {0: (3, 1), 1: (1, 2)}
+    cases = [({0: [1, 2], 1: [1]}, "All partitions should have the same number of replicas"),
+             ({0: [1, 1]}, "Duplicate replica assignment found: HashMap(0 -> ArrayBuffer(1, 1))"),
+             ({1: [1], 2: [2]}, "partitions should be a consecutive 0-based integer sequence")]
+    for assignments, message in cases:
+        with pytest.raises(TopicError) as exc:
+            admin.create_topic("bad", -1, assignments=assignments)
+        assert (exc.value.error_code, exc.value.message) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+    # Kafka's CreateTopics does not check the brokers of a manual assignment
+    admin.create_topic("elsewhere", -1, assignments={0: [7]})
+    assert client.read_admin_state().topics["elsewhere"].partitions == {0: (7,)}
+
+
+def test_admin_create_partitions_and_delete(admin, client):
+    admin.create_topic("p", -1, assignments={0: [2, 3], 1: [3, 1]})
+    admin.create_partitions("p", 4)
+    placed = client.read_admin_state().topics["p"].partitions
+    # Kafka's createNewPartitionsAssignment: start at the first broker >= partition 0's
+    # leader (2: index 1, also the shift), partition ids continuing at 2
+    assert placed == {0: (2, 3), 1: (3, 1), 2: (1, 3), 3: (2, 3)}
+    admin.create_partitions("p", 5, [[1, 2]])
+    assert client.read_admin_state().topics["p"].partitions[4] == (1, 2)
+    cases = [(6, [[1, 9]], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Unknown broker(s) in replica assignment: 9."),
+             (7, [[1, 2]], ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+              "Increasing the number of partitions by 2 but 1 assignments provided."),
+             (6, [[1]], ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+              "Inconsistent replication factor between partitions, partition 0 has 2 while partitions [5] have "
+              "replication factors [1], respectively."),
+             (6, [[1, 1]], ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+              "Duplicate brokers not allowed in replica assignment: 1, 1 for partition id 5."),
+             (5, None, ErrorCode.INVALID_PARTITIONS, "Topic already has 5 partitions."),
+             (3, None, ErrorCode.INVALID_PARTITIONS,
+              "Topic currently has 5 partitions, which is higher than the requested 3.")]
+    for count, assignments, code, message in cases:
+        with pytest.raises(TopicError) as exc:
+            admin.create_partitions("p", count, assignments)
+        assert (exc.value.error_code, exc.value.message) == (code, message)
+    with pytest.raises(TopicError, match="The topic 'nope' does not exist.") as exc:
+        admin.create_partitions("nope", 2)
+    assert exc.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    admin.create_partitions("p", 8, validate_only=True)
+    assert len(client.read_admin_state().topics["p"].partitions) == 5
+    admin.delete_topic("p")
+    admin.delete_topic("p")  # marked already: nothing to do, no error
+    assert client.read_admin_state().marked_for_deletion == {"p"}
