@@ -2,7 +2,9 @@
 
 Contract, per partition (Kafka's special timestamps):
 - -1 LATEST: the high watermark (read_uncommitted) or last stable offset
-  (read_committed; equal until transactions exist); timestamp -1.
+  (read_committed; equal until transactions exist); timestamp -1. For a
+  replica (replica_id >= 0, a follower's fetcher after OFFSET_OUT_OF_RANGE)
+  the log end offset, as Kafka reads a replica's request with no isolation.
 - -2 EARLIEST: the log start offset; timestamp -1.
 - -3 MAX_TIMESTAMP (v7+): the offset and timestamp of the batch holding the
   largest timestamp; -1/-1 for an empty log.
@@ -16,6 +18,7 @@ Contract, per partition (Kafka's special timestamps):
 """
 
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.replication.partition import LATEST_TIMESTAMP
 from kafkapy.server.handlers import construct
 
 API_KEY = 2
@@ -35,7 +38,10 @@ def handle(ctx, request):
                 partitions.append({"partition_index": lp.partition_index, "error_code": code,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            offset, timestamp = partition.fetch_offset_for_timestamp(lp.timestamp)
+            if lp.timestamp == LATEST_TIMESTAMP and request.replica_id >= 0:
+                offset, timestamp = partition.log_end_offset, -1
+            else:
+                offset, timestamp = partition.fetch_offset_for_timestamp(lp.timestamp)
             partitions.append({"partition_index": lp.partition_index, "error_code": 0,
                                "timestamp": timestamp, "offset": offset,
                                "leader_epoch": partition.leader_epoch})
