@@ -42,7 +42,7 @@ import time
 from kafkapy.coordination import zk_data
 from kafkapy.coordination.image import MetadataImage
 from kafkapy.coordination.metadata import NO_BROKER, Metadata, PartitionState, TopicInfo
-from kafkapy.coordination.store import METADATA_GENERATION, ProducerIdsBlock
+from kafkapy.coordination.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, ProducerIdsBlock
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 
@@ -101,6 +101,11 @@ class ZkMetadataStore(MetadataImage):
             self._apply_configs(before, after)
             return after
         raise AssertionError("unreachable")
+
+    def new_producer_id_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK) -> ProducerIdsBlock:
+        """ZkProducerIdManager's block: only ``/latest_producer_id_block`` is read and
+        written (conditional on its version, again until it lands), not the whole model."""
+        return self.zk.new_producer_id_block(broker_id, size)
 
     def read_model(self) -> Metadata:
         """ZooKeeper's admin model now (what ``update`` gives ``change``), for a

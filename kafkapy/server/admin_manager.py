@@ -329,7 +329,10 @@ class AdminManager:
 
             change(copy.deepcopy(self.metadata()))
             return False
-        self.store.update(change)
+        if self.cluster_mode:
+            self._update_cluster(change, "Altering configs failed")
+        else:
+            self.store.update(change)
         self.metadata()
         return True
 

@@ -1,15 +1,18 @@
 """DeleteTopics (key 20), v1-v6.
 
-Contract: v1-v5 name topics; v6 names them or gives topic ids. Each topic's
-partitions are removed under their locks (directories renamed
+Contract: v1-v5 name topics; v6 names them or gives topic ids. Standalone,
+each topic's partitions are removed under their locks (directories renamed
 ``<topic>-<partition>.<id>-delete`` and removed in the background, as Kafka
-does) and it disappears from metadata at once.
+does) and it disappears from metadata at once. In cluster mode the topic is
+marked for deletion in ZooKeeper and the controller deletes it (Kafka's
+ZkAdminManager, answered without waiting for the deletion).
 Errors per topic: UNKNOWN_TOPIC_OR_PARTITION (3), UNKNOWN_TOPIC_ID (100),
 INVALID_REQUEST (42) when v6 gives both or neither, TOPIC_DELETION_DISABLED
 (73) when ``delete.topic.enable`` is false.
 """
 
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.topics import TopicError
 from kafkapy.server.handlers import construct
 
 API_KEY = 20
@@ -45,5 +48,8 @@ def _delete(broker, name, topic_id):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
     if not broker.config["delete.topic.enable"]:
         return ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.", info.topic_id
-    broker.admin.delete_topic(info.name)
+    try:
+        broker.admin.delete_topic(info.name)
+    except TopicError as exc:  # cluster mode: ZooKeeper could not be written
+        return exc.error_code, exc.message, info.topic_id
     return ErrorCode.NONE, None, info.topic_id
