@@ -155,6 +155,10 @@ class ZkMetadataStore(MetadataImage):
                 if any(assignment.get(p) != r for p, r in old_assignment.items()):
                     raise ValueError(f"topic {name}: only new partitions may be assigned here "
                                      "(reassignment is the controller's)")
+                if state.topics[name].reassigning:
+                    # Kafka's CreatePartitions refuses it, racing the controller otherwise
+                    raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                     f"A partition reassignment is in progress for the topic '{name}'.")
                 batch.set_topic_assignment(name, old.topic_id, assignment, state.topics[name].version)
             if info.configs != old.configs:
                 config = state.topic_configs.get(name)
@@ -244,11 +248,11 @@ class ConfigFollower:
         self._thread = threading.Thread(target=self._run, name="config-follower", daemon=True)
 
     def start(self) -> "ConfigFollower":
-        self.zk.watch_children(zk_data.CONFIG_CHANGES_PATH, self._on_changes)
-        self.zk.watch_children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_TOPIC),
-                               lambda names: self._on_entities(zk_data.CONFIG_TYPE_TOPIC, self.topics, names))
-        self.zk.watch_children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_BROKER),
-                               lambda names: self._on_entities(zk_data.CONFIG_TYPE_BROKER, self.brokers, names))
+        self.zk.watch_children(zk_data.CONFIG_CHANGES_PATH, self._guarded(self._on_changes))
+        for entity_type, known in ((zk_data.CONFIG_TYPE_TOPIC, self.topics),
+                                   (zk_data.CONFIG_TYPE_BROKER, self.brokers)):
+            self.zk.watch_children(zk_data.config_entity_type_path(entity_type), self._guarded(
+                lambda names, t=entity_type, k=known: self._on_entities(t, k, names)))
         self.sync()
         self._thread.start()
         return self
@@ -260,6 +264,17 @@ class ConfigFollower:
             self._thread.join(5)
 
     # -- kazoo's callback thread ------------------------------------------------------
+    @staticmethod
+    def _guarded(callback):
+        """A watch callback that logs its failure instead of ending the watch (the
+        next event reads again: nothing is marked done before it is)."""
+        def run(*args):
+            try:
+                callback(*args)
+            except Exception:
+                log.exception("following ZooKeeper configs: %s failed", callback.__name__)
+        return run
+
     def _on_entities(self, entity_type: str, known: dict, names) -> None:
         """Children of ``/config/<type>`` changed: read the new ones, drop the gone."""
         names = set(names)

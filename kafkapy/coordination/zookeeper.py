@@ -228,7 +228,8 @@ class ZkClient:
                 # Kafka reads it as a topic without partitions; it still exists
                 log.warning("unreadable topic znode: %s", exc)
                 znode = zk_data.TopicAssignment(None, {})
-            topics[name] = ZkTopic(name, znode.topic_id, dict(znode.partitions), stat.version)
+            topics[name] = ZkTopic(name, znode.topic_id, dict(znode.partitions), stat.version,
+                                   bool(znode.adding_replicas or znode.removing_replicas))
         block, block_version = self.get_producer_id_block()
         return AdminState(topics, self.read_entity_configs(zk_data.CONFIG_TYPE_TOPIC),
                           self.read_entity_configs(zk_data.CONFIG_TYPE_BROKER),
@@ -394,6 +395,7 @@ class ZkTopic:
     topic_id: uuid.UUID | None
     partitions: dict
     version: int
+    reassigning: bool = False  # replicas being added or removed (a reassignment in progress)
 
 
 @dataclass(frozen=True)

@@ -395,3 +395,13 @@ def test_admin_create_partitions_and_delete(admin, client):
     admin.delete_topic("p")
     admin.delete_topic("p")  # marked already: nothing to do, no error
     assert client.read_admin_state().marked_for_deletion == {"p"}
+
+
+def test_admin_refuses_partitions_while_a_reassignment_moves_replicas(admin, client):
+    # a topic znode as Kafka's controller writes it mid-reassignment
+    client.zk.create(zk_data.topic_path("moving"), zk_data.encode_topic(uuid.uuid4(), {0: (1, 2, 3)},
+                                                                         adding_replicas={0: (3,)}))
+    with pytest.raises(TopicError, match="A partition reassignment is in progress for the topic 'moving'.") as exc:
+        admin.create_partitions("moving", 2)
+    assert exc.value.error_code == ErrorCode.REASSIGNMENT_IN_PROGRESS
+    assert client.read_admin_state().topics["moving"].partitions == {0: (1, 2, 3)}

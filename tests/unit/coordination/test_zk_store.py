@@ -121,6 +121,14 @@ def test_refused_topic_changes(store):
     with pytest.raises(ValueError, match="partition 2 has no replicas"):
         _diff(store, _state(), unassigned)
 
+    def grow(md):
+        md.topics["t"].partitions[2] = assigned((1, 2))
+        md.topics["t"].num_partitions = 3
+    moving = _state(topics={"t": ZkTopic("t", T_ID, {0: (1, 2), 1: (2, 1)}, 4, reassigning=True)})
+    with pytest.raises(TopicError, match="A partition reassignment is in progress for the topic 't'.") as exc:
+        _diff(store, moving, grow)
+    assert exc.value.error_code == ErrorCode.REASSIGNMENT_IN_PROGRESS
+
 
 def test_broker_configs_and_the_producer_id_block(store):
     def change(md):
