@@ -347,12 +347,7 @@ class AdminManager:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              "This server does not host this topic-partition.")
         current = info.num_partitions
-        if count < current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than the "
-                             f"requested {count}.")
-        if count == current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        check_partition_count(current, count)
         if assignments is not None:
             added = count - current
             if len(assignments) != added:
@@ -402,12 +397,7 @@ class AdminManager:
             if info is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
             current = info.num_partitions
-            if count < current:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Topic currently has {current} partitions, which is higher than the "
-                                 f"requested {count}.")
-            if count == current:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+            check_partition_count(current, count)
             existing = {p: info.replicas(p) for p in range(current) if info.replicas(p)}
             if assignments is not None:
                 unknown = sorted({b for a in assignments for b in a} - set(broker_ids))
@@ -433,6 +423,16 @@ class AdminManager:
             return
         self._update_cluster(change, f"Adding partitions to {name} failed")
         log.info("topic %s now has %d partitions", name, count)
+
+
+def check_partition_count(current: int, count: int) -> None:
+    """CreatePartitions' INVALID_PARTITIONS unless ``count`` grows the topic."""
+    if count < current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                         f"Topic currently has {current} partitions, which is higher than the "
+                         f"requested {count}.")
+    if count == current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
 
 
 def validate_create_assignment(assignments) -> dict:
