@@ -30,7 +30,7 @@ log = logging.getLogger("kafkapy.controller")
 _TICK_S = 0.2
 
 
-def controller_main(config, broker_info) -> None:
+def controller_main(config, broker_info, table=None, make_broker=None) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     client = ZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],

@@ -140,8 +140,11 @@ class Supervisor:
             from kafkapy.server.broker import local_broker_info
             from kafkapy.server.controller_process import controller_main
 
+            # The shared table and a Broker factory (as a worker's) for the
+            # controller child's own partition work (the ISR job).
             self._spawn("controller", controller_main,
-                        (config, local_broker_info(config, self.broker.broker_id)))
+                        (config, local_broker_info(config, self.broker.broker_id), self.table,
+                         self._worker_broker))
         for s in listen:
             s.close()
         for a, b in pairs:
