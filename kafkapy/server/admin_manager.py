@@ -130,24 +130,27 @@ class AdminManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         info = TopicInfo(name, uuid.uuid4(), len(replicas), overrides,
                          {p: assigned(r) for p, r in replicas.items()})
-        if validate_only:
-            return info
 
         def change(md):
             if name in md.topics:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             md.topics[name] = info
 
-        self._update_cluster(change, f"Creating topic {name} failed")
+        self._update_cluster(change, f"Creating topic {name} failed", validate_only)
+        if validate_only:
+            return info
         log.info("created topic %s with %d partitions (id %s), replicas %s", name, info.num_partitions,
                  info.topic_id, {p: list(r) for p, r in replicas.items()})
         return info
 
-    def _update_cluster(self, change, failure: str):
-        """``store.update(change)`` in cluster mode: a TopicError is the answer; anything
+    def _update_cluster(self, change, failure: str, validate_only: bool = False):
+        """``store.update(change)`` in cluster mode (``validate_only``: ``change`` run on
+        ZooKeeper's model, nothing written): a TopicError is the answer; anything
         else (ZooKeeper unreachable, conflicts past the retries) is UNKNOWN_SERVER_ERROR
         with ``failure``, as Kafka answers an AdminOperationException."""
         try:
+            if validate_only:
+                return change(self.store.read_model())
             return self.store.update(change)
         except TopicError:
             raise
@@ -389,10 +392,9 @@ class AdminManager:
         """ZkAdminManager.createPartitions for one topic: the existing assignment is
         ZooKeeper's (read inside the update, so the new partitions are placed
         against the latest one), the brokers are the registered ones, sorted by id."""
-        brokers = broker_metadatas(self.store.zk.live_brokers().values())
-        broker_ids = [b.broker_id for b in brokers]
-
         def change(md):
+            brokers = broker_metadatas(self.store.zk.live_brokers().values())
+            broker_ids = [b.broker_id for b in brokers]
             info = md.topics.get(name)
             if info is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -418,11 +420,9 @@ class AdminManager:
                 info.partitions[p] = assigned(replicas)
             info.num_partitions = count
 
-        if validate_only:
-            change(self.store.read_model())
-            return
-        self._update_cluster(change, f"Adding partitions to {name} failed")
-        log.info("topic %s now has %d partitions", name, count)
+        self._update_cluster(change, f"Adding partitions to {name} failed", validate_only)
+        if not validate_only:
+            log.info("topic %s now has %d partitions", name, count)
 
 
 def check_partition_count(current: int, count: int) -> None:

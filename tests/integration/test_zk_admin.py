@@ -346,6 +346,9 @@ def test_admin_creates_topics_with_kafkas_placement(admin, client):
     before = client.read_admin_state()
     admin.create_topic("dry", 2, replication_factor=3, validate_only=True)
     assert "dry" not in client.read_admin_state().topics and before.topics.keys() == {"auto", "six"}
+    # validate-only checks ZooKeeper too: "auto" is not in this broker's image yet
+    with pytest.raises(TopicError, match="Topic 'auto' already exists."):
+        admin.create_topic("auto", validate_only=True)
 
 
 def test_admin_manual_assignment_checked_as_kafka(admin, client):
