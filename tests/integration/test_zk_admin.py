@@ -408,3 +408,60 @@ def test_admin_refuses_partitions_while_a_reassignment_moves_replicas(admin, cli
         admin.create_partitions("moving", 2)
     assert exc.value.error_code == ErrorCode.REASSIGNMENT_IN_PROGRESS
     assert client.read_admin_state().topics["moving"].partitions == {0: (1, 2, 3)}
+
+
+# ------------------------------------------------------------------ the handlers on a cluster-mode broker
+
+def _handle(admin, api_key, version, values):
+    from types import SimpleNamespace
+
+    from kafkapy.client._schema import build
+    from kafkapy.protocol.api import API_TABLE
+    from kafkapy.server.handlers import HANDLERS, RequestContext
+
+    broker = SimpleNamespace(admin=admin, metadata=admin.metadata, config=admin.config, broker_id=1,
+                             cluster_id="c")
+    request = build(API_TABLE[api_key].request_class(version), values)
+    return HANDLERS[api_key](RequestContext(broker, api_key, version, 1, "test", 0), request)
+
+
+def test_handlers_answer_from_zookeeper_writes(admin, client):
+    response = _handle(admin, 19, 7, {"timeout_ms": 1000, "validate_only": False, "topics": [
+        {"name": "c1", "num_partitions": 3, "replication_factor": 2, "assignments": [], "configs": []},
+        {"name": "c2", "num_partitions": -1, "replication_factor": -1, "configs": [],
+         "assignments": [{"partition_index": 0, "broker_ids": [3, 2, 1]}]},
+        {"name": "c3", "num_partitions": 1, "replication_factor": 5, "assignments": [], "configs": []}]})
+    got = {t.name: (t.error_code, t.num_partitions, t.replication_factor) for t in response.topics}
+    assert got == {"c1": (0, 3, 2), "c2": (0, 1, 3), "c3": (ErrorCode.INVALID_REPLICATION_FACTOR, -1, -1)}
+    state = client.read_admin_state()
+    assert response.topics[0].topic_id == state.topics["c1"].topic_id
+    assert state.topics["c2"].partitions == {0: (3, 2, 1)}
+    # auto-creation: written, and LEADER_NOT_AVAILABLE until the controller announces it
+    metadata = {"topics": [{"topic_id": None, "name": "auto"}], "allow_auto_topic_creation": True,
+                "include_topic_authorized_operations": False}
+    response = _handle(admin, 3, 12, metadata)
+    assert [(t.name, t.error_code) for t in response.topics] == [("auto", ErrorCode.LEADER_NOT_AVAILABLE)]
+    assert "auto" in client.read_admin_state().topics
+    response = _handle(admin, 3, 12, metadata)  # created already: still LEADER_NOT_AVAILABLE
+    assert [(t.name, t.error_code) for t in response.topics] == [("auto", ErrorCode.LEADER_NOT_AVAILABLE)]
+    # deletion marks the topic; the controller deletes it
+    topic_id = state.topics["c1"].topic_id
+    admin.store.apply(lambda m: m.topics.__setitem__("c1", TopicInfo("c1", topic_id, 3)))
+    response = _handle(admin, 20, 6, {"timeout": 1000, "topics": [{"name": "c1", "topic_id": None}]})
+    assert [(r.name, r.error_code) for r in response.responses] == [("c1", ErrorCode.NONE)]
+    assert client.read_admin_state().marked_for_deletion == {"c1"}
+
+
+def test_auto_creation_answers_the_creation_error(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+    config = _config(zookeeper, chroot, 1, default_replication_factor=3)
+    store = ZkMetadataStore(str(tmp_path), table, _broker(1), config)
+    store.apply(lambda m: m.brokers.update({1: _broker(1)}))  # one live broker
+    manager = AdminManager(MetadataCache(config, store, 1), store, table, None, 1)
+    try:
+        response = _handle(manager, 3, 12, {"topics": [{"topic_id": None, "name": "t"}],
+                                            "allow_auto_topic_creation": True,
+                                            "include_topic_authorized_operations": False})
+        assert [(t.name, t.error_code) for t in response.topics] == [("t", ErrorCode.INVALID_REPLICATION_FACTOR)]
+        assert client.read_admin_state().topics == {}
+    finally:
+        store.close()
