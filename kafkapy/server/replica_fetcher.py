@@ -39,7 +39,8 @@ Per partition of the answer (Kafka's processFetchRequest):
   new metadata (Kafka marks it failed until the next LeaderAndIsr);
 * NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH (the leader has not had its
   LeaderAndIsr yet) and every other error: back off ``replica.fetch.backoff.ms``
-  (new metadata for the partition ends the back-off);
+  (a new leader or leader epoch in the metadata ends the back-off: the
+  partition starts over);
 * a connection error or timeout: the connection is closed, its partitions
   back off, and the next fetch connects again.
 
@@ -299,9 +300,6 @@ class ReplicaFetcher:
                     log.info("fetching %s-%d from broker %d (leader epoch %d)", key[0], key[1], state.leader,
                              state.leader_epoch)
                 current = PartitionFetchState(key[0], key[1], state.leader, state.leader_epoch)
-            else:
-                # Same leader and epoch: new metadata still ends a back-off.
-                current.delayed_until, current.fenced = 0.0, False
             self.states[key] = current
             self.by_leader.setdefault(state.leader, OrderedDict())[key] = current
         for key in old.keys() - wanted.keys():
