@@ -3,10 +3,11 @@
 ``ZkMetadataStore`` is every cluster-mode process's store. Reads are the
 image's (``MetadataImage``: what the controller sent, re-read when
 ``metadata_generation`` moved). ``update(change)`` is the admin path, Kafka's
-ZkAdminManager / AdminZkClient: it reads ZooKeeper's model (topics with their
-assignment as each partition's ``replicas``, topic and broker configs, the
-producer-id block end), runs ``change`` on it, and writes what differs as one
-multi-op conditional on the versions read (``ZkClient.AdminWrites``):
+ZkAdminManager / AdminZkClient: it runs ``change`` on ZooKeeper's model
+(topics with their assignment as each partition's ``replicas``, read as the
+change looks them up, as Kafka's admin path reads the topics it names; topic
+and broker configs; the producer-id block end) and writes what differs as
+one multi-op conditional on the versions read (``ZkClient.AdminWrites``):
 
 * a new topic -> ``/config/topics/<t>`` then ``/brokers/topics/<t>`` (topic
   id, replicas from ``TopicInfo.partitions[p].replicas``, which the admin
@@ -38,6 +39,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import MutableMapping
 
 from kafkapy.coordination import zk_data
 from kafkapy.coordination.image import MetadataImage
@@ -85,10 +87,10 @@ class ZkMetadataStore(MetadataImage):
         from kafkapy.coordination.zookeeper import ZkConflict
 
         for attempt in range(UPDATE_RETRIES):
-            state = self.zk.read_admin_state()
-            before = self.model(state)
+            state = self.zk.read_admin_state(all_topics=False)
             after = self.model(state)
             change(after)
+            before = self.model(state)  # the same reads: nothing more is read from ZooKeeper
             batch = self.zk.writes()
             self._diff(state, before, after, batch)
             try:
@@ -116,30 +118,26 @@ class ZkMetadataStore(MetadataImage):
         raise NotImplementedError("a cluster's metadata is ZooKeeper's: nothing replaces it wholesale")
 
     def model(self, state) -> Metadata:
-        """ZooKeeper's admin model: topics not marked for deletion (each partition's
-        state carries its replicas; leader and ISR are the controller's, not read
-        here), configs, the producer-id block end; brokers and controller from the
-        image."""
+        """ZooKeeper's admin model: topics not marked for deletion, read as ``change``
+        asks for them (``ZkTopics``; each partition's state carries its replicas,
+        leader and ISR are the controller's and not read here), configs, the
+        producer-id block end; brokers and controller from the image."""
         image = self.current()
         md = Metadata(brokers=dict(image.brokers), controller_id=image.controller_id,
                       controller_epoch=image.controller_epoch, cluster_mode=True)
-        for name, topic in state.topics.items():
-            if name in state.marked_for_deletion:
-                continue
-            config = state.topic_configs.get(name)
-            md.topics[name] = TopicInfo(name, topic.topic_id, len(topic.partitions),
-                                        dict(config.configs) if config else {},
-                                        {p: assigned(r) for p, r in topic.partitions.items()})
+        md.topics = ZkTopics(state)
         md.broker_configs = {entity: dict(c.configs) for entity, c in state.broker_configs.items() if c.configs}
         block = state.producer_id_block
         md.producer_id_block_end = block.next_block_first_id if block is not None else 0
         return md
 
     def _diff(self, state, before: Metadata, after: Metadata, batch) -> None:
-        for name in before.topics.keys() - after.topics.keys():
-            batch.mark_topic_for_deletion(name)
-        for name, info in after.topics.items():
-            old = before.topics.get(name)
+        for name in sorted(after.topics.touched):  # what the change did not look at is as it was
+            info, old = after.topics.get(name), before.topics.get(name)
+            if info is None:
+                if old is not None:
+                    batch.mark_topic_for_deletion(name)
+                continue
             assignment = topic_assignment(info)
             if old is None:
                 if name in state.marked_for_deletion:
@@ -181,11 +179,64 @@ class ZkMetadataStore(MetadataImage):
     def _apply_configs(self, before: Metadata, after: Metadata) -> None:
         """What this broker's image may show at once: the configs just written (of
         topics it knows; the others arrive with ``follow_config_changes``)."""
-        topics = {name: info.configs for name, info in after.topics.items()
-                  if name in before.topics and info.configs != before.topics[name].configs}
+        topics = {}
+        for name in after.topics.touched:
+            info, old = after.topics.get(name), before.topics.get(name)
+            if info is not None and old is not None and info.configs != old.configs:
+                topics[name] = info.configs
         brokers = after.broker_configs if after.broker_configs != before.broker_configs else None
         if topics or brokers is not None:
             self.apply(lambda md: apply_configs(md, topics, brokers))
+
+
+class ZkTopics(MutableMapping):
+    """The admin model's topics (name -> TopicInfo), read from ZooKeeper as they are
+    asked for: a name looked up, set or removed is read first (one round trip),
+    iterating reads every topic. ``touched`` names what the change looked at:
+    only those can differ from ZooKeeper. Topics marked for deletion are absent."""
+
+    def __init__(self, state):
+        self.state = state
+        self.touched: set = set()
+        self._topics: dict = {}
+
+    def _read(self, name: str) -> None:
+        if name in self.touched:
+            return
+        self.touched.add(name)
+        self.state.read_topics([name])
+        topic = self.state.topics.get(name)
+        if topic is None or name in self.state.marked_for_deletion:
+            return
+        config = self.state.topic_configs.get(name)
+        self._topics[name] = TopicInfo(name, topic.topic_id, len(topic.partitions),
+                                       dict(config.configs) if config else {},
+                                       {p: assigned(r) for p, r in topic.partitions.items()})
+
+    def _read_all(self) -> None:
+        self.state.read_all_topics()
+        for name in sorted(self.state.read | self.state.topics.keys()):
+            self._read(name)
+
+    def __getitem__(self, name: str) -> TopicInfo:
+        self._read(name)
+        return self._topics[name]
+
+    def __setitem__(self, name: str, info: TopicInfo) -> None:
+        self._read(name)
+        self._topics[name] = info
+
+    def __delitem__(self, name: str) -> None:
+        self._read(name)
+        del self._topics[name]
+
+    def __iter__(self):
+        self._read_all()
+        return iter(list(self._topics))
+
+    def __len__(self) -> int:
+        self._read_all()
+        return len(self._topics)
 
 
 def assigned(replicas) -> PartitionState:

@@ -216,38 +216,58 @@ class ZkClient:
     # through ``AdminWrites``, one multi-op conditional on the versions read, so a change
     # computed from a stale read never lands (the caller reads again and retries).
 
-    def read_admin_state(self) -> "AdminState":
-        """Every topic (``/brokers/topics/<t>``: id, assignment, version), the topic and
-        broker configs (``/config/topics``, ``/config/brokers``) with their versions,
-        the topics marked for deletion and ``/latest_producer_id_block``."""
-        topics = {}
-        for name, (data, stat) in self._get_children_data(zk_data.TOPICS_PATH).items():
+    def read_admin_state(self, all_topics: bool = True) -> "AdminState":
+        """The broker configs (``/config/brokers``) and ``/latest_producer_id_block``,
+        with every topic (``all_topics``) or none yet: ``AdminState.read_topics``
+        reads the ones asked for (the admin path touches a few topics, and reading
+        all of 1,000 costs ~0.35 s)."""
+        block, block_version = self.get_producer_id_block()
+        state = AdminState(self, self.read_entity_configs(zk_data.CONFIG_TYPE_BROKER), block, block_version)
+        if all_topics:
+            state.read_all_topics()
+        return state
+
+    def _read_topics(self, state: "AdminState", names) -> None:
+        """Fill ``state`` with topics ``names``: ``/brokers/topics/<t>`` (id, assignment,
+        version), ``/config/topics/<t>`` and ``/admin/delete_topics/<t>``, one round trip."""
+        paths = []
+        for name in names:
+            paths += [zk_data.topic_path(name), zk_data.topic_config_path(name), zk_data.delete_topic_path(name)]
+        found = self.get_with_stat(paths)
+        for name in names:
+            state.read.add(name)
+            if zk_data.delete_topic_path(name) in found:
+                state.marked_for_deletion.add(name)
+            config = found.get(zk_data.topic_config_path(name))
+            if config is not None:
+                state.topic_configs[name] = self._entity_config(zk_data.CONFIG_TYPE_TOPIC, name, *config)
+            topic = found.get(zk_data.topic_path(name))
+            if topic is None:
+                continue
+            data, stat = topic
             try:
                 znode = zk_data.decode_topic(name, data)
             except ValueError as exc:
                 # Kafka reads it as a topic without partitions; it still exists
                 log.warning("unreadable topic znode: %s", exc)
                 znode = zk_data.TopicAssignment(None, {})
-            topics[name] = ZkTopic(name, znode.topic_id, dict(znode.partitions), stat.version,
-                                   bool(znode.adding_replicas or znode.removing_replicas))
-        block, block_version = self.get_producer_id_block()
-        return AdminState(topics, self.read_entity_configs(zk_data.CONFIG_TYPE_TOPIC),
-                          self.read_entity_configs(zk_data.CONFIG_TYPE_BROKER),
-                          set(self._children(zk_data.DELETE_TOPICS_PATH)), block, block_version)
+            state.topics[name] = ZkTopic(name, znode.topic_id, dict(znode.partitions), stat.version,
+                                         bool(znode.adding_replicas or znode.removing_replicas))
 
     def read_entity_configs(self, entity_type: str, names=None) -> dict:
         """``{name: EntityConfig}`` of ``/config/<entity_type>/*`` (or of ``names`` only;
         absent ones are left out). Unreadable data counts as no overrides, as in Kafka."""
-        out = {}
-        for name, (data, stat) in self._get_children_data(zk_data.config_entity_type_path(entity_type),
-                                                          names).items():
-            try:
-                configs = zk_data.decode_config(data)
-            except ValueError as exc:
-                log.warning("unreadable config of %s/%s: %s", entity_type, name, exc)
-                configs = {}
-            out[name] = EntityConfig(configs, stat.version)
-        return out
+        return {name: self._entity_config(entity_type, name, data, stat) for name, (data, stat)
+                in self._get_children_data(zk_data.config_entity_type_path(entity_type), names).items()}
+
+    @staticmethod
+    def _entity_config(entity_type: str, name: str, data, stat) -> "EntityConfig":
+        try:
+            configs = zk_data.decode_config(data)
+        except ValueError as exc:
+            log.warning("unreadable config of %s/%s: %s", entity_type, name, exc)
+            configs = {}
+        return EntityConfig(configs, stat.version)
 
     def get_entity_config(self, entity_type: str, name: str) -> "EntityConfig":
         """One entity's overrides and znode version (-1: no znode)."""
@@ -406,16 +426,43 @@ class EntityConfig:
     version: int = -1
 
 
-@dataclass
 class AdminState:
-    """What the admin path reads from ZooKeeper (``ZkClient.read_admin_state``)."""
+    """What the admin path read from ZooKeeper (``ZkClient.read_admin_state``): every
+    broker config entity and the producer-id block, and the topics read so far
+    (``read_topics``: by name; ``read_all_topics``: every topic, config or marker).
+    Made without a client it is complete as filled (tests)."""
 
-    topics: dict  # name -> ZkTopic
-    topic_configs: dict  # name -> EntityConfig
-    broker_configs: dict  # entity -> EntityConfig
-    marked_for_deletion: set
-    producer_id_block: ProducerIdsBlock | None
-    producer_id_block_version: int
+    def __init__(self, client=None, broker_configs=None, producer_id_block: ProducerIdsBlock | None = None,
+                 producer_id_block_version: int = -1, topics=None, topic_configs=None,
+                 marked_for_deletion=None):
+        self.client = client
+        self.broker_configs = dict(broker_configs or {})  # entity -> EntityConfig
+        self.producer_id_block = producer_id_block
+        self.producer_id_block_version = producer_id_block_version
+        self.topics = dict(topics or {})  # name -> ZkTopic
+        self.topic_configs = dict(topic_configs or {})  # name -> EntityConfig
+        self.marked_for_deletion = set(marked_for_deletion or ())
+        self.read: set = set()  # topic names read, present or not
+        self.complete = client is None
+
+    def read_topics(self, names) -> None:
+        """Read topics ``names`` not read yet (one round trip for all of them)."""
+        if self.complete:
+            return
+        names = [n for n in dict.fromkeys(names) if n not in self.read]
+        if names:
+            self.client._read_topics(self, names)
+
+    def read_all_topics(self) -> None:
+        """Read every topic: those with a topic znode, a config or a deletion marker."""
+        if self.complete:
+            return
+        client = self.client
+        names = set(client._children(zk_data.TOPICS_PATH))
+        names |= set(client._children(zk_data.DELETE_TOPICS_PATH))
+        names |= set(client._children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_TOPIC)))
+        self.read_topics(sorted(names))
+        self.complete = True
 
 
 class AdminWrites:

@@ -172,6 +172,21 @@ def test_producer_id_blocks_from_two_brokers_never_overlap(zookeeper, chroot, cl
 
 # ------------------------------------------------------------------ ZkMetadataStore
 
+def test_model_reads_only_the_topics_a_change_looks_at(client):
+    from kafkapy.coordination.zk_store import ZkTopics
+
+    for i in range(5):
+        client.create_topic(f"t{i}", {0: (1,)}, {"i": str(i)})
+    client.mark_topic_for_deletion("t4")
+    state = client.read_admin_state(all_topics=False)
+    topics = ZkTopics(state)
+    assert topics["t1"].configs == {"i": "1"} and "nope" not in topics
+    assert state.read == {"t1", "nope"} and not state.complete
+    assert "t4" not in topics  # being deleted
+    assert sorted(topics) == ["t0", "t1", "t2", "t3"] and state.complete
+    assert state.marked_for_deletion == {"t4"}
+
+
 def _add(name, assignment, configs=None):
     def change(md):
         if name in md.topics:

@@ -57,8 +57,9 @@ def store(tmp_path, table):
 
 
 def _diff(store, state, change):
-    before, after = store.model(state), store.model(state)
+    after = store.model(state)
     change(after)
+    before = store.model(state)
     batch = RecordingWrites()
     store._diff(state, before, after, batch)
     return batch.calls
@@ -85,8 +86,8 @@ def test_new_topic_is_created_config_first_with_the_config_znode_version(store):
         md.topics["stale"] = TopicInfo("stale", T_ID, 1, {"a": "b"}, {0: assigned((2, 1))})
         md.topics["fresh"] = TopicInfo("fresh", T_ID, 1, {}, {0: assigned((1,))})
     calls = _diff(store, _state(), create)
-    assert calls == [("create_topic", "stale", T_ID, {0: (2, 1)}, {"a": "b"}, 0),
-                     ("create_topic", "fresh", T_ID, {0: (1,)}, {}, -1)]
+    assert calls == [("create_topic", "fresh", T_ID, {0: (1,)}, {}, -1),
+                     ("create_topic", "stale", T_ID, {0: (2, 1)}, {"a": "b"}, 0)]
     with pytest.raises(TopicError, match="Topic 'dying' is marked for deletion.") as exc:
         _diff(store, _state(), lambda md: md.topics.__setitem__(
             "dying", TopicInfo("dying", T_ID, 1, {}, {0: assigned((1,))})))
