@@ -112,7 +112,7 @@ class ZkMetadataStore(MetadataImage):
     def read_model(self) -> Metadata:
         """ZooKeeper's admin model now (what ``update`` gives ``change``), for a
         validate-only run of a change; nothing is written."""
-        return self.model(self.zk.read_admin_state())
+        return self.model(self.zk.read_admin_state(all_topics=False))
 
     def replace(self, md: Metadata) -> None:
         raise NotImplementedError("a cluster's metadata is ZooKeeper's: nothing replaces it wholesale")
