@@ -33,7 +33,7 @@ import time
 from operator import attrgetter
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.storage.errors import OffsetOutOfRange, RecordError
+from kafkapy.storage.errors import OffsetOutOfRange, RecordError, StorageError
 from kafkapy.storage.log import FetchData
 from kafkapy.storage.producer_state import ProducerStateError
 from kafkapy.storage.shared import MAX_REPLICAS, REPLICA_WORDS
@@ -46,6 +46,13 @@ LONG_MAX = 2**63 - 1
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class NotFollower(StorageError):
+    """A follower operation on a partition this broker does not follow (it
+    leads it, has no role, or the leader epoch moved on since the caller
+    looked): ``error_code`` NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH.
+    A StorageError, so the replica fetcher backs off and looks again."""
 
 
 class Partition:
@@ -146,26 +153,94 @@ class Partition:
         state.replica_count = len(replicas)
 
     def make_leader(self, leader_epoch: int, isr, replicas=None, partition_epoch: int = 0,
-                    now_ms: int | None = None) -> None:
-        """Kafka's ``makeLeader``: lead at ``leader_epoch`` (recorded in the
-        leader-epoch checkpoint at the log end offset) with ``isr`` over
-        ``replicas`` (default: the ISR); followers start with an unknown log
-        end offset, ISR members caught up now. With the ISR this broker
-        alone its whole log is committed at once."""
+                    now_ms: int | None = None) -> bool:
+        """Kafka's ``makeLeader``: lead with ``isr`` over ``replicas`` (default:
+        the ISR). A partition epoch older than the slot's changes nothing
+        (False). A newer ``leader_epoch`` starts in the leader-epoch
+        checkpoint at the log end offset and resets the followers' state
+        (Kafka's ``resetReplicaState``: a new leader knows nothing of them, a
+        re-elected one keeps their log end offsets; ISR members count as
+        caught up now); the same epoch only updates the replicas and the ISR.
+        With the ISR this broker alone its whole log is committed at once.
+        Returns True if this broker did not lead before (Kafka's isNewLeader)."""
         if replicas is None:
             replicas = tuple(isr)
         now_ms = _now_ms() if now_ms is None else now_ms
-        with self.state.lock():
-            self._write_role(self.local_broker_id, leader_epoch, partition_epoch, tuple(replicas), isr,
-                             now_ms)
-            self.log.become_leader(leader_epoch)
+        state = self.state
+        with state.lock():
+            leader_id, current_epoch, current_partition_epoch, _count, _mask = state.role()
+            if partition_epoch < current_partition_epoch:
+                return False
+            is_new_leader = leader_id != self.local_broker_id
+            old = self._replica_words()
+            isr = frozenset(isr)
+            if leader_epoch > current_epoch:
+                leader_log_end_offset = state.log_end_offset
+                keep = {}
+                for broker in replicas:
+                    words = old.get(broker)
+                    if words is None or is_new_leader:
+                        continue  # fresh in _write_role: log end offset unknown
+                    in_sync = broker in isr
+                    keep[broker] = (broker, words[1], now_ms if in_sync else 0, leader_log_end_offset,
+                                    now_ms if in_sync else 0)
+                self._write_role(self.local_broker_id, leader_epoch, partition_epoch, tuple(replicas), isr,
+                                 now_ms, keep)
+                self.log.become_leader(leader_epoch)
+            else:
+                self._write_role(self.local_broker_id, current_epoch, partition_epoch, tuple(replicas), isr,
+                                 now_ms, old)
             self.maybe_increment_high_watermark()
+        return is_new_leader
 
-    def make_follower(self, leader_id: int, leader_epoch: int, replicas, partition_epoch: int) -> None:
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas, partition_epoch: int) -> bool:
         """Kafka's ``makeFollower``: ``leader_id`` leads at ``leader_epoch``;
-        a follower keeps no ISR or follower state (the ISR mask is cleared)."""
-        with self.state.lock():
+        a follower keeps no ISR or follower state (the ISR mask is cleared).
+        A partition epoch older than the slot's changes nothing. Returns True
+        if the leader epoch is new (the follower must fetch from the new
+        leader). The log is not truncated here: the replica fetcher does it
+        by the leader's epochs."""
+        state = self.state
+        with state.lock():
+            _leader, current_epoch, current_partition_epoch, _count, _mask = state.role()
+            if partition_epoch < current_partition_epoch:
+                return False
             self._write_role(leader_id, leader_epoch, partition_epoch, tuple(replicas), (), 0)
+        return leader_epoch > current_epoch
+
+    def clear_role(self) -> None:
+        """StopReplica: this broker neither leads nor follows the partition
+        any more (no leader, no replicas: produce, fetch and ListOffsets get
+        NOT_LEADER_OR_FOLLOWER and the replica fetcher leaves it). The leader
+        and partition epochs stay, so an older LeaderAndIsr is still refused."""
+        state = self.state
+        with state.lock():
+            state.leader_id = -1
+            state.isr_mask = 0
+            state.replica_count = 0
+
+    def update_isr(self, isr, partition_epoch: int) -> bool:
+        """The leader's ISR after its ISR change was written (Kafka's
+        AlterPartition answer / ZooKeeper write): ``isr`` at
+        ``partition_epoch``; the follower state is kept. The high watermark
+        may move (a shrink leaves a smaller minimum); True if it did, so the
+        caller wakes parked operations. Ignored (False) off the leader or for
+        an older partition epoch."""
+        state = self.state
+        with state.lock():
+            leader_id, leader_epoch, current_partition_epoch, _count, _mask = state.role()
+            if leader_id != self.local_broker_id or partition_epoch < current_partition_epoch:
+                return False
+            self._write_role(leader_id, leader_epoch, partition_epoch, self.replicas, isr, _now_ms(),
+                             self._replica_words())
+            return self.maybe_increment_high_watermark()
+
+    def _replica_words(self) -> dict:
+        """``{broker id: replica words}`` of the replica block (caller holds the lock)."""
+        state = self.state
+        block = state.replica_block()
+        return {block[r * REPLICA_WORDS]: block[r * REPLICA_WORDS:(r + 1) * REPLICA_WORDS]
+                for r in range(state.replica_count)}
 
     def _update_high_watermark_limit(self) -> None:
         """Push ``remote_log_end_offsets`` into the replica block (a test and
@@ -305,20 +380,108 @@ class Partition:
         return False, ErrorCode.NONE
 
     def check_leader(self, current_leader_epoch: int = -1) -> int:
-        """The error a request to the leader answers for this partition:
-        NOT_LEADER_OR_FOLLOWER when this broker does not lead it,
-        FENCED_LEADER_EPOCH when the request's epoch is older,
-        UNKNOWN_LEADER_EPOCH when newer; NONE (-1: no epoch check)."""
+        """The error a request to the leader answers for this partition, in
+        Kafka's order (getLocalLog): FENCED_LEADER_EPOCH when the request's
+        epoch is older, UNKNOWN_LEADER_EPOCH when newer (-1: no epoch check),
+        then NOT_LEADER_OR_FOLLOWER when this broker does not lead it; a
+        partition with no role (cluster mode before its LeaderAndIsr, after
+        StopReplica) is NOT_LEADER_OR_FOLLOWER whatever the epoch, as Kafka
+        answers for a partition it does not host. NONE otherwise."""
         state = self.state
-        if state.leader_id != self.local_broker_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if current_leader_epoch != -1:
+        if current_leader_epoch != -1 and state.replica_count:
             epoch = state.current_leader_epoch
             if current_leader_epoch < epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH
             if current_leader_epoch > epoch:
                 return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if state.leader_id != self.local_broker_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.NONE
+
+    # -- the follower ----------------------------------------------------------------
+    # Only the replica fetcher calls these. Its process decides from a
+    # role it read earlier, and a worker may meanwhile have handled a
+    # LeaderAndIsr: each re-checks the role under the lock (``_check_follower``),
+    # so nothing is appended to or truncated from a log this broker leads.
+    def _check_follower(self, leader_epoch) -> None:
+        state = self.state
+        leader_id = state.leader_id
+        if leader_id == self.local_broker_id or leader_id < 0 or not state.replica_count:
+            raise NotFollower(f"{self.topic}-{self.partition_id}: broker {self.local_broker_id} does not "
+                              f"follow it (leader {leader_id})", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if leader_epoch is not None and leader_epoch != state.current_leader_epoch:
+            raise NotFollower(f"{self.topic}-{self.partition_id}: leader epoch is "
+                              f"{state.current_leader_epoch}, not {leader_epoch}", ErrorCode.FENCED_LEADER_EPOCH)
+
+    def append_records_to_follower(self, records, leader_high_watermark: int, leader_log_start_offset: int,
+                                   leader_epoch: int | None = None):
+        """Kafka's ``appendRecordsToFollowerOrFutureReplica`` and the fetcher's
+        follow-up: append the leader's batches as they are
+        (``Log.append_as_follower``: OffsetsOutOfOrder unless they start at the
+        log end offset, RecordError for a corrupt batch), then the high
+        watermark becomes min(``leader_high_watermark``, log end offset) (it
+        follows the leader's, down too, as Kafka's ``maybeUpdateHighWatermark``)
+        and the log start offset moves up to the leader's (never past the high
+        watermark). ``leader_epoch``: the epoch the fetch was made in
+        (NotFollower with FENCED_LEADER_EPOCH if the role moved on since);
+        NotFollower also if this broker leads or has no role. Returns the
+        AppendResult."""
+        log = self.log
+        state = self.state
+        with state.lock():
+            self._check_follower(leader_epoch)
+            result = log.append_as_follower(records)
+            log.update_high_watermark(leader_high_watermark)
+            new_start = min(leader_log_start_offset, state.high_watermark)
+            if new_start > state.log_start_offset:
+                log.delete_records(new_start)
+        return result
+
+    def truncate_to(self, offset: int, leader_epoch: int | None = None) -> bool:
+        """Kafka's ``truncateTo``: drop every batch at or after ``offset``
+        (Log.truncate_to: the leader-epoch cache and producer state follow, the
+        high watermark is clamped); True if anything was removed. A follower
+        only (``_check_follower``)."""
+        with self.state.lock():
+            self._check_follower(leader_epoch)
+            return self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int, leader_epoch: int | None = None) -> None:
+        """Kafka's ``truncateFullyAndStartAt``: the log becomes empty and starts
+        (log start, log end, high watermark) at ``offset``. A follower only."""
+        with self.state.lock():
+            self._check_follower(leader_epoch)
+            self.log.truncate_fully_and_start_at(offset)
+
+    def last_offset_for_leader_epoch(self, leader_epoch: int) -> tuple:
+        """``(epoch, end_offset)`` for ``leader_epoch`` from the leader-epoch
+        cache, Kafka's ``LeaderEpochFileCache.endOffsetFor``: the latest epoch
+        itself ends at the log end offset; an older one ends where the next
+        cached epoch starts and answers the largest cached epoch not above it
+        (or itself when it is below every cached one: the start of the first);
+        (-1, -1) (UNDEFINED) for -1, for an epoch above the latest, or with no
+        cache. No role check: OffsetForLeaderEpoch and the Fetch handler check first."""
+        if leader_epoch < 0:
+            return -1, -1
+        state = self.state
+        with state.lock():
+            # The slot mirrors the cache's latest epoch: the common question
+            # (a follower caught up in the current epoch) reads no file.
+            if state.leader_epoch == leader_epoch:
+                return leader_epoch, state.log_end_offset
+            entries = self.log.leader_epoch_entries()
+            log_end_offset = state.log_end_offset
+        if not entries:
+            return -1, -1
+        if entries[-1][0] == leader_epoch:
+            return leader_epoch, log_end_offset
+        floor = None
+        for i, (epoch, _start) in enumerate(entries):
+            if epoch > leader_epoch:
+                # entries[i] is the first epoch above the requested one.
+                return (leader_epoch if floor is None else floor), entries[i][1]
+            floor = epoch
+        return -1, -1  # above every cached epoch
 
     # -- produce -------------------------------------------------------------------
     def append_records_to_leader(self, records, acks: int):
