@@ -254,6 +254,10 @@ class ZkClient:
             state.topics[name] = ZkTopic(name, znode.topic_id, dict(znode.partitions), stat.version,
                                          bool(znode.adding_replicas or znode.removing_replicas))
 
+    def topic_names(self) -> list:
+        """Every topic with a topic znode (Kafka's getAllTopicsInCluster), being deleted or not."""
+        return self._children(zk_data.TOPICS_PATH)
+
     def read_entity_configs(self, entity_type: str, names=None) -> dict:
         """``{name: EntityConfig}`` of ``/config/<entity_type>/*`` (or of ``names`` only;
         absent ones are left out). Unreadable data counts as no overrides, as in Kafka."""

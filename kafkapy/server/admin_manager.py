@@ -134,6 +134,13 @@ class AdminManager:
         def change(md):
             if name in md.topics:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            if "." in name or "_" in name:  # Kafka's Topic.hasCollisionChars
+                unified = name.replace(".", "_")
+                colliding = sorted(t for t in self.store.zk.topic_names()
+                                   if t != name and t.replace(".", "_") == unified)
+                if colliding:
+                    raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                     f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
             md.topics[name] = info
 
         self._update_cluster(change, f"Creating topic {name} failed", validate_only)

@@ -361,6 +361,10 @@ def test_admin_creates_topics_with_kafkas_placement(admin, client):
     before = client.read_admin_state()
     admin.create_topic("dry", 2, replication_factor=3, validate_only=True)
     assert "dry" not in client.read_admin_state().topics and before.topics.keys() == {"auto", "six"}
+    admin.create_topic("a.b_c", 1, replication_factor=1)
+    with pytest.raises(TopicError, match=r"^Topic 'a_b.c' collides with existing topics: a.b_c$") as exc:
+        admin.create_topic("a_b.c", 1, replication_factor=1)
+    assert exc.value.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     # validate-only checks ZooKeeper too: "auto" is not in this broker's image yet
     with pytest.raises(TopicError, match="Topic 'auto' already exists."):
         admin.create_topic("auto", validate_only=True)
