@@ -46,7 +46,10 @@ Per partition of the answer (Kafka's processFetchRequest):
 
 A partition is fetched only once its slot's role agrees with the image (this
 broker's LeaderAndIsr handler made it a follower of that leader at that
-epoch), so nothing is appended to a log this broker still leads.
+epoch), and every append or truncation passes the epoch it fetched in, so
+``Partition`` refuses it (NotFollower, a StorageError: back off) when a
+LeaderAndIsr moved the role meanwhile: nothing is written to a log this
+broker leads, or from a leader it no longer follows.
 
 Every wait is bounded: one select of at most ``_TICK_S`` at a time, so SIGTERM
 (which sets the stop flag), new metadata and a dead supervisor are noticed
@@ -69,7 +72,7 @@ from collections import OrderedDict
 from kafkapy.client import errors as client_errors
 from kafkapy.client.conn import Connection
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.storage.errors import StorageError
+from kafkapy.storage.errors import OffsetsOutOfOrder, StorageError
 
 log = logging.getLogger("kafkapy.replica.fetcher")
 
@@ -480,7 +483,7 @@ class ReplicaFetcher:
                 return False
             records = whole_batches(part.records)
             before = partition.log_end_offset
-            partition.append_records_to_follower(records, part.high_watermark, part.log_start_offset)
+            self.append(state, partition, records, part.high_watermark, part.log_start_offset)
             return partition.log_end_offset > before
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             self.fetch_offset_and_truncate(state, partition)
@@ -492,6 +495,26 @@ class ReplicaFetcher:
             return False
         raise PartitionError(code)
 
+    @staticmethod
+    def append(state, partition, records, high_watermark: int, log_start_offset: int) -> None:
+        """``Partition.append_records_to_follower`` in the epoch fetched in, and
+        Kafka's one recovery from UnexpectedAppendOffsetException: an empty log
+        whose start falls inside the leader's first batch (the leader's log
+        start moved there by DeleteRecords) starts at that batch's base offset."""
+        epoch = state.leader_epoch
+        try:
+            partition.append_records_to_follower(records, high_watermark, log_start_offset, leader_epoch=epoch)
+        except OffsetsOutOfOrder:
+            log_end_offset = partition.log_end_offset
+            first = int.from_bytes(records[0:8], "big", signed=True)
+            last = first + int.from_bytes(records[23:27], "big", signed=True)  # + lastOffsetDelta
+            if log_end_offset != partition.log_start_offset or not first < log_end_offset <= last:
+                raise
+            log.info("%s-%d: the leader's first batch starts at %d, before this empty log's start %d: "
+                     "starting the log there", state.topic, state.partition, first, log_end_offset)
+            partition.truncate_fully_and_start_at(first, leader_epoch=epoch)
+            partition.append_records_to_follower(records, high_watermark, log_start_offset, leader_epoch=epoch)
+
     def truncate_on_fetch_response(self, state, partition, fetch_offset: int, epoch: int,
                                    end_offset: int) -> None:
         """Kafka's truncateOnFetchResponse for a diverging epoch."""
@@ -501,7 +524,7 @@ class ReplicaFetcher:
                                               log_end_offset, fetch_offset)
         log.info("%s-%d: the leader's epoch %d ends at %d; truncating to %d%s", state.topic, state.partition,
                  epoch, end_offset, offset, "" if completed else " and asking again")
-        partition.truncate_to(offset)
+        partition.truncate_to(offset, leader_epoch=state.leader_epoch)
         if partition.log_end_offset >= log_end_offset and partition.state.leader_epoch == latest_epoch:
             # Nothing changed: the next fetch would diverge the same way at once.
             log.warning("%s-%d: truncation to %d changed nothing; retrying in %.1f s", state.topic,
@@ -518,14 +541,14 @@ class ReplicaFetcher:
             # An unclean election: the new leader has less than this replica.
             log.warning("%s-%d: truncating from %d to the leader's end offset %d", state.topic,
                         state.partition, log_end_offset, leader_end_offset)
-            partition.truncate_to(leader_end_offset)
+            partition.truncate_to(leader_end_offset, leader_epoch=state.leader_epoch)
             return
         leader_start_offset = endpoint.fetch_offset(state.topic, state.partition, state.leader_epoch,
                                                     EARLIEST_TIMESTAMP)
         if leader_start_offset > log_end_offset:
             log.warning("%s-%d: the leader's log starts at %d, past this replica's end %d: starting "
                         "empty there", state.topic, state.partition, leader_start_offset, log_end_offset)
-            partition.truncate_fully_and_start_at(leader_start_offset)
+            partition.truncate_fully_and_start_at(leader_start_offset, leader_epoch=state.leader_epoch)
 
     # -- the loop ----------------------------------------------------------------------
     def run_once(self, timeout_s: float = _TICK_S) -> None:
