@@ -31,7 +31,7 @@ from kafkapy.server.admin_manager import AdminManager
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.metadata_cache import MetadataCache
 from kafkapy.storage.shared import SharedPartitionTable
-from support.zookeeper import zookeeper  # noqa: F401
+from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -484,3 +484,25 @@ def test_auto_creation_answers_the_creation_error(zookeeper, chroot, client, tmp
         assert client.read_admin_state().topics == {}
     finally:
         store.close()
+
+
+def test_follower_keeps_following_after_zookeeper_restarts(zookeeper_factory, tmp_path, table):  # noqa: F811
+    server = zookeeper_factory()
+    connect = server.connect_string("/r")
+    follower_client = ZkClient(connect, session_timeout_ms=4000).connect()
+    config = BrokerConfig.from_props({"broker.id": "1", "zookeeper.connect": connect, "log.dirs": "/nonexistent"},
+                                     warn_unknown=False)
+    store = ZkMetadataStore(str(tmp_path), table, _broker(1), config)
+    store.apply(lambda m: m.topics.__setitem__("t", TopicInfo("t", uuid.uuid4(), 1)))
+    follower = follow_config_changes(follower_client, store)
+    try:
+        server.restart(kill=True)  # connections drop; the session outlives the restart
+        writer = ZkClient(connect, session_timeout_ms=4000).connect()
+        try:
+            writer.set_entity_config("topics", "t", {"retention.ms": "7"})
+        finally:
+            writer.close()
+        assert _wait(lambda: store.current().topics["t"].configs == {"retention.ms": "7"}, 20.0)
+    finally:
+        follower.stop()
+        follower_client.close()
