@@ -333,16 +333,18 @@ class AdminManager:
 
     def _change_configs(self, change, validate_only: bool) -> bool:
         """Run ``change`` on a copy (validate_only) or as a store update that
-        this process applies at once; True if it was stored."""
-        if validate_only:
+        this process applies at once; True if it was stored. In cluster mode
+        both run on ZooKeeper's model (``_update_cluster``)."""
+        if self.cluster_mode:
+            self._update_cluster(change, "Altering configs failed", validate_only)
+        elif validate_only:
             import copy
 
             change(copy.deepcopy(self.metadata()))
-            return False
-        if self.cluster_mode:
-            self._update_cluster(change, "Altering configs failed")
         else:
             self.store.update(change)
+        if validate_only:
+            return False
         self.metadata()
         return True
 

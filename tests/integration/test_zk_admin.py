@@ -463,6 +463,18 @@ def test_handlers_answer_from_zookeeper_writes(admin, client):
     assert "auto" in client.read_admin_state().topics
     response = _handle(admin, 3, 12, metadata)  # created already: still LEADER_NOT_AVAILABLE
     assert [(t.name, t.error_code) for t in response.topics] == [("auto", ErrorCode.LEADER_NOT_AVAILABLE)]
+    # configs of a topic only ZooKeeper knows yet (no UpdateMetadata here): checked and written there
+    with pytest.raises(TopicError) as exc:
+        admin.alter_topic_configs("c2", lambda current: {**current, "retention.ms": "x"}, validate_only=True)
+    assert exc.value.error_code == ErrorCode.INVALID_CONFIG
+    assert admin.alter_topic_configs("c2", lambda current: {**current, "retention.ms": "5"},
+                                     validate_only=True) == {"retention.ms": "5"}
+    assert client.get_entity_config("topics", "c2").configs == {}
+    admin.alter_topic_configs("c2", lambda current: {**current, "retention.ms": "5"})
+    assert client.get_entity_config("topics", "c2").configs == {"retention.ms": "5"}
+    with pytest.raises(TopicError) as exc:
+        admin.alter_topic_configs("nope", lambda current: current)
+    assert exc.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # deletion marks the topic; the controller deletes it
     topic_id = state.topics["c1"].topic_id
     admin.store.apply(lambda m: m.topics.__setitem__("c1", TopicInfo("c1", topic_id, 3)))
