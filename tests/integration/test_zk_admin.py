@@ -475,6 +475,15 @@ def test_handlers_answer_from_zookeeper_writes(admin, client):
     with pytest.raises(TopicError) as exc:
         admin.alter_topic_configs("nope", lambda current: current)
     assert exc.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # dynamic broker configs: /config/brokers/<default> and <id>, this broker's config at once
+    admin.alter_broker_configs("", lambda current: {**current, "log.retention.ms": "60000"})
+    admin.alter_broker_configs("1", lambda current: {"log.segment.bytes": "2000000"})
+    assert client.get_entity_config("brokers", "<default>").configs == {"log.retention.ms": "60000"}
+    assert client.get_entity_config("brokers", "1").configs == {"log.segment.bytes": "2000000"}
+    assert (admin.config["log.retention.ms"], admin.config["log.segment.bytes"]) == (60000, 2000000)
+    with pytest.raises(TopicError) as exc:
+        admin.alter_broker_configs("2", lambda current: current)  # another broker's: ask that broker
+    assert exc.value.error_code == ErrorCode.INVALID_REQUEST
     # deletion marks the topic; the controller deletes it
     topic_id = state.topics["c1"].topic_id
     admin.store.apply(lambda m: m.topics.__setitem__("c1", TopicInfo("c1", topic_id, 3)))
