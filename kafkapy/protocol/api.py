@@ -72,6 +72,12 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(20, "DeleteTopics", "delete_topics", 1, 6),
         _spec(21, "DeleteRecords", "delete_records", 0, 2),
         _spec(22, "InitProducerId", "init_producer_id", 0, 5),
+        # kio has v2-v4 only (Kafka 3.9's v0-v1 are deprecated).
+        _spec(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4),
+        # The ZooKeeper-mode controller's requests (kio lacks them): our own schemas.
+        _spec(4, "LeaderAndIsr", "leader_and_isr", 7, 7, package=_OWN_SCHEMAS),
+        _spec(5, "StopReplica", "stop_replica", 4, 4, package=_OWN_SCHEMAS),
+        _spec(6, "UpdateMetadata", "update_metadata", 8, 8, package=_OWN_SCHEMAS),
         # Group APIs: served by the group-coordinator process.
         _spec(8, "OffsetCommit", "offset_commit", 2, 9, owner="coordinator"),
         _spec(9, "OffsetFetch", "offset_fetch", 1, 9, owner="coordinator"),

@@ -6,6 +6,9 @@ lives in the metadata store (topics, configs, producer-id blocks), the
 shared partition table (each partition's scalar state, its lock, the slot
 map) and the files on disk; the parts only cache views of them:
 
+* ``store`` — the metadata store (``metadata_store``): standalone the
+  embedded one, in cluster mode the image the controller feeds
+  (``ZkMetadataStore``: admin writes go to ZooKeeper);
 * ``metadata_cache`` (server/metadata_cache.py) — the store's metadata,
   re-read when its generation moved, and the dynamic broker configs;
   ``metadata()`` and ``config`` are its;
@@ -39,7 +42,7 @@ class Broker:
         self.cluster_id = cluster_id
         info = local_broker_info(config, self.broker_id)
         self.advertised_address = (info.host, info.port)
-        self.store = EmbeddedMetadataStore(config.log_dirs[0], table, info)
+        self.store = metadata_store(config, table, info)
         self.metadata_cache = MetadataCache(config, self.store, self.broker_id)
         self.replica_manager = ReplicaManager(self.broker_id, log_manager, table, self.metadata,
                                               self.metadata_cache.log_config, wake_pipes)
@@ -59,6 +62,20 @@ class Broker:
     def close(self) -> None:
         """Let go of this process's handles (workers); files are left as they are."""
         self.replica_manager.close()
+        close_store = getattr(self.store, "close", None)  # cluster mode: its ZooKeeper client
+        if close_store is not None:
+            close_store()
+
+
+def metadata_store(config, table, info: BrokerInfo):
+    """The process's metadata store: standalone the embedded store; in cluster
+    mode (``zookeeper.connect``) the metadata image the controller feeds,
+    whose admin writes go to ZooKeeper (coordination.zk_store)."""
+    if config["zookeeper.connect"]:
+        from kafkapy.coordination.zk_store import ZkMetadataStore
+
+        return ZkMetadataStore(config.log_dirs[0], table, info, config)
+    return EmbeddedMetadataStore(config.log_dirs[0], table, info)
 
 
 def local_broker_info(config, broker_id: int) -> BrokerInfo:

@@ -4,6 +4,11 @@ Owned by the process ``kafkapy-server-start`` runs. Order of start-up:
 configuration -> listening sockets (a port conflict fails before anything
 forks) -> log-dir lock -> shared partition table -> load and recover every
 log -> metadata and the slot map -> channel -> fork acceptor, processors, workers.
+Cluster mode (``zookeeper.connect``) differs there: the logs found on disk
+claim their slots by their topic ids, the metadata image is left to the
+controller and no partition is led until LeaderAndIsr says so; the
+``controller`` child (the broker's ZooKeeper session) and
+``num.replica.fetchers`` ``replica-fetcher-<i>`` children are forked too.
 
 It then waits on the children's sentinels, waking for log maintenance
 (retention, flush, checkpoints) on Kafka's intervals. If a child dies the
@@ -28,6 +33,7 @@ import time
 
 from kafkapy import __version__, metrics
 from kafkapy.coordination.embedded import EmbeddedMetadataStore, TopicInfo
+from kafkapy.coordination.image import MetadataImage
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import log_config_for
 from kafkapy.server.reactor.acceptor import acceptor_main
@@ -111,13 +117,20 @@ class Supervisor:
             # by a broker of another cluster.
             raise SystemExit(f"{exc}: the broker is trying to join the wrong cluster; the "
                              f"configured zookeeper.connect may be wrong") from None
-        self.store = EmbeddedMetadataStore(first_dir, self.table)
+        self.cluster_mode = bool(config["zookeeper.connect"])
         started = time.monotonic()
-        self._load_logs()
+        if self.cluster_mode:
+            # The image the controller feeds (read only here).
+            self.store = MetadataImage(first_dir, self.table)
+            self._load_logs_in_cluster()
+        else:
+            self.store = EmbeddedMetadataStore(first_dir, self.table)
+            self._load_logs()
         self.channel = Channel(self.ctx, config)
         self.broker = Broker(config, self.table, self.log_manager, self.channel.wake_pipes,
                              self.log_manager.cluster_id)
-        self._make_leaders(self.store.current())
+        if not self.cluster_mode:
+            self._make_leaders(self.store.current())
         log.info("loaded %d partitions in %.2f s", len(self.loaded), time.monotonic() - started)
         _check_open_file_budget(len(self.loaded))
 
@@ -136,7 +149,8 @@ class Supervisor:
         self._spawn("group-coordinator", coordinator_main,
                     (self._worker_broker, self.channel, config))
         self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs]))
-        if config["zookeeper.connect"]:
+        if self.cluster_mode:
+            self._spawn_replica_fetchers()
             from kafkapy.server.broker import local_broker_info
             from kafkapy.server.controller_process import controller_main
 
@@ -151,6 +165,10 @@ class Supervisor:
             a.close()
             b.close()
         metrics.start_process("supervisor")
+        if self.metrics and self.cluster_mode:
+            # The controller gauges read the image (their own store object:
+            # the HTTP thread must not share this thread's caches).
+            self.metrics.snapshot.metadata = MetadataImage(first_dir, self.table).current
         if self.metrics:
             self.metrics.serve(self.channel.requests, self.broker.broker_id, __version__)
         addresses = ", ".join(f"{ep.name}://{ep.host}:{ep.port}" for ep in config.listeners)
@@ -207,6 +225,40 @@ class Supervisor:
                 else:
                     self.table.claim(info.topic_id, p, lg.state_slot)  # allocated by load_logs
         self.store.replace(md)
+
+    def _load_logs_in_cluster(self) -> None:
+        """Cluster mode: recover every log found on disk and claim its slot
+        under the topic id of its partition.metadata. The image is not
+        touched (the controller's UpdateMetadata fills it) and no role is
+        taken: LeaderAndIsr gives each partition its leader and epoch, as
+        Kafka's broker waits for it after a start. A log without a topic id
+        cannot be matched to a topic: it is left on disk, unused."""
+        md = copy.deepcopy(self.store.current())  # current() is shared: read-only
+        logs = self.log_manager.load_logs(self._state_for_new_log, self._configs_for(md))
+        self.loaded = {}
+        for key, lg in logs.items():
+            topic_id = lg.topic_uuid()
+            if topic_id is None:
+                log.warning("%s has no topic id (partition.metadata); not serving it", lg.dir)
+                self.log_manager.logs.pop(key).release()
+                self.table.free(lg.state_slot)
+                continue
+            self.table.claim(topic_id, lg.partition, lg.state_slot)
+            self.loaded[key] = lg
+
+    def _spawn_replica_fetchers(self) -> None:
+        """Cluster mode: ``num.replica.fetchers`` replica-fetcher children
+        (Kafka's ReplicaFetcherThreads), each building its own Broker as a
+        worker does (docs/architecture.md, "Cluster mode")."""
+        import importlib.util
+
+        if importlib.util.find_spec("kafkapy.server.replica_fetcher") is None:
+            log.warning("no replica fetcher module: followers will not replicate")
+            return
+        from kafkapy.server.replica_fetcher import replica_fetcher_main
+
+        for i in range(max(1, self.config["num.replica.fetchers"])):
+            self._spawn(f"replica-fetcher-{i}", replica_fetcher_main, (i, self.config, self._worker_broker))
 
     def _make_leaders(self, md) -> None:
         """This broker leads every partition it loaded, at epoch 0 with the
@@ -346,6 +398,8 @@ class Supervisor:
         groups = [
             [p for p in procs if p.name == "acceptor"],
             [p for p in procs if p.name.startswith("processor-")],
+            # Followers stop appending before the logs are closed.
+            [p for p in procs if p.name.startswith("replica-fetcher-")],
         ]
         ok = True
         for group in groups:

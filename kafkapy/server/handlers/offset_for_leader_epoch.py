@@ -1,0 +1,45 @@
+"""OffsetForLeaderEpoch (key 23), v2-v4: where a leader epoch ends in the
+leader's log (Kafka's ReplicaManager.lastOffsetForLeaderEpoch; consumers
+use it to detect truncation after a leader change, KIP-320).
+
+Contract, per partition:
+- Only the leader answers (Kafka 3.9 asks for the leader whatever the
+  ``replica_id``, v3+): a partition this broker hosts but does not lead
+  (a follower, or no role yet) -> NOT_LEADER_OR_FOLLOWER (6); one another
+  broker hosts -> NOT_LEADER_OR_FOLLOWER; an unknown one ->
+  UNKNOWN_TOPIC_OR_PARTITION (3).
+- ``current_leader_epoch`` (-1: no check) is checked first, as Kafka's
+  getLocalLog: older than the partition's -> FENCED_LEADER_EPOCH (74),
+  newer -> UNKNOWN_LEADER_EPOCH (75).
+- Otherwise ``leader_epoch`` and ``end_offset`` are Kafka's endOffsetFor over
+  the leader-epoch cache (``Partition.last_offset_for_leader_epoch``): the
+  largest epoch not above the one asked with the start of the next epoch as
+  its end (the latest epoch ends at the log end offset); -1/-1 when it is
+  undefined (an epoch above the latest, or -1). Errors answer -1/-1.
+- kio has no schemas for v0-v1 (deprecated in Kafka 3.x), so v2 is the lowest.
+"""
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+
+API_KEY = 23
+
+
+def handle(ctx, request):
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            partition = replica_manager.get_partition(topic.topic, p.partition)
+            epoch = end_offset = -1
+            if partition is None:
+                code = replica_manager.unhosted_error(topic.topic, p.partition)
+            else:
+                code = partition.check_leader(p.current_leader_epoch)
+                if code == ErrorCode.NONE:
+                    epoch, end_offset = partition.last_offset_for_leader_epoch(p.leader_epoch)
+            partitions.append({"error_code": code, "partition": p.partition, "leader_epoch": epoch,
+                               "end_offset": end_offset})
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
