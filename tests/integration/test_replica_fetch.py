@@ -1,0 +1,211 @@
+"""Replication between two real brokers, the roles driven by hand: the test
+is the controller. Both brokers run through their real entry point in
+cluster mode (a real ZooKeeper for membership); the test sends them
+UpdateMetadata v8 and LeaderAndIsr v7 itself (kafkapy.protocol.schema, over
+TCP, header v2), with a controller epoch above any real controller's so
+nothing else moves the roles. Then:
+
+* acks=all produce to the leader completes only through the follower's
+  replica fetcher (the follower's fetch moves the high watermark and wakes
+  the parked DelayedProduce), and the follower's segment file and
+  leader-epoch checkpoint end up byte-equal to the leader's;
+* leadership moves to the former follower at a new epoch: the former leader
+  becomes the follower, fetches from it with its last fetched epoch (nothing
+  diverged) and both logs stay equal;
+* a diverged follower (KIP-101): the old leader wrote records no one else
+  has, a new leader took over at a newer epoch and wrote others; the old
+  leader, made follower, gets a diverging epoch, truncates its extra records
+  and ends byte-equal to the new leader.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+
+import pytest
+
+from kafkapy.protocol.codec import decode, encode_to_bytes
+from kafkapy.protocol.schema.leader_and_isr.v7 import request as lai_req
+from kafkapy.protocol.schema.leader_and_isr.v7 import response as lai_resp
+from kafkapy.protocol.schema.update_metadata.v8 import request as um_req
+from kafkapy.protocol.schema.update_metadata.v8 import response as um_resp
+from support.broker import BrokerProcess
+from support.cluster import wait_for
+from support.zookeeper import zookeeper  # noqa: F401
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+CONTROLLER_EPOCH = 1000  # above any elected controller's: only this test moves roles
+TOPIC = "replicated"
+SEGMENT = "00000000000000000000.log"
+
+
+def _send(port: int, request, response_cls, api_key: int, version: int, timeout_s: float = 10.0):
+    """One request with header v2, its response (header v1) decoded."""
+    client_id = b"kafkapy-test-controller"
+    header = struct.pack(">hhih", api_key, version, 1, len(client_id)) + client_id + b"\x00"
+    payload = header + encode_to_bytes(request)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", _recv(s, 4))[0]
+        frame = _recv(s, size)
+    assert frame[4] == 0  # empty response header tag buffer
+    response, _ = decode(response_cls, frame, 5)
+    return response
+
+
+def _recv(s, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:  # bounded by the socket timeout
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return bytes(out)
+
+
+class HandController:
+    """What the elected controller would send, for one single-partition topic."""
+
+    def __init__(self, brokers: dict, topic_id: uuid.UUID):
+        self.brokers = brokers  # id -> BrokerProcess
+        self.topic_id = topic_id
+
+    def _live(self, live):
+        return tuple(um_req.UpdateMetadataBroker(id=i, endpoints=(um_req.UpdateMetadataEndpoint(
+            port=self.brokers[i].port, host="127.0.0.1", listener="PLAINTEXT", security_protocol=0),))
+            for i in sorted(live))
+
+    def update_metadata(self, to: int, live, leader: int, leader_epoch: int, isr, replicas=(1, 2)):
+        request = um_req.UpdateMetadataRequest(
+            controller_id=1, controller_epoch=CONTROLLER_EPOCH, broker_epoch=-1,
+            live_brokers=self._live(live),
+            topic_states=(um_req.UpdateMetadataTopicState(
+                topic_name=TOPIC, topic_id=self.topic_id, partition_states=(
+                    um_req.UpdateMetadataPartitionState(
+                        partition_index=0, controller_epoch=CONTROLLER_EPOCH, leader=leader,
+                        leader_epoch=leader_epoch, isr=tuple(isr), zk_version=leader_epoch,
+                        replicas=tuple(replicas), offline_replicas=()),)),))
+        response = _send(self.brokers[to].port, request, um_resp.UpdateMetadataResponse, 6, 8)
+        assert response.error_code == 0
+
+    def leader_and_isr(self, to: int, leader: int, leader_epoch: int, isr, replicas=(1, 2)):
+        request = lai_req.LeaderAndIsrRequest(
+            controller_id=1, controller_epoch=CONTROLLER_EPOCH, broker_epoch=-1, type=0,
+            topic_states=(lai_req.LeaderAndIsrTopicState(
+                topic_name=TOPIC, topic_id=self.topic_id, partition_states=(
+                    lai_req.LeaderAndIsrPartitionState(
+                        partition_index=0, controller_epoch=CONTROLLER_EPOCH, leader=leader,
+                        leader_epoch=leader_epoch, isr=tuple(isr), partition_epoch=leader_epoch,
+                        replicas=tuple(replicas), is_new=leader_epoch == 1),)),),
+            live_leaders=(lai_req.LeaderAndIsrLiveLeader(broker_id=leader, host_name="127.0.0.1",
+                                                         port=self.brokers[leader].port),))
+        response = _send(self.brokers[to].port, request, lai_resp.LeaderAndIsrResponse, 4, 7)
+        assert response.error_code == 0
+        assert [p.error_code for t in response.topics for p in t.partition_errors] == [0]
+
+    def elect(self, leader: int, leader_epoch: int, isr, live=(1, 2), to=None):
+        """Kafka's order: UpdateMetadata to the live brokers, then LeaderAndIsr
+        to the replicas (``to``: only those, as to a broker that came back)."""
+        for b in live:
+            self.update_metadata(b, live, leader, leader_epoch, isr)
+        for b in live if to is None else to:
+            self.leader_and_isr(b, leader, leader_epoch, isr)
+
+
+def _props(zk, chroot: str, broker_id: int) -> dict:
+    return {"zookeeper.connect": zk.connect_string(chroot), "broker.id": broker_id,
+            "zookeeper.session.timeout.ms": 4000, "num.partitions": 1,
+            "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 200,
+            "offsets.topic.replication.factor": 1, "auto.create.topics.enable": False}
+
+
+@pytest.fixture
+def brokers(zookeeper, tmp_path, request):  # noqa: F811
+    chroot = f"/rf-{request.node.name[-40:]}"
+    made = {i: BrokerProcess(tmp_path / f"b{i}", _props(zookeeper, chroot, i)) for i in (1, 2)}
+    try:
+        for b in made.values():
+            b.start()
+        yield made
+    finally:
+        for b in made.values():
+            b.close()
+
+
+def _produce(broker: BrokerProcess, values, acks: str, timeout_s: float = 30.0):
+    """Produce ``values``; returns the delivery errors (None each when acknowledged)."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "acks": acks,
+                                         "linger.ms": 0, "message.timeout.ms": int(timeout_s * 1000),
+                                         "enable.idempotence": False})
+    results = []
+    for v in values:
+        producer.produce(TOPIC, value=v, partition=0, on_delivery=lambda err, msg: results.append(err))
+    assert producer.flush(timeout_s + 5) == 0
+    return results
+
+
+def _files(broker: BrokerProcess):
+    d = broker.log_dirs[0] / f"{TOPIC}-0"
+    seg = d / SEGMENT
+    epochs = d / "leader-epoch-checkpoint"
+    return (seg.read_bytes() if seg.exists() else b"", epochs.read_text() if epochs.exists() else "")
+
+
+def _same_logs(brokers):
+    a, b = _files(brokers[1]), _files(brokers[2])
+    return a[0] and a == b and a
+
+
+def test_acks_all_completes_through_the_follower_and_logs_are_equal(brokers):
+    control = HandController(brokers, uuid.uuid4())
+    control.elect(leader=1, leader_epoch=1, isr=(1, 2))
+    started = time.monotonic()
+    errors = _produce(brokers[1], [b"v%d" % i for i in range(50)], acks="all")
+    assert errors == [None] * 50
+    assert time.monotonic() - started < 20
+    segment, epochs = wait_for(lambda: _same_logs(brokers), what="equal logs")
+    assert segment.count(b"v49") == 1
+    assert epochs.splitlines()[2:] == ["1 0"]  # version, count, then epoch 1 from offset 0
+
+    # Leadership moves to broker 2 at epoch 2; broker 1 follows it.
+    control.elect(leader=2, leader_epoch=2, isr=(1, 2))
+    errors = _produce(brokers[2], [b"w%d" % i for i in range(20)], acks="all")
+    assert errors == [None] * 20
+    segment, epochs = wait_for(lambda: _same_logs(brokers), what="equal logs after the move")
+    assert segment.count(b"w19") == 1 and segment.count(b"v49") == 1
+    assert epochs.splitlines()[2:] == ["1 0", "2 50"]
+    # The new follower's fetches are not a consumer's: it is not told to
+    # truncate (nothing diverged) and fetches no record twice.
+    assert "truncating" not in brokers[1].log_text()
+
+
+def test_diverged_follower_truncates_to_the_new_leaders_log(brokers):
+    control = HandController(brokers, uuid.uuid4())
+    control.elect(leader=1, leader_epoch=1, isr=(1, 2))
+    assert _produce(brokers[1], [b"a%d" % i for i in range(10)], acks="all") == [None] * 10
+    wait_for(lambda: _same_logs(brokers), what="equal logs")
+    # Broker 2 goes away; broker 1 (leader of epoch 1, ISR now itself alone)
+    # writes records broker 2 never gets.
+    brokers[2].stop()
+    control.update_metadata(1, (1,), leader=1, leader_epoch=1, isr=(1,))
+    assert _produce(brokers[1], [b"lost%d" % i for i in range(5)], acks="1") == [None] * 5
+    # Broker 1 goes away; broker 2 returns and is elected uncleanly at epoch 2.
+    brokers[1].stop()
+    brokers[2].start()
+    control.update_metadata(2, (2,), leader=2, leader_epoch=2, isr=(2,))
+    control.leader_and_isr(2, leader=2, leader_epoch=2, isr=(2,))
+    assert _produce(brokers[2], [b"b%d" % i for i in range(7)], acks="1") == [None] * 7
+    # Broker 1 returns as broker 2's follower (the controller's LeaderAndIsr
+    # to the returning broker only): diverging epoch 1 ends at 10.
+    brokers[1].start()
+    control.elect(leader=2, leader_epoch=2, isr=(2,), live=(1, 2), to=(1,))
+    segment, epochs = wait_for(lambda: _same_logs(brokers), what="equal logs after truncation")
+    assert b"lost" not in segment and segment.count(b"b6") == 1 and segment.count(b"a9") == 1
+    assert epochs.splitlines()[2:] == ["1 0", "2 10"]
+    # It got there by the leader's diverging epoch, not by starting over.
+    assert "the leader's epoch 1 ends at 10; truncating to 10" in brokers[1].log_text()
+    assert "OFFSET_OUT_OF_RANGE" not in brokers[1].log_text()
