@@ -181,6 +181,11 @@ def test_acks_all_completes_through_the_follower_and_logs_are_equal(brokers):
     # The new follower's fetches are not a consumer's: it is not told to
     # truncate (nothing diverged) and fetches no record twice.
     assert "truncating" not in brokers[1].log_text()
+    # SIGTERM stops the fetching follower at once (every fetcher wait is
+    # bounded by a 0.1 s tick, the leader's long poll included).
+    started = time.monotonic()
+    assert brokers[1].stop(timeout=10) == 0
+    assert time.monotonic() - started < 5
 
 
 def test_diverged_follower_truncates_to_the_new_leaders_log(brokers):
