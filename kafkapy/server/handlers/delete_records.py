@@ -8,7 +8,8 @@ Contract, per partition (Kafka's ReplicaManager.deleteRecords):
   are no longer readable at once (Fetch from below -> OFFSET_OUT_OF_RANGE,
   ListOffsets EARLIEST -> the new start); segments wholly below it are
   deleted by the next retention pass, as in Kafka.
-- Unknown partition -> UNKNOWN_TOPIC_OR_PARTITION (3), low_watermark -1;
+- Unknown partition -> UNKNOWN_TOPIC_OR_PARTITION (3), low_watermark -1 (one
+  another broker hosts: NOT_LEADER_OR_FOLLOWER, ``ReplicaManager.unhosted_error``);
   not led here -> NOT_LEADER_OR_FOLLOWER (6) (``Partition.check_leader``).
 - With one replica the high watermark is the log end offset, so the request
   never waits for followers: ``timeout`` is not needed.
@@ -28,7 +29,7 @@ def handle(ctx, request):
         for p in topic.partitions:
             partition = get_partition(topic.name, p.partition_index)
             if partition is None:
-                code, low_watermark = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+                code, low_watermark = ctx.broker.replica_manager.unhosted_error(topic.name, p.partition_index), -1
             elif code := partition.check_leader(-1):
                 low_watermark = -1
             else:

@@ -16,7 +16,8 @@ Contract:
   watching each partition's high watermark for a value past the one read; its
   processor parks it and runs the fetch again when an append moves a watched
   high watermark or the deadline passes. Any partition error answers at once.
-- Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3),
+- Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3)
+  (a partition another broker hosts: NOT_LEADER_OR_FOLLOWER, ``unhosted_error``),
   and ``Partition.check_leader``'s NOT_LEADER_OR_FOLLOWER (6) /
   FENCED_LEADER_EPOCH (74) / UNKNOWN_LEADER_EPOCH (75) against
   ``current_leader_epoch`` (v9+; -1 = no check). Standalone they never occur.
@@ -110,7 +111,7 @@ def handle(ctx, request):
         partitions = []
         for fp in topic.partitions:
             partition = get_partition(topic.topic, fp.partition)
-            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None
+            code = (ctx.broker.replica_manager.unhosted_error(topic.topic, fp.partition) if partition is None
                     else partition.check_leader(fp.current_leader_epoch if has_epoch else -1))
             if code:
                 failed = True

@@ -11,7 +11,8 @@ Contract, per partition (Kafka's special timestamps):
 - t >= 0: the first offset whose timestamp is >= t, via the time index, with
   that batch's timestamp; -1/-1 if none (or if it is not yet below the high
   watermark). Other negative values: -1/-1.
-- Errors: UNKNOWN_TOPIC_OR_PARTITION (3); ``Partition.check_leader``'s
+- Errors: UNKNOWN_TOPIC_OR_PARTITION (3) (a partition another broker hosts:
+  NOT_LEADER_OR_FOLLOWER, ``ReplicaManager.unhosted_error``); ``Partition.check_leader``'s
   NOT_LEADER_OR_FOLLOWER (6), FENCED_LEADER_EPOCH (74), UNKNOWN_LEADER_EPOCH
   (75) against ``current_leader_epoch`` (v4+). ``leader_epoch`` (v4+) is the
   partition's leader epoch.
@@ -32,7 +33,7 @@ def handle(ctx, request):
         partitions = []
         for lp in topic.partitions:
             partition = get_partition(topic.name, lp.partition_index)
-            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None
+            code = (ctx.broker.replica_manager.unhosted_error(topic.name, lp.partition_index) if partition is None
                     else partition.check_leader(lp.current_leader_epoch if has_epoch else -1))
             if code:
                 partitions.append({"partition_index": lp.partition_index, "error_code": code,
