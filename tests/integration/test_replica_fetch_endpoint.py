@@ -1,7 +1,8 @@
 """The replica fetcher's network side against real peers: a real broker's
 Fetch v12 and ListOffsets over TCP (the answers decoded by the fetcher's
-own connection), and leaders that refuse connections or never answer, each
-ending in a bounded back-off instead of a stuck loop.
+own connection), and leaders that refuse connections, never answer, or
+negotiate and then leave a Fetch unanswered, each ending in a bounded
+back-off instead of a stuck loop.
 
 The real broker here is a standalone one (broker 0 leads every partition
 with itself as the only replica), so a follower fetch from broker 1 is
@@ -11,7 +12,9 @@ sent: UNKNOWN_LEADER_EPOCH, retried after replica.fetch.backoff.ms."""
 from __future__ import annotations
 
 import socket
+import struct
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -20,8 +23,10 @@ from types import SimpleNamespace
 import pytest
 
 from kafkapy.coordination.metadata import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo
+from kafkapy.protocol.codec import encode_to_bytes
 from kafkapy.replication.partition import Partition
 from kafkapy.server.config import BrokerConfig
+from kafkapy.server.handlers.api_versions import build_response
 from kafkapy.server.replica_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ReplicaFetcher
 from kafkapy.storage.shared import SharedPartitionTable
 
@@ -145,3 +150,66 @@ def test_a_silent_leader_is_given_up_within_the_socket_timeout(follower_of):
         assert SOCKET_TIMEOUT_MS / 1000 * 0.9 <= elapsed < 3
         assert f.state().delayed_until >= started + 1.0
         assert not f.fetcher.endpoints[LEADER].conn.connected
+
+
+class AnswersOnlyApiVersions:
+    """A peer that negotiates (ApiVersions answered as the server would) and
+    then never answers: a leader hung after the fetcher's request went out."""
+
+    def __init__(self):
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(4)
+        self.port = self.server.getsockname()[1]
+        self.requests = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        self.server.settimeout(10)
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        conn.settimeout(10)
+        with conn:
+            while True:  # bounded: the socket times out or the test closes it
+                try:
+                    size = int.from_bytes(_read(conn, 4), "big")
+                    frame = _read(conn, size)
+                except (OSError, ConnectionError):
+                    return
+                api_key, version, correlation_id = struct.unpack(">hhi", frame[:8])
+                self.requests.append(api_key)
+                if api_key == 18:
+                    body = encode_to_bytes(build_response(version))
+                    reply = struct.pack(">i", correlation_id) + body  # ApiVersions: header v0
+                    conn.sendall(struct.pack(">i", len(reply)) + reply)
+
+    def close(self):
+        self.server.close()
+
+
+def _read(conn, n):
+    out = bytearray()
+    while len(out) < n:
+        chunk = conn.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return bytes(out)
+
+
+def test_a_fetch_left_unanswered_is_abandoned_after_wait_plus_socket_timeout(follower_of):
+    peer = AnswersOnlyApiVersions()
+    try:
+        f = follower_of(peer.port)
+        started = time.monotonic()
+        _run_until(f.fetcher, lambda: f.state().delayed_until > 0)
+        elapsed = time.monotonic() - started
+        assert peer.requests == [18, 1]  # negotiated, then one Fetch never answered
+        # replica.fetch.wait.max.ms (100) + replica.socket.timeout.ms (400), one tick late at most
+        assert 0.5 <= elapsed < 2
+        assert not f.fetcher.endpoints[LEADER].conn.connected and not f.fetcher.in_flight
+    finally:
+        peer.close()
