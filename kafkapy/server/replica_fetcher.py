@@ -299,14 +299,13 @@ class ReplicaFetcher:
         for key, state in wanted.items():
             current = old.get(key)
             if current is None or (current.leader_id, current.leader_epoch) != (state.leader, state.leader_epoch):
-                if current is None:
-                    log.info("fetching %s-%d from broker %d (leader epoch %d)", key[0], key[1], state.leader,
-                             state.leader_epoch)
+                log.info("fetcher %d: fetching %s-%d from broker %d (leader epoch %d)", self.fetcher_id,
+                         key[0], key[1], state.leader, state.leader_epoch)
                 current = PartitionFetchState(key[0], key[1], state.leader, state.leader_epoch)
             self.states[key] = current
             self.by_leader.setdefault(state.leader, OrderedDict())[key] = current
         for key in old.keys() - wanted.keys():
-            log.info("stopped fetching %s-%d", *key)
+            log.info("fetcher %d: stopped fetching %s-%d", self.fetcher_id, *key)
         for leader, endpoint in list(self.endpoints.items()):
             if leader not in self.by_leader or endpoint.address != addresses.get(leader):
                 self._drop_endpoint(leader)

@@ -32,6 +32,7 @@ from kafkapy.protocol.schema.leader_and_isr.v7 import request as lai_req
 from kafkapy.protocol.schema.leader_and_isr.v7 import response as lai_resp
 from kafkapy.protocol.schema.update_metadata.v8 import request as um_req
 from kafkapy.protocol.schema.update_metadata.v8 import response as um_resp
+from kafkapy.server.replica_fetcher import fetcher_id_for
 from support.broker import BrokerProcess
 from support.cluster import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
@@ -68,7 +69,8 @@ def _recv(s, n: int) -> bytes:
 
 
 class HandController:
-    """What the elected controller would send, for one single-partition topic."""
+    """What the elected controller would send, for one topic; ``states`` are
+    ``{partition: (leader, leader_epoch, isr)}``, every partition on (1, 2)."""
 
     def __init__(self, brokers: dict, topic_id: uuid.UUID):
         self.brokers = brokers  # id -> BrokerProcess
@@ -79,41 +81,48 @@ class HandController:
             port=self.brokers[i].port, host="127.0.0.1", listener="PLAINTEXT", security_protocol=0),))
             for i in sorted(live))
 
-    def update_metadata(self, to: int, live, leader: int, leader_epoch: int, isr, replicas=(1, 2)):
+    def update_metadata(self, to: int, live, states: dict):
         request = um_req.UpdateMetadataRequest(
             controller_id=1, controller_epoch=CONTROLLER_EPOCH, broker_epoch=-1,
             live_brokers=self._live(live),
             topic_states=(um_req.UpdateMetadataTopicState(
-                topic_name=TOPIC, topic_id=self.topic_id, partition_states=(
+                topic_name=TOPIC, topic_id=self.topic_id, partition_states=tuple(
                     um_req.UpdateMetadataPartitionState(
-                        partition_index=0, controller_epoch=CONTROLLER_EPOCH, leader=leader,
-                        leader_epoch=leader_epoch, isr=tuple(isr), zk_version=leader_epoch,
-                        replicas=tuple(replicas), offline_replicas=()),)),))
+                        partition_index=p, controller_epoch=CONTROLLER_EPOCH, leader=leader,
+                        leader_epoch=epoch, isr=tuple(isr), zk_version=epoch, replicas=(1, 2),
+                        offline_replicas=())
+                    for p, (leader, epoch, isr) in sorted(states.items()))),))
         response = _send(self.brokers[to].port, request, um_resp.UpdateMetadataResponse, 6, 8)
         assert response.error_code == 0
 
-    def leader_and_isr(self, to: int, leader: int, leader_epoch: int, isr, replicas=(1, 2)):
+    def leader_and_isr(self, to: int, states: dict):
         request = lai_req.LeaderAndIsrRequest(
             controller_id=1, controller_epoch=CONTROLLER_EPOCH, broker_epoch=-1, type=0,
             topic_states=(lai_req.LeaderAndIsrTopicState(
-                topic_name=TOPIC, topic_id=self.topic_id, partition_states=(
+                topic_name=TOPIC, topic_id=self.topic_id, partition_states=tuple(
                     lai_req.LeaderAndIsrPartitionState(
-                        partition_index=0, controller_epoch=CONTROLLER_EPOCH, leader=leader,
-                        leader_epoch=leader_epoch, isr=tuple(isr), partition_epoch=leader_epoch,
-                        replicas=tuple(replicas), is_new=leader_epoch == 1),)),),
-            live_leaders=(lai_req.LeaderAndIsrLiveLeader(broker_id=leader, host_name="127.0.0.1",
-                                                         port=self.brokers[leader].port),))
+                        partition_index=p, controller_epoch=CONTROLLER_EPOCH, leader=leader,
+                        leader_epoch=epoch, isr=tuple(isr), partition_epoch=epoch, replicas=(1, 2),
+                        is_new=epoch == 1)
+                    for p, (leader, epoch, isr) in sorted(states.items()))),),
+            live_leaders=tuple(lai_req.LeaderAndIsrLiveLeader(broker_id=b, host_name="127.0.0.1",
+                                                              port=self.brokers[b].port)
+                               for b in sorted({leader for leader, _, _ in states.values()})))
         response = _send(self.brokers[to].port, request, lai_resp.LeaderAndIsrResponse, 4, 7)
         assert response.error_code == 0
-        assert [p.error_code for t in response.topics for p in t.partition_errors] == [0]
+        assert [p.error_code for t in response.topics for p in t.partition_errors] == [0] * len(states)
 
-    def elect(self, leader: int, leader_epoch: int, isr, live=(1, 2), to=None):
+    def elect(self, states: dict, live=(1, 2), to=None):
         """Kafka's order: UpdateMetadata to the live brokers, then LeaderAndIsr
         to the replicas (``to``: only those, as to a broker that came back)."""
         for b in live:
-            self.update_metadata(b, live, leader, leader_epoch, isr)
+            self.update_metadata(b, live, states)
         for b in live if to is None else to:
-            self.leader_and_isr(b, leader, leader_epoch, isr)
+            self.leader_and_isr(b, states)
+
+
+def one(leader: int, leader_epoch: int, isr) -> dict:
+    return {0: (leader, leader_epoch, tuple(isr))}
 
 
 def _props(zk, chroot: str, broker_id: int) -> dict:
@@ -125,8 +134,10 @@ def _props(zk, chroot: str, broker_id: int) -> dict:
 
 @pytest.fixture
 def brokers(zookeeper, tmp_path, request):  # noqa: F811
-    chroot = f"/rf-{request.node.name[-40:]}"
-    made = {i: BrokerProcess(tmp_path / f"b{i}", _props(zookeeper, chroot, i)) for i in (1, 2)}
+    chroot = f"/rf-{request.node.name[-40:]}".replace("[", "-").replace("]", "")
+    overrides = getattr(request, "param", {})  # indirect parametrization
+    made = {i: BrokerProcess(tmp_path / f"b{i}", {**_props(zookeeper, chroot, i), **overrides})
+            for i in (1, 2)}
     try:
         for b in made.values():
             b.start()
@@ -136,33 +147,35 @@ def brokers(zookeeper, tmp_path, request):  # noqa: F811
             b.close()
 
 
-def _produce(broker: BrokerProcess, values, acks: str, timeout_s: float = 30.0):
-    """Produce ``values``; returns the delivery errors (None each when acknowledged)."""
+def _produce(broker: BrokerProcess, values, acks: str, timeout_s: float = 30.0, partitions=(0,)):
+    """Produce ``values`` (round robin over ``partitions``); returns the
+    delivery errors (None each when acknowledged)."""
     producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "acks": acks,
                                          "linger.ms": 0, "message.timeout.ms": int(timeout_s * 1000),
                                          "enable.idempotence": False})
     results = []
-    for v in values:
-        producer.produce(TOPIC, value=v, partition=0, on_delivery=lambda err, msg: results.append(err))
+    for i, v in enumerate(values):
+        producer.produce(TOPIC, value=v, partition=partitions[i % len(partitions)],
+                         on_delivery=lambda err, msg: results.append(err))
     assert producer.flush(timeout_s + 5) == 0
     return results
 
 
-def _files(broker: BrokerProcess):
-    d = broker.log_dirs[0] / f"{TOPIC}-0"
+def _files(broker: BrokerProcess, partition: int = 0):
+    d = broker.log_dirs[0] / f"{TOPIC}-{partition}"
     seg = d / SEGMENT
     epochs = d / "leader-epoch-checkpoint"
     return (seg.read_bytes() if seg.exists() else b"", epochs.read_text() if epochs.exists() else "")
 
 
-def _same_logs(brokers):
-    a, b = _files(brokers[1]), _files(brokers[2])
+def _same_logs(brokers, partition: int = 0):
+    a, b = _files(brokers[1], partition), _files(brokers[2], partition)
     return a[0] and a == b and a
 
 
 def test_acks_all_completes_through_the_follower_and_logs_are_equal(brokers):
     control = HandController(brokers, uuid.uuid4())
-    control.elect(leader=1, leader_epoch=1, isr=(1, 2))
+    control.elect(one(1, 1, (1, 2)))
     started = time.monotonic()
     errors = _produce(brokers[1], [b"v%d" % i for i in range(50)], acks="all")
     assert errors == [None] * 50
@@ -172,7 +185,7 @@ def test_acks_all_completes_through_the_follower_and_logs_are_equal(brokers):
     assert epochs.splitlines()[2:] == ["1 0"]  # version, count, then epoch 1 from offset 0
 
     # Leadership moves to broker 2 at epoch 2; broker 1 follows it.
-    control.elect(leader=2, leader_epoch=2, isr=(1, 2))
+    control.elect(one(2, 2, (1, 2)))
     errors = _produce(brokers[2], [b"w%d" % i for i in range(20)], acks="all")
     assert errors == [None] * 20
     segment, epochs = wait_for(lambda: _same_logs(brokers), what="equal logs after the move")
@@ -190,27 +203,46 @@ def test_acks_all_completes_through_the_follower_and_logs_are_equal(brokers):
 
 def test_diverged_follower_truncates_to_the_new_leaders_log(brokers):
     control = HandController(brokers, uuid.uuid4())
-    control.elect(leader=1, leader_epoch=1, isr=(1, 2))
+    control.elect(one(1, 1, (1, 2)))
     assert _produce(brokers[1], [b"a%d" % i for i in range(10)], acks="all") == [None] * 10
     wait_for(lambda: _same_logs(brokers), what="equal logs")
     # Broker 2 goes away; broker 1 (leader of epoch 1, ISR now itself alone)
     # writes records broker 2 never gets.
     brokers[2].stop()
-    control.update_metadata(1, (1,), leader=1, leader_epoch=1, isr=(1,))
+    control.update_metadata(1, (1,), one(1, 1, (1,)))
     assert _produce(brokers[1], [b"lost%d" % i for i in range(5)], acks="1") == [None] * 5
     # Broker 1 goes away; broker 2 returns and is elected uncleanly at epoch 2.
     brokers[1].stop()
     brokers[2].start()
-    control.update_metadata(2, (2,), leader=2, leader_epoch=2, isr=(2,))
-    control.leader_and_isr(2, leader=2, leader_epoch=2, isr=(2,))
+    control.update_metadata(2, (2,), one(2, 2, (2,)))
+    control.leader_and_isr(2, one(2, 2, (2,)))
     assert _produce(brokers[2], [b"b%d" % i for i in range(7)], acks="1") == [None] * 7
     # Broker 1 returns as broker 2's follower (the controller's LeaderAndIsr
     # to the returning broker only): diverging epoch 1 ends at 10.
     brokers[1].start()
-    control.elect(leader=2, leader_epoch=2, isr=(2,), live=(1, 2), to=(1,))
+    control.elect(one(2, 2, (2,)), to=(1,))
     segment, epochs = wait_for(lambda: _same_logs(brokers), what="equal logs after truncation")
     assert b"lost" not in segment and segment.count(b"b6") == 1 and segment.count(b"a9") == 1
     assert epochs.splitlines()[2:] == ["1 0", "2 10"]
     # It got there by the leader's diverging epoch, not by starting over.
     assert "the leader's epoch 1 ends at 10; truncating to 10" in brokers[1].log_text()
     assert "OFFSET_OUT_OF_RANGE" not in brokers[1].log_text()
+
+
+@pytest.mark.parametrize("brokers", [{"num.replica.fetchers": 2}], indirect=True)
+def test_each_broker_leads_some_partitions_and_follows_the_rest_with_two_fetchers(brokers):
+    control = HandController(brokers, uuid.uuid4())
+    states = {p: (1 + p % 2, 1, (1, 2)) for p in range(8)}  # leaders 1, 2, 1, 2, ...
+    control.elect(states)
+    errors = _produce(brokers[1], [b"m%d" % i for i in range(160)], acks="all", partitions=range(8))
+    assert errors == [None] * 160
+    for p in range(8):
+        segment, _ = wait_for(lambda p=p: _same_logs(brokers, p), what=f"equal logs of partition {p}")
+        assert segment.count(b"m") == 20
+    # Each follower partition was fetched by the fetcher Kafka's hash gives it.
+    for broker_id, b in brokers.items():
+        text = b.log_text()
+        for p in range(8):
+            if states[p][0] != broker_id:
+                fid = fetcher_id_for(TOPIC, p, 2)
+                assert f"fetcher {fid}: fetching {TOPIC}-{p} from broker {states[p][0]}" in text
