@@ -52,8 +52,7 @@ LeaderAndIsr moved the role meanwhile: nothing is written to a log this
 broker leads, or from a leader it no longer follows.
 
 Every wait is bounded: one select of at most ``_TICK_S`` at a time, so SIGTERM
-(which sets the stop flag), new metadata and a dead supervisor are noticed
-within that; a request still unanswered after ``replica.fetch.wait.max.ms`` +
+(which sets the stop flag) and new metadata are noticed within that; a request still unanswered after ``replica.fetch.wait.max.ms`` +
 ``replica.socket.timeout.ms`` is abandoned with its connection.
 
 Ownership: one ``ReplicaFetcher`` per fetcher process, single-threaded; its
@@ -63,7 +62,6 @@ Partition objects come from that process's own Broker (``make_broker``).
 from __future__ import annotations
 
 import logging
-import os
 import select
 import signal
 import time
@@ -557,12 +555,9 @@ class ReplicaFetcher:
         self.process_answers()
 
     def run(self) -> None:
-        parent = os.getppid()
+        # A dead supervisor SIGKILLs its children (supervisor._die_with_parent).
         while not self.stopping:
             self.run_once()
-            if os.getppid() != parent:
-                log.warning("the supervisor is gone; stopping")
-                break
 
     def stop(self) -> None:
         self.stopping = True
