@@ -190,6 +190,9 @@ class Partition:
             else:
                 self._write_role(self.local_broker_id, current_epoch, partition_epoch, tuple(replicas), isr,
                                  now_ms, old)
+                # A no-op once the cache has the epoch; a standalone slot got
+                # its role (epoch 0) before its log's first make_leader.
+                self.log.become_leader(current_epoch)
             self.maybe_increment_high_watermark()
         return is_new_leader
 
