@@ -24,7 +24,22 @@ Kafka's rules kept here:
 * AlterPartition (a leader changing the ISR): accepted only from the current
   leader at the current leader epoch and partition epoch (the znode
   version), with an ISR of live assigned replicas that contains the leader;
-  the leader epoch stays, the partition epoch goes up.
+  the leader epoch stays, the partition epoch goes up;
+* controller failover (Kafka's onControllerFailover, after
+  initializeControllerContext filled the state from ZooKeeper): partitions
+  without a state are elected as new ones, partitions whose leader is not
+  live as after a broker failure; then UpdateMetadata with every partition
+  to every live broker and LeaderAndIsr to each live broker for all its
+  replicas;
+* ISR changes a leader wrote itself (Kafka's pre-AlterPartition path,
+  ``/isr_change_notification``): the re-read states replace the known ones
+  and go out as UpdateMetadata;
+* topic deletion (Kafka's TopicDeletionManager): UpdateMetadata with leader
+  -2 (LeaderDuringDelete) for its partitions, StopReplica(delete) to each
+  live replica; a replica on a dead broker waits for it to return (the
+  deletion is held, as Kafka holds it); once every replica's StopReplica
+  succeeded the topic leaves the state and its znodes are removed
+  (``DeleteTopic``). Partitions of a topic being deleted are never elected.
 
 Every change is sent as LeaderAndIsr to the partition's live replicas and
 UpdateMetadata to every live broker.
@@ -68,6 +83,27 @@ class SendUpdateMetadata:
     partitions: tuple  # ((topic, partition, PartitionState), ...)
 
 
+@dataclass(frozen=True)
+class SendStopReplica:
+    broker_id: int
+    controller_epoch: int
+    partitions: tuple  # ((topic, partition), ...)
+    delete: bool
+
+
+@dataclass(frozen=True)
+class DeleteTopic:
+    """Remove the deleted topic's znodes: ``/brokers/topics/<t>`` with its partition
+    states, ``/config/topics/<t>``, then ``/admin/delete_topics/<t>``."""
+
+    topic: str
+
+
+# Kafka's LeaderAndIsr.LeaderDuringDelete: the leader UpdateMetadata carries for a
+# partition of a topic being deleted (brokers drop it from their metadata).
+LEADER_DURING_DELETE = -2
+
+
 # -- state ---------------------------------------------------------------------------------------
 
 
@@ -79,6 +115,9 @@ class ControllerState:
     states: dict = field(default_factory=dict)  # (topic, partition) -> PartitionState
     # topic -> its unclean.leader.election.enable (Kafka's default: false)
     unclean_election: Callable[[str], bool] = field(default=lambda topic: False)
+    topic_ids: dict = field(default_factory=dict)  # topic -> uuid.UUID (UpdateMetadata, LeaderAndIsr)
+    # topic being deleted -> {(partition, broker)} replicas whose StopReplica(delete) has not succeeded
+    deleting: dict = field(default_factory=dict)
 
     # -- events ------------------------------------------------------------------------------
     def on_new_partitions(self, assignments: dict) -> list:
@@ -99,6 +138,8 @@ class ControllerState:
         self.live_brokers -= dead
         changed = []
         for tp, state in sorted(self.states.items()):
+            if tp[0] in self.deleting:
+                continue
             if state.leader in dead:
                 elected = elect_leader_and_isr(state.replicas, state.isr, self.live_brokers,
                                                self.unclean_election(tp[0]))
@@ -123,9 +164,16 @@ class ControllerState:
         ones get their replicas (LeaderAndIsr), offline partitions they can
         lead are elected again."""
         started = set(broker_ids)
+        existing = tuple(sorted(self.live_brokers - started))
         self.live_brokers |= started
+        # Kafka's order: the brokers already live learn the new ones; the new
+        # ones learn every partition (their image may be empty or old).
+        effects = [SendUpdateMetadata(existing, self.controller_epoch, ()),
+                   SendUpdateMetadata(tuple(sorted(started)), self.controller_epoch, self._all_partitions())]
         changed = []
         for tp, state in sorted(self.states.items()):
+            if tp[0] in self.deleting:
+                continue
             if state.leader == NO_BROKER:
                 elected = elect_leader_and_isr(state.replicas, state.isr, self.live_brokers,
                                                self.unclean_election(tp[0]))
@@ -134,7 +182,7 @@ class ControllerState:
                     changed.append((tp, replace(state, leader=leader, isr=isr,
                                                 leader_epoch=state.leader_epoch + 1), state, False))
         for tp, replicas in sorted(self.assignments.items()):
-            if tp not in self.states and started & set(replicas):
+            if tp not in self.states and started & set(replicas) and tp[0] not in self.deleting:
                 first = initial_leader_and_isr(replicas, self.live_brokers)
                 if first is not None:
                     leader, isr = first
@@ -142,11 +190,11 @@ class ControllerState:
                                     None, True))
         touched = {tp for tp, *_ in changed}
         theirs = {broker_id: [(tp[0], tp[1], state, False) for tp, state in sorted(self.states.items())
-                              if broker_id in state.replicas and tp not in touched]
+                              if broker_id in state.replicas and tp not in touched and tp[0] not in self.deleting]
                   for broker_id in started}
-        effects = self._apply(changed, theirs)
-        if not changed:
-            effects.append(self._update_metadata(()))
+        effects += self._apply(changed, theirs)
+        # a held deletion goes on: the returning replicas get their StopReplica
+        effects += self._stop_replicas(started)
         return effects
 
     def on_alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
@@ -171,7 +219,144 @@ class ControllerState:
             return ErrorCode.NONE, []
         return ErrorCode.NONE, self._apply([(tp, replace(state, isr=new_isr), state, False)])
 
+    def on_controller_failover(self) -> list:
+        """This controller was elected and ``live_brokers``, ``assignments``,
+        ``states``, ``topic_ids`` and ``deleting`` were read from ZooKeeper
+        (Kafka's initializeControllerContext). Partitions without a state
+        (created while no controller acted) are elected as new; partitions
+        whose leader is not live, or whose ISR holds brokers that are not,
+        as after their failure. Then every live broker gets UpdateMetadata
+        with every partition and LeaderAndIsr for all its replicas; deletions
+        in progress resume."""
+        changed = []
+        for tp in sorted(self.assignments):
+            if tp[0] not in self.deleting:
+                decided = self._reconcile(tp)
+                if decided is not None:
+                    changed.append(decided)
+        touched = {tp for tp, *_ in changed}
+        theirs = {broker_id: [(tp[0], tp[1], state, False) for tp, state in sorted(self.states.items())
+                              if broker_id in state.replicas and tp not in touched and tp[0] not in self.deleting]
+                  for broker_id in self.live_brokers}
+        applied = self._apply(changed, theirs)
+        writes = [e for e in applied if isinstance(e, WritePartitionState)]
+        requests = [e for e in applied if isinstance(e, SendLeaderAndIsr)]
+        return (writes + [self._update_metadata(self._all_partitions())] + requests
+                + self._stop_replicas(self.live_brokers) + self._finish_deletions())
+
+    def on_conflicts(self, states: dict) -> list:
+        """Writes that lost their znode version to another writer (a leader's ISR
+        change): ``{(topic, partition): PartitionState or None}`` as ZooKeeper
+        has them now. They replace the known states and each partition is
+        decided again from there (Kafka's updateLeaderAndIsr retrying the
+        partitions whose write met a BadVersion)."""
+        changed = []
+        for tp, state in sorted(states.items()):
+            if tp not in self.assignments or tp[0] in self.deleting:
+                continue
+            if state is None:
+                self.states.pop(tp, None)
+            else:
+                self.states[tp] = replace(state, replicas=self.assignments[tp])
+            decided = self._reconcile(tp)
+            if decided is not None:
+                changed.append(decided)
+        return self._apply(changed)
+
+    def on_isr_changed(self, states: dict) -> list:
+        """ISR change notifications: the partitions' states re-read from
+        ZooKeeper, ``{(topic, partition): PartitionState}``, replace the known
+        ones; every live broker gets them in UpdateMetadata (Kafka's
+        processUpdateNotifications)."""
+        updated = []
+        for tp, state in sorted(states.items()):
+            if tp not in self.assignments or tp[0] in self.deleting or state is None:
+                continue
+            self.states[tp] = replace(state, replicas=self.assignments[tp])
+            updated.append((tp[0], tp[1], self.states[tp]))
+        return [self._update_metadata(tuple(updated))] if updated else []
+
+    def on_topics_deleted(self, topics) -> list:
+        """Topics marked in ``/admin/delete_topics``: UpdateMetadata with leader
+        -2 for their partitions to every live broker, then StopReplica(delete)
+        to each live replica. A marker of a topic with no partitions known
+        (never created, or already gone) is removed at once."""
+        effects, deleted = [], []
+        for topic in sorted(set(topics) - set(self.deleting)):
+            replicas = {(p, b) for (t, p), assigned in self.assignments.items() if t == topic for b in assigned}
+            self.deleting[topic] = replicas
+            deleted += [(t, p, replace(self.states.get((t, p)) or PartitionState(assigned, NO_BROKER, 0, ()),
+                                       leader=LEADER_DURING_DELETE))
+                        for (t, p), assigned in sorted(self.assignments.items()) if t == topic]
+        if deleted:
+            effects.append(self._update_metadata(tuple(deleted)))
+        return effects + self._stop_replicas(self.live_brokers, topics) + self._finish_deletions()
+
+    def on_replicas_deleted(self, broker_id: int, partitions) -> list:
+        """StopReplica(delete) succeeded on ``broker_id`` for ``partitions``
+        (``(topic, partition)``): a topic whose every replica is deleted is
+        finished (``DeleteTopic``)."""
+        for topic, partition in partitions:
+            pending = self.deleting.get(topic)
+            if pending is not None:
+                pending.discard((partition, broker_id))
+        return self._finish_deletions()
+
     # -- helpers -----------------------------------------------------------------------------
+    def _reconcile(self, tp):
+        """A partition decided from scratch against the live brokers: no state ->
+        elected as new; a leader not live -> elected from the live ISR (or offline,
+        leader -1, the last ISR member kept); ISR members not live -> removed (not
+        the last). ``(tp, new, old, is_new)`` for ``_apply``, or None if unchanged."""
+        replicas = self.assignments[tp]
+        state = self.states.get(tp)
+        if state is None:
+            first = initial_leader_and_isr(replicas, self.live_brokers)
+            if first is None:
+                return None
+            leader, isr = first
+            return tp, PartitionState(tuple(replicas), leader, 0, tuple(isr), 0), None, True
+        dead = {b for b in state.isr if b not in self.live_brokers}
+        if state.leader not in self.live_brokers:
+            elected = elect_leader_and_isr(replicas, state.isr, self.live_brokers, self.unclean_election(tp[0]))
+            if elected is not None:
+                leader, isr, _recovering = elected
+            else:
+                leader, isr = NO_BROKER, _without(state.isr, dead)
+        else:
+            leader, isr = state.leader, _without(state.isr, dead)
+        if (leader, isr) == (state.leader, state.isr):
+            return None
+        return tp, replace(state, leader=leader, isr=isr, leader_epoch=state.leader_epoch + 1), state, False
+
+    def _all_partitions(self) -> tuple:
+        """Every known partition for UpdateMetadata; a topic being deleted with leader -2."""
+        return tuple((tp[0], tp[1], replace(state, leader=LEADER_DURING_DELETE) if tp[0] in self.deleting
+                      else state) for tp, state in sorted(self.states.items()))
+
+    def _stop_replicas(self, brokers, topics=None) -> list:
+        """StopReplica(delete) for the pending replicas of deletions (of ``topics``,
+        or all) on ``brokers`` (live ones only)."""
+        effects = []
+        for broker_id in sorted(set(brokers) & self.live_brokers):
+            parts = tuple(sorted((t, p) for t, pending in self.deleting.items() if topics is None or t in topics
+                                 for p, b in pending if b == broker_id))
+            if parts:
+                effects.append(SendStopReplica(broker_id, self.controller_epoch, parts, True))
+        return effects
+
+    def _finish_deletions(self) -> list:
+        """Topics whose every replica is deleted leave the state: ``DeleteTopic`` each."""
+        effects = []
+        for topic in sorted(t for t, pending in self.deleting.items() if not pending):
+            del self.deleting[topic]
+            for tp in [tp for tp in self.assignments if tp[0] == topic]:
+                del self.assignments[tp]
+                self.states.pop(tp, None)
+            self.topic_ids.pop(topic, None)
+            effects.append(DeleteTopic(topic))
+        return effects
+
     def _apply(self, changed, also=None) -> list:
         """``changed``: ``(tp, new state, old state or None, is_new)``. Records
         them (partition epoch = the znode version each write will have) and

@@ -7,8 +7,11 @@ import hypothesis.strategies as st
 from hypothesis import given, settings
 
 from kafkapy.controller.state import (
+    LEADER_DURING_DELETE,
     ControllerState,
+    DeleteTopic,
     SendLeaderAndIsr,
+    SendStopReplica,
     SendUpdateMetadata,
     WritePartitionState,
 )
@@ -90,8 +93,11 @@ def test_a_returning_broker_gets_its_replicas_and_offline_new_partitions_come_on
     lai = {e.broker_id: {(t, p) for t, p, *_ in e.partitions} for e in effects
            if isinstance(e, SendLeaderAndIsr)}
     assert lai[3] == {("t", 0), ("t", 1), ("u", 0)}
-    [um] = [e for e in effects if isinstance(e, SendUpdateMetadata)]
-    assert um.broker_ids == (1, 2, 3)
+    ums = [e for e in effects if isinstance(e, SendUpdateMetadata)]
+    # Kafka's onBrokerStartup: the others learn the live brokers, the new one every
+    # partition, then every live broker the partitions that changed.
+    assert [(um.broker_ids, len(um.partitions)) for um in ums] == [((1, 2), 0), ((3,), 2), ((1, 2, 3), 1)]
+    assert effects.index(ums[1]) < min(i for i, e in enumerate(effects) if isinstance(e, SendLeaderAndIsr))
 
 
 def test_alter_partition_is_fenced_by_leader_and_partition_epochs():
@@ -129,3 +135,78 @@ def test_invariants_over_failures_and_returns(events):
                 # A leader is live and in the ISR; the ISR's members are live.
                 assert state.leader in c.live_brokers and state.leader in state.isr
                 assert set(state.isr) <= c.live_brokers
+
+
+def _failed_over(live, states, assignments):
+    """A new controller's state as read from ZooKeeper."""
+    c = ControllerState(EPOCH + 1, set(live))
+    c.assignments = dict(assignments)
+    c.states = dict(states)
+    return c
+
+
+def test_failover_elects_what_needs_it_and_tells_every_broker_everything():
+    assignments = {("t", 0): (1, 2, 3), ("t", 1): (2, 3, 1), ("n", 0): (3, 1)}
+    states = {("t", 0): PartitionState((1, 2, 3), 1, 4, (1, 2, 3), 7),  # leader 1 died meanwhile
+              ("t", 1): PartitionState((2, 3, 1), 2, 2, (2, 3), 3)}  # fine as it is
+    c = _failed_over({2, 3}, states, assignments)  # ("n", 0): created, never elected
+    effects = c.on_controller_failover()
+    writes = _writes(effects)
+    assert writes == {("t", 0): (PartitionState((1, 2, 3), 2, 5, (2, 3), 8), 7),
+                      ("n", 0): (PartitionState((3, 1), 3, 0, (3,), 0), None)}
+    kinds = [type(e).__name__ for e in effects]
+    assert kinds == ["WritePartitionState"] * 2 + ["SendUpdateMetadata"] + ["SendLeaderAndIsr"] * 2
+    [um] = [e for e in effects if isinstance(e, SendUpdateMetadata)]
+    assert um.broker_ids == (2, 3) and um.controller_epoch == EPOCH + 1
+    assert {(t, p) for t, p, _ in um.partitions} == {("t", 0), ("t", 1), ("n", 0)}
+    lai = {e.broker_id: {(t, p): (s.leader, is_new) for t, p, s, is_new in e.partitions}
+           for e in effects if isinstance(e, SendLeaderAndIsr)}
+    assert lai == {2: {("t", 0): (2, False), ("t", 1): (2, False)},
+                   3: {("t", 0): (2, False), ("t", 1): (2, False), ("n", 0): (3, True)}}
+
+
+def test_a_lost_version_is_decided_again_from_what_zookeeper_holds():
+    c, _ = _cluster()
+    c.on_brokers_failed([3])  # t-0 ISR (1, 2) at version 1 in the controller's view
+    # Meanwhile leader 1 shrank t-0's ISR itself to (1,) (version 2); broker 1 then dies.
+    c.live_brokers.discard(1)
+    effects = c.on_conflicts({("t", 0): PartitionState((), 1, 1, (1,), 2)})
+    # No live ISR member: offline, the last ISR member kept, fenced on version 2.
+    assert _writes(effects)[("t", 0)] == (PartitionState((1, 2, 3), -1, 2, (1,), 3), 2)
+
+
+def test_isr_change_notifications_replace_states_and_go_to_every_broker():
+    c, _ = _cluster()
+    effects = c.on_isr_changed({("t", 0): PartitionState((), 1, 0, (1, 2), 1), ("gone", 0): None,
+                                ("x", 9): PartitionState((), 1, 0, (1,), 1)})
+    assert c.states[("t", 0)] == PartitionState((1, 2, 3), 1, 0, (1, 2), 1)  # replicas from the assignment
+    [um] = effects
+    assert isinstance(um, SendUpdateMetadata) and um.broker_ids == (1, 2, 3)
+    assert um.partitions == (("t", 0, c.states[("t", 0)]),)
+    assert c.on_isr_changed({}) == []
+
+
+def test_topic_deletion_waits_for_every_replica_then_removes_the_topic():
+    c, _ = _cluster()
+    c.on_brokers_failed([3])
+    effects = c.on_topics_deleted(["t"])
+    [um] = [e for e in effects if isinstance(e, SendUpdateMetadata)]
+    assert {(t, p) for t, p, _ in um.partitions} == {("t", 0), ("t", 1)}
+    assert all(s.leader == LEADER_DURING_DELETE for _, _, s in um.partitions)
+    stops = {e.broker_id: e.partitions for e in effects if isinstance(e, SendStopReplica)}
+    assert stops == {1: (("t", 0), ("t", 1)), 2: (("t", 0), ("t", 1))}
+    assert all(e.delete for e in effects if isinstance(e, SendStopReplica))
+    # No election for a topic being deleted.
+    assert ("t", 0) not in _writes(c.on_brokers_failed([1]))
+    assert c.on_replicas_deleted(2, [("t", 0), ("t", 1)]) == []
+    # Broker 3 (a replica) was down: it gets its StopReplica when it returns.
+    back = c.on_brokers_started([3])
+    assert [e.partitions for e in back if isinstance(e, SendStopReplica)] == [(("t", 0), ("t", 1))]
+    assert not any(isinstance(e, SendLeaderAndIsr) and any(t == "t" for t, *_ in e.partitions) for e in back)
+    c.on_brokers_started([1])
+    assert c.on_replicas_deleted(3, [("t", 0), ("t", 1)]) == []
+    assert c.on_replicas_deleted(1, [("t", 0), ("t", 1)]) == [DeleteTopic("t")]
+    assert not any(t == "t" for t, _ in c.assignments) and not any(t == "t" for t, _ in c.states)
+    assert "t" not in c.deleting
+    # A marker for a topic never known is removed at once.
+    assert c.on_topics_deleted(["never"]) == [DeleteTopic("never")]
