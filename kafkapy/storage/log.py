@@ -1020,6 +1020,15 @@ class Log:
         if offset < 0:
             raise ValueError("cannot truncate to a negative offset")
         if offset >= state.log_end_offset:
+            # Kafka's truncateTo still truncates the leader-epoch cache at the
+            # log end offset: an epoch this broker started as leader without
+            # appending (its entry at the log end offset) must go, or the new
+            # leader would answer the same diverging epoch for ever.
+            self._epoch_cache = None  # another process may have written it
+            epochs = self._epoch_entries()
+            trimmed = self._trim_epochs(epochs, state.log_start_offset, state.log_end_offset)
+            if trimmed != epochs:
+                self._write_epochs(trimmed)
             return False
         if offset < self._segments[0].base_offset or offset < state.log_start_offset:
             self.truncate_fully_and_start_at(offset)

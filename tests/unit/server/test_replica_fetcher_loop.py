@@ -324,3 +324,22 @@ def test_assignment_takes_partitions_hashed_here_with_a_live_remote_leader(tmp_p
     # One endpoint per leader per fetcher, on the inter-broker listener.
     assert {(a[0], a[1]) for a in made} <= {(0, ("127.0.0.1", 9100)), (2, ("127.0.0.1", 9102))}
     assert {a[2] for a in made} <= {f"ReplicaFetcherThread-{i}-{b}" for i in (0, 1) for b in (0, 2)}
+
+
+def test_an_epoch_led_without_records_is_dropped_by_the_truncation(cluster):
+    c = cluster
+    c.set_state(1)
+    _append(c.leader, 3)
+    _rounds(c, 2)
+    assert c.follower.log_end_offset == 3
+    # Broker 1 led epoch 2 and wrote nothing (its cache starts epoch 2 at 3);
+    # broker 0 leads epoch 3 and never saw epoch 2.
+    c.follower.make_leader(2, (FOLLOWER,), (LEADER, FOLLOWER))
+    assert c.follower.last_offset_for_leader_epoch(2) == (2, 3)
+    c.set_state(3)
+    _append(c.leader, 2)
+    # Diverging epoch (1, 3): nothing to cut but the empty epoch 2 (Kafka's
+    # truncateTo at the log end offset still truncates the epoch cache).
+    _rounds(c, 2)
+    assert c.follower.log_end_offset == 5
+    assert [e for e, _ in c.follower.log.leader_epoch_entries()] == [1, 3]
