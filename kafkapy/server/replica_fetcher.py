@@ -475,15 +475,15 @@ class ReplicaFetcher:
         if code == ErrorCode.NONE:
             diverging = getattr(part, "diverging_epoch", None)
             if diverging is not None and diverging.epoch >= 0 and diverging.end_offset >= 0:
-                self.truncate_on_fetch_response(state, partition, fetch_offset, diverging.epoch,
-                                                diverging.end_offset)
+                self._changing(state, partition, self.truncate_on_fetch_response, state, partition,
+                               fetch_offset, diverging.epoch, diverging.end_offset)
                 return False
             records = whole_batches(part.records)
             before = partition.log_end_offset
             self.append(state, partition, records, part.high_watermark, part.log_start_offset)
             return partition.log_end_offset > before
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            self.fetch_offset_and_truncate(state, partition)
+            self._changing(state, partition, self.fetch_offset_and_truncate, state, partition)
             return False
         if code == ErrorCode.FENCED_LEADER_EPOCH:
             log.info("%s-%d: leader epoch %d is fenced; waiting for new metadata", state.topic,
@@ -516,16 +516,21 @@ class ReplicaFetcher:
                                    end_offset: int) -> None:
         """Kafka's truncateOnFetchResponse for a diverging epoch."""
         log_end_offset = partition.log_end_offset
-        latest_epoch = partition.state.leader_epoch
         offset, completed = truncation_offset(epoch, end_offset, partition.last_offset_for_leader_epoch(epoch),
                                               log_end_offset, fetch_offset)
         log.info("%s-%d: the leader's epoch %d ends at %d; truncating to %d%s", state.topic, state.partition,
                  epoch, end_offset, offset, "" if completed else " and asking again")
         partition.truncate_to(offset, leader_epoch=state.leader_epoch)
-        if partition.log_end_offset >= log_end_offset and partition.state.leader_epoch == latest_epoch:
-            # Nothing changed: the next fetch would diverge the same way at once.
-            log.warning("%s-%d: truncation to %d changed nothing; retrying in %.1f s", state.topic,
-                        state.partition, offset, self.backoff_s)
+
+    def _changing(self, state, partition, fix, *args) -> None:
+        """Run ``fix`` (a truncation the leader's answer asked for); if it left
+        the log end offset and the latest epoch as they were, the next fetch
+        would get the same answer at once: back off instead of spinning."""
+        before = (partition.log_end_offset, partition.log_start_offset, partition.state.leader_epoch)
+        fix(*args)
+        if (partition.log_end_offset, partition.log_start_offset, partition.state.leader_epoch) == before:
+            log.warning("%s-%d: the leader's answer changed nothing here; retrying in %.1f s", state.topic,
+                        state.partition, self.backoff_s)
             self._delay((state,))
 
     def fetch_offset_and_truncate(self, state, partition) -> None:

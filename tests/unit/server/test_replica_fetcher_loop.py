@@ -343,3 +343,25 @@ def test_an_epoch_led_without_records_is_dropped_by_the_truncation(cluster):
     _rounds(c, 2)
     assert c.follower.log_end_offset == 5
     assert [e for e, _ in c.follower.log.leader_epoch_entries()] == [1, 3]
+
+
+def test_an_answer_that_changes_nothing_backs_off_instead_of_spinning(cluster):
+    c = cluster
+    c.set_state(1, isr=(LEADER,))
+    _append(c.leader, 3)
+    _rounds(c, 1)
+    assert c.follower.log_end_offset == 3
+    # A follower whose cache has an epoch the leader never had (5, past the
+    # leader's latest): the leader answers OFFSET_OUT_OF_RANGE for it, and
+    # its log end and start leave nothing to truncate.
+    c.follower.make_leader(5, (FOLLOWER,), (LEADER, FOLLOWER))
+    _append(c.follower, 2)
+    c.follower.make_follower(LEADER, 1, (LEADER, FOLLOWER), 0)
+    _append(c.leader, 4)
+    sent = len(c.fetches)
+    _rounds(c, 5)
+    assert len(c.fetches) == sent + 1  # then backing off replica.fetch.backoff.ms
+    assert c.follower.log_end_offset == 5
+    c.clock.now += 0.6
+    _rounds(c, 1)
+    assert len(c.fetches) == sent + 2
