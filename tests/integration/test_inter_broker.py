@@ -159,6 +159,7 @@ def test_controller_requests_drive_what_the_broker_serves(broker):
         assert response.error_code == 0 and _errors(response) == {0: 0, 1: 0}
         assert (broker.log_dirs[0] / f"{TOPIC}-0").is_dir() and (broker.log_dirs[0] / f"{TOPIC}-1").is_dir()
         assert not (broker.log_dirs[0] / f"{TOPIC}-2").exists()
+        assert "replica fetcher 0 started" in broker.log_text()  # cluster mode forks the fetchers
         # The leader accepts and serves; the follower and the partition
         # another broker hosts send the client elsewhere.
         assert _produce(conn, 0, 3) == (ErrorCode.NONE, 0)

@@ -303,3 +303,16 @@ def test_stop_replica_deletes_a_log_the_image_no_longer_lists(workers, tmp_path,
     response = _call(a, STOP_REPLICA, _stop_replica([(0, -2, True)]))
     assert [e.error_code for e in response.partition_errors] == [0]
     assert not os.path.isdir(tmp_path / "logs" / "t-0") and table.slot_for(TOPIC_ID, 0) is None
+
+
+def test_a_broker_left_out_of_the_replicas_stops_hosting_the_partition(workers, tmp_path, table):
+    a, b = workers
+    _serve(a, [(0, ME, 1, (ME, OTHER), (ME, OTHER), 0)])
+    assert b.replica_manager.get_partition("t", 0) is not None
+    # The controller moved the partition away (reassignment): the image no
+    # longer lists this broker, so no worker serves it; the log and its slot
+    # wait for the StopReplica that deletes them.
+    _call(a, UPDATE_METADATA, _update_metadata(1, [(0, OTHER, 2, (OTHER, THIRD), (OTHER, THIRD), 1)]))
+    assert b.replica_manager.get_partition("t", 0) is None
+    assert _produce(b) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert os.path.isdir(tmp_path / "logs" / "t-0") and table.slot_for(TOPIC_ID, 0) is not None
