@@ -246,3 +246,20 @@ def test_each_broker_leads_some_partitions_and_follows_the_rest_with_two_fetcher
             if states[p][0] != broker_id:
                 fid = fetcher_id_for(TOPIC, p, 2)
                 assert f"fetcher {fid}: fetching {TOPIC}-{p} from broker {states[p][0]}" in text
+
+
+def test_a_follower_that_led_an_epoch_without_records_catches_up(brokers):
+    control = HandController(brokers, uuid.uuid4())
+    control.elect(one(1, 1, (1, 2)))
+    assert _produce(brokers[1], [b"a%d" % i for i in range(10)], acks="all") == [None] * 10
+    wait_for(lambda: _same_logs(brokers), what="equal logs")
+    # Broker 2 leads epoch 2 and nobody produces; broker 1 leads again at 3.
+    control.elect(one(2, 2, (1, 2)))
+    control.elect(one(1, 3, (1, 2)))
+    assert _produce(brokers[1], [b"b%d" % i for i in range(10)], acks="all") == [None] * 10
+    segment, epochs = wait_for(lambda: _same_logs(brokers), what="equal logs")
+    assert segment.count(b"b9") == 1
+    # Broker 2's empty epoch 2 went with the diverging epoch's truncation
+    # (at its log end offset: Kafka's truncateTo keeps no epoch starting there).
+    assert epochs.splitlines()[2:] == ["1 0", "3 10"]
+    assert "the leader's epoch 1 ends at 10; truncating to 10" in brokers[2].log_text()
