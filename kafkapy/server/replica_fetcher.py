@@ -28,8 +28,10 @@ Per partition of the answer (Kafka's processFetchRequest):
   the end of its last epoch before it and lets the next fetch's
   ``last_fetched_epoch`` ask again (the KIP-595 follower's way);
 * records: ``Partition.append_records_to_follower`` with the leader's high
-  watermark and log start offset (offsets, epochs and timestamps kept);
-  then the processors' parked operations are woken;
+  watermark and log start offset (offsets, epochs and timestamps kept; an
+  empty log whose start falls inside the leader's first batch starts at that
+  batch, as Kafka recovers from UnexpectedAppendOffsetException); then the
+  processors' parked operations are woken;
 * OFFSET_OUT_OF_RANGE: Kafka 3.9's fetchOffsetAndTruncate, through
   ListOffsets with ``replica_id`` (LATEST is the leader's log end offset for
   a replica): behind the leader's end, keep the log unless the leader's log
@@ -44,6 +46,10 @@ Per partition of the answer (Kafka's processFetchRequest):
 * a connection error or timeout: the connection is closed, its partitions
   back off, and the next fetch connects again.
 
+A diverging epoch or OFFSET_OUT_OF_RANGE whose handling changed nothing here
+(log end and start offsets, latest epoch) backs off too, rather than fetching
+at once into the same answer.
+
 A partition is fetched only once its slot's role agrees with the image (this
 broker's LeaderAndIsr handler made it a follower of that leader at that
 epoch), and every append or truncation passes the epoch it fetched in, so
@@ -51,9 +57,11 @@ epoch), and every append or truncation passes the epoch it fetched in, so
 LeaderAndIsr moved the role meanwhile: nothing is written to a log this
 broker leads, or from a leader it no longer follows.
 
-Every wait is bounded: one select of at most ``_TICK_S`` at a time, so SIGTERM
-(which sets the stop flag) and new metadata are noticed within that; a request still unanswered after ``replica.fetch.wait.max.ms`` +
-``replica.socket.timeout.ms`` is abandoned with its connection.
+Every wait is bounded: one select of at most ``_TICK_S`` at a time, so
+SIGTERM (which sets the stop flag) and new metadata are noticed within that;
+a request still unanswered after ``replica.fetch.wait.max.ms`` +
+``replica.socket.timeout.ms`` is abandoned with its connection, and a connect
+waits at most 10 s (Kafka's socket.connection.setup.timeout.ms).
 
 Ownership: one ``ReplicaFetcher`` per fetcher process, single-threaded; its
 Partition objects come from that process's own Broker (``make_broker``).
@@ -154,7 +162,6 @@ class LeaderEndPoint:
         self.leader_id = leader_id
         self.address = address
         self.broker_id = broker_id
-        self.timeout_ms = timeout_ms
         self.conn = Connection(leader_id, address[0], address[1], client_id, request_timeout_ms=timeout_ms,
                                connect_timeout_ms=min(timeout_ms, _CONNECT_TIMEOUT_MS))
 
