@@ -219,15 +219,18 @@ class ControllerState:
             return ErrorCode.NONE, []
         return ErrorCode.NONE, self._apply([(tp, replace(state, isr=new_isr), state, False)])
 
-    def on_controller_failover(self) -> list:
+    def on_controller_failover(self, marked_for_deletion=()) -> list:
         """This controller was elected and ``live_brokers``, ``assignments``,
-        ``states``, ``topic_ids`` and ``deleting`` were read from ZooKeeper
-        (Kafka's initializeControllerContext). Partitions without a state
+        ``states`` and ``topic_ids`` were read from ZooKeeper (Kafka's
+        initializeControllerContext); ``marked_for_deletion``: the topics of
+        ``/admin/delete_topics`` (their deletion starts over). Partitions without a state
         (created while no controller acted) are elected as new; partitions
         whose leader is not live, or whose ISR holds brokers that are not,
         as after their failure. Then every live broker gets UpdateMetadata
         with every partition and LeaderAndIsr for all its replicas; deletions
         in progress resume."""
+        for topic in marked_for_deletion:
+            self._mark_for_deletion(topic)
         changed = []
         for tp in sorted(self.assignments):
             if tp[0] not in self.deleting:
@@ -283,8 +286,7 @@ class ControllerState:
         (never created, or already gone) is removed at once."""
         effects, deleted = [], []
         for topic in sorted(set(topics) - set(self.deleting)):
-            replicas = {(p, b) for (t, p), assigned in self.assignments.items() if t == topic for b in assigned}
-            self.deleting[topic] = replicas
+            self._mark_for_deletion(topic)
             deleted += [(t, p, replace(self.states.get((t, p)) or PartitionState(assigned, NO_BROKER, 0, ()),
                                        leader=LEADER_DURING_DELETE))
                         for (t, p), assigned in sorted(self.assignments.items()) if t == topic]
@@ -328,6 +330,10 @@ class ControllerState:
         if (leader, isr) == (state.leader, state.isr):
             return None
         return tp, replace(state, leader=leader, isr=isr, leader_epoch=state.leader_epoch + 1), state, False
+
+    def _mark_for_deletion(self, topic: str) -> None:
+        self.deleting[topic] = {(p, b) for (t, p), assigned in self.assignments.items() if t == topic
+                                for b in assigned}
 
     def _all_partitions(self) -> tuple:
         """Every known partition for UpdateMetadata; a topic being deleted with leader -2."""

@@ -9,25 +9,59 @@ its one KafkaZkClient:
   broker: a dead child takes the broker down);
 * runs the controller election: elected when ``/controller`` is absent,
   watching it to run again when it goes;
+* while elected, acts as Kafka's KafkaController (``Controller`` below);
+  resigns when ``/controller`` names another broker, when a fenced write
+  finds ``/controller_epoch`` moved, or when the session is lost;
 * on a lost session (kazoo opens a new one by itself), registers and runs
   the election again, as Kafka's broker does after a session expiry;
+* follows ``/config`` into the broker's metadata image
+  (``zk_store.follow_config_changes``);
+* runs the ISR job of the partitions this broker leads (``IsrJob``);
 * on SIGTERM closes the session, so the registration and a held
   ``/controller`` go at once rather than at the session timeout.
 
-The controller's own work (``kafkapy.controller.state``) is not wired yet:
-an elected broker only holds the role.
+The controller (Kafka's onControllerFailover and ControllerEventManager):
+elected, it reads the cluster from ZooKeeper (live brokers, topics, their
+assignments and partition states, deletions), opens a channel to every live
+broker (``controller_channel``), and carries out
+``ControllerState.on_controller_failover``: elections where needed, then
+UpdateMetadata with every partition to every live broker and LeaderAndIsr to
+each for its replicas. Then one thread handles events in order from one
+queue, fed by ZooKeeper watches: broker changes (failed, started, bounced:
+the registration's czxid changed), new topics and partitions, topic
+deletions, ISR change notifications, and StopReplica answers. Each event's
+effects are carried out in order: partition-state writes first (fenced by
+``/controller_epoch``'s version; a write that lost its znode version to a
+leader's ISR change is re-read and decided again), then the requests.
+
+Watch events are coalesced (a kind already queued is not queued again: each
+handler re-reads what it needs), so the queue stays bounded by the number of
+event kinds and topics plus the StopReplica answers of requests sent.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import signal
 import threading
+import time
 
+from kafkapy.coordination import zk_data
 from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient
 
 log = logging.getLogger("kafkapy.controller")
 _TICK_S = 0.2
+# Kafka's controller.socket.timeout.ms default (not a kafkapy config yet).
+CONTROLLER_SOCKET_TIMEOUT_MS = 30000
+# How often an event that met a ZooKeeper connection error is tried again.
+_EVENT_RETRIES = 20
+_EVENT_RETRY_S = 0.5
+# The ISR job's tick: expansion is checked every tick (Kafka expands on the
+# follower's fetch; this is within a quarter second of it), shrinking every
+# replica.lag.time.max.ms / 2 (Kafka's isr-expiration task).
+_ISR_TICK_S = 0.25
+NONE = 0
 
 
 def controller_main(config, broker_info, table=None, make_broker=None) -> None:
@@ -35,6 +69,8 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     client = ZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
                       config["zookeeper.connection.timeout.ms"]).connect()
+    broker = make_broker(-1) if make_broker is not None else None
+    follower = isr_job = controller = None
     try:
         new_session = threading.Event()
         controller_moved = threading.Event()
@@ -45,26 +81,478 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
             log.error("%s; stopping", exc)
             raise SystemExit(1) from None
         log.info("registered broker %d in ZooKeeper", broker_info.broker_id)
+        # Each thread its own image object (a store caches per object): the
+        # config follower's, the controller's, and the ISR job's Broker's.
+        image = None
+        if table is not None:
+            from kafkapy.coordination import zk_store
+            from kafkapy.coordination.image import MetadataImage
+
+            image = MetadataImage(config.log_dirs[0], table, broker_info)
+            if hasattr(zk_store, "follow_config_changes"):
+                follower = zk_store.follow_config_changes(client, MetadataImage(config.log_dirs[0], table,
+                                                                                broker_info))
+        if broker is not None:
+            isr_job = IsrJob(broker, client, config["replica.lag.time.max.ms"]).start()
         client.watch_controller(lambda _event: controller_moved.set())
-        _elect(client, broker_info.broker_id)
+        controller = _elect(client, config, broker_info.broker_id, image)
         while not stop.wait(_TICK_S):
             if new_session.is_set():
                 new_session.clear()
                 log.warning("ZooKeeper session was lost; registering again")
+                controller = _resign(controller)
                 client.register_broker(broker_info)
                 client.watch_controller(lambda _event: controller_moved.set())
                 controller_moved.set()
+            if controller is not None and controller.moved.is_set():
+                controller = _resign(controller)
+                controller_moved.set()
             if controller_moved.is_set():
                 controller_moved.clear()
-                if client.controller_id() == -1:
-                    _elect(client, broker_info.broker_id)
+                current = client.controller_id()
+                if controller is not None and current != broker_info.broker_id:
+                    controller = _resign(controller)
+                if current == -1:
+                    controller = _elect(client, config, broker_info.broker_id, image) or controller
     finally:
+        _resign(controller)
+        if isr_job is not None:
+            isr_job.stop()
+        if follower is not None:
+            follower.stop()
         client.close()
+        if broker is not None:
+            broker.close()
 
 
-def _elect(client, broker_id: int) -> None:
+def _elect(client, config, broker_id: int, image):
+    """Run the election; the started ``Controller`` if this broker won, else None."""
+    from kafkapy.coordination.zk_controller import ZkController
+
     result = client.try_elect_controller(broker_id)
-    if result.elected:
-        log.info("broker %d is the controller (epoch %d)", broker_id, result.controller_epoch)
-    else:
+    if not result.elected:
         log.info("broker %d is the controller (epoch %d)", result.controller_id, result.controller_epoch)
+        return None
+    log.info("broker %d is the controller (epoch %d)", broker_id, result.controller_epoch)
+    epoch, version = ZkController.epoch_version(client)
+    if epoch != result.controller_epoch:
+        log.warning("controller epoch moved to %d right after the election at %d: not acting", epoch,
+                    result.controller_epoch)
+        return None
+    return Controller(config, broker_id, client, epoch, version, image).start()
+
+
+def _resign(controller):
+    if controller is not None:
+        log.info("broker %d resigns as controller (epoch %d)", controller.broker_id, controller.epoch)
+        controller.stop()
+    return None
+
+
+# -- the elected controller -----------------------------------------------------------------------
+
+class Controller:
+    """One elected term: the event thread, the channels, the ZooKeeper side."""
+
+    def __init__(self, config, broker_id: int, client, epoch: int, epoch_zk_version: int, image=None):
+        from kafkapy.controller.state import ControllerState
+        from kafkapy.coordination.zk_controller import ZkController
+        from kafkapy.server.controller_channel import ControllerChannelManager
+
+        self.config = config
+        self.broker_id = broker_id
+        self.epoch = epoch
+        self.image = image
+        self.zk = ZkController(client, epoch_zk_version)
+        self.channel = ControllerChannelManager(broker_id, config.inter_broker_listener_name,
+                                                CONTROLLER_SOCKET_TIMEOUT_MS)
+        self.state = ControllerState(epoch, set(), unclean_election=self._unclean_election)
+        self.live: dict = {}  # broker id -> LiveBroker (registration and broker epoch)
+        self.events: queue.Queue = queue.Queue()
+        self._queued: set = set()  # coalesced watch events waiting in the queue
+        self._queued_lock = threading.Lock()
+        self.active = True
+        self.moved = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="controller-events", daemon=True)
+
+    def start(self) -> "Controller":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.active = False
+        self.events.put(None)
+        if self.thread is not threading.current_thread():
+            self.thread.join(10)
+        self.channel.shutdown()
+
+    # -- the event queue -------------------------------------------------------------------
+    def _enqueue(self, event: tuple) -> None:
+        """Queue a watch event unless the same one is already waiting (kazoo's thread)."""
+        if not self.active:
+            return
+        with self._queued_lock:
+            if event in self._queued:
+                return
+            self._queued.add(event)
+        self.events.put(event)
+
+    def _run(self) -> None:
+        from kazoo.exceptions import KazooException
+
+        from kafkapy.coordination.zk_controller import ControllerMoved
+
+        pending = [("startup",)]
+        while self.active:
+            event = pending.pop(0) if pending else self.events.get()
+            if event is None or not self.active:
+                return
+            with self._queued_lock:
+                self._queued.discard(event)
+            for attempt in range(_EVENT_RETRIES):
+                try:
+                    getattr(self, "_on_" + event[0])(*event[1:])
+                    break
+                except ControllerMoved as exc:
+                    log.warning("controller %d (epoch %d) was deposed: %s", self.broker_id, self.epoch, exc)
+                    self.active = False
+                    self.moved.set()
+                    return
+                except KazooException as exc:
+                    log.warning("controller event %s met %s; trying again", event[0], type(exc).__name__)
+                    time.sleep(_EVENT_RETRY_S)
+                    if not self.active:
+                        return
+                except Exception:
+                    log.exception("controller event %s failed", event[0])
+                    break
+
+    def _active(self) -> bool:
+        return self.active
+
+    # -- events ----------------------------------------------------------------------------
+    def _on_startup(self) -> None:
+        """Kafka's onControllerFailover."""
+        zk = self.zk
+        zk.watch_children(zk_data.BROKER_IDS_PATH, lambda _c: self._enqueue(("broker_change",)), self._active)
+        zk.watch_children(zk_data.TOPICS_PATH, lambda _c: self._enqueue(("topic_change",)), self._active)
+        zk.watch_children(zk_data.DELETE_TOPICS_PATH, lambda _c: self._enqueue(("topic_deletion",)),
+                          self._active)
+        zk.watch_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH, lambda _c: self._enqueue(("isr_change",)),
+                          self._active)
+        self.live = zk.live_brokers()
+        for live in self.live.values():
+            self.channel.add_broker(live.info)
+        self.state.live_brokers = set(self.live)
+        self._add_topics(zk.topic_names(), announce=False)
+        marked = self._marked_for_deletion()
+        effects = self.state.on_controller_failover(marked)
+        log.info("controller %d (epoch %d) started: %d live brokers, %d partitions", self.broker_id, self.epoch,
+                 len(self.live), len(self.state.assignments))
+        self._execute(effects)
+
+    def _on_broker_change(self) -> None:
+        """Kafka's BrokerChange: failed, started and bounced brokers."""
+        now = self.zk.live_brokers()
+        dead = sorted(set(self.live) - set(now))
+        new = sorted(set(now) - set(self.live))
+        bounced = sorted(b for b in set(now) & set(self.live) if now[b].broker_epoch != self.live[b].broker_epoch)
+        if not (dead or new or bounced):
+            return
+        log.info("brokers: new %s, dead %s, bounced %s", new, dead, bounced)
+        for broker_id in dead + bounced:
+            self.channel.remove_broker(broker_id)
+        self.live = now
+        for broker_id in new + bounced:
+            self.channel.add_broker(now[broker_id].info)
+        if dead or bounced:
+            self._execute(self.state.on_brokers_failed(dead + bounced))
+        if new or bounced:
+            self._execute(self.state.on_brokers_started(new + bounced))
+
+    def _on_topic_change(self) -> None:
+        names = set(self.zk.topic_names())
+        known = {t for t, _ in self.state.assignments} | set(self.state.topic_ids)
+        self._add_topics(sorted(names - known), announce=True)
+
+    def _on_topic_data(self, topic: str) -> None:
+        """A topic znode changed: partitions added (Kafka's PartitionModifications)."""
+        self._add_topics([topic], announce=True)
+
+    def _add_topics(self, names, announce: bool) -> None:
+        """Read topics (new ones get a data watch); their unknown partitions are new:
+        at failover (``announce`` False) only recorded with their states, later
+        elected (``on_new_partitions``)."""
+        state = self.state
+        found = self.zk.read_topics(names)
+        added = {}
+        for name, topic in found.items():
+            if name not in state.topic_ids and not any(t == name for t, _ in state.assignments):
+                self.zk.watch_data(zk_data.topic_path(name),
+                                   lambda n=name: self._enqueue(("topic_data", n)), self._active)
+            if topic.topic_id is not None:
+                state.topic_ids[name] = topic.topic_id
+            for p, replicas in topic.partitions.items():
+                if (name, p) not in state.assignments and name not in state.deleting:
+                    added[(name, p)] = tuple(replicas)
+        if not added:
+            return
+        if not announce:
+            state.assignments.update(added)
+            for tp, s in self.zk.read_partition_states(added).items():
+                if s is not None:
+                    state.states[tp] = s
+            return
+        log.info("new partitions: %s", sorted(added))
+        self._execute(state.on_new_partitions(added))
+
+    def _marked_for_deletion(self) -> list:
+        marked = self.zk.topics_marked_for_deletion()
+        if marked and not self.config["delete.topic.enable"]:
+            # Kafka: deletion disabled, the markers are removed and nothing else happens
+            log.info("delete.topic.enable is false: removing the deletion markers of %s", marked)
+            self.zk.client.delete_quietly([zk_data.delete_topic_path(t) for t in marked])
+            return []
+        return marked
+
+    def _on_topic_deletion(self) -> None:
+        marked = [t for t in self._marked_for_deletion() if t not in self.state.deleting]
+        if marked:
+            log.info("deleting topics %s", marked)
+            self._execute(self.state.on_topics_deleted(marked))
+
+    def _on_isr_change(self) -> None:
+        """Kafka's IsrChangeNotification: re-read the named partitions' states,
+        UpdateMetadata to every live broker, delete the notifications."""
+        children, partitions = self.zk.isr_change_notifications()
+        if not children:
+            return
+        known = {tp: self.state.assignments[tp] for tp in partitions if tp in self.state.assignments}
+        if known:
+            self._execute(self.state.on_isr_changed(self.zk.read_partition_states(known)))
+        self.zk.delete_isr_change_notifications(children)
+
+    def _on_stop_replica_response(self, broker_id: int, response) -> None:
+        """Kafka's TopicDeletionStopReplicaResponseReceived: the replicas deleted
+        without error count; a failed one keeps its topic's deletion held."""
+        errors = response.partition_errors if response.error_code == NONE else ()
+        ok = [(e.topic_name, e.partition_index) for e in errors if e.error_code == NONE]
+        if response.error_code != NONE or len(ok) != len(errors):
+            log.warning("StopReplica(delete) on broker %d failed: error %d, partitions %s", broker_id,
+                        response.error_code, [(e.topic_name, e.partition_index, e.error_code) for e in errors
+                                              if e.error_code != NONE])
+        self._execute(self.state.on_replicas_deleted(broker_id, ok))
+
+    # -- effects ---------------------------------------------------------------------------
+    def _execute(self, effects, depth: int = 0) -> None:
+        """Carry out ``effects`` in order: the state writes, then the requests; the
+        partitions whose write lost its version are left out of the requests,
+        re-read and decided again (a bounded number of rounds)."""
+        from kafkapy.controller.state import (
+            DeleteTopic,
+            SendLeaderAndIsr,
+            SendStopReplica,
+            SendUpdateMetadata,
+            WritePartitionState,
+        )
+
+        lost = self.zk.write_partition_states([e for e in effects if isinstance(e, WritePartitionState)])
+        for effect in effects:
+            if isinstance(effect, SendLeaderAndIsr):
+                parts = [p for p in effect.partitions if (p[0], p[1]) not in lost]
+                if parts:
+                    self._send_leader_and_isr(effect.broker_id, parts)
+            elif isinstance(effect, SendUpdateMetadata):
+                parts = [p for p in effect.partitions if (p[0], p[1]) not in lost]
+                if parts or not effect.partitions:
+                    for broker_id in effect.broker_ids:
+                        self._send_update_metadata(broker_id, parts)
+            elif isinstance(effect, SendStopReplica):
+                self._send_stop_replica(effect.broker_id, effect.partitions, effect.delete)
+            elif isinstance(effect, DeleteTopic):
+                self.zk.delete_topic(effect.topic)
+                log.info("topic %s deleted", effect.topic)
+        if lost:
+            if depth >= 3:
+                log.error("partition state writes keep losing their versions: %s", sorted(lost))
+                return
+            assignments = {tp: self.state.assignments[tp] for tp in lost if tp in self.state.assignments}
+            self._execute(self.state.on_conflicts(self.zk.read_partition_states(assignments)), depth + 1)
+
+    def _broker_epoch(self, broker_id: int) -> int:
+        live = self.live.get(broker_id)
+        return live.broker_epoch if live is not None else -1
+
+    def _send_leader_and_isr(self, broker_id: int, partitions) -> None:
+        from kafkapy.server.controller_channel import LEADER_AND_ISR, endpoint_for
+
+        topics: dict = {}
+        leaders = set()
+        for topic, p, state, is_new in partitions:
+            topics.setdefault(topic, []).append({
+                "partition_index": p, "controller_epoch": self.epoch, "leader": state.leader,
+                "leader_epoch": state.leader_epoch, "isr": tuple(state.isr),
+                "partition_epoch": state.partition_epoch, "replicas": tuple(state.replicas), "is_new": is_new})
+            leaders.add(state.leader)
+        live_leaders = []
+        for leader in sorted(leaders):
+            live = self.live.get(leader)
+            address = endpoint_for(live.info, self.channel.listener_name) if live is not None else None
+            if address is not None:
+                live_leaders.append({"broker_id": leader, "host_name": address[0], "port": address[1]})
+        values = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
+                  "broker_epoch": self._broker_epoch(broker_id), "type": 0,
+                  "topic_states": [{"topic_name": t, "topic_id": self.state.topic_ids.get(t), "partition_states": ps}
+                                   for t, ps in topics.items()],
+                  "live_leaders": live_leaders}
+        self.channel.send(broker_id, LEADER_AND_ISR, values, self._log_errors("LeaderAndIsr", broker_id))
+
+    def _send_update_metadata(self, broker_id: int, partitions) -> None:
+        from kafkapy.server.controller_channel import UPDATE_METADATA
+
+        live = set(self.live)
+        topics: dict = {}
+        for topic, p, state in partitions:
+            topics.setdefault(topic, []).append({
+                "partition_index": p, "controller_epoch": self.epoch, "leader": state.leader,
+                "leader_epoch": state.leader_epoch, "isr": tuple(state.isr), "zk_version": state.partition_epoch,
+                "replicas": tuple(state.replicas),
+                "offline_replicas": tuple(r for r in state.replicas if r not in live)})
+        brokers = []
+        for broker_id_, b in sorted(self.live.items()):
+            info = b.info
+            brokers.append({"id": broker_id_, "rack": info.rack, "endpoints": [
+                {"port": ep.port, "host": ep.host, "listener": ep.listener_name,
+                 "security_protocol": _SECURITY_PROTOCOL_IDS.get(ep.security_protocol, 0)}
+                for ep in info.endpoints]})
+        values = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
+                  "broker_epoch": self._broker_epoch(broker_id),
+                  "topic_states": [{"topic_name": t, "topic_id": self.state.topic_ids.get(t), "partition_states": ps}
+                                   for t, ps in topics.items()],
+                  "live_brokers": brokers}
+        self.channel.send(broker_id, UPDATE_METADATA, values, self._log_errors("UpdateMetadata", broker_id))
+
+    def _send_stop_replica(self, broker_id: int, partitions, delete: bool) -> None:
+        from kafkapy.server.controller_channel import STOP_REPLICA
+
+        topics: dict = {}
+        for topic, p in partitions:
+            # Kafka's EpochDuringDelete (-2) with a deletion, else NoEpoch (-1): always accepted
+            topics.setdefault(topic, []).append({"partition_index": p, "leader_epoch": -2 if delete else -1,
+                                                 "delete_partition": delete})
+        values = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
+                  "broker_epoch": self._broker_epoch(broker_id),
+                  "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in topics.items()]}
+
+        def answered(response):
+            if delete:
+                self.events.put(("stop_replica_response", broker_id, response))
+        self.channel.send(broker_id, STOP_REPLICA, values, answered)
+
+    @staticmethod
+    def _log_errors(what: str, broker_id: int):
+        def answered(response):
+            if response.error_code != NONE:
+                log.warning("%s to broker %d answered error %d", what, broker_id, response.error_code)
+        return answered
+
+    def _unclean_election(self, topic: str) -> bool:
+        """The topic's ``unclean.leader.election.enable`` (its override in the image, else the broker's)."""
+        value = None
+        if self.image is not None:
+            info = self.image.current().topics.get(topic)
+            if info is not None:
+                value = info.configs.get("unclean.leader.election.enable")
+        if value is None:
+            return bool(self.config["unclean.leader.election.enable"])
+        return str(value).strip().lower() == "true"
+
+
+_SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+# -- the leader's ISR job ---------------------------------------------------------------------------
+
+class IsrJob:
+    """The ISR of the partitions this broker leads (brief item 5; Kafka's
+    isr-expiration task and maybeExpandIsr on the pre-AlterPartition ZooKeeper
+    path): for each partition the image and the slot say this broker leads,
+    shrink the followers out of sync for ``replica.lag.time.max.ms``
+    (checked every half of it) and add those caught up
+    (``Partition.maybe_expand_isr_candidates``, every tick); write the new ISR
+    to the state znode conditional on its version (the partition epoch), then
+    one ``/isr_change_notification`` for the round, then
+    ``Partition.update_isr`` with the new version (the high watermark may move:
+    parked operations are woken). A write that lost its version is dropped:
+    the controller changed the partition, and its LeaderAndIsr brings the new
+    epoch."""
+
+    def __init__(self, broker, client, lag_ms: int):
+        from kafkapy.coordination.zk_controller import LeaderIsrWriter
+
+        self.broker = broker
+        self.writer = LeaderIsrWriter(client)
+        self.lag_ms = lag_ms
+        self._stop = threading.Event()
+        self._next_shrink = time.monotonic() + lag_ms / 2000
+        self.thread = threading.Thread(target=self._run, name="isr-job", daemon=True)
+
+    def start(self) -> "IsrJob":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.thread is not threading.current_thread():
+            self.thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(_ISR_TICK_S):
+            shrink = time.monotonic() >= self._next_shrink
+            if shrink:
+                self._next_shrink = time.monotonic() + self.lag_ms / 2000
+            try:
+                self.run_once(shrink)
+            except Exception:
+                log.exception("ISR job failed; trying again next round")
+
+    def run_once(self, shrink: bool, now_ms: int | None = None) -> list:
+        """One round; returns the ``(topic, partition, new isr)`` written."""
+        broker = self.broker
+        me = broker.broker_id
+        md = broker.metadata()
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        written = []
+        for name, info in md.topics.items():
+            for p, state in info.partitions.items():
+                if state.leader != me:
+                    continue
+                partition = broker.replica_manager.get_partition(name, p)
+                if partition is None or not partition.is_leader:
+                    continue
+                isr = partition.isr
+                out = partition.get_out_of_sync_replicas(now_ms, self.lag_ms) if shrink else frozenset()
+                add = partition.maybe_expand_isr_candidates()
+                if not out and not add:
+                    continue
+                replicas = partition.replicas
+                order = [r for r in state.isr if r in isr] + [r for r in replicas if r in isr and r not in state.isr]
+                new_isr = tuple(r for r in order if r not in out) + tuple(r for r in replicas if r in add
+                                                                        and r not in isr)
+                version = self.writer.update_isr(name, p, me, partition.leader_epoch, new_isr,
+                                                 partition.partition_epoch)
+                if version is None:
+                    log.info("ISR change of %s-%d to %s lost its version %d: the controller moved it", name, p,
+                             list(new_isr), partition.partition_epoch)
+                    continue
+                log.info("%s-%d: ISR %s -> %s (partition epoch %d)", name, p, sorted(isr), list(new_isr), version)
+                written.append((name, p, new_isr, version, partition))
+        if not written:
+            return []
+        self.writer.notify_isr_change([(name, p) for name, p, *_ in written])
+        moved = False
+        for _name, _p, new_isr, version, partition in written:
+            moved |= bool(partition.update_isr(new_isr, version))
+        if moved:
+            broker.replica_manager.wake_delayed_operations()
+        return [(name, p, new_isr) for name, p, new_isr, *_ in written]

@@ -1,0 +1,295 @@
+"""The controller's ZooKeeper reads, writes and watches (Kafka's KafkaZkClient, controller side).
+
+Wraps a connected ``kafkapy.coordination.zookeeper.ZkClient`` and uses its
+KazooClient (``client.zk``); every znode is read and written in Kafka's
+format (``kafkapy.coordination.zk_data``).
+
+* Reads (Kafka's initializeControllerContext): live brokers with the czxid
+  of their registration (Kafka's broker epoch), topics with their ids and
+  assignments, partition states with their znode versions (the partition
+  epoch), topics marked for deletion, ISR change notifications. Many znodes
+  are read pipelined, one round trip.
+* Fenced writes: every controller write is a multi-op that starts with a
+  check of ``/controller_epoch`` at the version this controller won its
+  election with, so a deposed controller's write fails whatever it writes
+  (``ControllerMoved``; the controller then resigns, as Kafka's does). Partition
+  states are written one multi-op per partition (as Kafka's pipelined
+  MultiRequests), all sent before any answer is read: a lost znode version
+  fails that partition only (returned; the caller re-reads and decides again).
+* Topic deletion removes ``/brokers/topics/<t>`` with its partition znodes,
+  ``/config/topics/<t>`` and ``/admin/delete_topics/<t>`` in one fenced multi-op.
+* The leader's ISR writes (``LeaderIsrWriter``, not the controller's): the state
+  znode set conditional on its version, keeping leader, leader epoch and
+  controller epoch, then a sequential ``/isr_change_notification/isr_change_``.
+
+Watches are kazoo's (``ChildrenWatch``/``DataWatch``: re-armed after every event
+and after a new session); their callbacks run on kazoo's thread and must only
+queue work. A watch whose ``active()`` turns false stops at its next event.
+
+Ownership: one ``ZkController`` per elected term, used by the controller's event
+thread; the ``ZkClient`` underneath is the controller child's.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+
+from kafkapy.coordination import zk_data
+from kafkapy.coordination.metadata import PartitionState
+
+log = logging.getLogger("kafkapy.controller")
+
+
+class ControllerMoved(Exception):
+    """``/controller_epoch`` moved past this controller's: another broker is controller."""
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    info: object  # BrokerInfo
+    broker_epoch: int  # the czxid of /brokers/ids/<id> (Kafka's broker epoch)
+
+
+class ZkController:
+    def __init__(self, client, epoch_zk_version: int):
+        self.client = client
+        self.zk = client.zk
+        self.epoch_zk_version = epoch_zk_version
+
+    @staticmethod
+    def epoch_version(client) -> tuple:
+        """``(controller epoch, znode version)`` of ``/controller_epoch``."""
+        data, stat = client.zk.get(zk_data.CONTROLLER_EPOCH_PATH)
+        return zk_data.decode_controller_epoch(data), stat.version
+
+    # -- reads ----------------------------------------------------------------------------
+    def _get_many(self, paths) -> dict:
+        return self.client.get_with_stat(paths)
+
+    def live_brokers(self) -> dict:
+        """``{broker_id: LiveBroker}`` of the registered brokers."""
+        ids = self._children(zk_data.BROKER_IDS_PATH)
+        found = self._get_many([zk_data.BROKER_IDS_PATH + "/" + i for i in ids])
+        out = {}
+        for child in ids:
+            entry = found.get(zk_data.BROKER_IDS_PATH + "/" + child)
+            if entry is None:
+                continue
+            try:
+                broker_id = zk_data.broker_id_from_path(child)
+                out[broker_id] = LiveBroker(zk_data.decode_broker(broker_id, entry[0]), entry[1].czxid)
+            except ValueError as exc:
+                log.warning("ignoring unreadable broker registration %s: %s", child, exc)
+        return out
+
+    def topic_names(self) -> list:
+        return self._children(zk_data.TOPICS_PATH)
+
+    def read_topics(self, names) -> dict:
+        """``{topic: TopicAssignment}`` of the topics ``names`` that exist and are readable."""
+        names = list(names)
+        found = self._get_many([zk_data.topic_path(n) for n in names])
+        out = {}
+        for name in names:
+            entry = found.get(zk_data.topic_path(name))
+            if entry is None:
+                continue
+            try:
+                out[name] = zk_data.decode_topic(name, entry[0])
+            except ValueError as exc:
+                log.warning("ignoring unreadable topic znode: %s", exc)
+        return out
+
+    def read_partition_states(self, assignments: dict) -> dict:
+        """``{(topic, partition): PartitionState or None}`` for the partitions of
+        ``assignments`` (``{(topic, partition): replicas}``): None where no state
+        znode exists (or it is unreadable); ``partition_epoch`` = its version."""
+        paths = {tp: zk_data.partition_state_path(*tp) for tp in assignments}
+        found = self._get_many(paths.values())
+        out = {}
+        for tp, path in paths.items():
+            entry = found.get(path)
+            if entry is None:
+                out[tp] = None
+                continue
+            try:
+                out[tp] = zk_data.decode_partition_state(entry[0], assignments[tp], entry[1].version,
+                                                         tp[0], tp[1]).state
+            except ValueError as exc:
+                log.warning("unreadable partition state: %s", exc)
+                out[tp] = None
+        return out
+
+    def topics_marked_for_deletion(self) -> list:
+        return self._children(zk_data.DELETE_TOPICS_PATH)
+
+    def isr_change_notifications(self) -> tuple:
+        """``(children, {(topic, partition)})``: the notifications there now and the
+        partitions they name (unreadable ones are skipped, and deleted too)."""
+        children = self._children(zk_data.ISR_CHANGE_NOTIFICATION_PATH)
+        paths = [zk_data.ISR_CHANGE_NOTIFICATION_PATH + "/" + c for c in children]
+        partitions = set()
+        for path, (data, _stat) in self._get_many(paths).items():
+            try:
+                partitions |= zk_data.decode_isr_change(data)
+            except ValueError as exc:
+                log.warning("ignoring ISR change notification %s: %s", path, exc)
+        return children, partitions
+
+    def _children(self, path: str) -> list:
+        try:
+            return self.zk.get_children(path)
+        except NoNodeError:
+            return []
+
+    # -- fenced writes --------------------------------------------------------------------
+    def _fenced(self):
+        txn = self.zk.transaction()
+        txn.check(zk_data.CONTROLLER_EPOCH_PATH, self.epoch_zk_version)
+        return txn
+
+    def _raise_if_moved(self, results) -> None:
+        if results and isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise ControllerMoved(f"/controller_epoch is no longer at version {self.epoch_zk_version}")
+
+    def write_partition_states(self, writes) -> set:
+        """``WritePartitionState`` effects, each created (expected_version None) or set
+        at its expected version, fenced by the controller epoch. Returns the
+        ``(topic, partition)`` whose condition failed (another writer was first);
+        raises ControllerMoved when the epoch check failed."""
+        if not writes:
+            return set()
+        parents = {zk_data.topic_partitions_path(w.topic) for w in writes if w.expected_version is None}
+        for w in writes:
+            if w.expected_version is None:
+                parents.add(zk_data.partition_path(w.topic, w.partition))
+        for path in sorted(parents, key=len):  # Kafka's createTopicPartitions: empty parents
+            try:
+                self.zk.create(path, b"")
+            except NodeExistsError:
+                pass
+        pending = []
+        for w in writes:
+            txn = self._fenced()
+            path = zk_data.partition_state_path(w.topic, w.partition)
+            data = zk_data.encode_partition_state(w.state, w.controller_epoch)
+            if w.expected_version is None:
+                txn.create(path, data)
+            else:
+                txn.set_data(path, data, w.expected_version)
+            pending.append((w, txn.commit_async()))
+        lost = set()
+        for w, result in pending:
+            results = result.get()
+            self._raise_if_moved(results)
+            if any(isinstance(r, Exception) and not isinstance(r, RolledBackError) for r in results):
+                log.info("partition state write of %s-%d lost its condition: %s", w.topic, w.partition,
+                         [type(r).__name__ for r in results])
+                lost.add((w.topic, w.partition))
+        return lost
+
+    def delete_topic(self, topic: str) -> None:
+        """``/brokers/topics/<t>`` with everything under it, ``/config/topics/<t>`` and
+        ``/admin/delete_topics/<t>`` (Kafka's order), one fenced multi-op."""
+        txn = self._fenced()
+        for path in self._subtree(zk_data.topic_path(topic)):
+            txn.delete(path)
+        for path in (zk_data.topic_config_path(topic), zk_data.delete_topic_path(topic)):
+            if self.zk.exists(path) is not None:
+                txn.delete(path)
+        results = txn.commit()
+        self._raise_if_moved(results)
+        failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failed:
+            raise failed[0]
+
+    def _subtree(self, root: str) -> list:
+        """``root`` and every znode under it, children before parents (bounded by the topic's size)."""
+        try:
+            children = self.zk.get_children(root)
+        except NoNodeError:
+            return []
+        out = []
+        for child in children:
+            out += self._subtree(root + "/" + child)
+        return out + [root]
+
+    def delete_isr_change_notifications(self, children) -> None:
+        """Processed notifications go (fenced, as Kafka's deleteIsrChangeNotifications)."""
+        if not children:
+            return
+        txn = self._fenced()
+        for child in children:
+            txn.delete(zk_data.ISR_CHANGE_NOTIFICATION_PATH + "/" + child)
+        results = txn.commit()
+        self._raise_if_moved(results)
+        if any(isinstance(r, NoNodeError) for r in results):
+            # one went meanwhile (a previous controller's cleanup): delete the rest one by one
+            self.client.delete_quietly([zk_data.ISR_CHANGE_NOTIFICATION_PATH + "/" + c for c in children])
+
+    # -- watches --------------------------------------------------------------------------
+    def watch_children(self, path: str, callback, active) -> None:
+        """``callback(children)`` now and on every change while ``active()``."""
+        def on_children(children):
+            if not active():
+                return False
+            callback(children)
+            return None
+
+        self.zk.ChildrenWatch(path, on_children)
+
+    def watch_data(self, path: str, callback, active) -> None:
+        """``callback()`` on every change of ``path``'s data (not the first call) while ``active()``."""
+        first = [True]
+
+        def on_data(_data, _stat, _event=None):
+            if not active():
+                return False
+            if first[0]:
+                first[0] = False
+                return None
+            callback()
+            return None
+
+        self.zk.DataWatch(path, on_data)
+
+
+class LeaderIsrWriter:
+    """The ISR writes of a partition's leader (Kafka's pre-AlterPartition ZooKeeper path,
+    ``Partition.updateIsr`` then ``ReplicaManager.recordIsrChange``), on the broker's
+    own ``ZkClient``; not fenced by the controller epoch, only by the state znode's
+    version (the partition epoch the leader has)."""
+
+    def __init__(self, client):
+        self.zk = client.zk
+
+    def update_isr(self, topic: str, partition: int, leader_id: int, leader_epoch: int, isr,
+                   partition_epoch: int):
+        """Set the ISR if the znode is at ``partition_epoch`` and still names this
+        leader at this leader epoch; keeps its controller epoch. Returns the new
+        partition epoch (znode version), or None when the condition failed."""
+        path = zk_data.partition_state_path(topic, partition)
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return None
+        if stat.version != partition_epoch:
+            return None
+        current = zk_data.decode_partition_state(data, (), stat.version, topic, partition)
+        if (current.state.leader, current.state.leader_epoch) != (leader_id, leader_epoch):
+            return None
+        new = PartitionState((), leader_id, leader_epoch, tuple(isr), partition_epoch)
+        try:
+            stat = self.zk.set(path, zk_data.encode_partition_state(new, current.controller_epoch,
+                                                                    current.leader_recovery_state),
+                               version=partition_epoch)
+        except (BadVersionError, NoNodeError):
+            return None
+        return stat.version
+
+    def notify_isr_change(self, partitions) -> None:
+        """``/isr_change_notification/isr_change_<seq>`` naming ``partitions``."""
+        self.zk.create(zk_data.isr_change_path(), zk_data.encode_isr_change(partitions), sequence=True)

@@ -1,0 +1,221 @@
+"""The controller's connections to the brokers (Kafka's ControllerChannelManager).
+
+While a broker is controller, its controller child holds one
+``RequestSendThread`` per live broker (itself included): a queue of
+LeaderAndIsr v7 / UpdateMetadata v8 / StopReplica v4 requests and a thread
+that sends them one at a time over a blocking socket to the broker's
+endpoint of ``inter.broker.listener.name`` (the first advertised listener by
+default), request header v2 with client id ``kafkapy-controller-<id>``, and
+reads each answer before the next request (one in flight, as Kafka's).
+
+A request that cannot be sent or answered (connection refused or lost, no
+answer within ``controller.socket.timeout.ms``) closes the socket and is
+tried again after a back-off (Kafka's 100 ms, doubled up to 1 s here), until
+it is answered or the broker is removed: a broker that died (its
+registration went) is removed with its queue, as Kafka drops it; it gets
+what it needs again when it returns (``ControllerState.on_brokers_started``).
+An answer goes to the request's callback on the send thread, which only
+queues it for the controller's event thread.
+
+Bounded: each queue holds at most ``MAX_QUEUED`` requests (more is a
+controller that cannot keep up with a dead-slow broker: the oldest requests
+are dropped with an error in the log, and the broker is sent what is
+current at its next start), every socket operation has a timeout, and
+``shutdown`` waits a bounded time for each thread.
+
+Ownership: created by the elected controller's event thread, which is the
+only caller of ``add_broker``/``remove_broker``/``send``/``shutdown``; each
+send thread owns its socket.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import socket
+import struct
+import threading
+
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.codec import decode, encode_to_bytes, read_unsigned_varint
+from kafkapy.protocol.entities import construct
+
+log = logging.getLogger("kafkapy.controller")
+
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+VERSIONS = {LEADER_AND_ISR: 7, STOP_REPLICA: 4, UPDATE_METADATA: 8}
+MAX_QUEUED = 10_000
+_BACKOFF_S, _MAX_BACKOFF_S = 0.1, 1.0
+_MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+_HEADER = struct.Struct(">hhih")
+
+
+def endpoint_for(info, listener_name: str):
+    """``(host, port)`` of ``info``'s endpoint of ``listener_name`` (its host/port when
+    it lists no endpoints), or None."""
+    for ep in info.endpoints:
+        if ep.listener_name == listener_name:
+            return ep.host, ep.port
+    if not info.endpoints:
+        return info.host, info.port
+    return None
+
+
+class RequestSendThread:
+    """One broker's queue and sender (see the module docstring)."""
+
+    def __init__(self, broker_id: int, address, client_id: str, timeout_s: float):
+        self.broker_id = broker_id
+        self.address = address
+        self.client_id = client_id.encode()
+        self.timeout_s = timeout_s
+        self.queue: collections.deque = collections.deque()
+        self.cond = threading.Condition()
+        self.stopped = False
+        self.sock = None
+        self.correlation_id = 0
+        self.thread = threading.Thread(target=self._run, name=f"controller-send-{broker_id}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def put(self, api_key: int, values: dict, callback) -> None:
+        with self.cond:
+            if len(self.queue) >= MAX_QUEUED:
+                dropped = self.queue.popleft()
+                log.error("controller queue to broker %d is full: dropping a request of API %d",
+                          self.broker_id, dropped[0])
+            self.queue.append((api_key, values, callback))
+            self.cond.notify()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.queue.clear()
+            self.cond.notify()
+        self._close()
+
+    def join(self, timeout_s: float) -> None:
+        if self.thread is not threading.current_thread():
+            self.thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.queue and not self.stopped:
+                    self.cond.wait(1.0)
+                if self.stopped:
+                    return
+                api_key, values, callback = self.queue[0]
+            response = self._send_until_answered(api_key, values)
+            with self.cond:
+                if self.stopped:
+                    return
+                self.queue.popleft()
+            if callback is not None and response is not None:
+                try:
+                    callback(response)
+                except Exception:
+                    log.exception("controller: callback for API %d from broker %d failed", api_key,
+                                  self.broker_id)
+
+    def _send_until_answered(self, api_key: int, values: dict):
+        backoff = _BACKOFF_S
+        while not self.stopped:  # bounded: stop() ends it, each try is bounded by timeouts
+            try:
+                return self._call(api_key, values)
+            except (OSError, ValueError, ConnectionError) as exc:
+                log.info("controller request %d to broker %d at %s:%d failed (%s); retrying", api_key,
+                         self.broker_id, *self.address, exc)
+                self._close()
+                with self.cond:
+                    self.cond.wait_for(lambda: self.stopped, backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+        return None
+
+    def _call(self, api_key: int, values: dict):
+        spec = API_TABLE[api_key]
+        version = VERSIONS[api_key]
+        if self.sock is None:
+            self.sock = socket.create_connection(self.address, timeout=self.timeout_s)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        header = _HEADER.pack(api_key, version, self.correlation_id, len(self.client_id)) + self.client_id + b"\0"
+        body = encode_to_bytes(construct(spec.request_class(version), values))
+        payload = header + body
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", self._recv(4))[0]
+        if not 4 <= size <= _MAX_RESPONSE_BYTES:
+            raise ValueError(f"bad response size {size}")
+        frame = self._recv(size)
+        if struct.unpack_from(">i", frame)[0] != self.correlation_id:
+            raise ValueError("response correlation id does not match")
+        tags, offset = read_unsigned_varint(frame, 4)  # response header v1: tagged fields
+        for _ in range(tags):
+            _tag, offset = read_unsigned_varint(frame, offset)
+            length, offset = read_unsigned_varint(frame, offset)
+            offset += length
+        response, _ = decode(spec.response_class(version), frame, offset)
+        return response
+
+    def _recv(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:  # bounded by the socket timeout per recv
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+    def _close(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
+class ControllerChannelManager:
+    def __init__(self, controller_id: int, listener_name: str, timeout_ms: int = 30000):
+        self.controller_id = controller_id
+        self.listener_name = listener_name
+        self.timeout_s = timeout_ms / 1000
+        self.brokers: dict = {}  # broker id -> RequestSendThread
+
+    def add_broker(self, info) -> None:
+        address = endpoint_for(info, self.listener_name)
+        if address is None:
+            log.error("broker %d has no endpoint for listener %s: the controller cannot reach it",
+                      info.broker_id, self.listener_name)
+            return
+        current = self.brokers.get(info.broker_id)
+        if current is not None:
+            if current.address == address:
+                return
+            self.remove_broker(info.broker_id)
+        sender = RequestSendThread(info.broker_id, address, f"kafkapy-controller-{self.controller_id}",
+                                   self.timeout_s)
+        self.brokers[info.broker_id] = sender
+        sender.start()
+
+    def remove_broker(self, broker_id: int) -> None:
+        sender = self.brokers.pop(broker_id, None)
+        if sender is not None:
+            sender.stop()
+
+    def send(self, broker_id: int, api_key: int, values: dict, callback=None) -> bool:
+        """Queue a request for ``broker_id``; False if it is not a known live broker."""
+        sender = self.brokers.get(broker_id)
+        if sender is None:
+            return False
+        sender.put(api_key, values, callback)
+        return True
+
+    def shutdown(self, timeout_s: float = 2.0) -> None:
+        senders = list(self.brokers.values())
+        self.brokers.clear()
+        for sender in senders:
+            sender.stop()
+        for sender in senders:
+            sender.join(timeout_s)

@@ -1,0 +1,177 @@
+"""The elected controller acting (issue 15): three real brokers and a real
+ZooKeeper. Topics are created and deleted by writing Kafka's znodes directly
+(``zk_data`` encoders), as Kafka's own admin tools would, so only the
+controller turns them into partition states and requests:
+
+* a new topic gets ``/brokers/topics/<t>/partitions/<p>/state`` in Kafka's JSON
+  (first live replica leads, ISR = the live replicas, leader epoch 0, this
+  controller's epoch) and every broker's Metadata answers those leaders and
+  the controller;
+* SIGKILL of a partition leader's broker: the controller elects the next
+  in-sync replica at leader epoch + 1 and drops the dead broker from the
+  ISR; after a restart the leader's ISR job puts it back (an ISR change
+  notification the controller consumes and announces);
+* ``/admin/delete_topics/<t>``: StopReplica(delete) on every replica, the
+  topic's znodes and its logs go;
+* a deposed controller's writes fail (the ``/controller_epoch`` version check).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from kafkapy.coordination import zk_data
+from support.cluster import SESSION_TIMEOUT_MS, Cluster, wait_for
+from support.zookeeper import zookeeper  # noqa: F401
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path, request):  # noqa: F811
+    c = Cluster(zookeeper, tmp_path, f"/{request.node.name[:40]}")
+    client = zookeeper.client(c.chroot)
+    try:
+        c.start()
+        yield c, client
+    finally:
+        c.close()
+        client.stop()
+        client.close()
+
+
+def _create_topic(zk, name, assignment) -> uuid.UUID:
+    """Kafka's AdminZkClient.createTopicWithAssignment, by hand: config, then the topic znode."""
+    topic_id = uuid.uuid4()
+    zk.create(zk_data.topic_config_path(name), zk_data.encode_config({}), makepath=True)
+    zk.create(zk_data.topic_path(name), zk_data.encode_topic(topic_id, assignment), makepath=True)
+    return topic_id
+
+
+def _state(zk, topic, partition):
+    """``(raw JSON dict, znode version)`` of the partition's state znode, or None."""
+    if zk.exists(zk_data.partition_state_path(topic, partition)) is None:
+        return None
+    data, stat = zk.get(zk_data.partition_state_path(topic, partition))
+    return json.loads(data), stat.version, data
+
+
+def _controller(zk):
+    data, _ = zk.get(zk_data.CONTROLLER_PATH)
+    return zk_data.decode_controller(data).broker_id
+
+
+def _epoch(zk):
+    return zk_data.decode_controller_epoch(zk.get(zk_data.CONTROLLER_EPOCH_PATH)[0])
+
+
+ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
+
+
+def test_new_topic_gets_leaders_isr_and_metadata(cluster):
+    c, zk = cluster
+    wait_for(lambda: zk.exists(zk_data.CONTROLLER_PATH), 20, "a controller")
+    _create_topic(zk, "made", ASSIGNMENT)
+    states = wait_for(lambda: all(_state(zk, "made", p) for p in ASSIGNMENT) and
+                      {p: _state(zk, "made", p) for p in ASSIGNMENT}, 20, "partition states")
+    epoch = _epoch(zk)
+    for p, replicas in ASSIGNMENT.items():
+        obj, version, raw = states[p]
+        assert obj == {"controller_epoch": epoch, "leader": replicas[0], "version": 1, "leader_epoch": 0,
+                       "isr": replicas}
+        assert version == 0
+        # Kafka's own bytes (key order included).
+        from kafkapy.coordination.metadata import PartitionState
+
+        assert raw == zk_data.encode_partition_state(PartitionState(tuple(replicas), replicas[0], 0,
+                                                                    tuple(replicas)), epoch)
+    # UpdateMetadata reached every broker: each one's Metadata answers the leaders.
+    for b in c.brokers.values():
+        from confluent_kafka.admin import AdminClient
+
+        def answered(b=b):
+            md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics("made", timeout=5)
+            t = md.topics["made"]
+            return (md.controller_id == _controller(zk) and t.error is None and
+                    {p.id: p.leader for p in t.partitions.values()} == {p: r[0] for p, r in ASSIGNMENT.items()})
+
+        wait_for(answered, 20, f"broker {b} to answer the leaders")
+
+
+def test_leader_sigkill_moves_leadership_and_the_isr_expands_again(cluster):
+    c, zk = cluster
+    wait_for(lambda: zk.exists(zk_data.CONTROLLER_PATH), 20, "a controller")
+    controller = _controller(zk)
+    _create_topic(zk, "moves", ASSIGNMENT)
+    c.wait_topic_ready("moves", 3, 3)
+    # The victim: a broker that leads a partition and is not the controller.
+    partition, victim = next((p, r[0]) for p, r in ASSIGNMENT.items() if r[0] != controller)
+    before, version, _ = _state(zk, "moves", partition)
+    c.brokers[victim].kill()
+    expected_leader = next(r for r in ASSIGNMENT[partition] if r != victim)
+
+    def moved():
+        obj, v, _ = _state(zk, "moves", partition)
+        return obj["leader"] != victim and (obj, v)
+
+    after, new_version = wait_for(moved, SESSION_TIMEOUT_MS / 1000 + 20, "a new leader")
+    assert after["leader"] == expected_leader
+    assert after["leader_epoch"] == before["leader_epoch"] + 1
+    assert victim not in after["isr"] and new_version > version
+    wait_for(lambda: c.leader_of("moves", partition) == expected_leader, 20, "Metadata to show the new leader")
+    # The restarted broker catches up; the leader's ISR job adds it back and the
+    # controller consumes the notification (UpdateMetadata: Metadata shows it).
+    c.brokers[victim].start()
+    wait_for(lambda: victim in _state(zk, "moves", partition)[0]["isr"], 40, "the ISR to expand in ZooKeeper")
+    c.wait_topic_ready("moves", 3, 3, timeout_s=40)
+    wait_for(lambda: zk.get_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH) == [], 20,
+             "the ISR change notifications to be consumed")
+
+
+def test_topic_deletion_removes_znodes_and_logs(cluster):
+    c, zk = cluster
+    wait_for(lambda: zk.exists(zk_data.CONTROLLER_PATH), 20, "a controller")
+    _create_topic(zk, "doomed", {0: [1, 2, 3], 1: [2, 3, 1]})
+    c.wait_topic_ready("doomed", 2, 3)
+    assert all((b.log_dirs[0] / "doomed-0").is_dir() for b in c.brokers.values())
+    zk.create(zk_data.delete_topic_path("doomed"), zk_data.DELETE_TOPIC_DATA, makepath=True)
+    wait_for(lambda: zk.exists(zk_data.topic_path("doomed")) is None, 30, "the topic znode to go")
+    assert zk.exists(zk_data.topic_config_path("doomed")) is None
+    wait_for(lambda: zk.exists(zk_data.delete_topic_path("doomed")) is None, 10, "the marker to go")
+    for b in c.brokers.values():
+        wait_for(lambda b=b: not any(b.log_dirs[0].glob("doomed-*")), 20, f"{b}'s logs to go")
+    wait_for(lambda: "doomed" not in c.metadata().topics, 20, "Metadata to forget the topic")
+
+
+def test_a_deposed_controller_cannot_write(zookeeper):  # noqa: F811
+    """Two ZkControllers as two terms: the old one's write fails on the epoch check."""
+    from kafkapy.controller.state import WritePartitionState
+    from kafkapy.coordination.metadata import PartitionState
+    from kafkapy.coordination.zk_controller import ControllerMoved, ZkController
+    from kafkapy.coordination.zookeeper import ZkClient
+
+    with ZkClient(zookeeper.connect_string("/deposed"), 4000) as old, \
+            ZkClient(zookeeper.connect_string("/deposed"), 4000) as new:
+        assert old.try_elect_controller(1).elected
+        old_term = ZkController(old, ZkController.epoch_version(old)[1])
+        old.zk.create(zk_data.topic_path("t"), zk_data.encode_topic(uuid.uuid4(), {0: [1, 2]}), makepath=True)
+        write = WritePartitionState("t", 0, PartitionState((1, 2), 1, 0, (1, 2)), 1, None)
+        assert old_term.write_partition_states([write]) == set()
+        # The old controller's session ends; another broker is elected.
+        old.zk.delete(zk_data.CONTROLLER_PATH)
+        election = new.try_elect_controller(2)
+        assert election.elected and election.controller_epoch == 2
+        new_term = ZkController(new, ZkController.epoch_version(new)[1])
+        stale = WritePartitionState("t", 0, PartitionState((1, 2), 1, 1, (1,)), 1, 0)
+        with pytest.raises(ControllerMoved):
+            old_term.write_partition_states([stale])
+        with pytest.raises(ControllerMoved):
+            old_term.delete_topic("t")
+        data, stat = new.zk.get(zk_data.partition_state_path("t", 0))
+        assert json.loads(data)["isr"] == [1, 2] and stat.version == 0
+        # The new term writes; a lost version is reported, not written.
+        fresh = WritePartitionState("t", 0, PartitionState((1, 2), 2, 1, (2,)), 2, 0)
+        assert new_term.write_partition_states([fresh]) == set()
+        assert new_term.write_partition_states([fresh]) == {("t", 0)}  # version 0 is gone
+        assert json.loads(new.zk.get(zk_data.partition_state_path("t", 0))[0])["leader"] == 2
