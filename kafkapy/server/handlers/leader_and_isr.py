@@ -24,7 +24,9 @@ Contract (cluster mode; sent by the elected controller child):
   is this broker) or ``make_follower`` (leader alive: in the image's brokers
   or the request's ``live_leaders``; otherwise only the log is created, as
   Kafka does). A follower's log is not truncated here: the replica fetcher
-  truncates by the leader's epochs. Parked operations are woken (an acks=all
+  truncates by the leader's epochs. The metadata generation moves again
+  once the roles are set (processes that follow roles on it look again).
+  Parked operations are woken (an acks=all
   produce on a partition no longer led here answers NOT_LEADER_OR_FOLLOWER).
 - Answer: ``error_code`` NONE and the partition errors grouped by topic id.
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 import logging
 
 from kafkapy.coordination.metadata import PartitionState
+from kafkapy.coordination.store import METADATA_GENERATION
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
 from kafkapy.server.handlers.update_metadata import (
@@ -83,6 +86,11 @@ def handle(ctx, request):
     live = set(md.brokers) | {leader.broker_id for leader in request.live_leaders}
     for ts, ps in accepted:
         errors[(ts.topic_name, ps.partition_index)] = _become(broker, md, ts.topic_name, ps, live)
+    if accepted:
+        # The roles changed after the image did: move the generation again so
+        # a process that looked in between (the replica fetcher, the group
+        # coordinator) looks again now.
+        broker.table.increment(METADATA_GENERATION)
     broker.replica_manager.wake_delayed_operations()
     return _answer(cls, request, ErrorCode.NONE, errors)
 
