@@ -140,7 +140,9 @@ def test_topic_deletion_removes_znodes_and_logs(cluster):
     assert zk.exists(zk_data.topic_config_path("doomed")) is None
     wait_for(lambda: zk.exists(zk_data.delete_topic_path("doomed")) is None, 10, "the marker to go")
     for b in c.brokers.values():
-        wait_for(lambda b=b: not any(b.log_dirs[0].glob("doomed-*")), 20, f"{b}'s logs to go")
+        # Kafka's way: renamed to <topic>-<p>.<uuid>-delete, removed after file.delete.delay.ms
+        wait_for(lambda b=b: not any(p for p in b.log_dirs[0].glob("doomed-*") if not p.name.endswith("-delete")),
+                 20, f"{b}'s logs to go")
     wait_for(lambda: "doomed" not in c.metadata().topics, 20, "Metadata to forget the topic")
 
 
