@@ -89,7 +89,8 @@ class ZkController:
         return self._children(zk_data.TOPICS_PATH)
 
     def read_topics(self, names) -> dict:
-        """``{topic: TopicAssignment}`` of the topics ``names`` that exist and are readable."""
+        """``{topic: (TopicAssignment, znode version)}`` of the topics ``names`` that
+        exist and are readable."""
         names = list(names)
         found = self._get_many([zk_data.topic_path(n) for n in names])
         out = {}
@@ -98,10 +99,21 @@ class ZkController:
             if entry is None:
                 continue
             try:
-                out[name] = zk_data.decode_topic(name, entry[0])
+                out[name] = zk_data.decode_topic(name, entry[0]), entry[1].version
             except ValueError as exc:
                 log.warning("ignoring unreadable topic znode: %s", exc)
         return out
+
+    def set_topic_id(self, name: str, topic, version: int, topic_id) -> bool:
+        """Give a topic znode written without an id (an older tool's, version 1 or 2)
+        ``topic_id`` (Kafka's controller does, setTopicIds), fenced and conditional on
+        ``version``; False if the znode moved meanwhile."""
+        txn = self._fenced()
+        txn.set_data(zk_data.topic_path(name), zk_data.encode_topic(
+            topic_id, topic.partitions, topic.adding_replicas, topic.removing_replicas), version)
+        results = txn.commit()
+        self._raise_if_moved(results)
+        return not any(isinstance(r, Exception) for r in results)
 
     def read_partition_states(self, assignments: dict) -> dict:
         """``{(topic, partition): PartitionState or None}`` for the partitions of

@@ -171,6 +171,10 @@ class RequestSendThread:
         sock, self.sock = self.sock, None
         if sock is not None:
             try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the send thread if it is blocked in recv
+            except OSError:
+                pass
+            try:
                 sock.close()
             except OSError:
                 pass
@@ -212,7 +216,7 @@ class ControllerChannelManager:
         sender.put(api_key, values, callback)
         return True
 
-    def shutdown(self, timeout_s: float = 2.0) -> None:
+    def shutdown(self, timeout_s: float = 0.5) -> None:
         senders = list(self.brokers.values())
         self.brokers.clear()
         for sender in senders:

@@ -46,6 +46,7 @@ import queue
 import signal
 import threading
 import time
+import uuid
 
 from kafkapy.coordination import zk_data
 from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient
@@ -219,6 +220,10 @@ class Controller:
                     self.moved.set()
                     return
                 except KazooException as exc:
+                    if attempt == _EVENT_RETRIES - 1:
+                        log.error("controller event %s failed %d times (%s); dropped", event[0],
+                                  _EVENT_RETRIES, type(exc).__name__)
+                        break
                     log.warning("controller event %s met %s; trying again", event[0], type(exc).__name__)
                     time.sleep(_EVENT_RETRY_S)
                     if not self.active:
@@ -286,12 +291,19 @@ class Controller:
         state = self.state
         found = self.zk.read_topics(names)
         added = {}
-        for name, topic in found.items():
+        for name, (topic, version) in found.items():
             if name not in state.topic_ids and not any(t == name for t, _ in state.assignments):
                 self.zk.watch_data(zk_data.topic_path(name),
                                    lambda n=name: self._enqueue(("topic_data", n)), self._active)
-            if topic.topic_id is not None:
-                state.topic_ids[name] = topic.topic_id
+            topic_id = topic.topic_id
+            if topic_id is None:
+                # an older tool's topic znode: Kafka's controller gives it an id
+                topic_id = uuid.uuid4()
+                if not self.zk.set_topic_id(name, topic, version, topic_id):
+                    self._enqueue(("topic_data", name))  # it moved: read it again
+                    continue
+                log.info("topic %s had no topic id: gave it %s", name, topic_id)
+            state.topic_ids[name] = topic_id
             for p, replicas in topic.partitions.items():
                 if (name, p) not in state.assignments and name not in state.deleting:
                     added[(name, p)] = tuple(replicas)

@@ -97,6 +97,19 @@ def test_new_topic_gets_leaders_isr_and_metadata(cluster):
                     {p.id: p.leader for p in t.partitions.values()} == {p: r[0] for p, r in ASSIGNMENT.items()})
 
         wait_for(answered, 20, f"broker {b} to answer the leaders")
+    # Partitions added (CreatePartitions' write): the topic znode's data watch.
+    data, stat = zk.get(zk_data.topic_path("made"))
+    topic = zk_data.decode_topic("made", data)
+    zk.set(zk_data.topic_path("made"), zk_data.encode_topic(topic.topic_id, {**ASSIGNMENT, 3: [2, 1]}),
+           version=stat.version)
+    added = wait_for(lambda: _state(zk, "made", 3), 20, "the added partition's state")
+    assert (added[0]["leader"], added[0]["isr"]) == (2, [2, 1])
+    wait_for(lambda: c.partitions("made").get(3, (None,))[0] == 2, 20, "Metadata to show partition 3")
+    # A topic znode of an older tool (no topic id) is given one, then elected.
+    zk.create(zk_data.topic_path("old"), b'{"version":1,"partitions":{"0":[3,1]}}')
+    wait_for(lambda: _state(zk, "old", 0), 20, "the old-format topic's state")
+    assert zk_data.decode_topic("old", zk.get(zk_data.topic_path("old"))[0]).topic_id is not None
+    wait_for(lambda: c.partitions("old").get(0, (None,))[0] == 3, 20, "Metadata to show the old-format topic")
 
 
 def test_leader_sigkill_moves_leadership_and_the_isr_expands_again(cluster):
