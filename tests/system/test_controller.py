@@ -159,6 +159,63 @@ def test_topic_deletion_removes_znodes_and_logs(cluster):
     wait_for(lambda: "doomed" not in c.metadata().topics, 20, "Metadata to forget the topic")
 
 
+def test_controller_sigkill_fails_over(cluster):
+    """The new controller reads the cluster from ZooKeeper and elects a leader for
+    the partitions the dead controller's broker led."""
+    c, zk = cluster
+    old = wait_for(lambda: zk.exists(zk_data.CONTROLLER_PATH) and _controller(zk), 20, "a controller")
+    epoch = _epoch(zk)
+    _create_topic(zk, "failover", ASSIGNMENT)
+    c.wait_topic_ready("failover", 3, 3)
+    partition = next(p for p, r in ASSIGNMENT.items() if r[0] == old)
+    before, _, _ = _state(zk, "failover", partition)
+    c.brokers[old].kill()
+    new = wait_for(lambda: zk.exists(zk_data.CONTROLLER_PATH) and _controller(zk) != old and _controller(zk),
+                   SESSION_TIMEOUT_MS / 1000 + 20, "a new controller")
+    assert _epoch(zk) > epoch
+    after = wait_for(lambda: (s := _state(zk, "failover", partition)[0])["leader"] != old and s,
+                     20, "a new leader elected by the new controller")
+    assert after["leader_epoch"] == before["leader_epoch"] + 1 and old not in after["isr"]
+    assert after["controller_epoch"] == _epoch(zk)
+
+    def metadata_ok():
+        md = c.metadata("failover")
+        return md.controller_id == new and md.topics["failover"].partitions[partition].leader == after["leader"]
+
+    wait_for(metadata_ok, 20, "Metadata to show the new controller and leader")
+    # Leadership changes keep working under the new controller: a new topic is elected.
+    _create_topic(zk, "after", {0: [old, new]})
+    state = wait_for(lambda: _state(zk, "after", 0), 20, "a state under the new controller")
+    assert state[0]["leader"] == new and state[0]["isr"] == [new]
+
+
+def test_a_paused_controller_is_deposed_and_resigns(cluster):
+    """SIGSTOP of the controller's broker past its session: another broker is elected;
+    after SIGCONT the old one finds its session gone and resigns, and its broker
+    follows the new controller (it rejoins the ISRs)."""
+    import os
+    import signal
+
+    c, zk = cluster
+    old = wait_for(lambda: zk.exists(zk_data.CONTROLLER_PATH) and _controller(zk), 20, "a controller")
+    _create_topic(zk, "paused", ASSIGNMENT)
+    c.wait_topic_ready("paused", 3, 3)
+    broker = c.brokers[old]
+    os.killpg(broker.pgid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: zk.exists(zk_data.CONTROLLER_PATH) and _controller(zk) != old,
+                 SESSION_TIMEOUT_MS / 1000 + 20, "a new controller")
+        new = _controller(zk)
+        partition = next(p for p, r in ASSIGNMENT.items() if r[0] == old)
+        wait_for(lambda: _state(zk, "paused", partition)[0]["leader"] != old, 20, "leadership to move")
+    finally:
+        os.killpg(broker.pgid, signal.SIGCONT)
+    wait_for(lambda: "resigns as controller" in broker.log_text(), 30, "the old controller to resign")
+    assert _controller(zk) == new
+    wait_for(lambda: old in {int(i) for i in zk.get_children(zk_data.BROKER_IDS_PATH)}, 20, "re-registration")
+    c.wait_topic_ready("paused", 3, 3, timeout_s=60)
+
+
 def test_a_deposed_controller_cannot_write(zookeeper):  # noqa: F811
     """Two ZkControllers as two terms: the old one's write fails on the epoch check."""
     from kafkapy.controller.state import WritePartitionState
