@@ -519,12 +519,16 @@ class IsrJob:
             self.thread.join(5)
 
     def _run(self) -> None:
+        from kazoo.exceptions import KazooException
+
         while not self._stop.wait(_ISR_TICK_S):
             shrink = time.monotonic() >= self._next_shrink
             if shrink:
                 self._next_shrink = time.monotonic() + self.lag_ms / 2000
             try:
                 self.run_once(shrink)
+            except KazooException as exc:  # the session is lost or reconnecting
+                log.warning("ISR job: ZooKeeper %s; trying again next round", type(exc).__name__)
             except Exception:
                 log.exception("ISR job failed; trying again next round")
 

@@ -216,6 +216,45 @@ def test_a_paused_controller_is_deposed_and_resigns(cluster):
     c.wait_topic_ready("paused", 3, 3, timeout_s=60)
 
 
+def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):  # noqa: F811
+    """The leader's ISR job alone (the follower's session stays): SIGSTOP of a
+    follower for longer than replica.lag.time.max.ms shrinks the ISR in
+    ZooKeeper (leader and leader epoch kept, a new znode version), SIGCONT lets
+    it catch up and the ISR expands; both reach Metadata through the
+    controller's ISR change notifications."""
+    import os
+    import signal
+
+    c = Cluster(zookeeper, tmp_path, "/isr", overrides={"replica.lag.time.max.ms": 1000,
+                                                        "zookeeper.session.timeout.ms": 15000})
+    zk = zookeeper.client("/isr")
+    try:
+        c.start()
+        _create_topic(zk, "lag", {0: [1, 2, 3]})
+        c.wait_topic_ready("lag", 1, 3)
+        before, version, _ = _state(zk, "lag", 0)
+        follower = c.brokers[3]
+        os.killpg(follower.pgid, signal.SIGSTOP)
+        try:
+            shrunk = wait_for(lambda: (s := _state(zk, "lag", 0)) and 3 not in s[0]["isr"] and s, 10,
+                              "the ISR to shrink")
+            assert (shrunk[0]["leader"], shrunk[0]["leader_epoch"], shrunk[0]["controller_epoch"]) == (
+                before["leader"], before["leader_epoch"], before["controller_epoch"])
+            assert shrunk[0]["isr"] == [1, 2] and shrunk[1] == version + 1
+            wait_for(lambda: c.partitions("lag")[0][2] == (1, 2), 10, "Metadata to show the shrunk ISR")
+        finally:
+            os.killpg(follower.pgid, signal.SIGCONT)
+        expanded = wait_for(lambda: (s := _state(zk, "lag", 0)) and 3 in s[0]["isr"] and s, 20, "the ISR to expand")
+        assert expanded[0]["isr"] == [1, 2, 3] and expanded[0]["leader_epoch"] == before["leader_epoch"]
+        c.wait_topic_ready("lag", 1, 3, timeout_s=20)
+        wait_for(lambda: zk.get_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH) == [], 20,
+                 "the notifications to be consumed")
+    finally:
+        c.close()
+        zk.stop()
+        zk.close()
+
+
 def test_a_deposed_controller_cannot_write(zookeeper):  # noqa: F811
     """Two ZkControllers as two terms: the old one's write fails on the epoch check."""
     from kafkapy.controller.state import WritePartitionState
