@@ -173,6 +173,7 @@ class Controller:
         self._queued: set = set()  # coalesced watch events waiting in the queue
         self._queued_lock = threading.Lock()
         self.active = True
+        self._watching = False
         self.moved = threading.Event()
         self.thread = threading.Thread(target=self._run, name="controller-events", daemon=True)
 
@@ -239,12 +240,9 @@ class Controller:
     def _on_startup(self) -> None:
         """Kafka's onControllerFailover."""
         zk = self.zk
-        zk.watch_children(zk_data.BROKER_IDS_PATH, lambda _c: self._enqueue(("broker_change",)), self._active)
-        zk.watch_children(zk_data.TOPICS_PATH, lambda _c: self._enqueue(("topic_change",)), self._active)
-        zk.watch_children(zk_data.DELETE_TOPICS_PATH, lambda _c: self._enqueue(("topic_deletion",)),
-                          self._active)
-        zk.watch_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH, lambda _c: self._enqueue(("isr_change",)),
-                          self._active)
+        if not self._watching:  # once, also when the event is tried again
+            self._watch()
+            self._watching = True
         self.live = zk.live_brokers()
         for live in self.live.values():
             self.channel.add_broker(live.info)
@@ -255,6 +253,15 @@ class Controller:
         log.info("controller %d (epoch %d) started: %d live brokers, %d partitions", self.broker_id, self.epoch,
                  len(self.live), len(self.state.assignments))
         self._execute(effects)
+
+    def _watch(self) -> None:
+        zk = self.zk
+        zk.watch_children(zk_data.BROKER_IDS_PATH, lambda _c: self._enqueue(("broker_change",)), self._active)
+        zk.watch_children(zk_data.TOPICS_PATH, lambda _c: self._enqueue(("topic_change",)), self._active)
+        zk.watch_children(zk_data.DELETE_TOPICS_PATH, lambda _c: self._enqueue(("topic_deletion",)),
+                          self._active)
+        zk.watch_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH, lambda _c: self._enqueue(("isr_change",)),
+                          self._active)
 
     def _on_broker_change(self) -> None:
         """Kafka's BrokerChange: failed, started and bounced brokers."""
@@ -549,6 +556,13 @@ class IsrJob:
                 isr = partition.isr
                 out = partition.get_out_of_sync_replicas(now_ms, self.lag_ms) if shrink else frozenset()
                 add = partition.maybe_expand_isr_candidates()
+                if add:
+                    # Kafka expands on the follower's fetch, and only for a live broker
+                    # (isReplicaIsrEligible): a follower that has not fetched lately (a dead
+                    # one whose log end offset the leader kept) is not added.
+                    fetched = partition.replica_states()
+                    add = frozenset(b for b in add if b in md.brokers and b in fetched
+                                    and now_ms - fetched[b][3] <= self.lag_ms)
                 if not out and not add:
                     continue
                 replicas = partition.replicas

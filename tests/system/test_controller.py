@@ -19,6 +19,7 @@ controller turns them into partition states and requests:
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -133,6 +134,12 @@ def test_leader_sigkill_moves_leadership_and_the_isr_expands_again(cluster):
     assert after["leader_epoch"] == before["leader_epoch"] + 1
     assert victim not in after["isr"] and new_version > version
     wait_for(lambda: c.leader_of("moves", partition) == expected_leader, 20, "Metadata to show the new leader")
+    # The dead broker stays out of every ISR (no leader's ISR job takes back a
+    # replica that does not fetch, however caught up it was).
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:  # bounded: 2 s
+        assert all(victim not in _state(zk, "moves", p)[0]["isr"] for p in ASSIGNMENT)
+        time.sleep(0.2)
     # The restarted broker catches up; the leader's ISR job adds it back and the
     # controller consumes the notification (UpdateMetadata: Metadata shows it).
     c.brokers[victim].start()
