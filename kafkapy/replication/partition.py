@@ -11,8 +11,12 @@ partition epochs, the replicas with the follower state the leader keeps
 slot every time (no per-process cache to invalidate). With one broker this
 broker leads every partition at epoch 0 with ISR = replicas = {this broker}
 (a slot with no role yet gets that on first use unless ``assume_leader`` is
-False); cluster mode will set them from the controller's LeaderAndIsr
-decisions and drive ``update_follower_fetch_state`` from follower fetches.
+False). In cluster mode the LeaderAndIsr handler sets them from the
+controller's decisions (``make_leader``/``make_follower``, ``clear_role`` on
+StopReplica), the leader's Fetch handler drives ``update_follower_fetch_state``
+from follower fetches, the leader's ISR job ``update_isr``, and the replica
+fetcher process the follower side (``append_records_to_follower``,
+truncation, ``last_offset_for_leader_epoch``).
 
 Every method takes the partition lock itself (the slot's ``lockf`` lock,
 re-entrant within a process), so no handler locks a partition or calls its
