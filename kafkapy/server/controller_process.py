@@ -553,9 +553,12 @@ class IsrJob:
                 partition = broker.replica_manager.get_partition(name, p)
                 if partition is None or not partition.is_leader:
                     continue
-                isr = partition.isr
+                slot = partition.state  # aligned words, read without the lock for the quick checks
+                full = bin(slot.isr_mask).count("1") >= slot.replica_count
+                if full and (not shrink or slot.replica_count <= 1):
+                    continue  # the common case: nothing to add, and no shrink due (no lock taken)
                 out = partition.get_out_of_sync_replicas(now_ms, self.lag_ms) if shrink else frozenset()
-                add = partition.maybe_expand_isr_candidates()
+                add = frozenset() if full else partition.maybe_expand_isr_candidates()
                 if add:
                     # Kafka expands on the follower's fetch, and only for a live broker
                     # (isReplicaIsrEligible): a follower that has not fetched lately (a dead
@@ -565,6 +568,7 @@ class IsrJob:
                                     and now_ms - fetched[b][3] <= self.lag_ms)
                 if not out and not add:
                     continue
+                isr = partition.isr
                 replicas = partition.replicas
                 order = [r for r in state.isr if r in isr] + [r for r in replicas if r in isr and r not in state.isr]
                 new_isr = tuple(r for r in order if r not in out) + tuple(r for r in replicas if r in add
