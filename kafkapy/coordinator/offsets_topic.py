@@ -97,13 +97,16 @@ class OffsetsTopicStore:
             return E.COORDINATOR_NOT_AVAILABLE
         now = self.clock_ms()
         batch = build_batch([(k, v, [], now) for k, v in records])
+        replica_manager = self.broker.replica_manager
         try:
             # acks=-1, as Kafka's coordinator appends (offsets.commit.required.acks).
-            code, _result, message = self.broker.replica_manager.append_records(
+            code, result, message = replica_manager.append_records(
                 OFFSETS_TOPIC, partition, memoryview(bytearray(batch)), -1)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             return E.COORDINATOR_NOT_AVAILABLE
+        if code == E.NONE:
+            code = self._await_replication(partition, result.last_offset + 1)
         if code == E.NONE:
             return E.NONE
         # Kafka's GroupMetadataManager error mapping of a failed append.
@@ -116,6 +119,31 @@ class OffsetsTopicStore:
             return E.INVALID_COMMIT_OFFSET_SIZE
         log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, message)
         return E.UNKNOWN_SERVER_ERROR
+
+    def _await_replication(self, partition_id: int, required_offset: int) -> int:
+        """acks=-1: the append counts once the high watermark passed it (Kafka's
+        coordinator waits in the DelayedProduce purgatory; this process has one
+        thread, so it waits here, bounded by ``offsets.commit.timeout.ms``).
+        With the ISR the leader alone (a standalone broker) the append already
+        moved the high watermark and nothing waits; in a cluster the wait is
+        one follower fetch round trip, started by waking the followers'
+        fetches parked on this partition's log end offset."""
+        partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition_id)
+        if partition is None:
+            return E.NOT_LEADER_OR_FOLLOWER
+        done, code = partition.check_enough_replicas_reach_offset(required_offset)
+        if done or code:
+            return code
+        self.broker.replica_manager.wake_delayed_operations()
+        deadline = time.monotonic() + self.config["offsets.commit.timeout.ms"] / 1000
+        pause = 0.0002
+        while time.monotonic() < deadline:  # bounded by offsets.commit.timeout.ms
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
+            done, code = partition.check_enough_replicas_reach_offset(required_offset)
+            if done or code:
+                return code
+        return E.REQUEST_TIMED_OUT
 
     def replay(self, partitions=None):
         """Yield ``(partition, key, value)`` for every record of ``partitions``

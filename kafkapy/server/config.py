@@ -622,7 +622,6 @@ NOT_IN_EFFECT: dict[str, str] = {
     "leader.imbalance.check.interval.seconds": _NO_CLUSTER,
     "leader.imbalance.per.broker.percentage": _NO_CLUSTER,
     "controlled.shutdown.enable": "one broker: there is no other broker to move leadership to",
-    "offsets.commit.timeout.ms": "one replica: an offset commit is complete when appended locally",
     "transactional.id.expiration.ms": _NO_TXN,
     "transaction.max.timeout.ms": _NO_TXN,
     "transaction.state.log.num.partitions": _NO_TXN,

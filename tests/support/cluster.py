@@ -113,9 +113,9 @@ class Cluster:
                      timeout_s: float = 30.0):
         from confluent_kafka.admin import NewTopic
 
-        futures = self.admin().create_topics([NewTopic(name, partitions, replication_factor,
-                                                       config=dict(config or {}))],
-                                             operation_timeout=10)
+        admin = self.admin()  # kept until the future resolves (destroying it fails the future)
+        futures = admin.create_topics([NewTopic(name, partitions, replication_factor,
+                                                config=dict(config or {}))], operation_timeout=10)
         futures[name].result(timeout=30)
         return self.wait_topic_ready(name, partitions, replication_factor, timeout_s)
 

@@ -103,7 +103,8 @@ def test_committed_offsets_survive_the_coordinators_broker(cluster):
     first.commit(offsets=[TopicPartition("grp-topic", 0, 7), TopicPartition("grp-topic", 1, 11)],
                  asynchronous=False)
     first.close()
-    described = cluster.admin().describe_consumer_groups([group])[group].result(timeout=30)
+    admin = cluster.admin()  # kept while its futures are pending
+    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
     coordinator = described.coordinator.id
     offsets_partition = {p for p, (leader, _, _) in cluster.partitions("__consumer_offsets").items()
                          if leader == coordinator}
@@ -119,5 +120,6 @@ def test_committed_offsets_survive_the_coordinators_broker(cluster):
         assert sorted((tp.partition, tp.offset) for tp in committed) == [(0, 7), (1, 11)]
     finally:
         second.close()
-    described = cluster.admin().describe_consumer_groups([group])[group].result(timeout=30)
+    admin = cluster.admin()
+    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
     assert described.coordinator.id != coordinator
