@@ -48,6 +48,8 @@ import threading
 import time
 import uuid
 
+from kazoo.exceptions import KazooException
+
 from kafkapy.coordination import zk_data
 from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient
 
@@ -110,11 +112,16 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
                 controller_moved.set()
             if controller_moved.is_set():
                 controller_moved.clear()
-                current = client.controller_id()
-                if controller is not None and current != broker_info.broker_id:
-                    controller = _resign(controller)
-                if current == -1:
-                    controller = _elect(client, config, broker_info.broker_id, image) or controller
+                try:
+                    current = client.controller_id()
+                    if controller is not None and current != broker_info.broker_id:
+                        controller = _resign(controller)
+                    if current == -1:
+                        controller = _elect(client, config, broker_info.broker_id, image) or controller
+                except KazooException as exc:  # disconnected (ZooKeeper restarting): look again
+                    log.warning("controller election: ZooKeeper %s; trying again", type(exc).__name__)
+                    controller_moved.set()
+                    stop.wait(1.0)
     finally:
         _resign(controller)
         if isr_job is not None:
@@ -200,8 +207,6 @@ class Controller:
         self.events.put(event)
 
     def _run(self) -> None:
-        from kazoo.exceptions import KazooException
-
         from kafkapy.coordination.zk_controller import ControllerMoved
 
         pending = [("startup",)]
@@ -526,8 +531,6 @@ class IsrJob:
             self.thread.join(5)
 
     def _run(self) -> None:
-        from kazoo.exceptions import KazooException
-
         while not self._stop.wait(_ISR_TICK_S):
             shrink = time.monotonic() >= self._next_shrink
             if shrink:
