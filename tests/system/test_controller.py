@@ -26,7 +26,7 @@ import pytest
 
 from kafkapy.coordination import zk_data
 from support.cluster import SESSION_TIMEOUT_MS, Cluster, wait_for
-from support.zookeeper import zookeeper  # noqa: F401
+from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
 
 @pytest.fixture
@@ -260,6 +260,32 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):  # n
         c.close()
         zk.stop()
         zk.close()
+
+
+def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory, tmp_path):  # noqa: F811
+    """Connections drop, the sessions outlive the restart: every broker stays up,
+    the same controller keeps its watches and elects a topic created afterwards."""
+    server = zookeeper_factory()
+    c = Cluster(server, tmp_path, "/zkr")
+    zk = None
+    try:
+        c.start()
+        client = server.client("/zkr")
+        old = wait_for(lambda: client.exists(zk_data.CONTROLLER_PATH) and _controller(client), 20, "a controller")
+        client.stop()
+        client.close()
+        server.restart(kill=True)
+        zk = server.client("/zkr")
+        _create_topic(zk, "restarted", {0: [1, 2, 3]})
+        state = wait_for(lambda: _state(zk, "restarted", 0), 30, "a state after the restart")
+        assert state[0]["leader"] == 1 and _controller(zk) == old
+        assert all(b.running for b in c.brokers.values())
+        c.wait_topic_ready("restarted", 1, 3)
+    finally:
+        c.close()
+        if zk is not None:
+            zk.stop()
+            zk.close()
 
 
 def test_a_deposed_controller_cannot_write(zookeeper):  # noqa: F811
