@@ -210,3 +210,16 @@ def test_topic_deletion_waits_for_every_replica_then_removes_the_topic():
     assert "t" not in c.deleting
     # A marker for a topic never known is removed at once.
     assert c.on_topics_deleted(["never"]) == [DeleteTopic("never")]
+
+
+def test_failover_resumes_a_deletion_and_drops_markers_of_unknown_topics():
+    assignments = {("d", 0): (1, 2), ("k", 0): (1, 2)}
+    states = {("d", 0): PartitionState((1, 2), 1, 0, (1, 2), 0), ("k", 0): PartitionState((1, 2), 1, 0, (1, 2), 0)}
+    c = _failed_over({1, 2}, states, assignments)
+    effects = c.on_controller_failover(["d", "ghost"])
+    [um] = [e for e in effects if isinstance(e, SendUpdateMetadata)]
+    assert {(t, p): s.leader for t, p, s in um.partitions} == {("d", 0): LEADER_DURING_DELETE, ("k", 0): 1}
+    assert all(t == "k" for e in effects if isinstance(e, SendLeaderAndIsr) for t, *_ in e.partitions)
+    assert {e.broker_id: e.partitions for e in effects if isinstance(e, SendStopReplica)} == {
+        1: (("d", 0),), 2: (("d", 0),)}
+    assert effects[-1] == DeleteTopic("ghost") and "d" in c.deleting
