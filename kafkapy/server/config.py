@@ -597,31 +597,19 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {key.name: key for key in _BROKER_KEYS}
 # Keys accepted (parsed, validated, shown by DescribeConfigs) that change
 # nothing yet, and why. Setting one logs a warning at start-up; the README
 # lists them (a test keeps the two in step).
-_NO_CLUSTER = "single broker: ZooKeeper/cluster mode and replication are not implemented yet"
-_CLUSTER_MEMBERSHIP_ONLY = ("cluster mode in progress: the broker checks /cluster/id, registers and takes part "
-                            "in the controller election, but topics and replication stay its own")
+_NO_REBALANCE = "preferred-leader rebalancing is not implemented yet (leaders move only when brokers fail or return)"
 _NO_TXN = "transactions are not implemented yet"
 NOT_IN_EFFECT: dict[str, str] = {
-    "zookeeper.connect": _CLUSTER_MEMBERSHIP_ONLY,
-    "zookeeper.max.in.flight.requests": _NO_CLUSTER,
-    "zookeeper.session.timeout.ms": _CLUSTER_MEMBERSHIP_ONLY,
-    "zookeeper.connection.timeout.ms": _CLUSTER_MEMBERSHIP_ONLY,
-    "num.replica.fetchers": _NO_CLUSTER,
-    "num.replica.alter.log.dirs.threads": "one broker, replicas are never moved between log dirs",
-    "replica.lag.time.max.ms": _NO_CLUSTER,
-    "replica.fetch.max.bytes": _NO_CLUSTER,
-    "replica.fetch.wait.max.ms": _NO_CLUSTER,
-    "replica.fetch.min.bytes": _NO_CLUSTER,
-    "replica.fetch.response.max.bytes": _NO_CLUSTER,
-    "replica.socket.timeout.ms": _NO_CLUSTER,
+    "zookeeper.max.in.flight.requests": "kazoo pipelines a session's requests without this bound",
+    "num.replica.alter.log.dirs.threads": "replicas are never moved between log dirs",
     "replica.high.watermark.checkpoint.interval.ms":
         "high watermarks are checkpointed with the recovery points "
         "(log.flush.offset.checkpoint.interval.ms)",
-    "unclean.leader.election.enable": _NO_CLUSTER,
-    "auto.leader.rebalance.enable": _NO_CLUSTER,
-    "leader.imbalance.check.interval.seconds": _NO_CLUSTER,
-    "leader.imbalance.per.broker.percentage": _NO_CLUSTER,
-    "controlled.shutdown.enable": "one broker: there is no other broker to move leadership to",
+    "auto.leader.rebalance.enable": _NO_REBALANCE,
+    "leader.imbalance.check.interval.seconds": _NO_REBALANCE,
+    "leader.imbalance.per.broker.percentage": _NO_REBALANCE,
+    "controlled.shutdown.enable": ("controlled shutdown is not implemented yet: a stopping broker closes its "
+                                   "ZooKeeper session, and the controller moves its leaderships at once"),
     "transactional.id.expiration.ms": _NO_TXN,
     "transaction.max.timeout.ms": _NO_TXN,
     "transaction.state.log.num.partitions": _NO_TXN,
