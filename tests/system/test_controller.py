@@ -166,6 +166,24 @@ def test_topic_deletion_removes_znodes_and_logs(cluster):
     wait_for(lambda: "doomed" not in c.metadata().topics, 20, "Metadata to forget the topic")
 
 
+def test_delete_topics_and_create_again_through_the_admin_api(cluster):
+    """DeleteTopics and CreateTopics from a Kafka client (the admin path writes the
+    znodes; the controller acts): the name is free again once the deletion finished."""
+    from confluent_kafka.admin import NewTopic
+
+    c, zk = cluster
+    admin = c.admin()  # held while its futures are pending
+    admin.create_topics([NewTopic("again", 2, 3)])["again"].result(30)
+    first = c.wait_topic_ready("again", 2, 3)
+    admin.delete_topics(["again"])["again"].result(30)
+    wait_for(lambda: "again" not in c.metadata().topics and zk.exists(zk_data.topic_path("again")) is None, 30,
+             "the deletion to finish")
+    admin.create_topics([NewTopic("again", 3, 2)])["again"].result(30)
+    second = c.wait_topic_ready("again", 3, 2)
+    assert len(first) == 2 and len(second) == 3
+    assert all(_state(zk, "again", p)[1] == 0 for p in range(3))  # new state znodes, not the old ones
+
+
 def test_controller_sigkill_fails_over(cluster):
     """The new controller reads the cluster from ZooKeeper and elects a leader for
     the partitions the dead controller's broker led."""
