@@ -15,10 +15,14 @@ and hands it back to the shared request queue, where any worker finishes it.
   deadline; it is finished by running the fetch again with the original
   deadline, since the processor still holds the request bytes.
 * ``DelayedProduce`` completes when ALL watched partitions reached their
-  value (the high watermark passed each partition's last appended offset) or
-  at the deadline; it carries the per-partition produce results, and on
-  expiry each partition not yet satisfied answers REQUEST_TIMED_OUT (7), as
-  Kafka's DelayedProduce does. Re-running a produce would append twice.
+  value (the high watermark passed each partition's last appended offset)
+  or lost their leadership (the slot's ``current_leader_epoch`` is no longer
+  the one the records were appended at: LeaderAndIsr or StopReplica moved
+  it, and woke the processors), or at the deadline; it carries the
+  per-partition produce results: a partition whose leadership moved answers
+  NOT_LEADER_OR_FOLLOWER (6), one still short at expiry REQUEST_TIMED_OUT
+  (7), as Kafka's DelayedProduce does (checkEnoughReplicasReachOffset).
+  Re-running a produce would append twice.
 
 Pure: no I/O, no imports from the server. ``Purgatory.poll`` is given a
 ``read_field(slot, field)`` function (the processor's reads the shared table).
@@ -40,6 +44,9 @@ from kafkapy.protocol.errors import ErrorCode
 # to_wire()[0]: which kind of operation a wire tuple is.
 FETCH = 0
 PRODUCE = 1
+# The slot field that says which leader epoch a partition's role is at
+# (kafkapy.storage.shared; replication.Partition writes it).
+LEADER_EPOCH = "current_leader_epoch"
 
 
 class DelayedOperation:
@@ -94,29 +101,36 @@ class DelayedProduce(DelayedOperation):
     response from them alone).
     """
 
-    __slots__ = ("correlation_id", "api_version", "results")
+    __slots__ = ("correlation_id", "api_version", "results", "leader_epochs")
     KIND = PRODUCE
 
     def __init__(self, watch: dict, deadline_ms: int, correlation_id: int, api_version: int,
-                 results: list):
+                 results: list, leader_epochs: dict | None = None):
         super().__init__(watch, deadline_ms)
         self.correlation_id = correlation_id
         self.api_version = api_version
         self.results = results
+        # slot -> the leader epoch the records were appended at (none: not checked)
+        self.leader_epochs = leader_epochs or {}
 
     def to_wire(self) -> tuple:
         return (PRODUCE, self.watch, self.deadline_ms, self.correlation_id, self.api_version,
-                self.results)
+                self.results, self.leader_epochs)
+
+    def _moved(self, read_field, slot) -> bool:
+        epoch = self.leader_epochs.get(slot)
+        return epoch is not None and read_field(slot, LEADER_EPOCH) != epoch
 
     def is_satisfied(self, read_field) -> bool:
         for slot, (field, value) in self.watch.items():
-            if read_field(slot, field) < value:
+            if read_field(slot, field) < value and not self._moved(read_field, slot):
                 return False
         return True
 
     def final_results(self, read_field) -> list:
         """The results to answer with now: each partition still short of its
-        value answers REQUEST_TIMED_OUT (the request expired)."""
+        value answers NOT_LEADER_OR_FOLLOWER if its leadership moved, else
+        REQUEST_TIMED_OUT (the request expired)."""
         watch = self.watch
         out = []
         for topic, partitions in self.results:
@@ -125,8 +139,9 @@ class DelayedProduce(DelayedOperation):
                 if slot >= 0:
                     field, value = watch[slot]
                     if read_field(slot, field) < value:
-                        code, base_offset, append_time, start_offset, message = (
-                            ErrorCode.REQUEST_TIMED_OUT, -1, -1, -1, None)
+                        code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if self._moved(read_field, slot)
+                                else ErrorCode.REQUEST_TIMED_OUT)
+                        base_offset, append_time, start_offset, message = -1, -1, -1, None
                 done.append((index, code, base_offset, append_time, start_offset, message, slot))
             out.append((topic, done))
         return out

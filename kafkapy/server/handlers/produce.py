@@ -120,18 +120,21 @@ def _delayed(ctx, request, watch: dict, topics) -> DelayedProduce:
     be answered when the high watermark passes every watched partition."""
     replica_manager = ctx.broker.replica_manager
     results = []
+    leader_epochs = {}
     for topic in topics:
         parts = []
         for p in topic.partition_responses:
             slot = -1
             if p.error_code == 0:
-                slot = replica_manager.get_partition(topic.name, p.index).slot
-                slot = slot if slot in watch else -1
+                replica = replica_manager.get_partition(topic.name, p.index)
+                slot = replica.slot if replica.slot in watch else -1
+                if slot >= 0:
+                    leader_epochs[slot] = replica.leader_epoch
             parts.append((p.index, p.error_code, p.base_offset, p.log_append_time,
                           getattr(p, "log_start_offset", -1), getattr(p, "error_message", None), slot))
         results.append((topic.name, parts))
     return DelayedProduce(watch, ctx.now_ms + request.timeout, ctx.correlation_id, ctx.api_version,
-                          results)
+                          results, leader_epochs)
 
 
 def delayed_produce_response(op: DelayedProduce, read_field):
