@@ -493,11 +493,12 @@ class BrokerCollector:
         yield g("kafka_server_replicamanager_partition_count", "Partitions on this broker (PartitionCount)", value=len(rows))
         yield g("kafka_server_replicamanager_leader_count", "Partitions led by this broker (LeaderCount)", value=len(led))
         # Kafka counts both on the leader only: its ISR against its replicas
-        # and against the topic's min.insync.replicas.
+        # and against the topic's min.insync.replicas capped at the replica
+        # count (effectiveMinIsr).
         yield g("kafka_server_replicamanager_under_replicated_partitions", "Partitions led here whose ISR is smaller than the replica set (UnderReplicatedPartitions)",
                 value=sum(1 for r in led if r[8] < r[7]))
         yield g("kafka_server_replicamanager_under_min_isr_partition_count", "Partitions led here whose ISR is smaller than min.insync.replicas (UnderMinIsrPartitionCount)",
-                value=sum(1 for r in led if r[8] < r[9]))
+                value=sum(1 for r in led if r[8] < min(r[9], max(r[7], 1))))
         active, offline = self._controller_gauges()
         yield g("kafka_controller_kafkacontroller_offline_partitions_count", "Partitions without a live leader, on the active controller (OfflinePartitionsCount)", value=offline)
         yield g("kafka_controller_kafkacontroller_active_controller_count", "1 on the active controller (ActiveControllerCount)", value=active)

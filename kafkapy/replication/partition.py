@@ -48,6 +48,14 @@ NOTHING_READ = FetchData((), 0)  # what a caught-up consumer reads
 LONG_MAX = 2**63 - 1
 
 
+def effective_min_isr(config, replica_count: int) -> int:
+    """Kafka 3.9's effectiveMinIsr: ``min.insync.replicas`` capped at the
+    partition's replica count, so a topic with fewer replicas than its
+    min.insync.replicas still takes acks=all writes when its whole replica set
+    is in sync (Partition.scala, 3.9.0)."""
+    return min(config.min_insync_replicas, max(replica_count, 1))
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -374,14 +382,15 @@ class Partition:
     def check_enough_replicas_reach_offset(self, required_offset: int):
         """Kafka's ``checkEnoughReplicasReachOffset`` for DelayedProduce:
         ``(done, error_code)``: done with NONE once the high watermark passed
-        ``required_offset`` and the ISR is at least ``min.insync.replicas``,
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND when it is smaller; not done
-        (NONE) while waiting; NOT_LEADER_OR_FOLLOWER when no longer leader."""
+        ``required_offset`` and the ISR is at least the effective
+        ``min.insync.replicas``, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it is
+        smaller; not done (NONE) while waiting; NOT_LEADER_OR_FOLLOWER when
+        no longer leader."""
         state = self.state
         if not self.is_leader:
             return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if state.high_watermark >= required_offset:
-            if bin(state.isr_mask).count("1") >= self.log.config.min_insync_replicas:
+            if bin(state.isr_mask).count("1") >= effective_min_isr(self.log.config, state.replica_count):
                 return True, ErrorCode.NONE
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, ErrorCode.NONE
@@ -511,11 +520,11 @@ class Partition:
                     return (ErrorCode.NOT_LEADER_OR_FOLLOWER, None,
                             f"Leader not local for partition {self.topic}-{self.partition_id} "
                             f"on broker {self.local_broker_id}")
-                if acks == -1 and bin(isr_mask).count("1") < log.config.min_insync_replicas:
+                if acks == -1 and bin(isr_mask).count("1") < effective_min_isr(log.config, replica_count):
                     isr = ",".join(map(str, sorted(self.isr)))
                     return (ErrorCode.NOT_ENOUGH_REPLICAS, None,
                             f"The size of the current ISR Set({isr}) is insufficient to satisfy "
-                            f"the min.isr requirement of {log.config.min_insync_replicas} for "
+                            f"the min.isr requirement of {effective_min_isr(log.config, replica_count)} for "
                             f"partition {self.topic}-{self.partition_id}")
                 # The high watermark moves in the append's own slot store.
                 limit = LONG_MAX if replica_count <= 1 else self.high_watermark_limit

@@ -94,7 +94,8 @@ def test_config_changes_reach_open_partitions(two_workers):
     rm_a, rm_b, broker = two_workers
     broker.admin.create_topic("t", 1, {"min.insync.replicas": "1"})
     partition = rm_b.get_partition("t", 0)
-    broker.admin.alter_topic_configs("t", lambda current: {"min.insync.replicas": "2"})
+    broker.admin.alter_topic_configs("t", lambda current: {"min.insync.replicas": "2",
+                                                           "max.message.bytes": "10"})
     code, _, message = rm_b.append_records("t", 0, records_of(make_batch(1)), -1)
-    assert code == ErrorCode.NOT_ENOUGH_REPLICAS and "min.isr requirement of 2" in message
+    assert code == ErrorCode.MESSAGE_TOO_LARGE, message
     assert partition.log.config.min_insync_replicas == 2 and partition.log_end_offset == 0
