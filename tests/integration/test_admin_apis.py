@@ -640,7 +640,7 @@ def test_min_insync_replicas_is_capped_at_the_replication_factor(broker):
     replica count (effectiveMinIsr), so acks=all and acks=1 both succeed
     while the one replica is in sync (tests/system/test_replication.py has
     the refusal with three replicas and two brokers down)."""
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
