@@ -89,7 +89,10 @@ def _main(argv) -> int:
     zk_dir.mkdir(parents=True, exist_ok=True)
     zookeeper_server.write_config(zk_dir, args.zookeeper_port)
     stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    # Ctrl-C and SIGTERM both stop the cluster (SIGINT set explicitly: a shell
+    # starts a background job with SIGINT ignored).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.append(True))
 
     zk = _spawn(zookeeper_server.argv(zk_dir / "zoo.cfg"), zk_dir / "zookeeper.log")
     zk_procs = [("zookeeper", zk)]
@@ -126,8 +129,6 @@ def _main(argv) -> int:
                     stopping.append(True)
                     break
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
     finally:
         print("stopping the brokers, then ZooKeeper", file=sys.stderr)
         _stop(brokers)
