@@ -240,3 +240,67 @@ def validate(acked: dict, consumed: dict) -> None:
         assert not missing, f"partition {partition}: {len(missing)} acknowledged values lost, e.g. {sorted(missing)[:5]}"
         order = [v for v in got if v in wanted]
         assert order == sorted(order), f"partition {partition}: out of order"
+
+
+# -- helpers for the fault and client system tests (tests/system/test_cluster_*.py) --
+
+def controller_id(cluster: Cluster) -> int:
+    """The controller as Metadata answers it (-1 while there is none)."""
+    return cluster.metadata().controller_id
+
+
+def wait_new_leader(cluster: Cluster, topic: str, partition: int, not_in, timeout_s: float = 30.0) -> int:
+    """Until Metadata names a leader of ``topic-partition`` outside ``not_in`` (dead or old leaders)."""
+    excluded = set(not_in) | {-1}
+    return wait_for(lambda: (leader := cluster.leader_of(topic, partition)) not in excluded and leader,
+                    timeout_s, f"a leader of {topic}-{partition} other than {sorted(excluded)}")
+
+
+def log_batches(broker: BrokerProcess, topic: str, partition: int) -> list[bytes]:
+    """Every batch of one replica's log as its bytes on disk, in offset order, read
+    straight from the segment files (v2 framing: baseOffset i64, batchLength i32);
+    a segment's preallocated or half-written tail is left out, and batches are
+    compared across segments so where each replica rolled does not matter."""
+    import struct
+
+    directory = broker.log_dirs[0] / f"{topic}-{partition}"
+    batches = []
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        position = 0
+        while position + 12 <= len(data):  # bounded by the file's size
+            (batch_length,) = struct.unpack_from(">i", data, position + 8)
+            if batch_length <= 0 or position + 12 + batch_length > len(data):
+                break
+            batches.append(data[position:position + 12 + batch_length])
+            position += 12 + batch_length
+    return batches
+
+
+def wait_replicas_identical(cluster: Cluster, topic: str, partition: int, timeout_s: float = 30.0) -> list[bytes]:
+    """Until every broker's replica of ``topic-partition`` holds the same batches
+    (byte for byte); returns them."""
+    def same():
+        logs = [log_batches(b, topic, partition) for b in cluster.brokers.values()]
+        return logs[0] if all(log == logs[0] for log in logs) and logs[0] else None
+
+    try:
+        return wait_for(same, timeout_s, f"identical replicas of {topic}-{partition}")
+    except AssertionError:
+        summary = {i: (len(bs := log_batches(b, topic, partition)),
+                       [int.from_bytes(x[:8], "big") for x in bs[-3:]]) for i, b in cluster.brokers.items()}
+        raise AssertionError(f"replicas of {topic}-{partition} differ: {{broker: (batches, last base offsets)}} "
+                             f"{summary}") from None
+
+
+def create_topic_assigned(cluster: Cluster, name: str, assignment: list, config=None,
+                          timeout_s: float = 30.0) -> dict:
+    """CreateTopics with a manual replica assignment (``[[leader, ...], ...]``: the
+    first replica of each partition leads); returns ``partitions()`` once every
+    partition has a leader and a full ISR."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = cluster.admin()  # kept until the future resolves
+    admin.create_topics([NewTopic(name, len(assignment), -1, replica_assignment=assignment, config=dict(config or {}))],
+                        operation_timeout=10)[name].result(timeout=30)
+    return cluster.wait_topic_ready(name, len(assignment), len(assignment[0]), timeout_s)

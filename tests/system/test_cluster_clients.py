@@ -1,0 +1,158 @@
+"""Real clients against a three-broker cluster on a real ZooKeeper (issue 15).
+
+Every topic is replicated three times over three partitions, so each client
+finds the leaders through Metadata, talks to every broker, and reads what
+other brokers' followers replicated: confluent-kafka, kafka-python, aiokafka
+and Debian's kcat each produce records that another of them consumes and
+checks field by field (tests/integration/clients_support.py). A consumer
+group whose coordinator is a broker leading none of its topic's partitions
+commits and reads back its offsets.
+
+One cluster serves the module (each test its own topics): three broker starts
+and stops cost ~10 s, a cluster per case would dominate the run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkapy.coordinator.records import partition_for
+from support.cluster import Cluster, create_topic_assigned, wait_for
+from support.zookeeper import zookeeper  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from clients_support import (  # noqa: E402
+    check_consumed,
+    consume_aiokafka,
+    consume_confluent,
+    consume_kafka_python,
+    consume_kcat,
+    counts,
+    make_records,
+    produce_aiokafka,
+    produce_confluent,
+    produce_kafka_python,
+    produce_kcat,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+PARTITIONS = 3
+N_RECORDS = 300
+# Fewer __consumer_offsets partitions than Kafka's 50: the topic is created
+# (and elected, RF 3) on the first FindCoordinator, inside a test's time.
+OFFSETS_PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory):  # noqa: F811
+    c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-clients",
+                overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS})
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
+def _kcat_records(seed):
+    # kcat sets the same headers on every record of a run and cannot set timestamps.
+    return [r.__class__(r.partition, r.key, r.value, (), None)
+            for r in make_records(N_RECORDS, PARTITIONS, seed=seed, text=True)]
+
+
+def _produce(client, bootstrap, topic, records):
+    if client == "confluent":
+        reports = produce_confluent(bootstrap, topic, records, acks="all", enable_idempotence=True)
+        assert all(r is not None and r[0] is None for r in reports), [r for r in reports if r is None or r[0]][:3]
+    elif client == "kafka-python":
+        metadata = produce_kafka_python(bootstrap, topic, records, acks="all")
+        assert len(metadata) == len(records)
+    elif client == "aiokafka":
+        metadata = produce_aiokafka(bootstrap, topic, records, acks="all")
+        assert len(metadata) == len(records)
+    else:
+        produce_kcat(bootstrap, topic, records, headers=(), codec="none")
+
+
+CONSUMERS = {"confluent": consume_confluent, "kafka-python": consume_kafka_python,
+             "aiokafka": consume_aiokafka, "kcat": consume_kcat}
+
+
+@pytest.mark.parametrize("producer,consumer", [("confluent", "kafka-python"), ("kafka-python", "aiokafka"),
+                                               ("aiokafka", "kcat"), ("kcat", "confluent")])
+def test_one_client_produces_another_consumes(cluster, producer, consumer):
+    topic = f"clients-{producer}-{consumer}"
+    parts = cluster.create_topic(topic, PARTITIONS, 3)
+    assert {leader for leader, _, _ in parts.values()} == {1, 2, 3}  # every broker leads one
+    text = "kcat" in (producer, consumer)
+    records = (_kcat_records(seed=len(topic)) if producer == "kcat" else
+               make_records(N_RECORDS, PARTITIONS, seed=len(topic), text=text, null_header_values=False))
+    _produce(producer, cluster.bootstrap, topic, records)
+    got = CONSUMERS[consumer](cluster.bootstrap, topic, counts(records))
+    check_consumed(records, got, check_timestamps=producer != "kcat")
+    # Whoever leads, acks=all put every record on every replica: the high
+    # watermark of each partition is its record count on all three brokers.
+    for b in cluster.brokers.values():
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "hw-probe"})
+        try:
+            highs = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+        finally:
+            c.close()
+        assert highs == counts(records)
+
+
+def test_group_coordinator_on_a_broker_leading_none_of_the_partitions(cluster):
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+
+    # The offsets topic exists after a first FindCoordinator (any group).
+    admin = cluster.admin()  # held while its futures are pending
+    wait_for(lambda: admin.describe_consumer_groups(["probe"])["probe"].result(timeout=10), 30,
+             "a first FindCoordinator")
+    offsets = cluster.wait_topic_ready("__consumer_offsets", OFFSETS_PARTITIONS, 3)
+    # Every partition of the topic led by broker 1 (first replica of a manual assignment) ...
+    topic = "coordinated"
+    parts = create_topic_assigned(cluster, topic, [[1, 2, 3], [1, 3, 2], [1, 2, 3]])
+    assert {leader for leader, _, _ in parts.values()} == {1}
+    # ... and a group whose __consumer_offsets partition another broker leads.
+    group = next(g for g in (f"group-{i}" for i in range(1000))
+                 if offsets[partition_for(g, OFFSETS_PARTITIONS)][0] != 1)
+    coordinator_expected = offsets[partition_for(group, OFFSETS_PARTITIONS)][0]
+    records = make_records(N_RECORDS, 3, seed=11, null_header_values=False)
+    _produce("confluent", cluster.bootstrap, topic, records)
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    got = []
+    try:
+        consumer.subscribe([topic])
+        for _ in range(200):  # bounded: 200 polls of at most 0.5 s
+            for msg in consumer.consume(500, 0.5):
+                assert msg.error() is None, msg.error()
+                got.append((msg.partition(), msg.offset()))
+            if len(got) >= N_RECORDS:
+                break
+        assert sorted(got) == sorted((p, o) for p, n in counts(records).items() for o in range(n))
+        consumer.commit(asynchronous=False)
+        described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        assert described.coordinator.id == coordinator_expected != 1
+        assert len(described.members) == 1
+        assert {tp.partition for tp in described.members[0].assignment.topic_partitions} == {0, 1, 2}
+    finally:
+        consumer.close()
+    # The commit went through the coordinator's broker to the replicated offsets topic.
+    committed = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+    assert sorted((tp.partition, tp.offset) for tp in committed.topic_partitions if tp.topic == topic) == \
+        sorted(counts(records).items())
+    again = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        assert sorted((tp.partition, tp.offset) for tp in again.committed(
+            [TopicPartition(topic, p) for p in range(3)], timeout=10)) == sorted(counts(records).items())
+    finally:
+        again.close()
