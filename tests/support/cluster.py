@@ -192,6 +192,11 @@ class BackgroundProducer:
     def acked_count(self) -> int:
         return sum(len(v) for v in self.acked.values())
 
+    def halt(self) -> None:
+        """Stop sending at once, without waiting for outstanding acknowledgements
+        (a failing test's clean-up; ``stop`` is the checked end)."""
+        self._stop.set()
+
     def stop(self, flush_timeout_s: float = 60.0) -> None:
         self._stop.set()
         self._thread.join(30)
