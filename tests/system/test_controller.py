@@ -154,7 +154,8 @@ def test_topic_deletion_removes_znodes_and_logs(cluster):
     wait_for(lambda: zk.exists(zk_data.CONTROLLER_PATH), 20, "a controller")
     _create_topic(zk, "doomed", {0: [1, 2, 3], 1: [2, 3, 1]})
     c.wait_topic_ready("doomed", 2, 3)
-    assert all((b.log_dirs[0] / "doomed-0").is_dir() for b in c.brokers.values())
+    # Metadata shows the ISR from the state znode at once; each broker creates its log on its LeaderAndIsr.
+    wait_for(lambda: all((b.log_dirs[0] / "doomed-0").is_dir() for b in c.brokers.values()), 20, "the logs")
     zk.create(zk_data.delete_topic_path("doomed"), zk_data.DELETE_TOPIC_DATA, makepath=True)
     wait_for(lambda: zk.exists(zk_data.topic_path("doomed")) is None, 30, "the topic znode to go")
     assert zk.exists(zk_data.topic_config_path("doomed")) is None
