@@ -92,6 +92,7 @@ def start_process(name: str) -> None:
         exporter.RequestProbe(m, api_names, _state["error_names"], ident),
         exporter.LogProbe(m),
         exporter.GroupProbe(m),
+        exporter.ReplicaProbe(m),
     )
 
 

@@ -356,6 +356,23 @@ class GroupProbe:
                 self.children[state].set(n)
 
 
+class ReplicaProbe:
+    """ISR changes and the fetchers' lag (cluster mode), written at once:
+    an ISR change is rare, a lag is set once per fetch response."""
+
+    def __init__(self, metrics):
+        self.m = metrics
+
+    def isr_shrunk(self) -> None:
+        self.m.isr_shrinks.inc()
+
+    def isr_expanded(self) -> None:
+        self.m.isr_expands.inc()
+
+    def fetcher_lag(self, max_lag: int) -> None:
+        self.m.replica_max_lag.set(max_lag)
+
+
 # -- error codes in responses ---------------------------------------------------
 # Kafka's ErrorsPerSec counts every error code of a response (errorCounts(),
 # NONE included). The walk follows, per kio class, only the fields that can

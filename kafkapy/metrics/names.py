@@ -43,6 +43,13 @@ PROCESS_METRICS = (
      "Connections accepted (connection-creation-total)", ("listener",), None),
     ("num_groups", GAUGE, "kafka_coordinator_group_groupmetadatamanager_num_groups",
      "Consumer groups by state (NumGroups<State>)", ("state",), "livesum"),
+    ("isr_shrinks", COUNTER, "kafka_server_replicamanager_isr_shrinks",
+     "ISR shrinks of partitions led here (IsrShrinksPerSec)", (), None),
+    ("isr_expands", COUNTER, "kafka_server_replicamanager_isr_expands",
+     "ISR expansions of partitions led here (IsrExpandsPerSec)", (), None),
+    ("replica_max_lag", GAUGE, "kafka_server_replicafetchermanager_max_lag",
+     "Records the most lagging partition this broker follows is behind its leader's high watermark "
+     "(ReplicaFetcherManager MaxLag)", (), "livemax"),
 )
 
 # Series the supervisor computes at scrape time (gauges, no per-process files).

@@ -34,6 +34,9 @@ Probe API (the contract other modules code against):
 * ``group`` (the group coordinator): ``set_group_counts({state: count})``
   with Kafka's state names (``PreparingRebalance``, ``CompletingRebalance``,
   ``Stable``, ``Dead``, ``Empty``); states left out count 0.
+* ``replica`` (cluster mode: the controller child's ISR job, the replica
+  fetchers): ``isr_shrunk()``, ``isr_expanded()``, ``fetcher_lag(max_lag)``;
+  rare or per fetch response, so written at once.
 
 ``publish()`` pushes whatever the current process accumulated (call it
 before a process exits; the reactor loops call ``maybe_publish``).
@@ -109,25 +112,42 @@ class NullGroupProbe:
         pass
 
 
+class NullReplicaProbe:
+    __slots__ = ()
+
+    def isr_shrunk(self) -> None:
+        pass
+
+    def isr_expanded(self) -> None:
+        pass
+
+    def fetcher_lag(self, max_lag: int) -> None:
+        pass
+
+
 NULL_NETWORK = NullNetworkProbe()
 NULL_REQUEST = NullRequestProbe()
 NULL_LOG = NullLogProbe()
 NULL_GROUP = NullGroupProbe()
+NULL_REPLICA = NullReplicaProbe()
 
 # The current process's probes (replaced by kafkapy.metrics.start_process).
 network = NULL_NETWORK
 request = NULL_REQUEST
 log = NULL_LOG
 group = NULL_GROUP
+replica = NULL_REPLICA
 
 
-def install(network_probe=None, request_probe=None, log_probe=None, group_probe=None) -> None:
+def install(network_probe=None, request_probe=None, log_probe=None, group_probe=None,
+            replica_probe=None) -> None:
     """Replace this process's probes (None = the null probe)."""
-    global network, request, log, group
+    global network, request, log, group, replica
     network = network_probe or NULL_NETWORK
     request = request_probe or NULL_REQUEST
     log = log_probe or NULL_LOG
     group = group_probe or NULL_GROUP
+    replica = replica_probe or NULL_REPLICA
 
 
 def publish() -> None:

@@ -51,6 +51,7 @@ import uuid
 from kazoo.exceptions import KazooException
 
 from kafkapy.coordination import zk_data
+from kafkapy.metrics import probes
 from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient
 
 log = logging.getLogger("kafkapy.controller")
@@ -589,7 +590,12 @@ class IsrJob:
         self.writer.notify_isr_change([(name, p) for name, p, *_ in written])
         moved = False
         for _name, _p, new_isr, version, partition in written:
+            before = partition.isr
             moved |= bool(partition.update_isr(new_isr, version))
+            if set(new_isr) - set(before):
+                probes.replica.isr_expanded()
+            if set(before) - set(new_isr):
+                probes.replica.isr_shrunk()
         if moved:
             broker.replica_manager.wake_delayed_operations()
         return [(name, p, new_isr) for name, p, new_isr, *_ in written]

@@ -77,6 +77,7 @@ from collections import OrderedDict
 
 from kafkapy.client import errors as client_errors
 from kafkapy.client.conn import Connection
+from kafkapy.metrics import probes
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.storage.errors import OffsetsOutOfOrder, StorageError
 
@@ -266,6 +267,9 @@ class ReplicaFetcher:
         self.answers: list = []  # (leader, sent, response, error) read but not processed yet
         self._generation = None
         self._hash_cache: dict = {}
+        # (topic, partition) -> records behind the leader's high watermark
+        # after its last fetch answer (the MaxLag metric)
+        self.lags: dict[tuple, int] = {}
 
     # -- which partitions ----------------------------------------------------------
     def _mine(self, topic: str, partition: int) -> bool:
@@ -311,6 +315,7 @@ class ReplicaFetcher:
             self.by_leader.setdefault(state.leader, OrderedDict())[key] = current
         for key in old.keys() - wanted.keys():
             log.info("fetcher %d: stopped fetching %s-%d", self.fetcher_id, *key)
+            self.lags.pop(key, None)
         for leader, endpoint in list(self.endpoints.items()):
             if leader not in self.by_leader or endpoint.address != addresses.get(leader):
                 self._drop_endpoint(leader)
@@ -473,6 +478,8 @@ class ReplicaFetcher:
                     log.warning("%s-%d: %s; retrying in %.1f s", state.topic, state.partition, exc,
                                 self.backoff_s)
                     self._delay((state,))
+        if self.lags:
+            probes.replica.fetcher_lag(max(self.lags.values()))
         return appended
 
     def process_partition(self, state, partition, fetch_offset: int, part) -> bool:
@@ -488,6 +495,7 @@ class ReplicaFetcher:
             records = whole_batches(part.records)
             before = partition.log_end_offset
             self.append(state, partition, records, part.high_watermark, part.log_start_offset)
+            self.lags[(state.topic, state.partition)] = max(0, part.high_watermark - partition.log_end_offset)
             return partition.log_end_offset > before
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._changing(state, partition, self.fetch_offset_and_truncate, state, partition)
