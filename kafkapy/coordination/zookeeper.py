@@ -37,7 +37,7 @@ import uuid
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
 
 from kafkapy.coordination import zk_data
 from kafkapy.coordination.store import ProducerIdsBlock
@@ -47,6 +47,11 @@ from kafkapy.protocol.topics import TopicError
 log = logging.getLogger("kafkapy.zookeeper")
 
 _NEW_CLUSTER_ID_BYTES = 16
+
+
+# Any ZooKeeper client failure (connection lost, session expired, a timeout):
+# what callers outside this package catch, so kazoo stays imported here only.
+ZkError = KazooException
 
 
 class BrokerIdInUse(RuntimeError):

@@ -48,11 +48,10 @@ import threading
 import time
 import uuid
 
-from kazoo.exceptions import KazooException
 
 from kafkapy.coordination import zk_data
 from kafkapy.metrics import probes
-from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient
+from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient, ZkError
 
 log = logging.getLogger("kafkapy.controller")
 _TICK_S = 0.2
@@ -119,7 +118,7 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
                         controller = _resign(controller)
                     if current == -1:
                         controller = _elect(client, config, broker_info.broker_id, image) or controller
-                except KazooException as exc:  # disconnected (ZooKeeper restarting): look again
+                except ZkError as exc:  # disconnected (ZooKeeper restarting): look again
                     log.warning("controller election: ZooKeeper %s; trying again", type(exc).__name__)
                     controller_moved.set()
                     stop.wait(1.0)
@@ -226,7 +225,7 @@ class Controller:
                     self.active = False
                     self.moved.set()
                     return
-                except KazooException as exc:
+                except ZkError as exc:
                     if attempt == _EVENT_RETRIES - 1:
                         log.error("controller event %s failed %d times (%s); dropped", event[0],
                                   _EVENT_RETRIES, type(exc).__name__)
@@ -538,7 +537,7 @@ class IsrJob:
                 self._next_shrink = time.monotonic() + self.lag_ms / 2000
             try:
                 self.run_once(shrink)
-            except KazooException as exc:  # the session is lost or reconnecting
+            except ZkError as exc:  # the session is lost or reconnecting
                 log.warning("ISR job: ZooKeeper %s; trying again next round", type(exc).__name__)
             except Exception:
                 log.exception("ISR job failed; trying again next round")
