@@ -309,3 +309,29 @@ def create_topic_assigned(cluster: Cluster, name: str, assignment: list, config=
     admin.create_topics([NewTopic(name, len(assignment), -1, replica_assignment=assignment, config=dict(config or {}))],
                         operation_timeout=10)[name].result(timeout=30)
     return cluster.wait_topic_ready(name, len(assignment), len(assignment[0]), timeout_s)
+
+
+def zk_partition_state(zk, topic: str, partition: int) -> Optional[dict]:
+    """The partition's state znode (Kafka's JSON: leader, leader_epoch, isr,
+    controller_epoch) through a kazoo client on the cluster's chroot, or None."""
+    import json
+
+    from kafkapy.coordination import zk_data
+
+    path = zk_data.partition_state_path(topic, partition)
+    if zk.exists(path) is None:
+        return None
+    return json.loads(zk.get(path)[0])
+
+
+def wait_full_isr(cluster: Cluster, zk, topic: str, partitions: int, replication_factor: int,
+                  timeout_s: float = 60.0) -> dict:
+    """Until every partition's ISR is full in ZooKeeper (the controller's and the
+    leaders' ISR jobs' writes) and then in Metadata. ZooKeeper first: a broker
+    just restarted answers Metadata from the image it had before it died until
+    the controller's UpdateMetadata reaches it (~50 ms), which may show the
+    ISR it left."""
+    wait_for(lambda: all((s := zk_partition_state(zk, topic, p)) and len(s["isr"]) == replication_factor
+                         for p in range(partitions)),
+             timeout_s, f"{topic}'s ISRs full in ZooKeeper")
+    return cluster.wait_topic_ready(topic, partitions, replication_factor, timeout_s)

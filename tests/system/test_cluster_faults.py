@@ -41,8 +41,10 @@ from support.cluster import (
     create_topic_assigned,
     validate,
     wait_for,
+    wait_full_isr,
     wait_new_leader,
     wait_replicas_identical,
+    zk_partition_state,
 )
 from support.java_client import java_client  # noqa: F401
 from support.zookeeper import zookeeper  # noqa: F401
@@ -134,7 +136,7 @@ def test_controller_sigkill_then_a_leader_sigkill(make_cluster):
         _progress(producer, 200, "progress with one broker left")
         c.brokers[old].start()
         c.brokers[third].start()
-        c.wait_topic_ready("ctl", 3, 3, timeout_s=60)
+        wait_full_isr(c, zk, "ctl", 3, 3)
     finally:
         producer.halt()
     _finish(c, producer, "ctl", 3)
@@ -164,7 +166,7 @@ def test_a_paused_follower_leaves_the_isr_while_acks_all_goes_on(make_cluster):
             assert broker.running
         finally:
             os.killpg(broker.pgid, signal.SIGCONT)
-        c.wait_topic_ready("lag", 3, 3, timeout_s=30)  # caught up and back in every ISR
+        wait_full_isr(c, zk, "lag", 3, 3, timeout_s=30)  # caught up and back in every ISR
         _progress(producer, 100, "progress after the follower's return")
     finally:
         producer.halt()
@@ -241,7 +243,7 @@ def test_two_leaders_killed_in_quick_succession_leave_identical_replicas(make_cl
         _progress(producer, 300, "progress on the last broker")
         c.brokers[first].start()
         c.brokers[second].start()
-        c.wait_topic_ready("kip101", 3, 3, timeout_s=60)
+        wait_full_isr(c, zk, "kip101", 3, 3)
         _progress(producer, 100, "progress with every replica back")
     finally:
         producer.halt()
@@ -261,17 +263,18 @@ def test_repeated_leader_sigkill_and_restart_under_load(make_cluster):
     try:
         _progress(producer, 200, "200 acknowledged before the faults")
         for round_ in range(3):  # bounded: three rounds
-            controller = controller_id(c)
-            partition, victim = next((p, leader) for p, (leader, _, _) in sorted(c.partitions("rounds").items())
-                                     if leader != controller)
+            # Whoever leads partition round_ now (ZooKeeper's word), the controller included.
+            partition = round_
+            victim = zk_partition_state(zk, "rounds", partition)["leader"]
             killed_at = time.monotonic()
             c.brokers[victim].kill()
             wait_new_leader(c, "rounds", partition, {victim}, NEW_LEADER_S)
             elected_after = time.monotonic() - killed_at
             assert elected_after < NEW_LEADER_S, f"round {round_}: a new leader after {elected_after:.1f} s"
+            assert zk_partition_state(zk, "rounds", partition)["leader"] not in (victim, -1)
             _progress(producer, 150, f"round {round_}: progress without broker {victim}")
             c.brokers[victim].start()
-            c.wait_topic_ready("rounds", 3, 3, timeout_s=40)  # the restarted broker rejoined every ISR
+            wait_full_isr(c, zk, "rounds", 3, 3, timeout_s=40)  # the restarted broker rejoined every ISR
     finally:
         producer.halt()
     _finish(c, producer, "rounds", 3)
