@@ -335,3 +335,22 @@ def wait_full_isr(cluster: Cluster, zk, topic: str, partitions: int, replication
                          for p in range(partitions)),
              timeout_s, f"{topic}'s ISRs full in ZooKeeper")
     return cluster.wait_topic_ready(topic, partitions, replication_factor, timeout_s)
+
+
+def group_coordinated_outside(cluster: Cluster, avoid, offsets_partitions: int, prefix: str = "group",
+                              timeout_s: float = 30.0) -> tuple:
+    """``(group id, coordinator id)`` for a group whose coordinator, the leader of
+    its ``__consumer_offsets`` partition (Kafka's ``abs(hashCode) % partitions``),
+    is not in ``avoid``. The offsets topic is created first by a FindCoordinator
+    (DescribeGroups of any group) and waited for with full ISRs."""
+    from kafkapy.coordinator.records import partition_for
+
+    admin = cluster.admin()  # kept while its futures are pending
+    wait_for(lambda: admin.describe_consumer_groups(["probe"])["probe"].result(timeout=10), timeout_s,
+             "a first FindCoordinator")
+    offsets = cluster.wait_topic_ready("__consumer_offsets", offsets_partitions, len(cluster.brokers), timeout_s)
+    for group in (f"{prefix}-{i}" for i in range(1000)):  # bounded: 1000 candidates
+        coordinator = offsets[partition_for(group, offsets_partitions)][0]
+        if coordinator not in avoid:
+            return group, coordinator
+    raise AssertionError(f"no group id coordinated outside {sorted(avoid)}")

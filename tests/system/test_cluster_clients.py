@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkapy.coordinator.records import partition_for
-from support.cluster import Cluster, create_topic_assigned, wait_for
+from support.cluster import Cluster, create_topic_assigned, group_coordinated_outside
 from support.zookeeper import zookeeper  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -110,19 +109,13 @@ def test_one_client_produces_another_consumes(cluster, producer, consumer):
 def test_group_coordinator_on_a_broker_leading_none_of_the_partitions(cluster):
     from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
-    # The offsets topic exists after a first FindCoordinator (any group).
-    admin = cluster.admin()  # held while its futures are pending
-    wait_for(lambda: admin.describe_consumer_groups(["probe"])["probe"].result(timeout=10), 30,
-             "a first FindCoordinator")
-    offsets = cluster.wait_topic_ready("__consumer_offsets", OFFSETS_PARTITIONS, 3)
-    # Every partition of the topic led by broker 1 (first replica of a manual assignment) ...
+    # Every partition of the topic led by broker 1 (first replica of a manual
+    # assignment), and a group whose __consumer_offsets partition another broker leads.
     topic = "coordinated"
     parts = create_topic_assigned(cluster, topic, [[1, 2, 3], [1, 3, 2], [1, 2, 3]])
     assert {leader for leader, _, _ in parts.values()} == {1}
-    # ... and a group whose __consumer_offsets partition another broker leads.
-    group = next(g for g in (f"group-{i}" for i in range(1000))
-                 if offsets[partition_for(g, OFFSETS_PARTITIONS)][0] != 1)
-    coordinator_expected = offsets[partition_for(group, OFFSETS_PARTITIONS)][0]
+    group, coordinator_expected = group_coordinated_outside(cluster, {1}, OFFSETS_PARTITIONS)
+    admin = cluster.admin()  # held while its futures are pending
     records = make_records(N_RECORDS, 3, seed=11, null_header_values=False)
     _produce("confluent", cluster.bootstrap, topic, records)
 

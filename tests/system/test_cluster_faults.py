@@ -31,7 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kafkapy.coordination import zk_data
-from kafkapy.coordinator.records import partition_for
 from support.cluster import (
     SESSION_TIMEOUT_MS,
     BackgroundProducer,
@@ -39,6 +38,7 @@ from support.cluster import (
     consume_all,
     controller_id,
     create_topic_assigned,
+    group_coordinated_outside,
     validate,
     wait_for,
     wait_full_isr,
@@ -185,12 +185,7 @@ def test_java_client_through_a_leader_sigkill(make_cluster, java_client):  # noq
     create_topic_assigned(c, topic, _each_leads_one(victim, other, controller))
     # The group's coordinator outlives the fault: the consumer's group then
     # never rebalances, so any duplicate it reads is in the log.
-    admin = c.admin()  # held while its futures are pending
-    wait_for(lambda: admin.describe_consumer_groups(["probe"])["probe"].result(timeout=10), 30,
-             "a first FindCoordinator")
-    offsets = c.wait_topic_ready("__consumer_offsets", OFFSETS_PARTITIONS, 3)
-    group = next(g for g in (f"java-group-{i}" for i in range(1000))
-                 if offsets[partition_for(g, OFFSETS_PARTITIONS)][0] != victim)
+    group, _ = group_coordinated_outside(c, {victim}, OFFSETS_PARTITIONS, prefix="java-group")
     from confluent_kafka import Consumer, TopicPartition
 
     probe = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "hw-probe"})
