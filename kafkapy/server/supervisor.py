@@ -34,6 +34,7 @@ import time
 from kafkapy import __version__, metrics
 from kafkapy.coordination.embedded import EmbeddedMetadataStore, TopicInfo
 from kafkapy.coordination.image import MetadataImage
+from kafkapy.coordination.metadata import NO_BROKER
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import log_config_for
 from kafkapy.server.reactor.acceptor import acceptor_main
@@ -245,6 +246,12 @@ class Supervisor:
                 continue
             self.table.claim(topic_id, lg.partition, lg.state_slot)
             self.loaded[key] = lg
+        # What the image says of the cluster's live state is from before this
+        # start: Kafka's broker starts with an empty metadata cache and learns
+        # brokers, the controller and leaders from the controller's first
+        # UpdateMetadata. Until then it names no broker, controller or leader
+        # (clients retry LEADER_NOT_AVAILABLE), instead of its old leaderships.
+        self.store.apply(forget_live_state)
 
     def _spawn_replica_fetchers(self) -> None:
         """Cluster mode: ``num.replica.fetchers`` replica-fetcher children
@@ -521,3 +528,15 @@ def _child(name, target, args, parent_pid):
         logging.getLogger("kafkapy.server").exception("%s crashed", name)
         os._exit(1)
     os._exit(0)
+
+
+def forget_live_state(md) -> None:
+    """A cluster-mode image at start-up: no live brokers, no controller, no
+    partition leader; the assignments (which partitions this broker hosts)
+    and the controller epoch seen stay."""
+    from dataclasses import replace
+
+    md.brokers = {}
+    md.controller_id = NO_BROKER
+    for info in md.topics.values():
+        info.partitions = {p: replace(state, leader=NO_BROKER) for p, state in info.partitions.items()}

@@ -199,6 +199,14 @@ def test_controller_requests_drive_what_the_broker_serves(broker):
     conn = Connection(broker.port)
     try:
         assert _produce(conn, 0)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # Nor does Metadata repeat what the image said before the restart: as
+        # Kafka's empty metadata cache, no brokers, no controller, no leaders
+        # until the controller's UpdateMetadata.
+        md = conn.call(METADATA, {"topics": [{"name": TOPIC, "topic_id": None}],
+                                  "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False}, version=12)
+        assert (md.controller_id, list(md.brokers)) == (-1, [])
+        assert {p.leader_id for t in md.topics for p in t.partitions} <= {-1}
         again = [(0, ME, 2, (ME,), (ME,), 1)]
         response = conn.call(LEADER_AND_ISR, _leader_and_isr(other_port, again))
         assert _errors(response) == {0: 0}
