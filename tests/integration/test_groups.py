@@ -67,6 +67,17 @@ def _confluent_member(broker, group, topic, out, stop, extra=None):
         c.close()
 
 
+def _stable_members(broker, group) -> int:
+    """Members of a Stable ``group`` that hold an assignment (0 while it rebalances)."""
+    from confluent_kafka import ConsumerGroupState
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    if described.state != ConsumerGroupState.STABLE:
+        return 0
+    return sum(1 for m in described.members if m.assignment.topic_partitions)
+
+
 def _wait_all(results_fn, expected, timeout_s=DEADLINE_S):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -86,6 +97,10 @@ def test_confluent_three_members_share_partitions(gbroker):
         t.start()
     assert _wait_all(lambda: sum(committed(gbroker, group, topic).get(p, -1) for p in range(PARTITIONS)),
                      N_RECORDS)
+    # The records can all be consumed and committed before the third member
+    # joined: stop the members only once the group is Stable with all three
+    # assigned, so the assignments they report are one generation's.
+    assert _wait_all(lambda: _stable_members(gbroker, group) == 3, 1)
     stop.set()
     for t in threads:
         t.join(DEADLINE_S)
