@@ -109,19 +109,28 @@ def assign_replicas_to_brokers(brokers: Sequence, n_partitions: int, replication
 def _rack_unaware(broker_list: list, n_partitions: int, replication_factor: int,
                   fixed_start_index: int, start_partition_id: int, rand) -> dict:
     n = len(broker_list)
-    start_index = fixed_start_index if fixed_start_index >= 0 else rand(n)
-    partition = max(0, start_partition_id)
-    shift = fixed_start_index if fixed_start_index >= 0 else rand(n)
     out = {}
-    for _ in range(n_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
+    for partition, first, shift in _placements(n, n_partitions, fixed_start_index, start_partition_id, rand):
         replicas = [broker_list[first]]
         replicas += [broker_list[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)]
         out[partition] = replicas
-        partition += 1
     return out
+
+
+def _placements(n: int, n_partitions: int, fixed_start_index: int, start_partition_id: int, rand):
+    """The walk both of Kafka's assignments share: for each new partition,
+    ``(partition id, index of its first replica, follower shift)`` over ``n``
+    brokers; the start index and the shift are random unless fixed (drawn in
+    that order, as Kafka does), and the shift grows each time the partitions
+    wrap around the brokers."""
+    start_index = fixed_start_index if fixed_start_index >= 0 else rand(n)
+    partition = max(0, start_partition_id)
+    shift = fixed_start_index if fixed_start_index >= 0 else rand(n)
+    for _ in range(n_partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        yield partition, (partition + start_index) % n, shift
+        partition += 1
 
 
 def rack_alternated_broker_list(broker_racks: Mapping[int, str]) -> list:
@@ -150,14 +159,8 @@ def _rack_aware(brokers: list, n_partitions: int, replication_factor: int,
     n_racks = len(set(rack_of.values()))
     arranged = rack_alternated_broker_list(rack_of)
     n = len(arranged)
-    start_index = fixed_start_index if fixed_start_index >= 0 else rand(n)
-    partition = max(0, start_partition_id)
-    shift = fixed_start_index if fixed_start_index >= 0 else rand(n)
     out = {}
-    for _ in range(n_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
+    for partition, first, shift in _placements(n, n_partitions, fixed_start_index, start_partition_id, rand):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {rack_of[leader]}
@@ -177,7 +180,6 @@ def _rack_aware(brokers: list, n_partitions: int, replication_factor: int,
                     brokers_used.add(broker)
                     break
         out[partition] = replicas
-        partition += 1
     return out
 
 

@@ -151,16 +151,18 @@ class Metadata:
         if info is None or not 0 <= partition < info.num_partitions:
             return None
         state = info.partitions.get(partition)
-        if state is None:
-            state = UNKNOWN_PARTITION_STATE if self.cluster_mode else PartitionState.single_broker(
-                self.controller_id)
-        return state
+        return state if state is not None else self._unset_state()
+
+    def _unset_state(self) -> PartitionState:
+        """The state of a partition with none set: in a cluster not known yet
+        (no leader), standalone this broker's (module docstring)."""
+        return UNKNOWN_PARTITION_STATE if self.cluster_mode else PartitionState.single_broker(
+            self.controller_id)
 
     def partition_states(self, info: TopicInfo):
         """Every partition's state of topic ``info``, in partition order (the
         derived ones are one shared object: see ``partition_state``)."""
-        default = UNKNOWN_PARTITION_STATE if self.cluster_mode else PartitionState.single_broker(
-            self.controller_id)
+        default = self._unset_state()
         explicit = info.partitions
         if not explicit:
             return [default] * info.num_partitions

@@ -26,38 +26,35 @@ GROUP, TRANSACTION = 0, 1
 
 
 def handle(ctx, request):
-    broker = ctx.broker
-    key_type = getattr(request, "key_type", GROUP)
-    host, port = broker.advertised_address
+    locate = _locator(ctx.broker, getattr(request, "key_type", GROUP))
+    if ctx.api_version >= 4:
+        coordinators = [dict(locate(key), key=key) for key in request.coordinator_keys]
+        return construct(ctx.response_class(), {"throttle_time": 0, "coordinators": coordinators})
+    return construct(ctx.response_class(), dict(locate(request.key), throttle_time=0))
+
+
+def _locator(broker, key_type):
+    """``key -> coordinator answer`` for the request's key type."""
     if key_type == GROUP:
         from kafkapy.coordinator.offsets_topic import ensure_offsets_topic
 
         error, _ = ensure_offsets_topic(broker, broker.config)
         if error:
-            found = {"node_id": -1, "host": "", "port": -1, "error_code": error,
-                     "error_message": "The coordinator is not available."}
-        else:
-            found = None
-            md = broker.metadata()
-            if not md.cluster_mode:
-                found = {"node_id": broker.broker_id, "host": host, "port": port,
-                         "error_code": 0, "error_message": None}
-            if ctx.api_version >= 4:
-                coordinators = [dict(found or _group_coordinator(md, key), key=key)
-                                for key in request.coordinator_keys]
-                return construct(ctx.response_class(), {"throttle_time": 0, "coordinators": coordinators})
-            found = found or _group_coordinator(md, request.key)
-    elif key_type == TRANSACTION:
-        found = {"node_id": -1, "host": "", "port": -1,
-                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                 "error_message": "The transaction coordinator is not available."}
-    else:
-        found = {"node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.INVALID_REQUEST,
-                 "error_message": f"Unknown coordinator key type {key_type}"}
-    if ctx.api_version >= 4:
-        coordinators = [dict(found, key=key) for key in request.coordinator_keys]
-        return construct(ctx.response_class(), {"throttle_time": 0, "coordinators": coordinators})
-    return construct(ctx.response_class(), dict(found, throttle_time=0))
+            return lambda key: _not_found(error, "The coordinator is not available.")
+        md = broker.metadata()
+        if md.cluster_mode:
+            return lambda key: _group_coordinator(md, key)
+        host, port = broker.advertised_address
+        here = {"node_id": broker.broker_id, "host": host, "port": port, "error_code": 0, "error_message": None}
+        return lambda key: here
+    if key_type == TRANSACTION:
+        return lambda key: _not_found(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                      "The transaction coordinator is not available.")
+    return lambda key: _not_found(ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}")
+
+
+def _not_found(error_code: int, message: str) -> dict:
+    return {"node_id": -1, "host": "", "port": -1, "error_code": error_code, "error_message": message}
 
 
 def _group_coordinator(md, group_id: str) -> dict:
@@ -70,7 +67,6 @@ def _group_coordinator(md, group_id: str) -> dict:
         if info is not None else None
     leader = md.brokers.get(state.leader) if state is not None else None
     if leader is None:
-        return {"node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "error_message": "The coordinator is not available."}
+        return _not_found(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
     return {"node_id": leader.broker_id, "host": leader.host, "port": leader.port,
             "error_code": 0, "error_message": None}
