@@ -98,6 +98,7 @@ class Supervisor:
             if config.is_set(key) and config[key] != BROKER_CONFIGS[key].default:
                 log.warning("%s=%s has no effect: %s", key, config.originals[key], reason)
         _raise_open_file_limit()
+        _keep_large_buffers_on_the_heap()
         from kafkapy.storage import file_cache
 
         file_cache.configure()  # its cap follows the (now raised) descriptor limit
@@ -477,6 +478,39 @@ def _check_open_file_budget(partitions: int) -> None:
                     soft, needed, partitions)
 
 
+# glibc's mallopt parameters
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# Buffers up to this size come from the heap rather than their own mmap.
+# Requests are at most socket.request.max.bytes (100 MiB) but nearly all are
+# under message.max.bytes / replica.fetch.response.max.bytes (1-10 MiB).
+MMAP_THRESHOLD_BYTES = 16 << 20
+# Free heap kept before it is returned to the kernel, per process.
+TRIM_THRESHOLD_BYTES = 64 << 20
+
+
+def _keep_large_buffers_on_the_heap() -> None:
+    """Make glibc serve the broker's megabyte buffers (produce requests,
+    replica fetch answers, frames cut from receive buffers) from the heap.
+
+    By default each allocation over 128 KiB-32 MiB (the threshold adapts) is
+    its own mmap, and the heap's free top is trimmed past 2x that: every such
+    buffer is fresh pages, faulted in and zeroed by the kernel, then unmapped.
+    For a follower copying 1 MiB fetch answers that was a third of its CPU
+    (page faults, clear_page); measured on one 1 MiB bytes() round trip:
+    1.1 CPU s per GB by default, 0.05 with these settings. Set before the
+    children fork, so every process inherits it.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+        libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    except (OSError, AttributeError):
+        pass  # not glibc: its defaults stay
+
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -517,7 +551,7 @@ def _child(name, target, args, parent_pid):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        import setproctitle  # optional, makes `ps` readable
+        import setproctitle  # a dependency; ps shows "kafkapy handler-3"
 
         setproctitle.setproctitle(f"kafkapy {name}")
     except ImportError:
