@@ -129,6 +129,8 @@ class Connection:
         self._next_correlation_id = 0
         self._rbuf = bytearray()
         self._scratch: memoryview | None = None  # RECV_BYTES, allocated on first read
+        self._frame: bytearray | None = None  # a large response being received (on_readable)
+        self._frame_filled = 0
         self.closed_error: Exception | None = None
 
     def __repr__(self):
@@ -189,6 +191,7 @@ class Connection:
             except OSError:
                 pass
         self._rbuf.clear()
+        self._frame = None
         error = error or errors.KafkaConnectionError(f"connection to node {self.node_id} closed")
         self.closed_error = error
         pending, self.in_flight = self.in_flight, collections.deque()
@@ -296,49 +299,84 @@ class Connection:
                 raise self.closed_error from exc
 
     def on_readable(self) -> int:
-        """Read what is available and dispatch complete responses; return how many."""
+        """Read what is available and dispatch complete responses; return how many.
+
+        Small responses are cut out of the receive buffer (one copy). A
+        response larger than RECV_BYTES (a follower's or consumer's fetch
+        answer) is received straight into a buffer of its own size once its
+        size is known: one copy from the kernel rather than three (scratch,
+        receive buffer, frame). Decoded ``records`` are views of the frame,
+        which is never written again once dispatched.
+        """
         sock = self.sock
         if sock is None:
             return 0
-        rbuf = self._rbuf
         scratch = self._scratch
         if scratch is None:
             scratch = self._scratch = memoryview(bytearray(RECV_BYTES))
+        done = 0
+        while True:
+            frame = self._frame
+            if frame is not None:
+                n = self._recv(memoryview(frame)[self._frame_filled:])
+                if n <= 0:
+                    return done
+                self._frame_filled += n
+                if self._frame_filled < len(frame):
+                    continue
+                self._frame = None
+                self._dispatch(frame)
+                done += 1
+                if self.sock is None:
+                    return done
+                continue
+            n = self._recv(scratch)
+            if n <= 0:
+                return done
+            rbuf = self._rbuf
+            rbuf += scratch[:n]
+            position = 0
+            length = len(rbuf)
+            while length - position >= 4:
+                (size,) = _SIZE.unpack_from(rbuf, position)
+                if size < 4 or size > MAX_RESPONSE_BYTES:
+                    self.close(errors.CorruptMessageError(f"bad response size {size} from node {self.node_id}"))  # noqa: F821
+                    return done
+                have = length - position - 4
+                if have < size:
+                    if size > RECV_BYTES:
+                        # The rest goes straight into the frame's own buffer.
+                        frame = self._frame = bytearray(size)
+                        frame[:have] = rbuf[position + 4:]
+                        self._frame_filled = have
+                        position = length
+                    break
+                frame = rbuf[position + 4: position + 4 + size]
+                position += 4 + size
+                self._dispatch(frame)
+                done += 1
+                if self.sock is None:
+                    return done
+            if position:
+                del rbuf[:position]
+            if n < len(scratch) and self._frame is None:
+                return done
+
+    def _recv(self, buffer) -> int:
+        """Bytes read into ``buffer`` (non-blocking); 0 when none are waiting
+        or the connection closed (then ``self.sock`` is None)."""
         try:
-            while True:
-                n = _recv_into_nowait(sock, scratch)  # keeps the GIL, as _send_all
-                if n < 0:
-                    break
-                if not n:
-                    self.close(errors.KafkaConnectionError(f"node {self.node_id} closed the connection"))
-                    return 0
-                rbuf += scratch[:n]
-                if n < RECV_BYTES:
-                    break
-        except (BlockingIOError, InterruptedError):
-            pass
+            n = _recv_into_nowait(self.sock, buffer)  # keeps the GIL, as _send_all
+        except InterruptedError:
+            return 0
         except OSError as exc:
             self.close(errors.KafkaConnectionError(f"recv from node {self.node_id} failed: {exc}"))
             return 0
-        done = 0
-        position = 0
-        length = len(rbuf)
-        while length - position >= 4:
-            (size,) = _SIZE.unpack_from(rbuf, position)
-            if size < 4 or size > MAX_RESPONSE_BYTES:
-                self.close(errors.CorruptMessageError(f"bad response size {size} from node {self.node_id}"))  # noqa: F821
-                return done
-            if length - position - 4 < size:
-                break
-            frame = bytes(rbuf[position + 4: position + 4 + size])
-            position += 4 + size
-            self._dispatch(frame)
-            done += 1
-            if self.sock is None:
-                return done
-        if position:
-            del rbuf[:position]
-        return done
+        if n < 0:
+            return 0
+        if not n:
+            self.close(errors.KafkaConnectionError(f"node {self.node_id} closed the connection"))
+        return n
 
     def _dispatch(self, frame: bytes) -> None:
         (correlation_id,) = _RESPONSE_CORRELATION.unpack_from(frame, 0)

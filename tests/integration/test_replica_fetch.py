@@ -27,6 +27,7 @@ import uuid
 
 import pytest
 
+from kafkapy._core.records_py import decode_records
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.schema.leader_and_isr.v7 import request as lai_req
 from kafkapy.protocol.schema.leader_and_isr.v7 import response as lai_resp
@@ -168,6 +169,17 @@ def _files(broker: BrokerProcess, partition: int = 0):
     return (seg.read_bytes() if seg.exists() else b"", epochs.read_text() if epochs.exists() else "")
 
 
+def _values(segment: bytes) -> list:
+    """The record values of a segment's batches, in order."""
+    values = []
+    position = 0
+    while len(segment) - position >= 12:
+        end = position + 12 + struct.unpack_from(">i", segment, position + 8)[0]
+        values += [record[3] for record in decode_records(segment[position:end])]
+        position = end
+    return values
+
+
 def _same_logs(brokers, partition: int = 0):
     a, b = _files(brokers[1], partition), _files(brokers[2], partition)
     return a[0] and a == b and a
@@ -238,7 +250,7 @@ def test_each_broker_leads_some_partitions_and_follows_the_rest_with_two_fetcher
     assert errors == [None] * 160
     for p in range(8):
         segment, _ = wait_for(lambda p=p: _same_logs(brokers, p), what=f"equal logs of partition {p}")
-        assert segment.count(b"m") == 20
+        assert _values(segment) == [b"m%d" % i for i in range(160) if i % 8 == p]
     # Each follower partition was fetched by the fetcher Kafka's hash gives it.
     for broker_id, b in brokers.items():
         text = b.log_text()
