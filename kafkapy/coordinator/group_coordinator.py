@@ -705,7 +705,8 @@ class GroupCoordinator(ConsumerGroupMixin):
     # ------------------------------------------------------------------ offsets
     def commit_offsets(self, group_id, member_id, group_instance_id, generation_id, offsets,
                        retention_ms=-1, api_version=8) -> dict:
-        """``offsets``: list of ``(topic, partition, offset, leader_epoch, metadata)``.
+        """``offsets``: list of ``(topic, partition, offset, leader_epoch, metadata[,
+        commit_timestamp_ms])``; the commit timestamp (OffsetCommit v1) -1 or absent means now.
         Returns ``{(topic, partition): error_code}``. ``generation_id`` is the
         member epoch for a consumer (KIP-848) group."""
         keys = [(t, p) for t, p, *_ in offsets]
@@ -756,7 +757,7 @@ class GroupCoordinator(ConsumerGroupMixin):
         results = {}
         records = []
         accepted = {}
-        for topic, partition, offset, leader_epoch, metadata in offsets:
+        for topic, partition, offset, leader_epoch, metadata, *commit_ts in offsets:
             key = (topic, partition)
             if metadata is not None and len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
                 results[key] = E.OFFSET_METADATA_TOO_LARGE
@@ -764,7 +765,8 @@ class GroupCoordinator(ConsumerGroupMixin):
             if not self.store.partition_exists(topic, partition):
                 results[key] = E.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            om = OffsetAndMetadata(offset, leader_epoch, metadata or "", now,
+            commit_ms = commit_ts[0] if commit_ts and commit_ts[0] != -1 else now
+            om = OffsetAndMetadata(offset, leader_epoch, metadata or "", commit_ms,
                                    now + retention_ms if retention_ms is not None and retention_ms >= 0 else -1)
             accepted[key] = om
             records.append((encode_offset_key(group.group_id, topic, partition), encode_offset_value(om)))

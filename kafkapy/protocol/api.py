@@ -8,6 +8,11 @@ derived from ``API_TABLE``; nothing else lists versions.
 from v0 because librdkafka before 2.11 (Debian's kcat links 2.0.2) only enables
 message format v2 when Produce v3 *and* the old versions are inside the range,
 but v0-v2 (message format v0/v1) are refused at request time, as Kafka 4 does.
+``own_below``: kio is generated from Kafka 4.x, which dropped the oldest
+versions of some APIs (KIP-896) that Kafka 3.9 still serves; versions below
+it come from kafkapy's own kio-shaped schemas (``kafkapy.protocol.schema``).
+``advertised``: False for an API Kafka 3.9 answers but leaves out of
+ApiVersions (the client-telemetry APIs without a telemetry receiver plugin).
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ class ApiSpec:
     # Where the version modules live: kio's generated schemas, or kafkapy's
     # own (kafkapy.protocol.schema) for the APIs kio lacks.
     package: str = "kio.schema"
+    own_below: int = 0
+    advertised: bool = True
+
+    def _package(self, version: int) -> str:
+        return _OWN_SCHEMAS if version < self.own_below else self.package
 
     @property
     def camel(self) -> str:
@@ -39,12 +49,12 @@ class ApiSpec:
 
     @cache
     def request_class(self, version: int):
-        mod = importlib.import_module(f"{self.package}.{self.module}.v{version}.request")
+        mod = importlib.import_module(f"{self._package(version)}.{self.module}.v{version}.request")
         return getattr(mod, f"{self.camel}Request")
 
     @cache
     def response_class(self, version: int):
-        mod = importlib.import_module(f"{self.package}.{self.module}.v{version}.response")
+        mod = importlib.import_module(f"{self._package(version)}.{self.module}.v{version}.response")
         return getattr(mod, f"{self.camel}Response")
 
     def is_flexible(self, version: int) -> bool:
@@ -54,9 +64,10 @@ class ApiSpec:
 _OWN_SCHEMAS = "kafkapy.protocol.schema"
 
 
-def _spec(key, name, module, lo, hi, served_from=None, owner="worker", package="kio.schema"):
+def _spec(key, name, module, lo, hi, served_from=None, owner="worker", package="kio.schema",
+          own_below=0, advertised=True):
     return ApiSpec(key, name, module, lo, hi, lo if served_from is None else served_from, owner,
-                   package)
+                   package, own_below, advertised)
 
 
 API_TABLE: dict[int, ApiSpec] = {
@@ -68,19 +79,18 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(3, "Metadata", "metadata", 0, 13),
         _spec(10, "FindCoordinator", "find_coordinator", 0, 6),
         _spec(18, "ApiVersions", "api_versions", 0, 4),
-        _spec(19, "CreateTopics", "create_topics", 2, 7),
-        _spec(20, "DeleteTopics", "delete_topics", 1, 6),
+        _spec(19, "CreateTopics", "create_topics", 0, 7, own_below=2),
+        _spec(20, "DeleteTopics", "delete_topics", 0, 6, own_below=1),
         _spec(21, "DeleteRecords", "delete_records", 0, 2),
         _spec(22, "InitProducerId", "init_producer_id", 0, 5),
-        # kio has v2-v4 only (Kafka 3.9's v0-v1 are deprecated).
-        _spec(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 2, 4),
+        _spec(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 0, 4, own_below=2),
         # The ZooKeeper-mode controller's requests (kio lacks them): our own schemas.
         _spec(4, "LeaderAndIsr", "leader_and_isr", 7, 7, package=_OWN_SCHEMAS),
         _spec(5, "StopReplica", "stop_replica", 4, 4, package=_OWN_SCHEMAS),
         _spec(6, "UpdateMetadata", "update_metadata", 8, 8, package=_OWN_SCHEMAS),
         # Group APIs: served by the group-coordinator process.
-        _spec(8, "OffsetCommit", "offset_commit", 2, 9, owner="coordinator"),
-        _spec(9, "OffsetFetch", "offset_fetch", 1, 9, owner="coordinator"),
+        _spec(8, "OffsetCommit", "offset_commit", 0, 9, owner="coordinator", own_below=2),
+        _spec(9, "OffsetFetch", "offset_fetch", 0, 9, owner="coordinator", own_below=1),
         _spec(11, "JoinGroup", "join_group", 0, 9, owner="coordinator"),
         _spec(12, "Heartbeat", "heartbeat", 0, 4, owner="coordinator"),
         _spec(13, "LeaveGroup", "leave_group", 0, 5, owner="coordinator"),
@@ -91,7 +101,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(47, "OffsetDelete", "offset_delete", 0, 0, owner="coordinator"),
         _spec(68, "ConsumerGroupHeartbeat", "consumer_group_heartbeat", 0, 1, owner="coordinator"),
         _spec(69, "ConsumerGroupDescribe", "consumer_group_describe", 0, 1, owner="coordinator"),
-        _spec(32, "DescribeConfigs", "describe_configs", 1, 4),
+        _spec(32, "DescribeConfigs", "describe_configs", 0, 4, own_below=1),
         _spec(33, "AlterConfigs", "alter_configs", 0, 2),
         _spec(35, "DescribeLogDirs", "describe_log_dirs", 1, 4),
         _spec(37, "CreatePartitions", "create_partitions", 0, 3),
@@ -99,6 +109,10 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(60, "DescribeCluster", "describe_cluster", 0, 1),
         _spec(61, "DescribeProducers", "describe_producers", 0, 0),
         _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", 0, 0),
+        # KIP-714 client telemetry, answered as Kafka 3.9 does with no receiver
+        # plugin, which also leaves them out of ApiVersions.
+        _spec(71, "GetTelemetrySubscriptions", "get_telemetry_subscriptions", 0, 0, advertised=False),
+        _spec(72, "PushTelemetry", "push_telemetry", 0, 0, advertised=False),
     )
 }
 

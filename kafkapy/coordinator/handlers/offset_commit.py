@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), v2-v9.
+"""OffsetCommit (key 8), v0-v9.
 
 Contract (Kafka's handleCommitOffsets): a commit with generation -1 and no
 member is accepted for an Empty group (or creates an offsets-only group);
@@ -18,6 +18,19 @@ UNSUPPORTED_VERSION (35) for a consumer-protocol member below v9; an empty
 consumer group takes commits with epoch -1 (admin tools). A positive
 generation/epoch for a group that does not exist is GROUP_ID_NOT_FOUND (69)
 from v9 (ILLEGAL_GENERATION before).
+
+v0-v1 (Kafka 3.9 still serves them; 4.0 dropped them, KIP-896): v1 carries
+a per-partition ``commit_timestamp`` that is stored as the commit time
+(-1: now), so an offsets-only group's offsets expire
+``offsets.retention.minutes`` after it, as Kafka's GroupCoordinatorAdapter
+does; no retention time, so no expire timestamp. v1 with generation -1 and
+no member is the group-less commit above. v0 has no generation or member:
+it is that group-less commit. Kafka 3.9 in ZooKeeper mode writes v0
+offsets to ``/consumers/<group>/offsets/...`` instead of
+``__consumer_offsets`` (and a KRaft broker refuses v0 with
+UNSUPPORTED_VERSION); kafkapy keeps one store, so a v0 commit is read back
+by every OffsetFetch version and, having no member, is refused
+(UNKNOWN_MEMBER_ID) for a group with live members.
 """
 
 API_KEY = 8
@@ -25,15 +38,19 @@ API_KEY = 8
 
 def handle(ctx, request):
     version = ctx.api_version
-    retention_ms = int(request.retention_time) if version <= 4 else -1
+    retention_ms = int(request.retention_time) if 2 <= version <= 4 else -1
     offsets = []
     for topic in request.topics:
         for p in topic.partitions:
             epoch = p.committed_leader_epoch if version >= 6 else -1
-            offsets.append((topic.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
+            commit_ts = p.commit_timestamp if version == 1 else -1
+            offsets.append((topic.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata,
+                            commit_ts))
+    member_id, generation = (request.member_id, request.generation_id_or_member_epoch) if version >= 1 \
+        else ("", -1)
     results = ctx.coordinator.commit_offsets(
-        request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
-        request.generation_id_or_member_epoch, offsets, retention_ms, api_version=version)
+        request.group_id, member_id, request.group_instance_id if version >= 7 else None,
+        generation, offsets, retention_ms, api_version=version)
     topics = []
     for topic in request.topics:
         topics.append({"name": topic.name, "partitions": [

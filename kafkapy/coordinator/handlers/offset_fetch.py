@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), v1-v9.
+"""OffsetFetch (key 9), v0-v9.
 
 Contract (Kafka's handleFetchOffsets): committed offset, leader epoch (v5+)
 and metadata per partition; -1 / "" for partitions without a commit and for
@@ -7,6 +7,11 @@ partition. v8 batches several groups. COORDINATOR_LOAD_IN_PROGRESS (14)
 while loading: per partition in v1, top level from v2, per group in v8.
 ``require_stable`` (v7+) would answer UNSTABLE_OFFSET_COMMIT for pending
 transactional commits; this coordinator takes none, so it has no effect.
+
+v0 (Kafka 3.9 reads it from ZooKeeper, where OffsetCommit v0 wrote; kafkapy
+has one offset store, see offset_commit): a partition without a committed
+offset answers -1, "" and UNKNOWN_TOPIC_OR_PARTITION (3), Kafka's
+OffsetFetchResponse.UNKNOWN_PARTITION, as its ZooKeeper path does.
 """
 
 from kafkapy.protocol.errors import ErrorCode
@@ -26,8 +31,11 @@ def _fetch(ctx, group_id, topics, require_stable, member_id=None, member_epoch=-
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     error, found = ctx.coordinator.fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
     if error and wanted is not None:
-        # v1 has no top-level error: every partition carries it.
+        # v0-v1 have no top-level error: every partition carries it.
         found = [(t, [(p, None, error) for p in parts]) for t, parts in wanted]
+    elif ctx.api_version == 0:
+        found = [(t, [(p, om, e if om is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                      for p, om, e in parts]) for t, parts in found]
     out = [{"name": t, "partitions": [_partition(p, om, e) for p, om, e in parts]} for t, parts in found]
     return error, out
 

@@ -1,6 +1,6 @@
 """ApiVersions (key 18), v0-v4.
 
-Contract: the response lists every API in ``API_TABLE`` with its advertised
+Contract: the response lists every advertised API in ``API_TABLE`` with its
 range. The response header is always v0, even for flexible v3+ (the client
 cannot know the broker's header version before this answer); the worker
 takes care of that. An ApiVersions version outside 0-4 is answered in v0
@@ -23,7 +23,7 @@ def build_response(version: int, error_code: int = ErrorCode.NONE):
         "error_code": int(error_code),
         "api_keys": [
             {"api_key": s.api_key, "min_version": s.min_version, "max_version": s.max_version}
-            for s in sorted(API_TABLE.values(), key=lambda s: s.api_key)
+            for s in sorted(API_TABLE.values(), key=lambda s: s.api_key) if s.advertised
         ],
         "throttle_time": 0,
     })

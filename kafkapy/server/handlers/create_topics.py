@@ -1,4 +1,4 @@
-"""CreateTopics (key 19), v2-v7.
+"""CreateTopics (key 19), v0-v7.
 
 Contract, per topic (Kafka's checks and messages):
 - a name given twice in one request -> INVALID_REQUEST (42) for that name;
@@ -11,8 +11,8 @@ Contract, per topic (Kafka's checks and messages):
   known broker ids (INVALID_REPLICA_ASSIGNMENT, 39); in cluster mode the
   admin manager checks them as Kafka's AdminZkClient does;
 - configs are checked against the topic config table -> INVALID_CONFIG (40);
-- ``validate_only`` runs every check and creates nothing.
-v5+ answers with the partition count, replication factor and the topic's
+- ``validate_only`` (v1+) runs every check and creates nothing.
+v0 answers name and error code only, v1 adds the message, v5+ answers with the partition count, replication factor and the topic's
 configs; v7 with the topic id.
 """
 
@@ -41,7 +41,7 @@ def handle(ctx, request):
             configs = {c.name: c.value for c in topic.configs}
             assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
             info = broker.admin.create_topic(topic.name, num_partitions, configs,
-                                       validate_only=request.validate_only,
+                                       validate_only=ctx.api_version >= 1 and request.validate_only,
                                        replication_factor=topic.replication_factor,
                                        assignments=assignments)
             result.update(topic_id=info.topic_id, num_partitions=info.num_partitions,

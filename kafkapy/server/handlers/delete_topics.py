@@ -1,6 +1,6 @@
-"""DeleteTopics (key 20), v1-v6.
+"""DeleteTopics (key 20), v0-v6.
 
-Contract: v1-v5 name topics; v6 names them or gives topic ids. Standalone,
+Contract: v0-v5 name topics (v0 answers without a throttle time); v6 names them or gives topic ids. Standalone,
 each topic's partitions are removed under their locks (directories renamed
 ``<topic>-<partition>.<id>-delete`` and removed in the background, as Kafka
 does) and it disappears from metadata at once. In cluster mode the topic is

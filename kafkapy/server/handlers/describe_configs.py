@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32), v1-v4.
+"""DescribeConfigs (key 32), v0-v4.
 
 Contract, per resource (Kafka's ConfigAdminManager.describeConfigs):
 - TOPIC (2): every topic key with its value — the topic's override
@@ -14,6 +14,11 @@ Contract, per resource (Kafka's ConfigAdminManager.describeConfigs):
   names are left out). Synonyms are sent only with ``include_synonyms``
   (most specific first), documentation only with ``include_documentation``
   (v3+), ``config_type`` from v3. Sensitive (password) values are null.
+- v0 has ``is_default`` instead of a source: true when the value is not
+  set on the resource itself, as Kafka 1.x answered (a topic's value not
+  overridden on the topic; a broker's value from Kafka's default), which is
+  how the Java client reads v0 back into a source. Kafka 3.9 leaves the
+  field false on every entry (its ConfigHelper never sets it).
 """
 
 from kafkapy.protocol.errors import ErrorCode
@@ -22,6 +27,7 @@ from kafkapy.protocol.topics import TopicError, topic_name_error
 
 API_KEY = 32
 TOPIC, BROKER = 2, 4
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's ConfigSource ids
 
 
 def handle(ctx, request):
@@ -48,6 +54,8 @@ def handle(ctx, request):
             configs.append({
                 "name": e.name, "value": e.value, "read_only": e.read_only,
                 "config_source": e.source, "is_sensitive": e.is_sensitive,
+                "is_default": e.source == DEFAULT_CONFIG
+                or (resource.resource_type == TOPIC and e.source != DYNAMIC_TOPIC_CONFIG),
                 "synonyms": [{"name": n, "value": v, "source": src} for n, v, src in e.synonyms]
                 if include_synonyms else [],
                 "config_type": e.config_type,

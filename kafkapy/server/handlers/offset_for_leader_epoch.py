@@ -1,4 +1,4 @@
-"""OffsetForLeaderEpoch (key 23), v2-v4: where a leader epoch ends in the
+"""OffsetForLeaderEpoch (key 23), v0-v4: where a leader epoch ends in the
 leader's log (Kafka's ReplicaManager.lastOffsetForLeaderEpoch; consumers
 use it to detect truncation after a leader change, KIP-320).
 
@@ -8,7 +8,7 @@ Contract, per partition:
   (a follower, or no role yet) -> NOT_LEADER_OR_FOLLOWER (6); one another
   broker hosts -> NOT_LEADER_OR_FOLLOWER; an unknown one ->
   UNKNOWN_TOPIC_OR_PARTITION (3).
-- ``current_leader_epoch`` (-1: no check) is checked first, as Kafka's
+- ``current_leader_epoch`` (v2+; -1 or absent: no check) is checked first, as Kafka's
   getLocalLog: older than the partition's -> FENCED_LEADER_EPOCH (74),
   newer -> UNKNOWN_LEADER_EPOCH (75).
 - Otherwise ``leader_epoch`` and ``end_offset`` are Kafka's endOffsetFor over
@@ -16,7 +16,9 @@ Contract, per partition:
   largest epoch not above the one asked with the start of the next epoch as
   its end (the latest epoch ends at the log end offset); -1/-1 when it is
   undefined (an epoch above the latest, or -1). Errors answer -1/-1.
-- kio has no schemas for v0-v1 (deprecated in Kafka 3.x), so v2 is the lowest.
+- v0 answers the end offset without its leader epoch, v1 with it; both are
+  computed as above. kio has no schemas for v0-v1 (KIP-896 dropped them in
+  4.0): ours are in kafkapy.protocol.schema.
 """
 
 from kafkapy.protocol.errors import ErrorCode
@@ -36,7 +38,7 @@ def handle(ctx, request):
             if partition is None:
                 code = replica_manager.unhosted_error(topic.topic, p.partition)
             else:
-                code = partition.check_leader(p.current_leader_epoch)
+                code = partition.check_leader(p.current_leader_epoch if ctx.api_version >= 2 else -1)
                 if code == ErrorCode.NONE:
                     epoch, end_offset = partition.last_offset_for_leader_epoch(p.leader_epoch)
             partitions.append({"error_code": code, "partition": p.partition, "leader_epoch": epoch,

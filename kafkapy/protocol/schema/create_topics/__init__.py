@@ -1,0 +1,1 @@
+"""create_topics: the Kafka 3.9 versions kio lacks (written for kafkapy; see the version modules)."""

@@ -1,0 +1,7 @@
+from .request import DescribeConfigsRequest
+from .response import DescribeConfigsResponse
+
+__all__ = (
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
+)

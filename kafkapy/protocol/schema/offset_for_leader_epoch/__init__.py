@@ -1,0 +1,1 @@
+"""offset_for_leader_epoch: the Kafka 3.9 versions kio lacks (written for kafkapy; see the version modules)."""

@@ -1,0 +1,441 @@
+"""Every API key and every version in the API table, as raw frames against a
+real standalone broker.
+
+For each (key, version) a minimal valid request is built from a plain dict
+with the version's schema (kio's, or kafkapy's own for the versions kio
+lacks), framed with the request header of that version (v2 for flexible
+versions, v1 otherwise) and sent on its own connection. The answer must
+carry the request's correlation id, decode at that version with the
+response header Kafka uses for it (v1 for flexible versions; ApiVersions
+always v0) leaving no byte over, and carry what a Kafka 3.9 broker answers
+to that request: NONE where the request can succeed, else the error Kafka
+gives (STALE_CONTROLLER_EPOCH for controller requests to a broker that has
+no controller, UNKNOWN_MEMBER_ID for a heartbeat of an unknown group, ...),
+with the fields that show it was acted on (offsets, committed values, ids).
+
+The table of cases is complete by construction: a key of the API table
+without a case fails ``test_every_api_has_a_case``. Unadvertised APIs
+(``ApiSpec.advertised`` False) are swept too: Kafka answers them when sent.
+One broker serves the whole module.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clients_support import module_broker  # noqa: E402
+
+from kafkapy._core.records_py import build_batch  # noqa: E402
+from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY  # noqa: E402
+from kafkapy.protocol.codec import decode, encode_to_bytes  # noqa: E402
+from kafkapy.protocol.entities import construct  # noqa: E402
+from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from support.rawclient import RawClient, encode_request_header_v1  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+TIMEOUT_S = 15.0
+TOPIC = "sweep"
+GROUP = "sweep-group"  # an offsets-only group with offset COMMITTED on TOPIC-0
+COMMITTED = 1
+RECORDS = 3  # records in TOPIC-0 before the sweep
+ZERO_UUID = uuid.UUID(int=0)
+PRODUCE_V3 = 3
+
+
+class Sweep:
+    """The module's broker and what the fixture learnt about it."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.correlation_id = 100
+        self.topic_id = ZERO_UUID
+
+    def call(self, api_key: int, version: int, data: dict):
+        """One request on its own connection -> the decoded response."""
+        spec = API_TABLE[api_key]
+        request = construct(spec.request_class(version), data)
+        body = encode_to_bytes(request)
+        flexible = spec.is_flexible(version)
+        raw = self.call_raw(api_key, version, (b"\x00" if flexible else b"") + body)
+        if flexible and api_key != API_VERSIONS_KEY:
+            assert raw[0] == 0, f"{spec.name} v{version}: response header tags {raw[0]}"
+            raw = raw[1:]
+        response, end = decode(spec.response_class(version), memoryview(raw), 0)
+        assert end == len(raw), f"{spec.name} v{version}: {len(raw) - end} bytes left after the body"
+        assert response.__version__ == version
+        return response
+
+    def call_raw(self, api_key: int, version: int, body: bytes) -> bytes:
+        """Frame ``body`` behind a request header v1 (the caller adds v2's tag
+        byte); returns the response after the correlation id."""
+        self.correlation_id += 1
+        cid = self.correlation_id
+        payload = encode_request_header_v1(api_key, version, cid) + body
+        with RawClient.connect(self.broker.bootstrap, timeout_s=TIMEOUT_S) as client:
+            client.send(struct.pack(">i", len(payload)) + payload)
+            return client.recv_response(cid, TIMEOUT_S)  # checks the correlation id
+
+
+def _batch(n: int = 1) -> bytes:
+    now = int(time.time() * 1000)
+    return bytes(build_batch([(b"k%d" % i, b"v%d" % i, [], now) for i in range(n)]))
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    with module_broker(tmp_path_factory, {"group.initial.rebalance.delay.ms": 0,
+                                          "num.io.threads": 2}) as broker:
+        s = Sweep(broker)
+        created = s.call(19, 7, {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 1}],
+                                 "timeout": 10000})
+        assert created.topics[0].error_code == E.NONE
+        s.topic_id = created.topics[0].topic_id
+        produced = s.call(0, 9, {"acks": 1, "timeout": 10000, "topic_data": [
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": _batch(RECORDS)}]}]})
+        assert produced.responses[0].partition_responses[0].error_code == E.NONE
+        # The first FindCoordinator creates __consumer_offsets; the coordinator
+        # answers COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS until it has it.
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            found = s.call(10, 3, {"key": GROUP, "key_type": 0})
+            committed = s.call(8, 2, {"group_id": GROUP, "member_id": "", "topics": [
+                {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": COMMITTED,
+                                                "committed_metadata": "m"}]}]})
+            code = committed.topics[0].partitions[0].error_code
+            if found.error_code == E.NONE and code == E.NONE:
+                break
+            assert time.monotonic() < deadline, f"coordinator not ready: {found.error_code}, {code}"
+            time.sleep(0.2)
+        yield s
+
+
+# -- the cases: (request dict for a version, check of its response) --------------------
+
+def _produce(s, v):
+    data = {"acks": 1, "timeout": 10000, "transactional_id": None, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": _batch()}]}]}
+    if v < PRODUCE_V3:
+        # Produce v0-v2 (message format v0/v1) have no kio schema: the body is
+        # v3's without the transactional id. Kafka 4's answer (and ours):
+        # UNSUPPORTED_VERSION per partition, base offset -1.
+        body = encode_to_bytes(construct(API_TABLE[0].request_class(3), data))[2:]
+        raw = s.call_raw(0, v, body)
+        (n_topics,) = struct.unpack_from(">i", raw, 0)
+        (name_len,) = struct.unpack_from(">h", raw, 4)
+        pos = 6 + name_len
+        (n_parts,) = struct.unpack_from(">i", raw, pos)
+        index, code, base_offset = struct.unpack_from(">ihq", raw, pos + 4)
+        assert (n_topics, raw[6:pos].decode(), n_parts, index) == (1, TOPIC, 1, 0)
+        assert (code, base_offset) == (E.UNSUPPORTED_VERSION, -1)
+        assert len(raw) == pos + 4 + 14 + (8 if v >= 2 else 0) + (4 if v >= 1 else 0)
+        return
+    r = s.call(0, v, data)
+    (p,) = r.responses[0].partition_responses
+    assert (r.responses[0].name, p.index, p.error_code) == (TOPIC, 0, E.NONE)
+    assert p.base_offset >= RECORDS
+
+
+def _fetch(s, v):
+    r = s.call(1, v, {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                      "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                          {"topic": TOPIC, "topic_id": s.topic_id, "partitions": [
+                              {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                               "current_leader_epoch": -1, "log_start_offset": -1}]}],
+                      "forgotten_topics_data": [], "rack_id": ""})
+    assert getattr(r, "error_code", E.NONE) == E.NONE
+    (p,) = r.responses[0].partitions
+    assert (p.partition_index, p.error_code) == (0, E.NONE)
+    assert p.high_watermark >= RECORDS and len(p.records) > 0
+
+
+def _list_offsets(s, v):
+    r = s.call(2, v, {"replica_id": -1, "isolation_level": 0, "timeout": 10000, "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
+    (p,) = r.topics[0].partitions
+    assert (p.partition_index, p.error_code) == (0, E.NONE)
+    assert p.offset >= RECORDS
+
+
+def _metadata(s, v):
+    r = s.call(3, v, {"topics": [{"name": TOPIC, "topic_id": ZERO_UUID}], "allow_auto_topic_creation": False,
+                      "include_cluster_authorized_operations": False,
+                      "include_topic_authorized_operations": False})
+    (t,) = r.topics
+    assert (t.name, t.error_code, [p.partition_index for p in t.partitions]) == (TOPIC, E.NONE, [0])
+    assert [b.node_id for b in r.brokers] == [t.partitions[0].leader_id]
+
+
+def _stale_controller(api_key):
+    # A standalone broker has no controller: every controller request is
+    # from a stale one (Kafka: STALE_CONTROLLER_EPOCH).
+    def case(s, v):
+        r = s.call(api_key, v, {"controller_id": 0, "controller_epoch": 0, "broker_epoch": -1,
+                                "topic_states": [], "live_leaders": [], "live_brokers": []})
+        assert r.error_code == E.STALE_CONTROLLER_EPOCH
+    return case
+
+
+def _offset_commit(s, v):
+    r = s.call(8, v, {"group_id": f"sweep-commit-{v}", "generation_id_or_member_epoch": -1, "member_id": "",
+                      "retention_time": -1, "topics": [{"name": TOPIC, "partitions": [
+                          {"partition_index": 0, "committed_offset": 2, "commit_timestamp": -1,
+                           "committed_metadata": ""}]}]})
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] \
+        == [(TOPIC, [(0, E.NONE)])]
+
+
+def _offset_fetch(s, v):
+    topics = [{"name": TOPIC, "partition_indexes": [0]}]
+    r = s.call(9, v, {"group_id": GROUP, "topics": topics, "require_stable": False,
+                      "groups": [{"group_id": GROUP, "topics": topics}]})
+    if v >= 8:
+        (g,) = r.groups
+        assert (g.group_id, g.error_code) == (GROUP, E.NONE)
+        topics_out = g.topics
+    else:
+        assert getattr(r, "error_code", E.NONE) == E.NONE
+        topics_out = r.topics
+    (p,) = topics_out[0].partitions
+    assert (topics_out[0].name, p.partition_index, p.error_code) == (TOPIC, 0, E.NONE)
+    assert (p.committed_offset, p.metadata) == (COMMITTED, "m")
+
+
+def _find_coordinator(s, v):
+    r = s.call(10, v, {"key": GROUP, "key_type": 0, "coordinator_keys": [GROUP]})
+    if v >= 4:
+        (c,) = r.coordinators
+        assert (c.key, c.error_code, c.port) == (GROUP, E.NONE, s.broker.port)
+    else:
+        assert (r.error_code, r.port) == (E.NONE, s.broker.port)
+
+
+def _join_group(s, v):
+    r = s.call(11, v, {"group_id": f"sweep-join-{v}", "session_timeout": 10000, "rebalance_timeout": 10000,
+                       "member_id": "", "protocol_type": "consumer",
+                       "protocols": [{"name": "range", "metadata": b""}]})
+    if v >= 4:
+        # KIP-394: a member without an id gets one and must join again.
+        assert r.error_code == E.MEMBER_ID_REQUIRED and r.member_id
+    else:
+        assert r.error_code == E.NONE and r.member_id == r.leader and r.generation_id == 1
+
+
+def _heartbeat(s, v):
+    r = s.call(12, v, {"group_id": "sweep-nogroup", "generation_id": 1, "member_id": "m"})
+    assert r.error_code == E.UNKNOWN_MEMBER_ID
+
+
+def _leave_group(s, v):
+    r = s.call(13, v, {"group_id": "sweep-nogroup", "member_id": "m", "members": [{"member_id": "m"}]})
+    if v >= 3:
+        assert r.error_code == E.NONE
+        assert [(m.member_id, m.error_code) for m in r.members] == [("m", E.UNKNOWN_MEMBER_ID)]
+    else:
+        assert r.error_code == E.UNKNOWN_MEMBER_ID
+
+
+def _sync_group(s, v):
+    r = s.call(14, v, {"group_id": "sweep-nogroup", "generation_id": 1, "member_id": "m",
+                       "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
+    assert r.error_code == E.UNKNOWN_MEMBER_ID
+
+
+def _describe_groups(s, v):
+    r = s.call(15, v, {"groups": [GROUP], "include_authorized_operations": False})
+    (g,) = r.groups
+    assert (g.group_id, g.error_code, g.group_state, list(g.members)) == (GROUP, E.NONE, "Empty", [])
+
+
+def _list_groups(s, v):
+    r = s.call(16, v, {"states_filter": [], "types_filter": []})
+    assert r.error_code == E.NONE
+    assert GROUP in {g.group_id for g in r.groups}
+
+
+def _api_versions(s, v):
+    r = s.call(18, v, {"client_software_name": "sweep", "client_software_version": "1"})
+    assert r.error_code == E.NONE
+    advertised = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
+    assert advertised == {k: (spec.min_version, spec.max_version)
+                          for k, spec in API_TABLE.items() if spec.advertised}
+
+
+def _create_topics(s, v):
+    name = f"sweep-create-{v}"
+    r = s.call(19, v, {"topics": [{"name": name, "num_partitions": 2, "replication_factor": 1}],
+                       "timeout": 10000, "validate_only": False})
+    (t,) = r.topics
+    assert (t.name, t.error_code) == (name, E.NONE)
+    again = s.call(19, v, {"topics": [{"name": name, "num_partitions": 2, "replication_factor": 1}],
+                           "timeout": 10000})
+    assert again.topics[0].error_code == E.TOPIC_ALREADY_EXISTS
+
+
+def _delete_topics(s, v):
+    name = f"sweep-delete-{v}"
+    created = s.call(19, 7, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}],
+                             "timeout": 10000})
+    assert created.topics[0].error_code == E.NONE
+    r = s.call(20, v, {"topic_names": [name], "topics": [{"name": name, "topic_id": ZERO_UUID}],
+                       "timeout": 10000})
+    (t,) = r.responses
+    assert (t.name, t.error_code) == (name, E.NONE)
+    # Metadata below v4 would auto-create it again (Kafka's rule).
+    gone = s.call(3, 4, {"topics": [{"name": name}], "allow_auto_topic_creation": False})
+    assert gone.topics[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _delete_records(s, v):
+    r = s.call(21, v, {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 0}]}],
+                       "timeout": 10000})
+    (p,) = r.topics[0].partitions
+    assert (p.partition_index, p.error_code, p.low_watermark) == (0, E.NONE, 0)
+
+
+def _init_producer_id(s, v):
+    r = s.call(22, v, {"transactional_id": None, "transaction_timeout": 60000})
+    assert r.error_code == E.NONE and r.producer_id >= 0 and r.producer_epoch == 0
+
+
+def _offset_for_leader_epoch(s, v):
+    r = s.call(23, v, {"replica_id": -1, "topics": [{"topic": TOPIC, "partitions": [
+        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+    (p,) = r.topics[0].partitions
+    assert (p.partition, p.error_code) == (0, E.NONE)
+    # Epoch 0 is the latest: it ends at the log end offset.
+    assert p.end_offset >= RECORDS
+    if v >= 1:
+        assert p.leader_epoch == 0
+
+
+def _describe_configs(s, v):
+    r = s.call(32, v, {"resources": [{"resource_type": 2, "resource_name": TOPIC,
+                                      "configuration_keys": ["retention.ms", "cleanup.policy"]}]})
+    (res,) = r.results
+    assert (res.error_code, res.resource_name) == (E.NONE, TOPIC)
+    assert sorted(c.name for c in res.configs) == ["cleanup.policy", "retention.ms"]
+
+
+def _alter_configs(s, v):
+    r = s.call(33, v, {"resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": [
+        {"name": "retention.ms", "value": str(86400000 + v)}]}], "validate_only": False})
+    assert [(x.error_code, x.resource_name) for x in r.responses] == [(E.NONE, TOPIC)]
+
+
+def _describe_log_dirs(s, v):
+    r = s.call(35, v, {"topics": [{"topic": TOPIC, "partitions": [0]}]})
+    assert getattr(r, "error_code", E.NONE) == E.NONE
+    (d,) = r.results
+    assert d.error_code == E.NONE
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in d.topics] == [(TOPIC, [0])]
+
+
+def _create_partitions(s, v):
+    # The count it has already: Kafka's INVALID_PARTITIONS.
+    r = s.call(37, v, {"topics": [{"name": TOPIC, "count": 1, "assignments": None}], "timeout": 10000,
+                       "validate_only": False})
+    assert [(x.name, x.error_code) for x in r.results] == [(TOPIC, E.INVALID_PARTITIONS)]
+
+
+def _delete_groups(s, v):
+    r = s.call(42, v, {"groups_names": ["sweep-nogroup"]})
+    assert [(x.group_id, x.error_code) for x in r.results] == [("sweep-nogroup", E.GROUP_ID_NOT_FOUND)]
+
+
+def _incremental_alter_configs(s, v):
+    r = s.call(44, v, {"resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": [
+        {"name": "retention.ms", "config_operation": 0, "value": str(86400000 + 10 + v)}]}],
+        "validate_only": False})
+    assert [(x.error_code, x.resource_name) for x in r.responses] == [(E.NONE, TOPIC)]
+
+
+def _offset_delete(s, v):
+    r = s.call(47, v, {"group_id": "sweep-nogroup", "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0}]}]})
+    assert r.error_code == E.GROUP_ID_NOT_FOUND
+
+
+def _describe_cluster(s, v):
+    r = s.call(60, v, {"include_cluster_authorized_operations": False, "endpoint_type": 1})
+    assert r.error_code == E.NONE
+    assert [b.port for b in r.brokers] == [s.broker.port]
+
+
+def _describe_producers(s, v):
+    r = s.call(61, v, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]})
+    (p,) = r.topics[0].partitions
+    assert (p.partition_index, p.error_code) == (0, E.NONE)
+
+
+def _consumer_group_heartbeat(s, v):
+    r = s.call(68, v, {"group_id": f"sweep-cg-{v}", "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                       "rebalance_timeout": 10000, "subscribed_topic_names": [TOPIC],
+                       "topic_partitions": []})
+    assert r.error_code == E.NONE and r.member_epoch >= 1 and r.member_id
+
+
+def _consumer_group_describe(s, v):
+    r = s.call(69, v, {"group_ids": ["sweep-nogroup"], "include_authorized_operations": False})
+    assert [(g.group_id, g.error_code) for g in r.groups] == [("sweep-nogroup", E.GROUP_ID_NOT_FOUND)]
+
+
+def _get_telemetry_subscriptions(s, v):
+    r = s.call(71, v, {"client_instance_id": ZERO_UUID})
+    assert r.error_code == E.NONE and r.client_instance_id != ZERO_UUID
+    assert (list(r.requested_metrics), r.push_interval, r.delta_temporality) == ([], 300000, True)
+
+
+def _push_telemetry(s, v):
+    got = s.call(71, 0, {"client_instance_id": ZERO_UUID})
+    r = s.call(72, v, {"client_instance_id": got.client_instance_id, "subscription_id": got.subscription_id,
+                       "terminating": False, "compression_type": 0, "metrics": b""})
+    assert r.error_code == E.NONE
+
+
+def _describe_topic_partitions(s, v):
+    r = s.call(75, v, {"topics": [{"name": TOPIC}], "response_partition_limit": 2000, "cursor": None})
+    (t,) = r.topics
+    assert (t.name, t.error_code, t.topic_id, [p.partition_index for p in t.partitions]) \
+        == (TOPIC, E.NONE, s.topic_id, [0])
+
+
+CASES = {
+    0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata,
+    4: _stale_controller(4), 5: _stale_controller(5), 6: _stale_controller(6),
+    8: _offset_commit, 9: _offset_fetch, 10: _find_coordinator, 11: _join_group, 12: _heartbeat,
+    13: _leave_group, 14: _sync_group, 15: _describe_groups, 16: _list_groups, 18: _api_versions,
+    19: _create_topics, 20: _delete_topics, 21: _delete_records, 22: _init_producer_id,
+    23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 35: _describe_log_dirs,
+    37: _create_partitions, 42: _delete_groups, 44: _incremental_alter_configs, 47: _offset_delete,
+    60: _describe_cluster, 61: _describe_producers, 68: _consumer_group_heartbeat,
+    69: _consumer_group_describe, 71: _get_telemetry_subscriptions, 72: _push_telemetry,
+    75: _describe_topic_partitions,
+}
+
+def test_every_api_has_a_case():
+    assert sorted(API_TABLE) == sorted(CASES)
+
+
+def test_sweep_every_api_and_version(sweep):
+    """All (key, version) pairs; failures are collected so one run shows them all."""
+    failures = []
+    swept = 0
+    for key in sorted(API_TABLE):
+        spec = API_TABLE[key]
+        for version in range(spec.min_version, spec.max_version + 1):
+            swept += 1
+            try:
+                CASES[key](sweep, version)
+            except Exception as exc:  # noqa: BLE001 - reported below with the pair
+                failures.append(f"{spec.name} v{version}: {type(exc).__name__}: {exc}")
+    assert sweep.broker.running, sweep.broker.log_tail(30)
+    assert not failures, f"{len(failures)} of {swept} failed:\n" + "\n".join(failures)
