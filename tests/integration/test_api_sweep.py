@@ -1,13 +1,10 @@
 """Every API key and every version in the API table, as raw frames against a
 real standalone broker.
 
-For each (key, version) a minimal valid request is built from a plain dict
-with the version's schema (kio's, or kafkapy's own for the versions kio
-lacks), framed with the request header of that version (v2 for flexible
-versions, v1 otherwise) and sent on its own connection. The answer must
-carry the request's correlation id, decode at that version with the
-response header Kafka uses for it (v1 for flexible versions; ApiVersions
-always v0) leaving no byte over, and carry what a Kafka 3.9 broker answers
+For each (key, version) a minimal valid request goes out as raw frames
+(``raw_api``: the version's schema, the header of that version, its own
+connection). The answer must carry the request's correlation id, decode at
+that version leaving no byte over, and carry what a Kafka 3.9 broker answers
 to that request: NONE where the request can succeed, else the error Kafka
 gives (STALE_CONTROLLER_EPOCH for controller requests to a broker that has
 no controller, UNKNOWN_MEMBER_ID for a heartbeat of an unknown group, ...),
@@ -33,16 +30,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from clients_support import module_broker  # noqa: E402
 
+from raw_api import TIMEOUT_S, call, call_raw  # noqa: E402
+
 from kafkapy._core.records_py import build_batch  # noqa: E402
-from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY  # noqa: E402
-from kafkapy.protocol.codec import decode, encode_to_bytes  # noqa: E402
+from kafkapy.protocol.api import API_TABLE  # noqa: E402
+from kafkapy.protocol.codec import encode_to_bytes  # noqa: E402
 from kafkapy.protocol.entities import construct  # noqa: E402
 from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
-from support.rawclient import RawClient, encode_request_header_v1  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
-TIMEOUT_S = 15.0
 TOPIC = "sweep"
 GROUP = "sweep-group"  # an offsets-only group with offset COMMITTED on TOPIC-0
 COMMITTED = 1
@@ -56,33 +53,13 @@ class Sweep:
 
     def __init__(self, broker):
         self.broker = broker
-        self.correlation_id = 100
         self.topic_id = ZERO_UUID
 
     def call(self, api_key: int, version: int, data: dict):
-        """One request on its own connection -> the decoded response."""
-        spec = API_TABLE[api_key]
-        request = construct(spec.request_class(version), data)
-        body = encode_to_bytes(request)
-        flexible = spec.is_flexible(version)
-        raw = self.call_raw(api_key, version, (b"\x00" if flexible else b"") + body)
-        if flexible and api_key != API_VERSIONS_KEY:
-            assert raw[0] == 0, f"{spec.name} v{version}: response header tags {raw[0]}"
-            raw = raw[1:]
-        response, end = decode(spec.response_class(version), memoryview(raw), 0)
-        assert end == len(raw), f"{spec.name} v{version}: {len(raw) - end} bytes left after the body"
-        assert response.__version__ == version
-        return response
+        return call(self.broker.bootstrap, api_key, version, data)
 
     def call_raw(self, api_key: int, version: int, body: bytes) -> bytes:
-        """Frame ``body`` behind a request header v1 (the caller adds v2's tag
-        byte); returns the response after the correlation id."""
-        self.correlation_id += 1
-        cid = self.correlation_id
-        payload = encode_request_header_v1(api_key, version, cid) + body
-        with RawClient.connect(self.broker.bootstrap, timeout_s=TIMEOUT_S) as client:
-            client.send(struct.pack(">i", len(payload)) + payload)
-            return client.recv_response(cid, TIMEOUT_S)  # checks the correlation id
+        return call_raw(self.broker.bootstrap, api_key, version, body)
 
 
 def _batch(n: int = 1) -> bytes:
