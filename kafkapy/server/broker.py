@@ -16,7 +16,10 @@ map) and the files on disk; the parts only cache views of them:
   partition; told of each new metadata generation by the cache;
 * ``admin`` (server/admin_manager.py) — topic creation, deletion, partitions
   and configs;
-* ``producer_id_manager`` (kafkapy.coordinator.transaction) — InitProducerId.
+* ``producer_id_manager`` (kafkapy.coordinator.transaction) — InitProducerId;
+* ``fetch_sessions`` (server/fetch_session.py) — the fetch session cache, one
+  shared mapping for the process tree (the first Broker, the supervisor's,
+  creates it before forking).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kafkapy.coordination.metadata import BrokerInfo, EndPoint
 from kafkapy.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkapy.replication.replica_manager import ReplicaManager
 from kafkapy.server.admin_manager import AdminManager
+from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.metadata_cache import MetadataCache
 
 
@@ -49,6 +53,8 @@ class Broker:
         self.metadata_cache.listener = self.replica_manager.update_metadata
         self.admin = AdminManager(self.metadata_cache, self.store, table, log_manager, self.broker_id)
         self.producer_id_manager = ProducerIdManager(self.broker_id, self.store, table)
+        # Shared by the process tree: created by the supervisor's Broker before it forks.
+        self.fetch_sessions = FetchSessionCache.for_config(config)
 
     @property
     def config(self):

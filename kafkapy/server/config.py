@@ -408,6 +408,11 @@ _BROKER_KEYS = [
        "Most connections accepted from one IP address."),
     _k("fetch.max.bytes", INT, 57671680, _at_least(1024), MEDIUM, _SOCKET,
        "Largest number of bytes returned for one Fetch request."),
+    _k("max.incremental.fetch.session.cache.slots", INT, 1000, _at_least(0), MEDIUM, _SOCKET,
+       "Most incremental fetch sessions (KIP-227) kept, in 8 shards of slots/8."),
+    # Kafka's fixed MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (KIP-227 named it a config).
+    _k("min.incremental.fetch.session.eviction.ms", LONG, 120000, _at_least(0), LOW, _SOCKET,
+       "A fetch session unused this long may be evicted by any new one."),
     # --- Log Basics
     _k("log.dirs", LIST, None, None, HIGH, _LOG,
        "Comma-separated directories holding the partition logs; log.dir is used if unset."),

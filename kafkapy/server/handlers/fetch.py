@@ -1,10 +1,16 @@
-"""Fetch (key 1), v4-v12, sessionless, with long polling.
+"""Fetch (key 1), v4-v17, with fetch sessions (KIP-227) and long polling.
 
 Contract:
 - Each partition is read from ``fetch_offset`` up to the high watermark
   (read_uncommitted) or the last stable offset (read_committed; equal to the
   high watermark until transactions exist). A fetch from the middle of a batch
   returns that whole batch; clients skip the records before their offset.
+- Topics: by name up to v12, by topic id from v13 (KIP-516; resolved through
+  the metadata, as Metadata v10+ answers them; an unknown id answers
+  UNKNOWN_TOPIC_ID (100) for each of its partitions, and v13+ answers carry
+  topic ids, not names). v15 moves ``replica_id`` into ``replica_state``
+  (KIP-903); v17's ``replica_directory_id`` (KIP-853) and v12's
+  ``cluster_id`` are accepted and not used.
 - Byte limits: ``partition_max_bytes`` per partition and ``max_bytes`` in
   total, except that the first non-empty partition returns at least its first
   whole batch (KIP-74), so a batch larger than the limits cannot stall a
@@ -15,12 +21,18 @@ Contract:
   has not passed, the request becomes a ``DelayedFetch`` (replication.purgatory)
   watching each partition's high watermark for a value past the one read; its
   processor parks it and runs the fetch again when an append moves a watched
-  high watermark or the deadline passes. Any partition error answers at once.
+  high watermark or the deadline passes. A read error answers at once; the
+  metadata errors (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION: Kafka's
+  "erroneous" partitions, never read) only when nothing else is readable.
 - Errors per partition: OFFSET_OUT_OF_RANGE (1), UNKNOWN_TOPIC_OR_PARTITION (3)
   (a partition another broker hosts: NOT_LEADER_OR_FOLLOWER, ``unhosted_error``),
   and ``Partition.check_leader``'s NOT_LEADER_OR_FOLLOWER (6) /
   FENCED_LEADER_EPOCH (74) / UNKNOWN_LEADER_EPOCH (75) against
   ``current_leader_epoch`` (v9+; -1 = no check). Standalone they never occur.
+  From v16 (KIP-951) a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+  partition carries ``current_leader`` {leader_id, leader_epoch} (the local
+  partition's role, else the metadata's; -1/-1 unknown) and the answer lists
+  that leader's endpoint in ``node_endpoints`` (when it is a live broker).
 - A follower's fetch (replica_id >= 0, Kafka's replica fetcher) goes to the
   leader too (Kafka's Partition.fetchRecords for a follower): a replica not
   assigned to the partition gets UNKNOWN_LEADER_EPOCH when it sent its
@@ -37,30 +49,56 @@ Contract:
   for acks=all, a consumer's DelayedFetch), as an append wakes them. It
   reads up to the log end offset; parked, it waits for the log end offset to
   pass its fetch offset. A consumer's fetch pays one int compare for all this.
-- Fetch sessions (KIP-227, v7+): kafkapy creates none. A request for a new
-  session (epoch 0) gets session id 0, which tells the client to keep sending
-  full fetches; a request in an existing session gets
-  FETCH_SESSION_ID_NOT_FOUND (70), as Kafka answers for an evicted session.
+- Fetch sessions (KIP-227, v7+; Kafka's FetchManager.newContext), by
+  ``(session_id, session_epoch)``:
+  * epoch -1 (FINAL): sessionless; a session id given is closed first.
+  * epoch 0 (INITIAL): a full fetch that closes the session named (if any)
+    and, when answered, creates a new one holding every partition of the
+    answer, in its order (``server.fetch_session``): its id is the answer's
+    ``session_id``, 0 when the cache had no room (the client stays
+    sessionless). Followers' sessions are privileged in eviction.
+  * epoch > 0: incremental. An unknown session id answers
+    FETCH_SESSION_ID_NOT_FOUND (70), another epoch than the session's
+    INVALID_FETCH_SESSION_EPOCH (71), a session of topic ids fetched below
+    v13 or the reverse FETCH_SESSION_TOPIC_ID_ERROR (106), each with no
+    partitions and session id 0. Otherwise the request's partitions are
+    added or update the session's fetch parameters, ``forgotten_topics_data``
+    removes partitions, and every partition of the session is read; the
+    answer holds only those with records, another high watermark or log start
+    offset than last sent, an error, or a diverging epoch, and a partition
+    that returned records moves to the end of the session (so others come
+    first next time when ``max_bytes`` cuts). A session left empty is closed
+    and answered sessionless (session id 0). The epoch moves on when the
+    answer is sent (a parked fetch changes nothing until then); a fetch that
+    lost a race with another of the same epoch answers
+    INVALID_FETCH_SESSION_EPOCH.
 """
 
 import dataclasses
+import uuid
 from functools import cache
 
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import DelayedFetch
+from kafkapy.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, Entry
 from kafkapy.server.handlers import _plan
 
 API_KEY = 1
 READ_COMMITTED = 1
 HIGH_WATERMARK = "high_watermark"
 LOG_END_OFFSET = "log_end_offset"  # what a follower's DelayedFetch waits on
+# Errors of partitions Kafka never reads ("erroneous"): they do not end a long poll.
+_METADATA_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+# KIP-951: these answers carry the current leader (v16+).
+_LEADER_MOVED = frozenset((ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH))
 
 
 @cache
 def _response_classes(cls):
     """``(topic class, partition class, partition fields, diverging-epoch
-    class or None)`` of one version's FetchResponse, resolved once per version.
+    class or None, current-leader class or None)`` of one version's
+    FetchResponse, resolved once per version.
 
     The response is built from these classes directly rather than through
     ``construct``'s per-dict walk, which was 18 % of a 16-partition fetch's
@@ -69,16 +107,33 @@ def _response_classes(cls):
     topic_cls = next(n[1] for name, n, _ in _plan(cls) if name == "responses")
     part_cls = next(n[1] for name, n, _ in _plan(topic_cls) if name == "partitions")
     epoch_cls = next((n[1] for name, n, _ in _plan(part_cls) if name == "diverging_epoch"), None)
-    return topic_cls, part_cls, frozenset(f.name for f in dataclasses.fields(part_cls)), epoch_cls
+    leader_cls = next((n[1] for name, n, _ in _plan(part_cls) if name == "current_leader"), None)
+    return (topic_cls, part_cls, frozenset(f.name for f in dataclasses.fields(part_cls)), epoch_cls,
+            leader_cls)
+
+
+_names_of = {}  # id(metadata) -> (metadata, {topic id bytes: name}); one entry, per process
+
+
+def _topic_names(md) -> dict:
+    """``{topic id bytes: name}`` of the metadata (Kafka's topicIdsToNames),
+    built once per metadata object."""
+    cached = _names_of.get(id(md))
+    if cached is None or cached[0] is not md:
+        _names_of.clear()
+        cached = _names_of[id(md)] = (md, {info.topic_id.bytes: name for name, info in md.topics.items()})
+    return cached[1]
 
 
 def _partition(part_cls, fields, index, error_code, high_watermark, log_start_offset,
-               aborted, records, diverging_epoch=None):
+               aborted, records, diverging_epoch=None, current_leader=None):
     kw = {"partition_index": index, "error_code": error_code,
           "high_watermark": high_watermark, "aborted_transactions": aborted,
           "records": records}
     if diverging_epoch is not None:
         kw["diverging_epoch"] = diverging_epoch
+    if current_leader is not None:
+        kw["current_leader"] = current_leader
     # last_stable_offset from v4, log_start_offset from v5,
     # preferred_read_replica from v11: pass only what this version has.
     if "last_stable_offset" in fields:
@@ -90,92 +145,263 @@ def _partition(part_cls, fields, index, error_code, high_watermark, log_start_of
     return part_cls(**kw)
 
 
+def _requested(request, uses_topic_ids: bool) -> list:
+    """The request's partitions as session entries, in request order."""
+    entries = []
+    for topic in request.topics:
+        key = topic.topic_id.bytes if uses_topic_ids else topic.topic
+        for fp in topic.partitions:
+            entries.append(Entry(key, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
+                                 getattr(fp, "current_leader_epoch", -1),
+                                 getattr(fp, "last_fetched_epoch", -1),
+                                 getattr(fp, "log_start_offset", -1), -1, -1))
+    return entries
+
+
+def _updated(session_entries: list, request, uses_topic_ids: bool):
+    """Kafka's FetchSession.update: the session's partitions after the
+    request's (new ones appended, known ones given their new fetch
+    parameters in place) and ``forgotten_topics_data``; None if unchanged."""
+    if not request.topics and not request.forgotten_topics_data:
+        return None
+    entries = list(session_entries)
+    position = {(e.key, e.partition): i for i, e in enumerate(entries)}
+    for new in _requested(request, uses_topic_ids):
+        i = position.get((new.key, new.partition))
+        if i is None:
+            position[(new.key, new.partition)] = len(entries)
+            entries.append(new)
+        else:
+            old = entries[i]
+            entries[i] = new._replace(high_watermark=old.high_watermark,
+                                      local_log_start_offset=old.local_log_start_offset)
+    forgotten = set()
+    for topic in request.forgotten_topics_data:
+        key = topic.topic_id.bytes if uses_topic_ids else topic.topic
+        forgotten.update((key, p) for p in topic.partitions)
+    if forgotten:
+        entries = [e for e in entries if (e.key, e.partition) not in forgotten]
+    return entries
+
+
+def _session_error(cls, code, session_id=0):
+    return cls(throttle_time=0, error_code=int(code), session_id=session_id, responses=())
+
+
 def handle(ctx, request):
-    get_partition = ctx.broker.replica_manager.get_partition
+    broker = ctx.broker
     version = ctx.api_version
     cls = ctx.response_class()
-    topic_cls, part_cls, fields, epoch_cls = _response_classes(cls)
-    if version >= 7 and request.session_id != 0:
-        return cls(throttle_time=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                   session_id=0, responses=())
-    aborted = () if request.isolation_level == READ_COMMITTED else None
+    uses_topic_ids = version >= 13
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    session_id, epoch = (request.session_id, request.session_epoch) if version >= 7 else (0, FINAL_EPOCH)
+    # Sessionless (id 0, epoch -1) is every fetch before v7 and the replica
+    # fetcher's: it never looks at the session cache.
+    sessions = broker.fetch_sessions if session_id or epoch != FINAL_EPOCH else None
+    session = None
+    entries = None  # the session's partitions after this request, if they changed
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id:
+            sessions.remove(session_id)
+        wanted = _requested(request, uses_topic_ids)
+    else:
+        session = sessions.get(session_id)
+        if session is None:
+            return _session_error(cls, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != epoch:
+            return _session_error(cls, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_topic_ids:
+            return _session_error(cls, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        entries = _updated(session.entries, request, uses_topic_ids)
+        wanted = session.entries if entries is None else entries
+        if not wanted:
+            sessions.remove(session_id)
+            return cls(throttle_time=0, error_code=0, session_id=0, responses=())
+
+    results, delayed = _read(ctx, request, wanted, replica_id, version)
+    if delayed is not None:
+        return delayed
+
+    if session is None:
+        if epoch == INITIAL_EPOCH and version >= 7:
+            cached = [e._replace(high_watermark=-1 if r[1] else r[2], local_log_start_offset=r[3])
+                      for e, r in zip(wanted, results)]
+            session_id = sessions.create(ctx.now_ms, replica_id >= 0, uses_topic_ids, cached)
+        else:
+            session_id = 0
+        return _response(ctx, cls, request, wanted, results, session_id)
+
+    # Incremental: answer only what changed (Kafka's CachedPartition.maybeUpdateResponseData).
+    send = []
+    cached = []
+    moved = []
+    changed = entries is not None
+    for e, r in zip(wanted, results):
+        code, high_watermark, log_start_offset, size = r[1], r[2], r[3], r[5]
+        if not (size or code or r[6] is not None or high_watermark != e.high_watermark
+                or log_start_offset != e.local_log_start_offset):
+            cached.append(e)
+            continue
+        send.append((e, r))
+        new_hw = -1 if code else high_watermark
+        if new_hw != e.high_watermark or log_start_offset != e.local_log_start_offset:
+            e = e._replace(high_watermark=new_hw, local_log_start_offset=log_start_offset)
+            changed = True
+        if size:
+            moved.append(e)  # partitions with records go to the end
+            changed = True
+        else:
+            cached.append(e)
+    code = sessions.commit(session, cached + moved if changed else None, ctx.now_ms)
+    if code:
+        return _session_error(cls, code, session.session_id if code == ErrorCode.INVALID_FETCH_SESSION_EPOCH else 0)
+    return _response(ctx, cls, request, [e for e, _ in send], [r for _, r in send], session.session_id)
+
+
+def _read(ctx, request, wanted: list, replica_id: int, version: int):
+    """Read every wanted partition: ``(results, DelayedFetch or None)``;
+    a result is ``(name or None, error code, high watermark, log start
+    offset, records, size, diverging (epoch, end offset) or None,
+    Partition or None)``, one per entry."""
+    broker = ctx.broker
+    replica_manager = broker.replica_manager
+    get_partition = replica_manager.get_partition
+    names = _topic_names(broker.metadata()) if version >= 13 else None
+    has_epoch = version >= 9
     remaining = request.max_bytes
     total = 0
     failed = False
+    readable = False
     watch = {}  # slot -> (field, value): what a DelayedFetch waits for
-    has_epoch = version >= 9
     high_watermark_moved = False  # by a follower's fetch: wake the parked operations
-    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for fp in topic.partitions:
-            partition = get_partition(topic.topic, fp.partition)
-            code = (ctx.broker.replica_manager.unhosted_error(topic.topic, fp.partition) if partition is None
-                    else partition.check_leader(fp.current_leader_epoch if has_epoch else -1))
-            if code:
+    results = []
+    for e in wanted:
+        name = e.key if names is None else names.get(e.key)
+        if name is None:
+            results.append((None, ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"", 0, None, None))
+            continue
+        partition = get_partition(name, e.partition)
+        if partition is None:
+            code = replica_manager.unhosted_error(name, e.partition)
+        else:
+            code = partition.check_leader(e.current_leader_epoch if has_epoch else -1)
+        if code:
+            if code not in _METADATA_ERRORS:
                 failed = True
-                partitions.append(_partition(part_cls, fields, fp.partition, int(code),
-                                             -1, -1, None, b""))
-                continue
-            if replica_id < 0:
-                data, high_watermark, log_start_offset = partition.fetch_records(
-                    fp.fetch_offset, max(0, min(fp.partition_max_bytes, remaining)), total == 0)
-                watch[partition.slot] = (HIGH_WATERMARK, high_watermark + 1)  # moved past what was read
-            else:
-                code, diverging = _check_follower(partition, replica_id, fp, has_epoch, version)
-                if code or diverging is not None:
-                    # An error, or the follower's log diverged: answered at
-                    # once, with no records (Kafka's readRecords).
-                    failed = True
-                    partitions.append(_partition(
-                        part_cls, fields, fp.partition, int(code), partition.high_watermark,
-                        partition.log_start_offset, None, b"",
-                        None if diverging is None else epoch_cls(epoch=diverging[0],
-                                                                 end_offset=diverging[1])))
-                    continue
-                before = partition.high_watermark
-                data, high_watermark, log_start_offset = partition.fetch_records_for_follower(
-                    replica_id, fp.fetch_offset, max(0, min(fp.partition_max_bytes, remaining)),
-                    total == 0, ctx.now_ms)
-                if high_watermark > before:
-                    high_watermark_moved = True
-                watch[partition.slot] = (LOG_END_OFFSET, fp.fetch_offset + 1)
-            if data is None:
+            results.append((name, code, -1, -1, b"", 0, None, partition))
+            continue
+        readable = True
+        max_bytes = max(0, min(e.max_bytes, remaining))
+        if replica_id < 0:
+            data, high_watermark, log_start_offset = partition.fetch_records(
+                e.fetch_offset, max_bytes, total == 0)
+            watch[partition.slot] = (HIGH_WATERMARK, high_watermark + 1)  # moved past what was read
+        else:
+            code, diverging = _check_follower(partition, replica_id, e, has_epoch, version)
+            if code or diverging is not None:
+                # An error, or the follower's log diverged: answered at
+                # once, with no records (Kafka's readRecords).
                 failed = True
-                partitions.append(_partition(part_cls, fields, fp.partition,
-                                             int(ErrorCode.OFFSET_OUT_OF_RANGE),
-                                             high_watermark, log_start_offset, None, b""))
+                results.append((name, code, partition.high_watermark, partition.log_start_offset,
+                                b"", 0, diverging, partition))
                 continue
-            size = data.size
-            total += size
-            remaining -= size
-            partitions.append(_partition(part_cls, fields, fp.partition, 0, high_watermark,
-                                         log_start_offset, aborted,
-                                         RecordsRegions(data.regions, size) if size else b""))
-        topics.append(topic_cls(topic=topic.topic, partitions=tuple(partitions)))
+            before = partition.high_watermark
+            data, high_watermark, log_start_offset = partition.fetch_records_for_follower(
+                replica_id, e.fetch_offset, max_bytes, total == 0, ctx.now_ms)
+            if high_watermark > before:
+                high_watermark_moved = True
+            watch[partition.slot] = (LOG_END_OFFSET, e.fetch_offset + 1)
+        if data is None:
+            failed = True
+            results.append((name, ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark, log_start_offset,
+                            b"", 0, None, partition))
+            continue
+        size = data.size
+        total += size
+        remaining -= size
+        results.append((name, ErrorCode.NONE, high_watermark, log_start_offset,
+                        RecordsRegions(data.regions, size) if size else b"", size, None, partition))
     if high_watermark_moved:
-        ctx.broker.replica_manager.wake_delayed_operations()
-    if not failed and total < request.min_bytes and request.max_wait > 0:
+        replica_manager.wake_delayed_operations()
+    if readable and not failed and total < request.min_bytes and request.max_wait > 0:
         deadline = ctx.deadline_ms or ctx.now_ms + request.max_wait
         if ctx.now_ms < deadline:
-            return DelayedFetch(watch, deadline)
+            return results, DelayedFetch(watch, deadline)
+    return results, None
+
+
+def _response(ctx, cls, request, entries: list, results: list, session_id: int):
+    """The answer for these partitions, consecutive partitions of one topic
+    under one topic entry (Kafka's FetchResponse.of)."""
+    version = ctx.api_version
+    topic_cls, part_cls, fields, epoch_cls, leader_cls = _response_classes(cls)
+    aborted = () if request.isolation_level == READ_COMMITTED else None
+    topics = []
+    partitions = []
+    key = None
+    endpoints = {}
+    md = None
+    for e, (name, code, high_watermark, log_start_offset, records, size, diverging, partition) in zip(
+            entries, results):
+        if e.key != key or not partitions:
+            if partitions:
+                topics.append(_topic(topic_cls, key, version, partitions))
+            key, partitions = e.key, []
+        leader = None
+        if version >= 16 and code in _LEADER_MOVED:
+            md = md or ctx.broker.metadata()
+            leader = _current_leader(cls, md, name, e.partition, partition, endpoints)
+            leader = leader_cls(leader_id=leader[0], leader_epoch=leader[1])
+        partitions.append(_partition(
+            part_cls, fields, e.partition, int(code), high_watermark, log_start_offset,
+            None if code else aborted, records,
+            None if diverging is None else epoch_cls(epoch=diverging[0], end_offset=diverging[1]),
+            leader))
+    if partitions:
+        topics.append(_topic(topic_cls, key, version, partitions))
+    if version >= 16:
+        return cls(throttle_time=0, error_code=0, session_id=session_id, responses=tuple(topics),
+                   node_endpoints=tuple(endpoints.values()))
     if version >= 7:
-        return cls(throttle_time=0, error_code=0, session_id=0, responses=tuple(topics))
+        return cls(throttle_time=0, error_code=0, session_id=session_id, responses=tuple(topics))
     return cls(throttle_time=0, responses=tuple(topics))
 
 
-def _check_follower(partition, replica_id: int, fp, has_epoch: bool, version: int):
+def _topic(topic_cls, key, version: int, partitions: list):
+    if version >= 13:
+        return topic_cls(topic_id=uuid.UUID(bytes=key), partitions=tuple(partitions))
+    return topic_cls(topic=key, partitions=tuple(partitions))
+
+
+def _current_leader(cls, md, name, index: int, partition, endpoints: dict) -> tuple:
+    """KIP-951 (Kafka's getCurrentLeader): ``(leader id, leader epoch)`` of a
+    partition, from its local role when hosted here, else from the metadata
+    (-1, -1 unknown); the leader's endpoint goes into ``endpoints`` when it is
+    a live broker."""
+    if partition is not None and partition.state.replica_count:
+        leader_id, leader_epoch = partition.leader_id, partition.leader_epoch
+    else:
+        state = md.partition_state(name, index) if name is not None else None
+        leader_id, leader_epoch = (state.leader, state.leader_epoch) if state is not None else (-1, -1)
+    broker = md.brokers.get(leader_id)
+    if broker is not None and leader_id not in endpoints:
+        endpoint_cls = next(n[1] for f, n, _ in _plan(cls) if f == "node_endpoints")
+        endpoints[leader_id] = endpoint_cls(node_id=leader_id, host=broker.host, port=broker.port,
+                                            rack=broker.rack)
+    return leader_id, leader_epoch
+
+
+def _check_follower(partition, replica_id: int, entry, has_epoch: bool, version: int):
     """A follower's fetch of one partition before its read: ``(error code,
     None or (epoch, end_offset) of a diverging epoch)`` (the module docstring;
     Kafka's followerReplicaOrThrow, then readRecords' last-fetched-epoch check)."""
     if replica_id not in partition.replicas:
-        sent_epoch = has_epoch and fp.current_leader_epoch >= 0
+        sent_epoch = has_epoch and entry.current_leader_epoch >= 0
         return (ErrorCode.UNKNOWN_LEADER_EPOCH if sent_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER), None
-    if version < 12 or fp.last_fetched_epoch < 0:
+    if version < 12 or entry.last_fetched_epoch < 0:
         return ErrorCode.NONE, None
-    return diverging_epoch(partition.last_offset_for_leader_epoch(fp.last_fetched_epoch),
-                           fp.last_fetched_epoch, fp.fetch_offset, partition.log_start_offset)
+    return diverging_epoch(partition.last_offset_for_leader_epoch(entry.last_fetched_epoch),
+                           entry.last_fetched_epoch, entry.fetch_offset, partition.log_start_offset)
 
 
 def diverging_epoch(epoch_end_offset, last_fetched_epoch: int, fetch_offset: int,

@@ -1,6 +1,8 @@
-"""ListOffsets (key 2), v1-v7.
+"""ListOffsets (key 2), v1-v10.
 
-Contract, per partition (Kafka's special timestamps):
+Contract, per partition (Kafka's special timestamps, each from the version
+that introduced it; a negative timestamp unknown to the request's version
+answers UNSUPPORTED_VERSION (35), as Kafka's timestampMinSupportedVersion):
 - -1 LATEST: the high watermark (read_uncommitted) or last stable offset
   (read_committed; equal until transactions exist); timestamp -1. For a
   replica (replica_id >= 0, a follower's fetcher after OFFSET_OUT_OF_RANGE)
@@ -8,9 +10,16 @@ Contract, per partition (Kafka's special timestamps):
 - -2 EARLIEST: the log start offset; timestamp -1.
 - -3 MAX_TIMESTAMP (v7+): the offset and timestamp of the batch holding the
   largest timestamp; -1/-1 for an empty log.
+- -4 EARLIEST_LOCAL (v8+, KIP-405): with no tiered storage the local log
+  starts at the log start offset: as EARLIEST.
+- -5 LATEST_TIERED (v9+, KIP-1005): nothing is tiered: offset -1,
+  timestamp -1, leader epoch -1 (Kafka's answer without remote storage).
 - t >= 0: the first offset whose timestamp is >= t, via the time index, with
   that batch's timestamp; -1/-1 if none (or if it is not yet below the high
-  watermark). Other negative values: -1/-1.
+  watermark).
+- v10 (Kafka 4.0, KIP-1075) adds ``timeout_ms`` for remote-storage lookups:
+  accepted; nothing here waits.
+- A partition named twice in the request: INVALID_REQUEST (42) for each.
 - Errors: UNKNOWN_TOPIC_OR_PARTITION (3) (a partition another broker hosts:
   NOT_LEADER_OR_FOLLOWER, ``ReplicaManager.unhosted_error``); ``Partition.check_leader``'s
   NOT_LEADER_OR_FOLLOWER (6), FENCED_LEADER_EPOCH (74), UNKNOWN_LEADER_EPOCH
@@ -19,33 +28,55 @@ Contract, per partition (Kafka's special timestamps):
 """
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.replication.partition import LATEST_TIMESTAMP
+from kafkapy.replication.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkapy.server.handlers import construct
 
 API_KEY = 2
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+# Kafka's timestampMinSupportedVersion: the first version that may ask for each.
+_MIN_VERSION = {EARLIEST_TIMESTAMP: 1, LATEST_TIMESTAMP: 1, MAX_TIMESTAMP: 7,
+                EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 
 
 def handle(ctx, request):
     get_partition = ctx.broker.replica_manager.get_partition
-    has_epoch = ctx.api_version >= 4
+    version = ctx.api_version
+    has_epoch = version >= 4
+    seen, duplicates = set(), set()
+    for t in request.topics:
+        for lp in t.partitions:
+            key = (t.name, lp.partition_index)
+            (duplicates if key in seen else seen).add(key)
     topics = []
     for topic in request.topics:
         partitions = []
         for lp in topic.partitions:
-            partition = get_partition(topic.name, lp.partition_index)
-            code = (ctx.broker.replica_manager.unhosted_error(topic.name, lp.partition_index) if partition is None
-                    else partition.check_leader(lp.current_leader_epoch if has_epoch else -1))
+            timestamp = lp.timestamp
+            if (topic.name, lp.partition_index) in duplicates:
+                code = ErrorCode.INVALID_REQUEST
+            elif timestamp < 0 and version < _MIN_VERSION.get(timestamp, 1 << 15):
+                code = ErrorCode.UNSUPPORTED_VERSION
+            else:
+                partition = get_partition(topic.name, lp.partition_index)
+                code = (ctx.broker.replica_manager.unhosted_error(topic.name, lp.partition_index)
+                        if partition is None
+                        else partition.check_leader(lp.current_leader_epoch if has_epoch else -1))
             if code:
                 partitions.append({"partition_index": lp.partition_index, "error_code": code,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            if lp.timestamp == LATEST_TIMESTAMP and request.replica_id >= 0:
+            leader_epoch = partition.leader_epoch
+            if timestamp == LATEST_TIMESTAMP and request.replica_id >= 0:
                 offset, timestamp = partition.log_end_offset, -1
+            elif timestamp == LATEST_TIERED_TIMESTAMP:
+                offset, timestamp, leader_epoch = -1, -1, -1
             else:
-                offset, timestamp = partition.fetch_offset_for_timestamp(lp.timestamp)
+                offset, timestamp = partition.fetch_offset_for_timestamp(
+                    EARLIEST_TIMESTAMP if timestamp == EARLIEST_LOCAL_TIMESTAMP else timestamp)
             partitions.append({"partition_index": lp.partition_index, "error_code": 0,
                                "timestamp": timestamp, "offset": offset,
-                               "leader_epoch": partition.leader_epoch})
+                               "leader_epoch": leader_epoch})
         topics.append({"name": topic.name, "partitions": partitions})
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
 

@@ -1,0 +1,266 @@
+"""Fetch sessions (KIP-227) against a real broker: raw frames for the session
+rules (creation, incremental answers holding only what changed, epochs,
+forgotten partitions, the session errors, long polls, topic-id sessions,
+sessions shared by handler workers, Kafka's eviction), then real clients that
+use sessions: Apache's Java client 3.9 (Fetch v17) and kafka-python (v12).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clients_support import (  # noqa: E402
+    Rec,
+    consume_kafka_python,
+    create_topic,
+    module_broker,
+    produce_confluent,
+)
+from fetch_support import (  # noqa: E402
+    FETCH,
+    Conn,
+    fetch_request,
+    partitions_of,
+    record_count,
+    topic_id,
+)
+
+from kafkapy.server.fetch_session import SESSION_ID_RANGE  # noqa: E402
+from support.java_client import java_client  # noqa: E402,F401
+
+pytestmark = pytest.mark.timeout(180)
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+UNKNOWN_TOPIC_ID = 100
+FETCH_SESSION_TOPIC_ID_ERROR = 106
+
+
+@pytest.fixture(scope="module")
+def kbroker(tmp_path_factory):
+    # Two handler workers: a session created by one must serve the other.
+    with module_broker(tmp_path_factory, {"num.io.threads": 2, "num.network.threads": 2}) as b:
+        yield b
+
+
+def _produce(bootstrap, topic, partition, n, tag="v"):
+    reports = produce_confluent(bootstrap, topic, [Rec(partition, b"k", b"%s-%d" % (tag.encode(), i))
+                                                   for i in range(n)])
+    assert all(err is None for err, _, _ in reports), reports
+
+
+def _summary(response) -> dict:
+    """{(topic, partition): (error, high watermark, records)}"""
+    return {k: (p.error_code, p.high_watermark, record_count(p.records))
+            for k, p in partitions_of(response).items()}
+
+
+def test_full_then_incremental_fetches_answer_only_what_changed(kbroker):
+    b = kbroker.bootstrap
+    create_topic(b, "inc", 4)
+    _produce(b, "inc", 0, 5)
+    _produce(b, "inc", 1, 3)
+    with Conn(b) as c:
+        full = c.call(FETCH, 12, fetch_request(12, [("inc", [(p, 0) for p in range(4)])], epoch=0))
+        assert full.error_code == 0 and full.session_id > 0
+        assert _summary(full) == {("inc", 0): (0, 5, 5), ("inc", 1): (0, 3, 3),
+                                  ("inc", 2): (0, 0, 0), ("inc", 3): (0, 0, 0)}
+        sid = full.session_id
+        # The consumer moved its positions: nothing new, nothing to answer.
+        r = c.call(FETCH, 12, fetch_request(12, [("inc", [(0, 5), (1, 3)])], session_id=sid, epoch=1))
+        assert (r.error_code, r.session_id, r.responses) == (0, sid, ())
+        # New records in partition 2 only: the answer holds partition 2 only.
+        _produce(b, "inc", 2, 2)
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=2))
+        assert (r.error_code, r.session_id) == (0, sid)
+        assert _summary(r) == {("inc", 2): (0, 2, 2)}
+        # Not moving partition 2's offset: its records come again (Kafka's rule).
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=3))
+        assert _summary(r) == {("inc", 2): (0, 2, 2)}
+        # The same epoch again: a duplicate.
+        again = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=3))
+        assert (again.error_code, again.session_id, again.responses) == (INVALID_FETCH_SESSION_EPOCH, 0, ())
+        # Forget partition 2, then write to it and to 3: only 3 is answered.
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=4, forgotten=[("inc", [2])]))
+        assert r.responses == ()
+        _produce(b, "inc", 2, 1)
+        _produce(b, "inc", 3, 1)
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=5))
+        assert _summary(r) == {("inc", 3): (0, 1, 1)}
+        # An added partition of an unknown topic: in every answer, as errors are.
+        for epoch in (6, 7):
+            add = [("no-such-topic", [(0, 0)])] if epoch == 6 else []
+            r = c.call(FETCH, 12, fetch_request(12, add, session_id=sid, epoch=epoch))
+            assert ("no-such-topic", 0) in _summary(r) and _summary(r)[("no-such-topic", 0)][0] == 3
+        # Wrong ids and a closed session.
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid + 1, epoch=1))
+        assert (r.error_code, r.session_id) == (FETCH_SESSION_ID_NOT_FOUND, 0)
+        closed = c.call(FETCH, 12, fetch_request(12, [("inc", [(0, 0)])], session_id=sid, epoch=-1))
+        assert (closed.error_code, closed.session_id) == (0, 0) and _summary(closed)[("inc", 0)][2] == 5
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=8))
+        assert r.error_code == FETCH_SESSION_ID_NOT_FOUND
+        # Sessionless fetches are unchanged.
+        r = c.call(FETCH, 6, fetch_request(6, [("inc", [(0, 0)])]))
+        assert _summary(r) == {("inc", 0): (0, 5, 5)}
+
+
+def test_forgetting_every_partition_closes_the_session(kbroker):
+    b = kbroker.bootstrap
+    create_topic(b, "forget", 1)
+    with Conn(b) as c:
+        sid = c.call(FETCH, 12, fetch_request(12, [("forget", [(0, 0)])], epoch=0)).session_id
+        assert sid > 0
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=1, forgotten=[("forget", [0])]))
+        assert (r.error_code, r.session_id, r.responses) == (0, 0, ())
+        assert c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=2)).error_code == \
+            FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_incremental_long_poll_answers_the_partition_that_got_records(kbroker):
+    b = kbroker.bootstrap
+    create_topic(b, "poll", 3)
+    with Conn(b) as c:
+        sid = c.call(FETCH, 12, fetch_request(12, [("poll", [(p, 0) for p in range(3)])], epoch=0)).session_id
+        assert sid > 0
+        # Nothing to read: the incremental fetch parks for its max wait.
+        started = time.monotonic()
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=1, max_wait_ms=600))
+        assert r.responses == () and time.monotonic() - started >= 0.5
+        # A parked fetch changed nothing: the next epoch is 2. Records arrive while it waits.
+        timer = threading.Timer(0.3, _produce, (b, "poll", 1, 2))
+        timer.start()
+        try:
+            started = time.monotonic()
+            r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=2, max_wait_ms=10000))
+            waited = time.monotonic() - started
+        finally:
+            timer.join()
+        assert _summary(r) == {("poll", 1): (0, 2, 2)} and waited < 5
+
+
+def test_topic_id_sessions_v17(kbroker):
+    b = kbroker.bootstrap
+    create_topic(b, "ids", 2)
+    _produce(b, "ids", 0, 4)
+    with Conn(b) as c:
+        tid = topic_id(c, "ids")
+        unknown = uuid.uuid4()
+        full = c.call(FETCH, 17, fetch_request(17, [(tid, [(0, 0), (1, 0)]), (unknown, [(0, 0)])], epoch=0))
+        assert full.session_id > 0
+        assert _summary(full) == {(tid, 0): (0, 4, 4), (tid, 1): (0, 0, 0), (unknown, 0): (UNKNOWN_TOPIC_ID, -1, 0)}
+        sid = full.session_id
+        # A topic-id session fetched below v13: Kafka's FETCH_SESSION_TOPIC_ID_ERROR.
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=1))
+        assert r.error_code == FETCH_SESSION_TOPIC_ID_ERROR
+        r = c.call(FETCH, 17, fetch_request(17, [(tid, [(0, 4)])], session_id=sid, epoch=1,
+                                             forgotten=[(unknown, [0])]))
+        assert (r.error_code, r.responses) == (0, ())
+        _produce(b, "ids", 1, 1)
+        r = c.call(FETCH, 17, fetch_request(17, [], session_id=sid, epoch=2))
+        assert _summary(r) == {(tid, 1): (0, 1, 1)}
+
+
+def test_sessions_are_shared_by_handler_workers(kbroker):
+    """Four sessions fetched concurrently from four connections each (two
+    processors, two workers): every incremental fetch finds its session and
+    epoch, whichever worker handles it, and every record comes once."""
+    b = kbroker.bootstrap
+    create_topic(b, "shared", 4)
+    errors = []
+    got = {p: 0 for p in range(4)}
+    rounds = 15
+
+    def run(p):
+        conns = [Conn(b) for _ in range(4)]
+        try:
+            r = conns[0].call(FETCH, 12, fetch_request(12, [("shared", [(p, 0)])], epoch=0))
+            sid, offset = r.session_id, 0
+            for epoch in range(1, rounds + 1):
+                _produce(b, "shared", p, 1, tag=f"{p}-{epoch}")
+                r = conns[epoch % 4].call(FETCH, 12, fetch_request(
+                    12, [("shared", [(p, offset)])], session_id=sid, epoch=epoch, max_wait_ms=2000))
+                if r.error_code:
+                    errors.append((p, epoch, r.error_code))
+                    return
+                for (_, _), part in partitions_of(r).items():
+                    n = record_count(part.records)
+                    got[p] += n
+                    offset += n
+        finally:
+            for conn in conns:
+                conn.close()
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert got == {p: rounds for p in range(4)}
+
+
+def test_eviction_follows_kafkas_rules(broker_factory):
+    """8 slots = Kafka's 8 shards of one; a new session takes the next shard
+    and may evict only there: a stale session, or a smaller evictable one."""
+    eviction_ms = 1000
+    b = broker_factory({"max.incremental.fetch.session.cache.slots": 8,
+                        "min.incremental.fetch.session.eviction.ms": eviction_ms})
+    create_topic(b.bootstrap, "ev", 2)
+    one, two = [("ev", [(0, 0)])], [("ev", [(0, 0), (1, 0)])]
+    with Conn(b.bootstrap) as c:
+        def create(topics):
+            return c.call(FETCH, 12, fetch_request(12, topics, epoch=0)).session_id
+
+        sessions = [create(one) for _ in range(8)]
+        assert [s // SESSION_ID_RANGE for s in sessions] == list(range(8))
+        assert create(one) == 0  # shard 0: full, nothing evictable yet
+        time.sleep(eviction_ms / 1000 + 0.2)
+        for s in sessions[1:]:  # used again now: not stale, but older than the eviction time
+            assert c.call(FETCH, 12, fetch_request(12, [], session_id=s, epoch=1)).error_code == 0
+        assert create(one) == 0  # shard 1: same size, not more valuable
+        new = create(two)  # shard 2: two partitions beat one
+        assert new // SESSION_ID_RANGE == 2
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sessions[2], epoch=2))
+        assert r.error_code == FETCH_SESSION_ID_NOT_FOUND
+        # Shard 3's session is left unused past the eviction time: stale.
+        time.sleep(eviction_ms / 1000 + 0.2)
+        for s in sessions[4:]:
+            assert c.call(FETCH, 12, fetch_request(12, [], session_id=s, epoch=2)).error_code == 0
+        assert create(one) // SESSION_ID_RANGE == 3
+        assert c.call(FETCH, 12, fetch_request(12, [], session_id=sessions[3], epoch=2)).error_code == \
+            FETCH_SESSION_ID_NOT_FOUND
+        # Shard 0's session is stale too, but only a creation in its shard evicts it.
+        assert c.call(FETCH, 12, fetch_request(12, [], session_id=sessions[0], epoch=1)).error_code == 0
+
+
+def test_java_client_consumes_through_fetch_sessions(kbroker, java_client):  # noqa: F811
+    """Kafka's own consumer (Fetch v17, topic ids, sessions, ListOffsets v9)
+    reads every record once, in order, while more arrive between its fetches."""
+    b = kbroker.bootstrap
+    create_topic(b, "java-sessions", 6)
+    for p in range(6):
+        _produce(b, "java-sessions", p, 50, tag=f"p{p}")
+    consumed = java_client.consume(b, "java-sessions", "java-sessions-group", 300, timeout_ms=30000)
+    assert consumed.returncode == 0, consumed.describe()
+    offsets = [(r.partition, r.offset) for r in consumed.records]
+    assert len(offsets) == 300 and len(set(offsets)) == 300, consumed.describe()
+    for p in range(6):
+        assert [o for q, o in offsets if q == p] == list(range(50))
+
+
+def test_kafka_python_consumes_through_fetch_sessions(kbroker):
+    """kafka-python 3 keeps a fetch session per broker (Fetch v12)."""
+    b = kbroker.bootstrap
+    create_topic(b, "kp-sessions", 3)
+    for p in range(3):
+        _produce(b, "kp-sessions", p, 40, tag=f"p{p}")
+    got = consume_kafka_python(b, "kp-sessions", {p: 40 for p in range(3)})
+    assert sorted((g.partition, g.offset) for g in got) == [(p, o) for p in range(3) for o in range(40)]
