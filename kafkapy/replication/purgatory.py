@@ -8,7 +8,8 @@ what finishes it. It is plain data (picklable, no references to logs or
 sockets) because the worker that parks it is not the one that completes it:
 the processor owning the connection keeps it in its ``Purgatory``, checks it
 when a wake pipe says high watermarks moved and when its deadline passes,
-and hands it back to the shared request queue, where any worker finishes it.
+and finishes it: a fetch goes back to the shared request queue to run again
+in any worker, a produce is answered by the processor from its results.
 
 * ``DelayedFetch`` completes when ANY watched partition reached its value
   (a consumer fetch: the high watermark moved past the one it saw) or at the
@@ -97,7 +98,7 @@ class DelayedProduce(DelayedOperation):
     log_start_offset, error_message, slot), ...]), ...]`` in request order;
     ``slot`` is -1 for a partition that answers at once (an error), else the
     key of its entry in ``watch``. ``correlation_id``, ``api_version`` say
-    which request this answers (the worker that completes it encodes the
+    which request this answers (the processor that completes it encodes the
     response from them alone).
     """
 

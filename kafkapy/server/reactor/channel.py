@@ -50,16 +50,10 @@ from collections import OrderedDict
 INLINE_MAX_BYTES = 16 * 1024
 
 # processor_id, conn_id, arena offset (-1: the body follows inline), body
-# size, deadline_ms (0, or a parked fetch's deadline when it is re-run, or
-# COMPLETE_DELAYED_PRODUCE), and when it was put (time.monotonic(),
-# system-wide on Linux: the request-queue time of metrics).
+# size, deadline_ms (0, or a parked fetch's deadline when it is re-run), and
+# when it was put (time.monotonic(), system-wide on Linux: the request-queue
+# time of metrics).
 REQUEST = struct.Struct("=HQqIqd")
-# deadline_ms of a descriptor whose body is not a request but a pickled
-# replication.purgatory.DelayedProduce the processor found complete (or
-# expired): the worker answers it from the results it carries. The smallest
-# change that lets any worker finish a parked produce: no new field, and a
-# real deadline is never negative.
-COMPLETE_DELAYED_PRODUCE = -1
 _STOP_PROCESSOR = 0xFFFF
 _STOP = REQUEST.pack(_STOP_PROCESSOR, 0, -1, 0, 0, 0.0)
 _EMPTY = object()

@@ -26,11 +26,12 @@ from collections import OrderedDict, deque
 
 from kafkapy._core.types import FileRegion
 from kafkapy.metrics import probes
-from kafkapy.protocol.api import COORDINATOR_KEYS
+from kafkapy.protocol.api import API_TABLE, COORDINATOR_KEYS
+from kafkapy.protocol.headers import encode_response
 from kafkapy.replication.purgatory import DelayedProduce, Purgatory, from_wire
+from kafkapy.server.handlers.produce import delayed_produce_response
 from kafkapy.server.reactor.channel import (
     CLOSE,
-    COMPLETE_DELAYED_PRODUCE,
     DELAY,
     INLINE_MAX_BYTES,
     NOREPLY,
@@ -442,9 +443,7 @@ class Processor:
             conn.inline = None
             conn.responded_at = time.monotonic()
             if kind == SEND:
-                conn.out.extend(payload)
-                conn.out_pos = 0
-                self._send(conn)
+                self._respond(conn, payload)
             elif kind == NOREPLY:
                 self._request_done(conn)
                 self._unmute(conn)
@@ -452,6 +451,30 @@ class Processor:
                 self._request_done(conn)
                 conn.state = _READ_HEADER
                 self._close(conn)
+
+    def _respond(self, conn: Connection, parts) -> None:
+        conn.out.extend(parts)
+        conn.out_pos = 0
+        self._send(conn)
+
+    def _answer_delayed_produce(self, conn: Connection, op: DelayedProduce) -> None:
+        """Answer a parked produce that is complete or expired, here: its
+        results travel with it and its partitions' fields are in the shared
+        table, so a worker round trip (pickle, queue, wake, response pipe)
+        would add nothing but latency to every acks=all produce. Partitions
+        still short of their offset answer NOT_LEADER_OR_FOLLOWER or
+        REQUEST_TIMED_OUT (``DelayedProduce.final_results``)."""
+        try:
+            response = delayed_produce_response(op, self._read_field)
+            parts = encode_response(op.correlation_id, response, API_TABLE[0].is_flexible(op.api_version))
+        except Exception:
+            log.exception("answering a delayed produce failed; closing %s", conn.peer)
+            conn.state = _READ_HEADER
+            return self._close(conn)
+        probes.request.response_built(0, response)
+        conn.inline = None
+        conn.responded_at = time.monotonic()
+        self._respond(conn, parts)
 
     def _read_field(self, slot: int, field: str) -> int:
         return getattr(self.table.slot(slot), field)
@@ -471,15 +494,9 @@ class Processor:
             self.wake_pipe.add_parked(-1)
             conn = self.conns[conn_id]  # a closed connection's op was cancelled
             if isinstance(op, DelayedProduce):
-                # Any worker answers it from the results it carries.
-                blob = pickle.dumps(op.to_wire(), _PICKLE)
-                conn.size = len(blob)
-                conn.deadline_ms = COMPLETE_DELAYED_PRODUCE
-                if conn.size <= INLINE_MAX_BYTES:
-                    conn.inline = blob
-                else:
-                    conn.inline, conn.parked_body = None, blob
-            elif self.stopping:
+                self._answer_delayed_produce(conn, op)
+                continue
+            if self.stopping:
                 # Answered now with what there is: a fetch re-run before its
                 # deadline would park again, and spin until that deadline.
                 conn.deadline_ms = min(op.deadline_ms, int(now_ms))

@@ -21,7 +21,7 @@ from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
 from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
-from kafkapy.replication.purgatory import DelayedOperation, from_wire
+from kafkapy.replication.purgatory import DelayedOperation
 from kafkapy.server.handlers import (
     HANDLERS,
     CloseConnection,
@@ -29,8 +29,8 @@ from kafkapy.server.handlers import (
     RequestContext,
     api_versions_response,
 )
-from kafkapy.server.handlers.produce import delayed_produce_response, reject_old_version
-from kafkapy.server.reactor.channel import CLOSE, COMPLETE_DELAYED_PRODUCE, DELAY, NOREPLY, SEND
+from kafkapy.server.handlers.produce import reject_old_version
+from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
 
 log = logging.getLogger("kafkapy.request")
 
@@ -162,12 +162,8 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
         started = monotonic()
         probe.waited(started - waited_at)
         buf = req.view(arenas)
-        if req.deadline_ms == COMPLETE_DELAYED_PRODUCE:
-            api_key = 0
-            kind, payload = complete_delayed_produce(broker, buf)
-        else:
-            api_key = int.from_bytes(buf[:2], "big") if req.size >= 2 else -1
-            kind, payload = handle_request(broker, buf, req.deadline_ms)
+        api_key = int.from_bytes(buf[:2], "big") if req.size >= 2 else -1
+        kind, payload = handle_request(broker, buf, req.deadline_ms)
         done = monotonic()
         # A re-run of a parked fetch (deadline_ms set) waited in a processor,
         # not in the queue: its queue time was counted on the first pass.
@@ -177,23 +173,6 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
         probe.maybe_publish(done)
     probes.publish()
     broker.close()
-
-
-def complete_delayed_produce(broker, blob):
-    """Answer a parked produce its processor found complete or expired
-    (``COMPLETE_DELAYED_PRODUCE``): the ``DelayedProduce`` (its pickled
-    ``to_wire()`` tuple) carries
-    the results; partitions whose high watermark is still short of their
-    records answer REQUEST_TIMED_OUT."""
-    try:
-        op = from_wire(pickle.loads(blob))
-        table = broker.table
-        response = delayed_produce_response(op, lambda slot, field: getattr(table.slot(slot), field))
-        flexible = API_TABLE[0].is_flexible(op.api_version)
-        return SEND, encode_response(op.correlation_id, response, flexible)
-    except Exception:
-        log.exception("completing a delayed produce failed; closing the connection")
-        return CLOSE, None
 
 
 def now_ms() -> int:

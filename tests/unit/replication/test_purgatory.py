@@ -178,13 +178,8 @@ def test_a_fetch_is_satisfied_by_any_partition_a_produce_by_all():
     assert (key, expired, len(purgatory)) == ("c", False, 0)
 
 
-def test_a_worker_answers_a_parked_produce_from_the_shared_table(tmp_path):
-    from types import SimpleNamespace
-
-    from kafkapy.protocol.api import API_TABLE
-    from kafkapy.protocol.codec import decode
-    from kafkapy.server.reactor.channel import SEND
-    from kafkapy.server.reactor.worker import complete_delayed_produce
+def test_a_parked_produce_is_answered_from_the_shared_table(tmp_path):
+    from kafkapy.server.handlers.produce import delayed_produce_response
     from kafkapy.storage.shared import SharedPartitionTable
 
     table = SharedPartitionTable(capacity=8, lock_path=str(tmp_path / "locks"))
@@ -192,18 +187,11 @@ def test_a_worker_answers_a_parked_produce_from_the_shared_table(tmp_path):
         done, short = table.allocate(), table.allocate()
         table.slot(done).high_watermark = 10
         table.slot(short).high_watermark = 3
-        op = DelayedProduce({done: (HW, 10), short: (HW, 5)}, 0, 1234, 9, [
-            ("t", [(0, 0, 7, -1, 0, None, done), (1, 0, 2, -1, 0, None, short)])])
-        kind, parts = complete_delayed_produce(SimpleNamespace(table=table),
-                                              pickle.dumps(op.to_wire()))
-        assert kind == SEND
-        frame = b"".join(parts)
-        assert int.from_bytes(frame[4:8], "big") == 1234
-        # v9 is flexible: one tagged-field byte after the correlation id.
-        response, _ = decode(API_TABLE[0].response_class(9), memoryview(frame), 9)
+        op = from_wire(pickle.loads(pickle.dumps(DelayedProduce({done: (HW, 10), short: (HW, 5)}, 0, 1234, 9, [
+            ("t", [(0, 0, 7, -1, 0, None, done), (1, 0, 2, -1, 0, None, short)])]).to_wire())))
+        response = delayed_produce_response(op, lambda slot, field: getattr(table.slot(slot), field))
         [topic] = response.responses
         got = [(p.index, p.error_code, p.base_offset) for p in topic.partition_responses]
-        assert got == [(0, 0, 7), (1, ErrorCode.REQUEST_TIMED_OUT, -1)]
-        assert complete_delayed_produce(SimpleNamespace(table=table), b"junk")[0] != SEND
+        assert topic.name == "t" and got == [(0, 0, 7), (1, ErrorCode.REQUEST_TIMED_OUT, -1)]
     finally:
         table.close()

@@ -2,7 +2,7 @@
 returns (DELAY), re-checks the watched fields right after parking, keeps a
 parked large body out of the arena, hands a complete or expired operation
 back to the request queue (a fetch with its original deadline and its bytes
-restored, a produce as COMPLETE_DELAYED_PRODUCE that any worker answers),
+restored) or answers it itself (a produce, from the results it carries),
 forgets it when the connection closes, and answers everything when stopping.
 The Produce handler parks acks=-1 only while a partition's high watermark
 is short of its records (an ISR with a follower that has not fetched).
@@ -27,7 +27,6 @@ from kafkapy.replication.purgatory import DelayedFetch, DelayedProduce, Purgator
 from kafkapy.server.handlers import NoResponse, RequestContext
 from kafkapy.server.handlers import produce as produce_handler
 from kafkapy.server.reactor.channel import (
-    COMPLETE_DELAYED_PRODUCE,
     DELAY,
     Arena,
     RequestQueue,
@@ -35,7 +34,7 @@ from kafkapy.server.reactor.channel import (
     WakePipe,
 )
 from kafkapy.server.reactor.processor import Connection, Processor
-from kafkapy.server.reactor.worker import complete_delayed_produce, finish_request
+from kafkapy.server.reactor.worker import finish_request
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
 from storage_util import make_batch, open_log, records_of  # noqa: E402
@@ -54,14 +53,17 @@ def processor(table):
     a, b = socket.socketpair()
     p = Processor(0, CONFIG, channel, table, a)
     socks = [a, b]
+    peers = {}  # conn_id -> the client's end of the connection
 
     def connect(body: bytes, in_arena=False):
         """A connection whose request ``body`` is at a worker."""
         s1, s2 = socket.socketpair()
+        s1.setblocking(False)  # as the processor's sockets are
         socks.extend((s1, s2))
         p.next_conn_id += 1
         conn = Connection(p.next_conn_id, s1, "peer")
         p.conns[conn.conn_id] = conn
+        peers[conn.conn_id] = s2
         conn.size = len(body)
         if in_arena:
             conn.arena_off = p.arena.alloc(len(body))
@@ -78,7 +80,14 @@ def processor(table):
         channel.response_pipes[0].send((conn.conn_id, DELAY, op.to_wire()))
         p._on_responses()
 
-    p.connect, p.answer = connect, answer
+    def received(conn, timeout_s=1.0):
+        """The response frame the client end got (size prefix included)."""
+        s = peers[conn.conn_id]
+        s.settimeout(timeout_s)
+        head = s.recv(4, socket.MSG_WAITALL)
+        return head + s.recv(int.from_bytes(head, "big"), socket.MSG_WAITALL)
+
+    p.connect, p.answer, p.received = connect, answer, received
     yield p
     for s in socks:
         s.close()
@@ -156,14 +165,19 @@ def test_stopping_answers_every_parked_operation_now(processor, table):
                                      [("t", [(0, 0, 0, -1, 0, None, slot)])]))
     p.stopping = True
     p._check_delayed(woken=False)
-    got = {r.conn_id: r for r in (p.channel.requests.get(timeout_s=1) for _ in range(2))}
     # The fetch runs again with a deadline already passed: it answers at once.
-    assert now <= got[fetch.conn_id].deadline_ms <= int(time.time() * 1000)
-    assert got[produce.conn_id].deadline_ms == COMPLETE_DELAYED_PRODUCE
+    req = p.channel.requests.get(timeout_s=1)
+    assert req.conn_id == fetch.conn_id and now <= req.deadline_ms <= int(time.time() * 1000)
+    assert p.channel.requests.size() == 0
+    # The produce is answered by the processor: its partition timed out.
+    frame = p.received(produce)
+    response, _ = decode(API_TABLE[0].response_class(9), memoryview(frame), 9)
+    [part] = response.responses[0].partition_responses
+    assert int.from_bytes(frame[4:8], "big") == 9 and part.error_code == ErrorCode.REQUEST_TIMED_OUT
     assert len(p.purgatory) == 0 and _parked_count(p) == 0
 
 
-def test_a_parked_produce_is_answered_by_a_worker_from_its_results(processor, table):
+def test_a_parked_produce_is_answered_by_its_processor_from_its_results(processor, table):
     p = processor
     done, short = table.allocate(), table.allocate()
     table.slot(done).high_watermark = 10
@@ -177,10 +191,9 @@ def test_a_parked_produce_is_answered_by_a_worker_from_its_results(processor, ta
     assert p.arena._live == {} and _parked_count(p) == 1
     table.slot(short).high_watermark = 4
     p._check_delayed(woken=True)
-    req = p.channel.requests.get(timeout_s=1)
-    assert (req.conn_id, req.deadline_ms) == (conn.conn_id, COMPLETE_DELAYED_PRODUCE)
-    kind, parts = complete_delayed_produce(SimpleNamespace(table=table), req.view([p.arena.view]))
-    frame = b"".join(parts)
+    # No worker round trip: nothing goes back to the request queue.
+    assert p.channel.requests.size() == 0 and len(p.purgatory) == 0 and _parked_count(p) == 0
+    frame = p.received(conn)
     response, _ = decode(API_TABLE[0].response_class(9), memoryview(frame), 9)
     got = [(p.index, p.error_code, p.base_offset) for p in response.responses[0].partition_responses]
     assert int.from_bytes(frame[4:8], "big") == 77 and got == [(0, 0, 9), (1, 0, 3)]
