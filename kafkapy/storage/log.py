@@ -34,6 +34,7 @@ from kafkapy._core import load
 from kafkapy._core.types import AppendCheckError, FileRegion
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints, recompress
+from kafkapy.storage.control_records import CorruptRecordError, build_end_txn_marker_batch, parse_end_txn_marker
 from kafkapy.storage.config import LONG_MAX, LogConfig
 from kafkapy.storage.errors import (
     CORRUPT_MESSAGE,
@@ -47,6 +48,7 @@ from kafkapy.storage.errors import (
     StorageError,
 )
 from kafkapy.storage.producer_state import ProducerStateError, ProducerStateManager
+from kafkapy.storage.transaction_index import AbortedTxn, TransactionIndex
 from kafkapy.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -76,6 +78,7 @@ assert FIELD["high_watermark"] == 1 and _F_ACTIVE_BASE_OFFSET == 2 and _F_ACTIVE
 assert _F_UNFLUSHED_MESSAGES == 9 and _F_FIRST_BATCH_TIMESTAMP == 10
 assert _F_SEGMENT_COUNT == _F_GENERATION + 1
 _INT32_MAX = 2**31 - 1
+_CONTROL = 0x20  # v2 batch attributes: control batch (a transaction marker)
 
 logger = logging.getLogger("kafkapy.storage")
 
@@ -396,9 +399,24 @@ class Log:
             self._write_epochs(trimmed)
         state.leader_epoch = trimmed[-1][0] if trimmed else -1
 
-        self._psm = self._psm_factory(self.dir)
+        self._psm = self._new_psm()
         self._psm.truncate(start, log_end_offset)
-        self._psm.load(log_end_offset, self._read_headers_from)
+        if first_recovered is not None:
+            self._rebuild_txn_indexes(first_recovered, log_end_offset)
+        else:
+            self._psm.load(log_end_offset, self._read_headers_from)
+
+    def _rebuild_txn_indexes(self, first_recovered: int, log_end_offset: int) -> None:
+        """After recovery: the ``.txnindex`` of every segment from
+        ``first_recovered`` on, from producer state replayed from the newest
+        snapshot at or below it (Kafka's LogSegment.recover with its
+        producer state). Leaves ``self._psm`` caught up to the log end (the
+        load it replaces)."""
+        for segment in self._segments:
+            if segment.base_offset >= first_recovered:
+                TransactionIndex(self.dir, segment.base_offset).delete()
+        self._psm.rebuild_to(first_recovered, self._read_headers_from)
+        self._psm.catch_up(log_end_offset, self._read_headers_from, self._index_completed_txn)
 
     def _remove_stray_files(self) -> None:
         names = os.listdir(self.dir)
@@ -654,12 +672,14 @@ class Log:
         expected = first_offset
         epochs = []
         latest_epoch = slot[_F_LEADER_EPOCH]
+        control = 0
         for h in headers:
             if h.base_offset < expected:
                 raise OffsetsOutOfOrder(f"{self.dir}: batch at {h.base_offset} after one ending at "
                                         f"{expected - 1}")
             expected = h.base_offset + h.last_offset_delta + 1
             record_count += h.records_count
+            control |= h.attributes & _CONTROL
             max_timestamp = max(max_timestamp, h.max_timestamp)
             if h.partition_leader_epoch > latest_epoch:
                 latest_epoch = h.partition_leader_epoch
@@ -668,10 +688,140 @@ class Log:
             raise RecordError(RECORD_LIST_TOO_LARGE,
                               f"{len(records)} bytes do not fit in a segment of "
                               f"{self._config.segment_bytes} bytes")
+        psm = None
+        if control:
+            # Transaction markers: the aborted-transaction index is written by
+            # whoever appends the marker, from producer state caught up to it.
+            psm = self._producer_state()
+            psm.catch_up(log_end_offset, self._read_headers_from)
         self._write_batches(records, headers, slot, self._clock_ms(), first_offset, expected, record_count,
                             max_timestamp, -1, slot[1], None, epochs)
+        if psm is not None:
+            psm.catch_up(self.state.log_end_offset, self._read_headers_from, self._index_completed_txn)
         return _new_tuple(AppendResult, (first_offset, expected - 1, -1, slot[_F_LOG_START_OFFSET],
                                           record_count, False))
+
+    def append_control_batch(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                             leader_epoch: int, high_watermark_limit: int = -1) -> AppendResult:
+        """Append a transaction's COMMIT or ABORT marker (the transaction
+        coordinator's WriteTxnMarkers, origin coordinator; never from a
+        produce request). Kafka's checks first (RecordError with
+        INVALID_PRODUCER_EPOCH for an older producer epoch,
+        TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch); an
+        aborted transaction with data here gets its ``.txnindex`` entry.
+        ``leader_epoch`` and ``high_watermark_limit`` as in ``append_as_leader``."""
+        slot = self._sync()
+        first_offset = slot[0]
+        psm = self._producer_state()
+        psm.catch_up(first_offset, self._read_headers_from)
+        try:
+            psm.check_end_txn_marker(producer_id, producer_epoch, coordinator_epoch)
+        except ProducerStateError as e:
+            raise RecordError(e.error_code, str(e)) from None
+        now_ms = self._clock_ms()
+        records = memoryview(bytearray(build_end_txn_marker_batch(
+            producer_id, producer_epoch, coordinator_epoch, commit, now_ms)))
+        headers, _end, _error = batch.scan_batches(records, 0, -1, False, -1)
+        log_append_time_ms = now_ms if self._log_append_time else -1
+        epochs = ((leader_epoch, first_offset),) if leader_epoch >= 0 and slot[_F_LEADER_EPOCH] < leader_epoch \
+            else ()
+        self._write_batches(records, headers, slot, now_ms, first_offset, first_offset + 1, 1, now_ms,
+                            log_append_time_ms, max(slot[1], min(first_offset + 1, high_watermark_limit)),
+                            leader_epoch, epochs)
+        psm.catch_up(first_offset + 1, self._read_headers_from, self._index_completed_txn)
+        return _new_tuple(AppendResult, (first_offset, first_offset, log_append_time_ms,
+                                          slot[_F_LOG_START_OFFSET], 1, False))
+
+    def _index_completed_txn(self, completed, last_stable_offset: int) -> None:
+        """``ProducerStateManager.catch_up``'s ``on_completed`` for whoever
+        appended the marker: an aborted transaction goes into the ``.txnindex``
+        of the segment holding its marker."""
+        if completed.is_aborted is None:
+            logger.warning("%s: the marker at offset %d could not be read; its transaction is not indexed",
+                           self.dir, completed.last_offset)
+        if not completed.is_aborted:
+            return
+        segment = self._segments[self._floor_index(completed.last_offset)]
+        TransactionIndex(self.dir, segment.base_offset).append(AbortedTxn(
+            completed.producer_id, completed.first_offset, completed.last_offset, last_stable_offset))
+
+    def _read_marker(self, header):
+        """The EndTxnMarker of the control batch ``header`` (from
+        ``_read_headers_from``: ``position`` is in the segment holding its
+        base offset); None if it cannot be read as one."""
+        segment = self._segments[self._floor_index(header.base_offset)]
+        data = os.pread(segment.fd, header.batch_length + 12, header.position)
+        try:
+            return parse_end_txn_marker(data)
+        except CorruptRecordError as e:
+            logger.warning("%s: control batch at offset %d is not a transaction marker: %s", self.dir,
+                           header.base_offset, e)
+            return None
+
+    # ------------------------------------------------------------------ transactions: LSO, aborted txns
+
+    def last_stable_offset(self) -> int:
+        """Kafka's lastStableOffset: the first offset of the earliest
+        transaction still open (or completed with its marker at or above the
+        high watermark) if it is below the high watermark, else the high
+        watermark. What read_committed fetches and ListOffsets read up to."""
+        slot = self._sync()
+        psm = self._producer_state()
+        psm.catch_up(slot[0], self._read_headers_from)
+        high_watermark = slot[1]
+        first_unstable = psm.first_unstable_offset(high_watermark)
+        return first_unstable if first_unstable is not None and first_unstable < high_watermark \
+            else high_watermark
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Kafka's collectAbortedTransactions: the aborted transactions
+        overlapping [start_offset, upper_bound_offset), from the ``.txnindex``
+        of the segment holding ``start_offset`` and the later ones, in marker
+        order, stopping at an entry whose last stable offset reaches the bound."""
+        self._sync()
+        found = []
+        for segment in self._segments[max(0, self._floor_index(start_offset)):]:
+            entries, complete = TransactionIndex(self.dir, segment.base_offset).collect_aborted_txns(
+                start_offset, upper_bound_offset)
+            found += entries
+            if complete:
+                break
+        return found
+
+    def fetch_upper_bound_offset(self, fetch_data) -> int:
+        """Kafka's upper bound of a fetch's data for its aborted transactions
+        (UnifiedLog.addAbortedTransactions): the offset of the first
+        offset-index entry at or after the end of ``fetch_data`` (from
+        ``read``) in its segment, else the next segment's base offset, else the
+        log end offset."""
+        self._sync()
+        if not fetch_data.regions:
+            return self.state.log_end_offset
+        region = fetch_data.regions[0]
+        for i, segment in enumerate(self._segments):
+            if segment.path == region.path:
+                break
+        else:
+            return self.state.log_end_offset
+        index = segment.offset_index
+        end = region.position + region.length
+        lo, hi = 0, index.entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if index.entry(mid)[1] < end:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < index.entries:
+            return index.entry(lo)[0]
+        return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self.state.log_end_offset
+
+    def aborted_transactions(self, fetch_offset: int, fetch_data) -> list[AbortedTxn]:
+        """What a read_committed Fetch answers beside ``fetch_data`` (``read``
+        at ``fetch_offset``, up to the last stable offset)."""
+        if not fetch_data.regions:
+            return []
+        return self.collect_aborted_transactions(fetch_offset, self.fetch_upper_bound_offset(fetch_data))
 
     def _write_batches(self, records, headers, slot, now_ms, first_offset, next_offset, record_count,
                        max_timestamp, log_append_time_ms, high_watermark, assign_epoch, epochs) -> None:
@@ -1048,6 +1198,7 @@ class Log:
             _, p = active.offset_index.lookup(active.offset_index.last_offset)
             active.bytes_since_last_index_entry = active.size - p if active.offset_index.entries else active.size
         active.truncate_to(offset)
+        TransactionIndex(self.dir, active.base_offset).truncate_to(offset)
         log_end_offset = active.read_next_offset()
         logger.info("%s: truncated to offset %d (log end offset now %d)", self.dir, offset, log_end_offset)
         self._after_truncation(log_end_offset)
@@ -1091,9 +1242,14 @@ class Log:
 
     def _producer_state(self):
         if self._psm is None:
-            self._psm = self._psm_factory(self.dir)
+            self._psm = self._new_psm()
             self._psm.load(self.state.log_end_offset, self._read_headers_from)
         return self._psm
+
+    def _new_psm(self):
+        psm = self._psm_factory(self.dir)
+        psm.read_marker = self._read_marker
+        return psm
 
     def _psm_check(self, psm, header):
         psm.catch_up(self.state.log_end_offset, self._read_headers_from)

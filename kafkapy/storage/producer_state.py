@@ -28,6 +28,19 @@ the map covers, exclusive) use Kafka's format version 1, big-endian::
 As in Kafka, only each producer's *last* batch is written, so after a restart
 a retry of one of the 4 older batches is answered OUT_OF_ORDER_SEQUENCE rather
 than as a duplicate, unless ``catch_up`` re-reads those batches from the log.
+
+Transactions (Kafka's ongoingTxns / unreplicatedTxns): a producer's first
+transactional batch opens its transaction (``current_txn_first_offset``, in
+the snapshot); its COMMIT/ABORT control batch closes it, which makes a
+``CompletedTxn`` that stays "unreplicated" until the high watermark passes
+its marker. The first unstable offset is the smallest first offset of the
+open and the unreplicated transactions; ``Log`` derives the last stable
+offset from it. The marker's coordinator epoch is in its record, not in the
+batch header: ``read_marker`` (set by ``Log``) reads it when catching up.
+Catching up with ``on_completed`` hands every completed transaction to the
+caller with the last stable offset right after it: the appender of a marker
+uses it to write the aborted-transaction index; other workers catching up
+pass nothing, so an entry is written once.
 """
 
 from __future__ import annotations
@@ -46,6 +59,8 @@ __all__ = [
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
     "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
+    "CompletedTxn",
     "CorruptSnapshotError",
     "ProducerStateManager",
     "increment_sequence",
@@ -57,6 +72,7 @@ __all__ = [
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
+TRANSACTION_COORDINATOR_FENCED = 52
 
 # RecordBatch.NO_PRODUCER_ID / NO_PRODUCER_EPOCH / NO_SEQUENCE / NO_TIMESTAMP
 NO_PRODUCER_ID = -1
@@ -108,6 +124,10 @@ class InvalidTxnStateError(ProducerStateError):
     error_code = INVALID_TXN_STATE
 
 
+class TransactionCoordinatorFencedError(ProducerStateError):
+    error_code = TRANSACTION_COORDINATOR_FENCED
+
+
 class CorruptSnapshotError(Exception):
     """A snapshot file failed its version, length or CRC check."""
 
@@ -137,6 +157,10 @@ def snapshot_file_name(offset: int) -> str:
 # offsets; timestamp is the batch's max timestamp (log append time if used).
 BatchMetadata = collections.namedtuple(
     "BatchMetadata", ("first_seq", "last_seq", "first_offset", "last_offset", "timestamp"))
+
+# A transaction ended by a marker at ``last_offset`` (Kafka's CompletedTxn).
+# ``is_aborted`` is None when the marker's type was not read.
+CompletedTxn = collections.namedtuple("CompletedTxn", ("producer_id", "first_offset", "last_offset", "is_aborted"))
 
 
 class ProducerStateEntry:
@@ -221,6 +245,14 @@ class ProducerStateManager:
         # catch_up compares it with the log to notice that another worker
         # truncated the log and appended different batches at these offsets.
         self._last_applied = None
+        # producer id -> first offset of its open transaction.
+        self.ongoing_txns: dict[int, int] = {}
+        # Completed transactions whose marker the high watermark has not
+        # passed yet: (first_offset, marker offset), in marker order.
+        self.unreplicated_txns: list[tuple[int, int]] = []
+        # header -> EndTxnMarker of a control batch (Log._read_marker); None:
+        # markers are applied without their coordinator epoch and type.
+        self.read_marker = None
 
     # --- validation and update on the produce path ------------------------------
 
@@ -268,6 +300,23 @@ class ProducerStateManager:
                 f"started at offset {entry.current_txn_first_offset}")
         return None
 
+    def check_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate a COMMIT/ABORT marker before the leader appends it (Kafka's
+        ProducerAppendInfo.appendEndTxnMarker checks): a producer epoch older
+        than the producer's is INVALID_PRODUCER_EPOCH, a coordinator epoch
+        older than the last marker's TRANSACTION_COORDINATOR_FENCED. The map
+        must be caught up to the log end first."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"marker for producer {producer_id} at epoch {producer_epoch}, older than {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, older than "
+                f"{entry.coordinator_epoch}")
+
     def update(self, header, first_offset: int, last_offset: int, timestamp: int) -> None:
         """Record a batch just appended at ``first_offset..last_offset``.
 
@@ -279,21 +328,16 @@ class ProducerStateManager:
         self.applied_offset = last_offset + 1
         self._last_applied = _batch_identity(header, first_offset, last_offset)
 
-    def _apply(self, header, first_offset: int, last_offset: int, timestamp: int) -> None:
+    def _apply(self, header, first_offset: int, last_offset: int, timestamp: int):
+        """Apply one batch; returns the CompletedTxn a marker completes, else None."""
         producer_id = header.producer_id
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(
                 producer_id, max_batches=self.max_batches_per_producer)
         if header.attributes & _CONTROL:
-            # A transaction marker: new epoch (a TV2 coordinator bumps it),
-            # and the producer's open transaction, if any, is over.  Its
-            # coordinator epoch is in the marker record, which the header does
-            # not carry; apply_end_txn_marker records it when it is known.
-            entry._set_epoch(header.producer_epoch)
-            entry.current_txn_first_offset = -1
-            entry.last_timestamp = timestamp
-            return
+            marker = self.read_marker(header) if self.read_marker is not None else None
+            return self._apply_marker(entry, header.producer_epoch, marker, first_offset, timestamp)
         entry._set_epoch(header.producer_epoch)
         first_seq = header.base_sequence
         entry.batches.append(BatchMetadata(
@@ -302,22 +346,51 @@ class ProducerStateManager:
         entry.last_timestamp = timestamp
         if header.attributes & _TRANSACTIONAL and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
+            self.ongoing_txns[producer_id] = first_offset
+        return None
 
-    def apply_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                             timestamp: int) -> None:
-        """Record a COMMIT/ABORT marker's coordinator epoch (transactions only)."""
-        entry = self.producers.get(producer_id)
-        if entry is None:
-            entry = self.producers[producer_id] = ProducerStateEntry(
-                producer_id, max_batches=self.max_batches_per_producer)
+    def _apply_marker(self, entry, producer_epoch: int, marker, offset: int, timestamp: int):
+        """A COMMIT/ABORT marker at ``offset``: the producer's open transaction,
+        if any, is over (a marker without one, e.g. for a transaction that
+        wrote nothing here, completes nothing). Returns the CompletedTxn or None."""
         entry._set_epoch(producer_epoch)
-        entry.coordinator_epoch = coordinator_epoch
-        entry.current_txn_first_offset = -1
+        if marker is not None:
+            entry.coordinator_epoch = marker.coordinator_epoch
         entry.last_timestamp = timestamp
+        first_offset = entry.current_txn_first_offset
+        if first_offset < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        self.ongoing_txns.pop(entry.producer_id, None)
+        self.unreplicated_txns.append((first_offset, offset))
+        return CompletedTxn(entry.producer_id, first_offset, offset,
+                            None if marker is None else not marker.is_commit)
+
+    # --- transactions: the first unstable offset ---------------------------------
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """Kafka's firstUnstableOffset after onHighWatermarkUpdated: the
+        smallest first offset of the open transactions and of the completed
+        ones whose marker is at or above ``high_watermark``; None if none."""
+        unreplicated = self.unreplicated_txns
+        if unreplicated and unreplicated[0][1] < high_watermark:
+            unreplicated[:] = [t for t in unreplicated if t[1] >= high_watermark]
+        first = min(self.ongoing_txns.values(), default=None)
+        for first_offset, _ in unreplicated:
+            if first is None or first_offset < first:
+                first = first_offset
+        return first
+
+    def last_stable_offset_after(self, completed) -> int:
+        """Kafka's lastStableOffset(completedTxn), called right after the
+        marker was applied: the first offset of the earliest transaction still
+        open (of another producer: this one's is closed), else the offset
+        after the marker."""
+        return min(self.ongoing_txns.values(), default=completed.last_offset + 1)
 
     # --- catching up with the log ----------------------------------------------
 
-    def catch_up(self, log_end_offset: int, read_headers_from) -> None:
+    def catch_up(self, log_end_offset: int, read_headers_from, on_completed=None) -> None:
         """Apply the batches in ``[applied_offset, log_end_offset)``.
 
         ``read_headers_from(offset)`` yields the ``BatchHeader`` of every batch
@@ -325,6 +398,8 @@ class ProducerStateManager:
         ``base_offset``.  If the map is ahead of the log, or the batch it
         applied last is no longer in the log (another worker truncated and
         appended), the map is rebuilt from the newest usable snapshot.
+        ``on_completed(completed_txn, last_stable_offset)`` is called for
+        every transaction a marker in that range completes.
         """
         if self.applied_offset > log_end_offset:
             self._reload(log_end_offset, 0)
@@ -352,7 +427,9 @@ class ProducerStateManager:
             if last_offset < applied_offset:
                 continue
             if header.producer_id >= 0:
-                self._apply(header, base_offset, last_offset, header.max_timestamp)
+                completed = self._apply(header, base_offset, last_offset, header.max_timestamp)
+                if completed is not None and on_completed is not None:
+                    on_completed(completed, self.last_stable_offset_after(completed))
             last = header
         self.applied_offset = log_end_offset
         if last is not None and last.base_offset + last.last_offset_delta == log_end_offset - 1:
@@ -360,6 +437,25 @@ class ProducerStateManager:
                 last, last.base_offset, last.base_offset + last.last_offset_delta)
         else:
             self._last_applied = None
+
+    def rebuild_to(self, offset: int, read_headers_from, on_completed=None) -> None:
+        """Recovery: the map as of ``offset`` from the newest valid snapshot at
+        or below it (none deleted, unlike ``load``), then the batches after it
+        up to ``offset``; ``on_completed`` as in ``catch_up``."""
+        self.producers = {}
+        self.applied_offset = 0
+        for snapshot_offset, path in reversed(self._list_snapshots()):
+            if snapshot_offset > offset:
+                continue
+            try:
+                entries = read_snapshot(path, self.max_batches_per_producer)
+            except (CorruptSnapshotError, OSError):
+                continue
+            self.producers = {entry.producer_id: entry for entry in entries}
+            self.applied_offset = snapshot_offset
+            break
+        self._after_reload()
+        self.catch_up(offset, read_headers_from, on_completed)
 
     def load(self, log_end_offset: int, read_headers_from) -> None:
         """Start-up: newest valid snapshot at or below the log end, then catch up.
@@ -400,8 +496,18 @@ class ProducerStateManager:
                 continue
             self.producers = {entry.producer_id: entry for entry in entries}
             self.applied_offset = offset
+            self._after_reload()
             return
         self.applied_offset = fallback_offset
+        self._after_reload()
+
+    def _after_reload(self) -> None:
+        # Open transactions come back from the snapshot; which completed ones
+        # were not yet replicated is not in it (as in Kafka).
+        self._last_applied = None
+        self.ongoing_txns = {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                             if e.current_txn_first_offset >= 0}
+        self.unreplicated_txns = []
 
     # --- snapshots ---------------------------------------------------------------
 

@@ -458,6 +458,17 @@ class LogSegment:
         fsync(self.fd)
         self.offset_index.fsync(fsync)
         self.time_index.fsync(fsync)
+        # The aborted-transaction index (storage.transaction_index), if the
+        # segment has one: recovery rebuilds it only above the recovery point.
+        try:
+            fd = os.open(os.path.join(self.dir, segment_file_name(self.base_offset, TXN_INDEX_SUFFIX)),
+                         os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         self.offset_index.close()
