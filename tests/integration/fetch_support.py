@@ -106,3 +106,154 @@ def record_count(records) -> int:
         count += struct.unpack_from(">i", data, pos + 57)[0]
         pos += 12 + length
     return count
+
+
+class RecordingProxy:
+    """A TCP proxy between clients and one broker that records every Fetch
+    and ListOffsets exchange: ``exchanges`` is a list of ``Exchange``
+    (request version, sizes, session id and epoch asked, partitions sent;
+    the answer's error, session id and partitions). Start the broker with
+    ``advertised.listeners`` at ``proxy.port`` so clients come back through it.
+
+    Ownership: its threads own their sockets; ``exchanges`` is appended under
+    ``lock``. Every socket has a timeout and ``close`` ends them all.
+    """
+
+    def __init__(self, target_port: int, port: int = 0):
+        import socket
+        import threading
+
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.listener.settimeout(0.2)
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.exchanges: list = []
+        self.errors: list = []
+        self._pending: dict = {}  # (connection, correlation id) -> Exchange
+        self._sockets: list = []
+        self._closed = False
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self._closed = True
+        for s in [self.listener, *self._sockets]:
+            try:
+                s.close()
+            except OSError:
+                pass
+        for t in self._threads:
+            t.join(5)
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self._closed:
+            try:
+                client, _ = self.listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            server = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            for s in (client, server):
+                s.settimeout(0.5)
+                self._sockets.append(s)
+            key = object()
+            for src, dst, parse in ((client, server, self._request), (server, client, self._response)):
+                t = threading.Thread(target=self._pump, args=(src, dst, parse, key), daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _pump(self, src, dst, parse, key) -> None:
+        import socket
+
+        buf = bytearray()
+        while not self._closed:
+            try:
+                chunk = src.recv(1 << 16)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 4:
+                (size,) = struct.unpack_from(">i", buf, 0)
+                if len(buf) < 4 + size:
+                    break
+                try:
+                    parse(key, bytes(buf[4:4 + size]))
+                except Exception as exc:  # a test asserts there were none
+                    self.errors.append(repr(exc))
+                del buf[:4 + size]
+            try:
+                dst.sendall(chunk)
+            except OSError:
+                break
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _request(self, key, frame: bytes) -> None:
+        from kafkapy.protocol.headers import read_request_header, skip_tagged_fields
+
+        header = read_request_header(frame)
+        if header.api_key not in (FETCH, LIST_OFFSETS):
+            return
+        spec = API_TABLE[header.api_key]
+        offset = header.offset
+        if spec.is_flexible(header.api_version):
+            offset = skip_tagged_fields(memoryview(frame), offset)
+        request, _ = decode(spec.request_class(header.api_version), memoryview(frame), offset)
+        exchange = Exchange(header.api_key, header.api_version, 4 + len(frame))
+        if header.api_key == FETCH:
+            exchange.session_id = getattr(request, "session_id", 0)
+            exchange.epoch = getattr(request, "session_epoch", -1)
+            exchange.partitions = sum(len(t.partitions) for t in request.topics)
+        with self.lock:
+            self._pending[(key, header.correlation_id)] = exchange
+
+    def _response(self, key, frame: bytes) -> None:
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        with self.lock:
+            exchange = self._pending.pop((key, correlation_id), None)
+        if exchange is None:
+            return
+        spec = API_TABLE[exchange.api_key]
+        body = frame[5:] if spec.is_flexible(exchange.version) else frame[4:]
+        response, _ = decode(spec.response_class(exchange.version), memoryview(body), 0)
+        exchange.response_bytes = 4 + len(frame)
+        if exchange.api_key == FETCH:
+            exchange.error_code = response.error_code
+            exchange.response_session_id = response.session_id
+            exchange.response_partitions = sum(len(t.partitions) for t in response.responses)
+        with self.lock:
+            self.exchanges.append(exchange)
+
+
+class Exchange:
+    def __init__(self, api_key: int, version: int, request_bytes: int):
+        self.api_key = api_key
+        self.version = version
+        self.request_bytes = request_bytes
+        self.session_id = 0
+        self.epoch = -1
+        self.partitions = 0
+        self.response_bytes = 0
+        self.error_code = 0
+        self.response_session_id = 0
+        self.response_partitions = 0
+
+    def __repr__(self) -> str:
+        return (f"Exchange(key={self.api_key}, v{self.version}, session={self.session_id}/{self.epoch}, "
+                f"partitions={self.partitions}, {self.request_bytes} B -> error {self.error_code}, "
+                f"session {self.response_session_id}, {self.response_partitions} partitions, "
+                f"{self.response_bytes} B)")

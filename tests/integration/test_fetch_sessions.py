@@ -26,7 +26,9 @@ from clients_support import (  # noqa: E402
 )
 from fetch_support import (  # noqa: E402
     FETCH,
+    LIST_OFFSETS,
     Conn,
+    RecordingProxy,
     fetch_request,
     partitions_of,
     record_count,
@@ -34,6 +36,7 @@ from fetch_support import (  # noqa: E402
 )
 
 from kafkapy.server.fetch_session import SESSION_ID_RANGE  # noqa: E402
+from support.broker import free_port  # noqa: E402
 from support.java_client import java_client  # noqa: E402,F401
 
 pytestmark = pytest.mark.timeout(180)
@@ -241,19 +244,52 @@ def test_eviction_follows_kafkas_rules(broker_factory):
         assert c.call(FETCH, 12, fetch_request(12, [], session_id=sessions[0], epoch=1)).error_code == 0
 
 
-def test_java_client_consumes_through_fetch_sessions(kbroker, java_client):  # noqa: F811
-    """Kafka's own consumer (Fetch v17, topic ids, sessions, ListOffsets v9)
-    reads every record once, in order, while more arrive between its fetches."""
-    b = kbroker.bootstrap
-    create_topic(b, "java-sessions", 6)
-    for p in range(6):
-        _produce(b, "java-sessions", p, 50, tag=f"p{p}")
-    consumed = java_client.consume(b, "java-sessions", "java-sessions-group", 300, timeout_ms=30000)
+def test_java_client_consumes_through_fetch_sessions(broker_factory, java_client):  # noqa: F811
+    """Kafka's own consumer through a recording proxy: Fetch v17 in one
+    session (a full fetch, then incremental ones of a few bytes), ListOffsets
+    v9, every record once and in order, also those written after its session
+    began."""
+    partitions = 200
+    proxy_port = free_port()
+    b = broker_factory({"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}"}, start=False)
+    proxy = RecordingProxy(b.port, port=proxy_port)
+    try:
+        b.start()
+        create_topic(b.bootstrap, "java-sessions", partitions)
+        produce_confluent(b.bootstrap, "java-sessions", [Rec(p, b"k", b"first") for p in range(partitions)])
+        result = {}
+        consumer = threading.Thread(target=lambda: result.update(r=java_client.consume(
+            proxy.bootstrap, "java-sessions", "java-sessions-group", 2 * partitions, timeout_ms=40000)))
+        consumer.start()
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not any(e.api_key == FETCH and e.epoch > 0 for e in proxy.exchanges):
+            time.sleep(0.1)
+        produce_confluent(b.bootstrap, "java-sessions", [Rec(p, b"k", b"second") for p in range(partitions)])
+        consumer.join(60)
+    finally:
+        proxy.close()
+    consumed = result["r"]
     assert consumed.returncode == 0, consumed.describe()
-    offsets = [(r.partition, r.offset) for r in consumed.records]
-    assert len(offsets) == 300 and len(set(offsets)) == 300, consumed.describe()
-    for p in range(6):
-        assert [o for q, o in offsets if q == p] == list(range(50))
+    offsets = sorted((r.partition, r.offset) for r in consumed.records)
+    assert offsets == [(p, o) for p in range(partitions) for o in (0, 1)], consumed.describe()
+    assert not proxy.errors
+    fetches = [e for e in proxy.exchanges if e.api_key == FETCH]
+    assert {e.version for e in fetches} == {17}
+    assert {e.version for e in proxy.exchanges if e.api_key == LIST_OFFSETS} <= {9}
+    assert all(e.error_code == 0 for e in fetches), fetches
+    created = [e for e in fetches if e.epoch == 0 and e.response_session_id]
+    incremental = [e for e in fetches if e.epoch > 0]
+    assert created and incremental, fetches
+    session = created[0].response_session_id
+    assert {e.session_id for e in incremental} == {session}
+    assert {e.response_session_id for e in incremental} == {session}
+    # The partitions that got records after the session began came in incremental answers.
+    assert sum(e.response_partitions for e in incremental) >= partitions
+    full, idle = created[0], min(incremental, key=lambda e: e.request_bytes)
+    assert full.partitions == partitions and idle.request_bytes < full.request_bytes / 20
+    print(f"\nJava 3.9 consumer, {partitions} partitions: full fetch {full.request_bytes} B -> "
+          f"{full.response_bytes} B; smallest incremental {idle.request_bytes} B -> {idle.response_bytes} B; "
+          f"{len(incremental)} incremental fetches")
 
 
 def test_kafka_python_consumes_through_fetch_sessions(kbroker):
