@@ -224,8 +224,9 @@ def handle(ctx, request):
 
     if session is None:
         if epoch == INITIAL_EPOCH and version >= 7:
-            cached = [e._replace(high_watermark=-1 if r[1] else r[2], local_log_start_offset=r[3])
-                      for e, r in zip(wanted, results)]
+            cached = [e._replace(high_watermark=-1 if code else high_watermark,
+                                 local_log_start_offset=log_start_offset)
+                      for e, (_, code, high_watermark, log_start_offset, *_) in zip(wanted, results)]
             session_id = sessions.create(ctx.now_ms, replica_id >= 0, uses_topic_ids, cached)
         else:
             session_id = 0
@@ -237,8 +238,8 @@ def handle(ctx, request):
     moved = []
     changed = entries is not None
     for e, r in zip(wanted, results):
-        code, high_watermark, log_start_offset, size = r[1], r[2], r[3], r[5]
-        if not (size or code or r[6] is not None or high_watermark != e.high_watermark
+        _, code, high_watermark, log_start_offset, _, size, diverging, _ = r
+        if not (size or code or diverging is not None or high_watermark != e.high_watermark
                 or log_start_offset != e.local_log_start_offset):
             cached.append(e)
             continue
@@ -253,8 +254,10 @@ def handle(ctx, request):
         else:
             cached.append(e)
     code = sessions.commit(session, cached + moved if changed else None, ctx.now_ms)
+    if code == ErrorCode.INVALID_FETCH_SESSION_EPOCH:  # Kafka names the session here
+        return _session_error(cls, code, session.session_id)
     if code:
-        return _session_error(cls, code, session.session_id if code == ErrorCode.INVALID_FETCH_SESSION_EPOCH else 0)
+        return _session_error(cls, code)
     return _response(ctx, cls, request, [e for e, _ in send], [r for _, r in send], session.session_id)
 
 
