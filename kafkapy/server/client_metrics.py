@@ -17,7 +17,8 @@ Kafka's empty receiver plugin.
 
 Kafka 3.9 leaves both APIs out of ApiVersions unless a receiver plugin is
 configured (``ApiSpec.advertised``), so clients do not call them; a client
-that does is answered as above.
+that does is answered as above, as a KRaft broker does (a ZooKeeper-mode
+3.9 broker has no ClientMetricsManager and does not serve them at all).
 
 Ownership: one ``ClientMetricsManager`` per handler-worker process, used by
 that process's single handler thread; never shared. Workers do not share
