@@ -40,6 +40,7 @@ import mmap
 import os
 import random
 import threading
+import weakref
 from typing import NamedTuple
 
 from kafkapy.protocol.errors import ErrorCode
@@ -129,11 +130,15 @@ class FetchSessionCache:
         self._words = memoryview(self._mmap)[:header_bytes].cast("q")
         self._thread_lock = threading.Lock()
         self._decoded: dict[int, tuple] = {}  # slot -> (session id, version, entries)
-        os.register_at_fork(after_in_child=self._after_fork)
+        # Weak, so that a discarded cache is not kept alive by the fork hook.
+        ref = weakref.ref(self)
 
-    def _after_fork(self) -> None:
-        # A parent thread may have held it; the child holds no record lock.
-        self._thread_lock = threading.Lock()
+        def _after_fork():
+            cache = ref()
+            if cache is not None:  # a parent thread may have held it; no record lock is inherited
+                cache._thread_lock = threading.Lock()
+
+        os.register_at_fork(after_in_child=_after_fork)
 
     # -- locking -------------------------------------------------------------------
     def _lock(self):
