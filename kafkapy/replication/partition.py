@@ -45,6 +45,10 @@ from kafkapy.storage.shared import MAX_REPLICAS, REPLICA_WORDS
 # Kafka's special ListOffsets timestamps.
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3
 NOTHING_READ = FetchData((), 0)  # what a caught-up consumer reads
+# A caught-up follower whose fetch says what its recorded fetch state says
+# (same offset, at the log end) and whose caught-up time is younger than this
+# is not recorded again (see ``fetch_records_for_follower``).
+FETCH_STATE_REFRESH_MS = 100
 LONG_MAX = 2**63 - 1
 
 
@@ -579,9 +583,21 @@ class Partition:
         """A follower's fetch (Kafka's fetch with replica_id >= 0): record its
         fetch state (``update_follower_fetch_state``), then read up to the log
         end offset; the same ``(FetchData or None, high_watermark,
-        log_start_offset)`` as ``fetch_records``."""
+        log_start_offset)`` as ``fetch_records``.
+
+        An idle partition's follower asks the same on every fetch (all of a
+        follower's partitions of a leader go in each fetch: with RF=3
+        ``__consumer_offsets`` that is ~17 per fetch): when it is caught up
+        at the offset its fetch state already holds, recording the fetch
+        again would change only its two times, so within
+        ``FETCH_STATE_REFRESH_MS`` of the last record nothing is written and
+        no lock is taken. Its caught-up time is then at most that old, far
+        inside ``replica.lag.time.max.ms`` (Kafka's default 30 s); the high
+        watermark cannot move, since no log end offset did."""
         log = self.log
         state = self.state
+        if fetch_offset == state.log_end_offset and self._fetch_state_holds(replica_id, fetch_offset, now_ms):
+            return NOTHING_READ, state.high_watermark, state.log_start_offset
         with log.lock():
             self.update_follower_fetch_state(replica_id, fetch_offset, now_ms)
             high_watermark = state.high_watermark
@@ -593,6 +609,18 @@ class Partition:
             except OffsetOutOfRange:
                 data = None
         return data, high_watermark, log_start_offset
+
+    def _fetch_state_holds(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """The replica's recorded fetch state (read without the lock) is at
+        ``fetch_offset``, as was the leader's log end offset at that fetch,
+        and it was caught up less than FETCH_STATE_REFRESH_MS ago."""
+        state = self.state
+        block = state.replica_block()
+        for first in range(0, state.replica_count * REPLICA_WORDS, REPLICA_WORDS):
+            if block[first] == replica_id:
+                return (block[first + 1] == fetch_offset == block[first + 3]
+                        and 0 <= now_ms - block[first + 2] < FETCH_STATE_REFRESH_MS)
+        return False
 
     def read_records(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None):
         """Up to ``max_offset`` (None: the log end offset) from ``fetch_offset``,

@@ -191,3 +191,30 @@ def test_check_leader_error_codes(make_partition):
     assert p.check_leader(6) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert p.check_enough_replicas_reach_offset(0) == (False, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     assert _append(p, 1)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER and p.log_end_offset == 0
+
+
+def test_an_idle_caught_up_followers_fetch_is_recorded_at_most_every_refresh_interval(make_partition):
+    from kafkapy.replication.partition import FETCH_STATE_REFRESH_MS
+
+    p = make_partition()
+    p.make_leader(1, (LEADER, F1, F2), (LEADER, F1, F2), 1, now_ms=T)
+    _append(p, 3)
+    end = p.log_end_offset
+    data, hw, _ = p.fetch_records_for_follower(F1, end, 1 << 20, True, T + 10)
+    assert data.size == 0 and p.replica_states()[F1] == (end, T + 10, end, T + 10)
+    # The same caught-up fetch again soon after: nothing is written.
+    p.fetch_records_for_follower(F1, end, 1 << 20, True, T + 10 + FETCH_STATE_REFRESH_MS - 1)
+    assert p.replica_states()[F1] == (end, T + 10, end, T + 10)
+    # Past the interval the times move, as Kafka's would on every fetch.
+    later = T + 10 + FETCH_STATE_REFRESH_MS
+    p.fetch_records_for_follower(F1, end, 1 << 20, True, later)
+    assert p.replica_states()[F1] == (end, later, end, later)
+    # New records: the next fetch at the new end is recorded at once and moves
+    # the high watermark once both followers are there.
+    _append(p, 2)
+    new_end = p.log_end_offset
+    p.fetch_records_for_follower(F1, new_end, 1 << 20, True, later + 1)
+    assert p.replica_states()[F1] == (new_end, later + 1, new_end, later + 1)
+    assert p.high_watermark == hw  # F2 is still at the old end
+    p.fetch_records_for_follower(F2, new_end, 1 << 20, True, later + 2)
+    assert p.high_watermark == new_end
