@@ -102,15 +102,16 @@ class ClientInstance:
 
 
 class ClientMetricsManager:
-    def __init__(self):
+    def __init__(self, cache_max_size: int = _CACHE_MAX_SIZE):
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
+        self._cache_max_size = cache_max_size
 
     def _instance(self, instance_id: uuid.UUID, now_ms: int) -> ClientInstance:
         inst = self._instances.get(instance_id)
         if inst is None or inst.expires_ms <= now_ms:
             inst = ClientInstance(instance_id)
             self._instances[instance_id] = inst
-            while len(self._instances) > _CACHE_MAX_SIZE:
+            while len(self._instances) > self._cache_max_size:
                 self._instances.popitem(last=False)
         self._instances.move_to_end(instance_id)
         inst.expires_ms = now_ms + max(_CACHE_EXPIRY_MS, 3 * inst.push_interval_ms)
