@@ -29,7 +29,7 @@ its holder dies) guarding every header and data region, taken for a lookup,
 a creation (with eviction) or a commit, never while reading partitions.
 A per-process ``threading.Lock`` orders this process's threads first
 (record locks do not exclude threads of one process). The decoded-entries
-cache (``_decoded``) is per process.
+cache (``_decoded``, at most ``DECODED_SESSIONS`` sessions) is per process.
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ SESSION_ID_RANGE = (2**31 - 1) // NUM_SHARDS
 # One session's partition list: ~50 bytes marshalled per partition, so ~40,000
 # partitions; a larger session is not created (the client stays sessionless).
 SLOT_DATA_BYTES = 2 << 20
+
+# Sessions whose decoded partition list a process keeps (its last used ones):
+# 1,000 partitions decode in ~0.5 ms and take ~150 KB as tuples, so 64 bound a
+# worker's copies to ~10 MB however many large sessions the broker holds.
+DECODED_SESSIONS = 64
 
 PRIVILEGED = 1  # created by a follower (replica_id >= 0)
 USES_TOPIC_IDS = 2  # created by Fetch v13+
@@ -169,11 +174,12 @@ class FetchSessionCache:
             epoch, flags, version = w[h + _EPOCH], w[h + _FLAGS], w[h + _VERSION]
             cached = self._decoded.get(slot)
             if cached is not None and cached[0] == session_id and cached[1] == version:
+                self._remember(slot, *cached)
                 return Session(slot, session_id, epoch, flags, version, cached[2])
             start = self.data_offset + slot * self.slot_data_bytes
             data = self._mmap[start:start + w[h + _LENGTH]]
         entries = [Entry(*e) for e in marshal.loads(data)]
-        self._decoded[slot] = (session_id, version, entries)
+        self._remember(slot, session_id, version, entries)
         return Session(slot, session_id, epoch, flags, version, entries)
 
     def __len__(self) -> int:
@@ -221,7 +227,7 @@ class FetchSessionCache:
             w[h + _CREATED] = now_ms
             w[h + _ID] = session_id
             self._touch(h, now_ms, len(entries))
-            self._decoded[slot] = (session_id, w[h + _VERSION], entries)
+            self._remember(slot, session_id, w[h + _VERSION], entries)
         return session_id
 
     def commit(self, session: Session, entries: list | None, now_ms: int) -> int:
@@ -243,10 +249,17 @@ class FetchSessionCache:
                     self._free(session.slot)
                     return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
                 self._write(session.slot, data)
-                self._decoded[session.slot] = (session.session_id, w[h + _VERSION], entries)
+                self._remember(session.slot, session.session_id, w[h + _VERSION], entries)
             w[h + _EPOCH] = next_epoch(session.epoch)
             self._touch(h, now_ms, len(session.entries if entries is None else entries))
         return ErrorCode.NONE
+
+    def _remember(self, slot: int, session_id: int, version: int, entries: list) -> None:
+        decoded = self._decoded
+        decoded.pop(slot, None)  # re-inserted last: the dict's order is the order of use
+        decoded[slot] = (session_id, version, entries)
+        if len(decoded) > DECODED_SESSIONS:
+            del decoded[next(iter(decoded))]
 
     # -- under the lock ------------------------------------------------------------
     def _new_session_id(self, shard: int, local: int) -> int:

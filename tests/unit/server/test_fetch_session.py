@@ -10,6 +10,7 @@ import pytest
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.fetch_session import (
+    DECODED_SESSIONS,
     FINAL_EPOCH,
     NUM_SHARDS,
     SESSION_ID_RANGE,
@@ -138,3 +139,13 @@ def test_for_config_is_one_cache_per_process_tree(monkeypatch, slots):
               "min.incremental.fetch.session.eviction.ms": EVICTION_MS}
     first = FetchSessionCache.for_config(config)
     assert FetchSessionCache.for_config(config) is first and first.capacity == slots // NUM_SHARDS * NUM_SHARDS
+
+
+def test_a_process_keeps_few_decoded_sessions_and_reads_the_others_again():
+    cache = FetchSessionCache(8 * 20, EVICTION_MS)
+    ids = [cache.create(0, False, False, entries(3, topic=f"t{i}")) for i in range(DECODED_SESSIONS + 20)]
+    assert all(ids) and len(cache._decoded) == DECODED_SESSIONS
+    for i, sid in enumerate(ids):
+        session = cache.get(sid)
+        assert [e.key for e in session.entries] == [f"t{i}"] * 3
+        assert cache.commit(session, None, 1) == ErrorCode.NONE
