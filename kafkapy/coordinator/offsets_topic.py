@@ -38,42 +38,82 @@ def ensure_offsets_topic(broker, config) -> tuple[int, int]:
     the first FindCoordinator). Returns ``(error_code, num_partitions)``;
     COORDINATOR_NOT_AVAILABLE while it cannot exist (e.g.
     ``offsets.topic.replication.factor`` above the number of brokers)."""
-    info = broker.metadata().topics.get(OFFSETS_TOPIC)
+    return ensure_internal_topic(broker, OFFSETS_TOPIC, config["offsets.topic.num.partitions"],
+                                 offsets_topic_configs(config), config["offsets.topic.replication.factor"])
+
+
+def ensure_internal_topic(broker, topic: str, num_partitions: int, configs: dict,
+                          replication_factor: int) -> tuple[int, int]:
+    """``ensure_offsets_topic`` for any coordinator's internal topic
+    (``__transaction_state`` too)."""
+    info = broker.metadata().topics.get(topic)
     if info is not None:
         return E.NONE, info.num_partitions
     try:
-        info = broker.admin.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"],
-                                   offsets_topic_configs(config),
-                                   replication_factor=config["offsets.topic.replication.factor"])
+        info = broker.admin.create_topic(topic, num_partitions, configs, replication_factor=replication_factor)
         return E.NONE, info.num_partitions
     except TopicError as exc:
         if exc.error_code == E.TOPIC_ALREADY_EXISTS:  # another process won the race
-            info = broker.metadata().topics.get(OFFSETS_TOPIC)
+            info = broker.metadata().topics.get(topic)
             if info is not None:
                 return E.NONE, info.num_partitions
-        log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+        log.warning("cannot create %s: %s", topic, exc.message)
         return E.COORDINATOR_NOT_AVAILABLE, 0
 
 
+def await_replication(broker, partition, required_offset: int, timeout_ms: int) -> int:
+    """Wait until ``partition``'s high watermark passed ``required_offset``
+    (an acks=-1 append by a coordinator), at most ``timeout_ms``: its error
+    code (REQUEST_TIMED_OUT when the time ran out). With the ISR the leader
+    alone (a standalone broker) the append already moved the high watermark
+    and nothing waits; in a cluster the wait is one follower fetch round
+    trip, started by waking the followers' fetches parked on this
+    partition's log end offset."""
+    done, code = partition.check_enough_replicas_reach_offset(required_offset)
+    if done or code:
+        return code
+    broker.replica_manager.wake_delayed_operations()
+    deadline = time.monotonic() + timeout_ms / 1000
+    pause = 0.0002
+    while time.monotonic() < deadline:  # bounded by timeout_ms
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
+        done, code = partition.check_enough_replicas_reach_offset(required_offset)
+        if done or code:
+            return code
+    return E.REQUEST_TIMED_OUT
+
+
 class OffsetsTopicStore:
-    """The persistence interface ``GroupCoordinator`` uses."""
+    """The persistence interface ``GroupCoordinator`` uses.
+
+    ``coordinator.transaction.state_store.TransactionStateStore`` is this for
+    ``__transaction_state``: the class attributes name the topic and the
+    settings it reads."""
+
+    topic = OFFSETS_TOPIC
+    num_partitions_key = "offsets.topic.num.partitions"
+    append_timeout_key = "offsets.commit.timeout.ms"
 
     def __init__(self, broker, config, clock_ms=None):
         self.broker = broker
         self.config = config
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
-        info = broker.metadata().topics.get(OFFSETS_TOPIC)
+        info = broker.metadata().topics.get(self.topic)
         # The partition count is fixed once the topic exists (changing it
         # would move groups); before that, the configured count is what
         # FindCoordinator will create.
         self.num_partitions = info.num_partitions if info is not None \
-            else config["offsets.topic.num.partitions"]
+            else config[self.num_partitions_key]
 
     def exists(self) -> bool:
-        return self.broker.metadata().topics.get(OFFSETS_TOPIC) is not None
+        return self.broker.metadata().topics.get(self.topic) is not None
+
+    def ensure_topic(self) -> tuple[int, int]:
+        return ensure_offsets_topic(self.broker, self.config)
 
     def ensure(self) -> int:
-        error, n = ensure_offsets_topic(self.broker, self.config)
+        error, n = self.ensure_topic()
         if not error:
             self.num_partitions = n
         return error
@@ -101,9 +141,9 @@ class OffsetsTopicStore:
         try:
             # acks=-1, as Kafka's coordinator appends (offsets.commit.required.acks).
             code, result, message = replica_manager.append_records(
-                OFFSETS_TOPIC, partition, memoryview(bytearray(batch)), -1)
+                self.topic, partition, memoryview(bytearray(batch)), -1)
         except OSError as exc:
-            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            log.error("append to %s-%d failed: %s", self.topic, partition, exc)
             return E.COORDINATOR_NOT_AVAILABLE
         if code == E.NONE:
             code = self._await_replication(partition, result.last_offset + 1)
@@ -117,44 +157,28 @@ class OffsetsTopicStore:
             return E.NOT_COORDINATOR
         if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
             return E.INVALID_COMMIT_OFFSET_SIZE
-        log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, message)
+        log.error("append to %s-%d failed: %s", self.topic, partition, message)
         return E.UNKNOWN_SERVER_ERROR
 
     def _await_replication(self, partition_id: int, required_offset: int) -> int:
         """acks=-1: the append counts once the high watermark passed it (Kafka's
         coordinator waits in the DelayedProduce purgatory; this process has one
-        thread, so it waits here, bounded by ``offsets.commit.timeout.ms``).
-        With the ISR the leader alone (a standalone broker) the append already
-        moved the high watermark and nothing waits; in a cluster the wait is
-        one follower fetch round trip, started by waking the followers'
-        fetches parked on this partition's log end offset."""
-        partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition_id)
+        thread, so it waits here, bounded by ``offsets.commit.timeout.ms``)."""
+        partition = self.broker.replica_manager.get_partition(self.topic, partition_id)
         if partition is None:
             return E.NOT_LEADER_OR_FOLLOWER
-        done, code = partition.check_enough_replicas_reach_offset(required_offset)
-        if done or code:
-            return code
-        self.broker.replica_manager.wake_delayed_operations()
-        deadline = time.monotonic() + self.config["offsets.commit.timeout.ms"] / 1000
-        pause = 0.0002
-        while time.monotonic() < deadline:  # bounded by offsets.commit.timeout.ms
-            time.sleep(pause)
-            pause = min(pause * 2, 0.005)
-            done, code = partition.check_enough_replicas_reach_offset(required_offset)
-            if done or code:
-                return code
-        return E.REQUEST_TIMED_OUT
+        return await_replication(self.broker, partition, required_offset, self.config[self.append_timeout_key])
 
     def replay(self, partitions=None):
         """Yield ``(partition, key, value)`` for every record of ``partitions``
         (default: all), partition by partition in offset order; yields
         ``None`` between read steps so the caller can serve requests while
         loading."""
-        info = self.broker.metadata().topics.get(OFFSETS_TOPIC)
+        info = self.broker.metadata().topics.get(self.topic)
         if info is None:
             return
         for p in (range(info.num_partitions) if partitions is None else sorted(partitions)):
-            partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, p)
+            partition = self.broker.replica_manager.get_partition(self.topic, p)
             if partition is None:
                 continue
             with partition.lock():

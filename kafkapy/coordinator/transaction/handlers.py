@@ -1,0 +1,112 @@
+"""Transaction API handlers for the group-coordinator process (not routed yet:
+see ``transaction_coordinator.TRANSACTIONS_ENABLED``).
+
+Each takes ``(txn, ctx, request)``: the process's ``TransactionCoordinator``,
+the request's ``CoordinatorContext`` (``api_version``, ``reply(dict)``,
+``store``: the ``__consumer_offsets`` store, for AddOffsetsToTxn's partition)
+and the decoded kio request; it calls ``ctx.reply`` exactly once. Versions
+as Kafka 3.9 serves them: InitProducerId 0-5 (with a transactional id; the
+null id stays with the workers), AddPartitionsToTxn 0-5 (v4+: batched,
+``verify_only``), AddOffsetsToTxn 0-4, EndTxn 0-4, DescribeTransactions 0,
+ListTransactions 0-1.
+"""
+
+from __future__ import annotations
+
+from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC
+from kafkapy.coordinator.records import partition_for as group_partition_for
+from kafkapy.protocol.errors import ErrorCode as E
+
+
+def _answer_reply(ctx, **extra):
+    """A reply(Answer) that answers ``error_code`` (plus ``extra``)."""
+    def reply(answer):
+        ctx.reply({"throttle_time": 0, "error_code": answer.error_code, **extra})
+    return reply
+
+
+def init_producer_id(txn, ctx, request) -> None:
+    def reply(answer):
+        ctx.reply({"throttle_time": 0, "error_code": answer.error_code, "producer_id": answer.producer_id,
+                   "producer_epoch": answer.producer_epoch})
+    producer_id = getattr(request, "producer_id", -1)
+    producer_epoch = getattr(request, "producer_epoch", -1)
+    txn.init_producer_id(request.transactional_id, int(request.transaction_timeout), producer_id,
+                         producer_epoch, reply)
+
+
+def _partitions(topics) -> list:
+    return [(t.name, int(p)) for t in topics for p in t.partitions]
+
+
+def _topic_results(errors: dict) -> list:
+    by_topic: dict[str, list] = {}
+    for (topic, p), error in errors.items():
+        by_topic.setdefault(topic, []).append({"partition_index": p, "partition_error_code": int(error)})
+    return [{"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]
+
+
+def add_partitions_to_txn(txn, ctx, request) -> None:
+    if ctx.api_version < 4:
+        partitions = _partitions(request.v3_and_below_topics)
+        txn_id = request.v3_and_below_transactional_id
+        answers = []
+        txn.add_partitions(txn_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
+                           partitions, answers.append)
+        # One error for every partition, as Kafka's client path answers.
+        error = answers[0].error_code if answers else int(E.UNKNOWN_SERVER_ERROR)
+        ctx.reply({"throttle_time": 0,
+                   "results_by_topic_v3_and_below": _topic_results(dict.fromkeys(partitions, error))})
+        return
+    results = []
+    for transaction in request.transactions:
+        partitions = _partitions(transaction.topics)
+        if transaction.verify_only:
+            errors = txn.state.verify_partitions(transaction.transactional_id, transaction.producer_id,
+                                                 transaction.producer_epoch, partitions)
+        else:
+            answers = []
+            txn.add_partitions(transaction.transactional_id, transaction.producer_id,
+                               transaction.producer_epoch, partitions, answers.append)
+            error = answers[0].error_code if answers else int(E.UNKNOWN_SERVER_ERROR)
+            errors = dict.fromkeys(partitions, error)
+        results.append({"transactional_id": transaction.transactional_id,
+                        "topic_results": _topic_results(errors)})
+    ctx.reply({"throttle_time": 0, "error_code": 0, "results_by_transaction": results})
+
+
+def add_offsets_to_txn(txn, ctx, request) -> None:
+    partition = (OFFSETS_TOPIC, group_partition_for(request.group_id, ctx.store.num_partitions))
+    txn.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [partition],
+                       _answer_reply(ctx))
+
+
+def end_txn(txn, ctx, request) -> None:
+    txn.end_txn(request.transactional_id, request.producer_id, request.producer_epoch, bool(request.committed),
+                _answer_reply(ctx))
+
+
+def describe_transactions(txn, ctx, request) -> None:
+    states = []
+    for txn_id in request.transactional_ids:
+        d = txn.state.describe(txn_id)
+        states.append({"error_code": d["error_code"], "transactional_id": txn_id,
+                       "transaction_state": d["transaction_state"],
+                       "transaction_timeout": d["transaction_timeout_ms"],
+                       "transaction_start_time": d["transaction_start_time_ms"],
+                       "producer_id": d["producer_id"], "producer_epoch": d["producer_epoch"],
+                       "topics": [{"topic": t, "partitions": ps} for t, ps in d["topics"].items()]})
+    ctx.reply({"throttle_time": 0, "transaction_states": states})
+
+
+def list_transactions(txn, ctx, request) -> None:
+    error, unknown, found = txn.state.list_transactions(
+        request.producer_id_filters, request.state_filters, getattr(request, "duration_filter", -1))
+    ctx.reply({"throttle_time": 0, "error_code": error, "unknown_state_filters": unknown,
+               "transaction_states": [{"transactional_id": t, "producer_id": pid, "transaction_state": s}
+                                      for t, pid, s in found]})
+
+
+# api key -> handler
+TXN_HANDLERS = {22: init_producer_id, 24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn,
+                65: describe_transactions, 66: list_transactions}

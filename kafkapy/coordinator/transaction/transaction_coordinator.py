@@ -1,0 +1,133 @@
+"""The transaction coordinator's I/O loop half (Kafka's TransactionCoordinator
+with its TransactionStateManager's appends and loads and its marker channel).
+
+``TransactionCoordinator`` runs the sans-IO decisions of
+``TransactionCoordinatorState`` against a store (``state_store.
+TransactionStateStore``: ``persist``, ``replay``) and a marker channel
+(``marker_channel.TransactionMarkerChannel``), all on the one thread of the
+group-coordinator process (docs/architecture.md, "Transactions"): a request
+is decided, its transition written with acks=-1, completed, answered, and its
+markers written, in order. ``tick`` runs the timed work (timed-out
+transactions aborted, expired ids removed, markers retried).
+
+Not wired yet: ``TRANSACTIONS_ENABLED`` (below) stays False until a
+transactional client works end to end; until then the API table does not
+route or advertise the transaction APIs and InitProducerId with a
+transactional id answers COORDINATOR_NOT_AVAILABLE as before. Wiring it is:
+build one ``TransactionCoordinator`` in ``CoordinatorServer`` (from
+``txn_config``, the process's ``ProducerIdManager``, a
+``TransactionStateStore`` and a ``TransactionMarkerChannel(LocalMarkerWriter
+(broker))``), follow ``__transaction_state`` leadership beside
+``__consumer_offsets`` (``load`` / ``unload``), call ``tick`` from the loop,
+route InitProducerId with a transactional id, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions to
+``handlers.TXN_HANDLERS``, and accept transactional batches in Produce.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kafkapy.coordinator.transaction.coordinator import Result, TransactionCoordinatorState, TxnConfig
+
+log = logging.getLogger("kafkapy.coordinator")
+
+# The switch: see the module docstring.
+TRANSACTIONS_ENABLED = False
+
+# Kafka's defaults for transaction.abort.timed.out.transaction.cleanup.interval.ms
+# and transaction.remove.expired.transaction.cleanup.interval.ms (not in the
+# config table yet), and how often unwritten markers are retried (Kafka's
+# marker channel backs off retry.backoff.ms, 100 ms).
+ABORT_TIMED_OUT_INTERVAL_MS = 10_000
+REMOVE_EXPIRED_INTERVAL_MS = 3_600_000
+MARKER_RETRY_INTERVAL_MS = 100
+
+
+def txn_config(config, num_partitions: int | None = None) -> TxnConfig:
+    """The decisions' settings from the broker config; ``num_partitions``:
+    ``__transaction_state``'s partition count once the topic exists."""
+    return TxnConfig(
+        num_partitions=num_partitions or config["transaction.state.log.num.partitions"],
+        transaction_max_timeout_ms=config["transaction.max.timeout.ms"],
+        transactional_id_expiration_ms=config["transactional.id.expiration.ms"])
+
+
+class TransactionCoordinator:
+    def __init__(self, state: TransactionCoordinatorState, store, channel):
+        self.state = state
+        self.store = store
+        self.channel = channel
+        now = state.clock_ms()
+        self._next_abort_ms = now + ABORT_TIMED_OUT_INTERVAL_MS
+        self._next_expire_ms = now + REMOVE_EXPIRED_INTERVAL_MS
+
+    # ------------------------------------------------------------ running decisions
+
+    def run(self, result: Result, reply=None) -> None:
+        """Carry ``result`` out: write what it persists, complete it, answer
+        ``reply(Answer)`` once (if given and there is an answer), write its
+        markers and, once they are all written, persist the completion."""
+        state = self.state
+        while result is not None:
+            if result.answer is not None and reply is not None:
+                reply(result.answer)
+                reply = None
+            follow = None
+            if result.markers is not None and self.channel.send(result.markers):
+                follow = state.markers_written(result.markers)
+            if result.persist is not None:
+                error = self.store.persist(result.persist)
+                if error:
+                    log.warning("writing %s of %s to __transaction_state failed: error %d",
+                                result.persist.kind, result.persist.transactional_id, error)
+                follow = state.complete(result.persist, error)
+            result = follow
+
+    # ------------------------------------------------------------ requests
+
+    def init_producer_id(self, transactional_id, timeout_ms, producer_id, producer_epoch, reply) -> None:
+        self.run(self.state.init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch), reply)
+
+    def add_partitions(self, transactional_id, producer_id, producer_epoch, partitions, reply) -> None:
+        self.run(self.state.add_partitions(transactional_id, producer_id, producer_epoch, partitions), reply)
+
+    def end_txn(self, transactional_id, producer_id, producer_epoch, commit, reply) -> None:
+        self.run(self.state.end_txn(transactional_id, producer_id, producer_epoch, commit), reply)
+
+    # ------------------------------------------------------------ leadership
+
+    def load(self, partition: int, coordinator_epoch: int) -> None:
+        """Serve ``__transaction_state`` partition ``partition`` (newly led):
+        replay it, then resend the markers of transactions left in
+        PrepareCommit / PrepareAbort. Its ids answer
+        COORDINATOR_LOAD_IN_PROGRESS until the replay is done."""
+        self.state.begin_load(partition)
+        records = [(key, value) for item in self.store.replay([partition]) if item is not None
+                   for _p, key, value in (item,)]
+        for markers in self.state.load_partition(partition, coordinator_epoch, records):
+            self.run(Result(markers=markers))
+
+    def unload(self, partition: int) -> int:
+        dropped = self.state.unload_partition(partition)
+        owned = self.state.partitions
+        self.channel.remove_for(lambda txn_id: self.state.partition_for(txn_id) in owned)
+        return dropped
+
+    # ------------------------------------------------------------ timers
+
+    def tick(self) -> int:
+        """Run what is due; returns when to call again (ms, the state's clock)."""
+        now = self.state.clock_ms()
+        for markers in self.channel.retry():
+            self.run(self.state.markers_written(markers))
+        if now >= self._next_abort_ms:
+            self._next_abort_ms = now + ABORT_TIMED_OUT_INTERVAL_MS
+            for result in self.state.abort_timed_out_transactions():
+                self.run(result)
+        if now >= self._next_expire_ms:
+            self._next_expire_ms = now + REMOVE_EXPIRED_INTERVAL_MS
+            for persist in self.state.expire_transactional_ids():
+                self.run(Result(persist=persist))
+        nearest = min(self._next_abort_ms, self._next_expire_ms)
+        return min(nearest, now + MARKER_RETRY_INTERVAL_MS) if self.channel.pending else nearest
