@@ -40,7 +40,7 @@ from kafkapy.server.config import log_config_for
 from kafkapy.server.reactor.acceptor import acceptor_main
 from kafkapy.server.reactor.channel import Arena, RequestQueue, ResponsePipe, WakePipe
 from kafkapy.server.reactor.processor import processor_main
-from kafkapy.server.reactor.worker import worker_main
+from kafkapy.server.reactor.worker import warm_up, worker_main
 from kafkapy.storage.errors import InconsistentClusterId
 from kafkapy.storage.shared import SharedPartitionTable
 
@@ -128,6 +128,7 @@ class Supervisor:
         else:
             self.store = EmbeddedMetadataStore(first_dir, self.table)
             self._load_logs()
+        warm_up()  # before the children fork: they share the loaded schemas
         self.channel = Channel(self.ctx, config)
         self.broker = Broker(config, self.table, self.log_manager, self.channel.wake_pipes,
                              self.log_manager.cluster_id)
