@@ -38,8 +38,13 @@ _SKIP = frozenset({E.UNSUPPORTED_FOR_MESSAGE_FORMAT, E.UNSUPPORTED_VERSION})
 
 
 class TransactionMarkerChannel:
-    def __init__(self, write_marker):
+    def __init__(self, write_marker, on_written=None):
         self.write_marker = write_marker
+        # (topic, partition), markers -> None, after each marker is written:
+        # the group coordinator's seam for TxnOffsetCommit (Kafka's
+        # handleTxnCompletion: a marker on a __consumer_offsets partition
+        # makes the producer's pending offsets committed or drops them).
+        self.on_written = on_written
         # transactional id -> (markers, partitions still to write)
         self.pending: dict[str, tuple[WriteMarkers, set]] = {}
 
@@ -61,6 +66,8 @@ class TransactionMarkerChannel:
         markers, remaining = self.pending[txn_id]
         for tp in sorted(remaining):
             error = self.write_marker(tp[0], tp[1], markers)
+            if error == E.NONE and self.on_written is not None:
+                self.on_written(tp, markers)
             if error == E.NONE or error in _SKIP:
                 remaining.discard(tp)
             elif error in _ABORT_SENDING:

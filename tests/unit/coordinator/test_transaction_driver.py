@@ -153,6 +153,8 @@ def test_commit_and_abort_reach_the_logs(env):
 
 def test_unwritten_markers_are_retried_and_block_the_transaction(env):
     txn, store, logs, clock = env
+    written = []
+    txn.channel.on_written = lambda tp, markers: written.append((tp, markers.commit))
     call(txn.init_producer_id, TXN, 60000, -1, -1)
     call(txn.add_partitions, TXN, 5000, 0, [("out", 0), ("out", 1)])
     logs.down.add(("out", 1))
@@ -164,6 +166,7 @@ def test_unwritten_markers_are_retried_and_block_the_transaction(env):
     logs.down.clear()
     txn.tick()
     assert not txn.channel.pending and store.states()[-1] == 4
+    assert written == [(("out", 0), True), (("out", 1), True)]   # each partition once, when written
     # Each partition got exactly one marker.
     for p in (0, 1):
         log = logs.log("out", p)
