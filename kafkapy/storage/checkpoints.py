@@ -42,6 +42,18 @@ class CheckpointError(ValueError):
     """A checkpoint file exists but is malformed."""
 
 
+def fsync_if_exists(path: str, fsync=os.fsync) -> None:
+    """``fsync`` the file at ``path`` if there is one (an index a segment may lack)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -29,6 +29,7 @@ import os
 import struct
 
 from kafkapy._core import load
+from kafkapy.storage.checkpoints import fsync_if_exists
 from kafkapy.storage.errors import CorruptIndexError
 from kafkapy.storage.file_cache import FILE_CACHE
 
@@ -186,14 +187,7 @@ class _MappedIndex:
         process's mapping (on Linux msync(MS_SYNC) is an fsync of the range),
         so this works whether or not this process has it mapped now."""
         self.flush()
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        try:
-            fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_if_exists(self.path, fsync)
 
     def close(self) -> None:
         if self._mm is not None:

@@ -106,17 +106,6 @@ def _default_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _fsync_if_exists(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
@@ -1361,7 +1350,7 @@ class Log:
                     break
                 segment.flush(self._fsync)
             if self._fsync is os.fsync and not already_synced:
-                _fsync_if_exists(self._epoch_path())
+                checkpoints.fsync_if_exists(self._epoch_path())
                 checkpoints.fsync_dir(self.dir)
             state.recovery_point = max(state.recovery_point, up_to_offset)
             probes.log.flushed(time.monotonic() - started)

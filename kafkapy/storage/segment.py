@@ -23,6 +23,7 @@ import os
 import struct
 
 from kafkapy._core import load
+from kafkapy.storage.checkpoints import fsync_if_exists
 from kafkapy.storage.file_cache import FILE_CACHE
 from kafkapy.storage.index import OffsetIndex, TimeIndex
 
@@ -460,15 +461,7 @@ class LogSegment:
         self.time_index.fsync(fsync)
         # The aborted-transaction index (storage.transaction_index), if the
         # segment has one: recovery rebuilds it only above the recovery point.
-        try:
-            fd = os.open(os.path.join(self.dir, segment_file_name(self.base_offset, TXN_INDEX_SUFFIX)),
-                         os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        try:
-            fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_if_exists(os.path.join(self.dir, segment_file_name(self.base_offset, TXN_INDEX_SUFFIX)), fsync)
 
     def close(self) -> None:
         self.offset_index.close()

@@ -5,6 +5,7 @@ import importlib
 
 import pytest
 
+from coordinator.test_transaction_coordinator import Clock
 from kafkapy.coordinator.transaction.coordinator import TransactionCoordinatorState, TxnConfig
 from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
 from kafkapy.coordinator.transaction.marker_channel import TransactionMarkerChannel
@@ -24,14 +25,6 @@ from kafkapy.storage.shared import LocalPartitionState
 from kafkapy.coordinator.transaction.state_log import encode_value
 
 TXN = "txn-a"
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_000_000
-
-    def __call__(self):
-        return self.now
 
 
 class Store:
