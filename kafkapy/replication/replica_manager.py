@@ -234,11 +234,12 @@ class ReplicaManager:
             return self.unhosted_error(topic, partition_id), None, None
         return partition.append_records_to_leader(records, acks)
 
-    def wake_delayed_operations(self) -> None:
-        """High watermarks moved: wake the processors holding delayed
-        operations (only those with any parked)."""
+    def wake_delayed_operations(self, slots=None) -> None:
+        """The watched fields of ``slots`` moved (high watermarks, log end
+        offsets; None: any slot's, e.g. leader epochs after a LeaderAndIsr):
+        wake the processors holding delayed operations that watch them."""
         for pipe in self.wake_pipes:
-            pipe.wake_if_parked()
+            pipe.wake_if_watched(slots)
 
     def sync_partitions(self) -> None:
         """Open every partition of the metadata and let the log manager drop

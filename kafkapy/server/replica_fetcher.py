@@ -426,16 +426,18 @@ class ReplicaFetcher:
 
     def process_answers(self) -> None:
         answers, self.answers = self.answers, []
-        woke = False
+        appended = []
         for leader, sent, response, error in answers:
             if self.in_flight.get(leader, (0, None))[1] is sent:
                 del self.in_flight[leader]
             if error is not None:
                 self._leader_failed(leader, sent, error)
                 continue
-            woke |= self.process_fetch_response(leader, sent, response)
-        if woke:
-            self.broker.replica_manager.wake_delayed_operations()
+            appended += self.process_fetch_response(leader, sent, response)
+        if appended:
+            # Only operations parked on these partitions are woken (on a
+            # follower, usually none).
+            self.broker.replica_manager.wake_delayed_operations(appended)
 
     def _leader_failed(self, leader: int, sent: dict, error) -> None:
         log.warning("fetch from broker %d failed: %s; retrying in %.1f s", leader, error, self.backoff_s)
@@ -449,13 +451,13 @@ class ReplicaFetcher:
         for state in states:
             state.delayed_until = until
 
-    def process_fetch_response(self, leader: int, sent: dict, response) -> bool:
-        """Apply one leader's answer; True if anything was appended."""
+    def process_fetch_response(self, leader: int, sent: dict, response) -> list:
+        """Apply one leader's answer; the slots of the partitions appended to."""
         if getattr(response, "error_code", 0):
             log.warning("fetch from broker %d answered %s", leader, ErrorCode(response.error_code).name)
             self._delay(state for state, _ in sent.values())
-            return False
-        appended = False
+            return []
+        appended = []
         order = self.by_leader.get(leader)
         for topic in response.responses:
             for part in topic.partitions:
@@ -471,7 +473,7 @@ class ReplicaFetcher:
                     continue
                 try:
                     if self.process_partition(state, partition, fetch_offset, part):
-                        appended = True
+                        appended.append(partition.slot)
                         if order is not None and key in order:
                             order.move_to_end(key)
                 except (PartitionError, LeaderUnavailable, StorageError) as exc:

@@ -57,7 +57,7 @@ _TICK_S = 1.0
 class Channel:
     """Everything processes use to talk; created before forking."""
 
-    def __init__(self, ctx, config):
+    def __init__(self, ctx, config, slots: int = 0):
         n = config.num_network_threads
         self.requests = RequestQueue(ctx, config["queued.max.requests"], config.num_io_threads)
         # Group APIs go to the one coordinator process (docs/architecture.md).
@@ -65,7 +65,7 @@ class Channel:
         arena_bytes = max(ARENA_BYTES, config["socket.request.max.bytes"])
         self.arenas = [Arena(arena_bytes, ARENA_BYTES) for _ in range(n)]
         self.response_pipes = [ResponsePipe(ctx) for _ in range(n)]
-        self.wake_pipes = [WakePipe(ctx) for _ in range(n)]
+        self.wake_pipes = [WakePipe(ctx, slots) for _ in range(n)]
 
 
 def bind_listeners(config) -> list[socket.socket]:
@@ -129,7 +129,7 @@ class Supervisor:
             self.store = EmbeddedMetadataStore(first_dir, self.table)
             self._load_logs()
         warm_up()  # before the children fork: they share the loaded schemas
-        self.channel = Channel(self.ctx, config)
+        self.channel = Channel(self.ctx, config, TABLE_CAPACITY)
         self.broker = Broker(config, self.table, self.log_manager, self.channel.wake_pipes,
                              self.log_manager.cluster_id)
         if not self.cluster_mode:

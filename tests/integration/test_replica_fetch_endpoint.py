@@ -64,7 +64,7 @@ class Follower:
             "replica.fetch.backoff.ms": 1000, "replica.socket.timeout.ms": SOCKET_TIMEOUT_MS})
         self.fetcher = ReplicaFetcher(0, self.broker, config)
 
-    def _wake(self):
+    def _wake(self, slots=None):
         self.wakes += 1
 
     def state(self):

@@ -75,7 +75,8 @@ def handle(ctx, request):
     replica_manager = ctx.broker.replica_manager
     acks = request.acks
     any_error = False
-    appended = False
+    appended = []  # the slots appended to: what parked operations may wait on
+    get_partition = replica_manager.get_partition
     cls = ctx.response_class()
     topic_cls, partition = _response_classes(cls)
     append = replica_manager.append_records
@@ -97,17 +98,17 @@ def handle(ctx, request):
                 any_error = True
                 partitions.append(partition(index, int(code), -1, -1, -1, message))
             else:
-                if result.record_count > 0:
-                    appended = True
-                if watch is not None:
-                    replica = replica_manager.get_partition(name, index)
-                    if replica.high_watermark <= result.last_offset:
+                if result.record_count > 0 or watch is not None:
+                    replica = get_partition(name, index)
+                    if result.record_count > 0:
+                        appended.append(replica.slot)
+                    if watch is not None and replica.high_watermark <= result.last_offset:
                         watch[replica.slot] = (HIGH_WATERMARK, result.last_offset + 1)
                 partitions.append(partition(index, 0, result.first_offset, result.log_append_time_ms,
                                             result.log_start_offset, None))
         topics.append(topic_cls(name=name, partition_responses=tuple(partitions)))
     if appended:
-        replica_manager.wake_delayed_operations()
+        replica_manager.wake_delayed_operations(appended)
     if acks == 0:
         return CloseConnection if any_error else NoResponse
     if watch:

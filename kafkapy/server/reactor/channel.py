@@ -297,27 +297,45 @@ class WakePipe:
     """Appenders -> one processor: "a high watermark moved".
 
     The processor keeps the number of delayed operations it has parked (its
-    purgatory's size) in ``_parked`` (shared memory, written only by that
-    processor, under a lock whose atomic operations order the write before
-    its re-check of the watched fields),
-    and an appender wakes only processors with something parked: one parked
-    consumer no longer costs every processor a wake-up per produce request.
+    purgatory's size) in ``_parked``, and per shared-table slot how many of
+    them watch it in ``_watchers`` (shared memory, written only by that
+    processor; the lock's atomic operations order those writes before its
+    re-check of the watched fields). An appender that names the slots it
+    moved wakes only processors with an operation watching one of them: a
+    follower's append, or a produce to a partition nobody waits on, wakes
+    nobody, where every processor with anything parked used to be woken.
     """
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, slots: int = 0):
         self.read_fd, self.write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._parked = ctx.RawValue("i", 0)
         self._parked_lock = ctx.Lock()
+        # slot -> parked operations watching it (None: not kept, every
+        # wake goes to a processor with anything parked)
+        self._watchers = ctx.RawArray("I", slots) if slots else None
 
-    def add_parked(self, delta: int) -> None:
+    def add_parked(self, delta: int, slots=()) -> None:
+        """One operation watching ``slots`` was parked (+1) or finished (-1)."""
+        watchers = self._watchers
+        if watchers is not None:
+            for slot in slots:
+                watchers[slot] += delta
         with self._parked_lock:
             self._parked.value += delta
 
-    def wake_if_parked(self) -> None:
+    def wake_if_watched(self, slots=None) -> None:
+        """Wake the processor if an operation it parked watches one of
+        ``slots`` (None: if it parked any)."""
         # The appender's partition unlock (a lockf system call) came first:
-        # the high watermark it published is visible before this read.
-        if self._parked.value > 0:
-            self.wake()
+        # the fields it published are visible before these reads.
+        if self._parked.value <= 0:
+            return
+        watchers = self._watchers
+        if slots is None or watchers is None:
+            return self.wake()
+        for slot in slots:
+            if watchers[slot]:
+                return self.wake()
 
     def wake(self) -> None:
         try:

@@ -245,8 +245,9 @@ class Processor:
             return
         probes.network.connection_closed(conn.listener)
         self._set_events(conn, 0)
-        if self.purgatory.cancel(conn.conn_id) is not None:
-            self.wake_pipe.add_parked(-1)
+        op = self.purgatory.cancel(conn.conn_id)
+        if op is not None:
+            self.wake_pipe.add_parked(-1, op.watch)
         if conn.at_worker:
             # A worker still owns the arena region; it is freed when its
             # response arrives (the response is then dropped).
@@ -420,10 +421,10 @@ class Processor:
             if kind == DELAY:
                 payload = from_wire(payload)
                 self.purgatory.park(conn_id, payload)
-                # Appenders wake processors only while this counter is
-                # positive; an append that raced with parking is caught by
-                # re-checking the watched fields right after.
-                self.wake_pipe.add_parked(1)
+                # Appenders wake processors only while an operation watches
+                # what they moved; an append that raced with parking is
+                # caught by re-checking the watched fields right after.
+                self.wake_pipe.add_parked(1, payload.watch)
                 if conn.arena_off >= 0:
                     # A large request must not pin the arena ring for up to
                     # its deadline: a fetch's bytes wait outside it (it runs
@@ -491,7 +492,7 @@ class Processor:
         else:
             ready = purgatory.poll(self._read_field, now_ms, woken)
         for conn_id, op, _expired in ready:
-            self.wake_pipe.add_parked(-1)
+            self.wake_pipe.add_parked(-1, op.watch)
             conn = self.conns[conn_id]  # a closed connection's op was cancelled
             if isinstance(op, DelayedProduce):
                 self._answer_delayed_produce(conn, op)

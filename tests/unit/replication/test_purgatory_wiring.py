@@ -226,7 +226,7 @@ class _OneReplica:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
         return partition.append_records_to_leader(records, acks)
 
-    def wake_delayed_operations(self):
+    def wake_delayed_operations(self, slots=None):
         self.wakes += 1
 
 
@@ -308,3 +308,29 @@ def test_acks_all_expires_with_request_timed_out(leader, table):
     response = produce_handler.delayed_produce_response(done, read)
     got = [(p.index, p.error_code, p.base_offset) for p in response.responses[0].partition_responses]
     assert got == [(0, ErrorCode.REQUEST_TIMED_OUT, -1), (1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+
+
+def test_an_appender_wakes_only_processors_watching_what_it_moved():
+    import os
+
+    pipe = WakePipe(multiprocessing.get_context("fork"), slots=16)
+
+    def woken():
+        try:
+            return bool(os.read(pipe.read_fd, 16))
+        except BlockingIOError:
+            return False
+
+    pipe.wake_if_watched([3])
+    assert not woken(), "nothing parked"
+    pipe.add_parked(1, {3: (HW, 1), 7: (HW, 2)})
+    pipe.wake_if_watched([5, 9])
+    assert not woken(), "another partition moved"
+    pipe.wake_if_watched([9, 7])
+    assert woken()
+    pipe.wake_if_watched(None)  # a leader epoch moved: anything parked may care
+    assert woken()
+    pipe.add_parked(-1, {3: (HW, 1), 7: (HW, 2)})
+    pipe.wake_if_watched([3, 7])
+    pipe.wake_if_watched(None)
+    assert not woken()

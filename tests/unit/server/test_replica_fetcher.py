@@ -111,7 +111,7 @@ class FakeReplicaManager:
     def get_partition(self, topic, index):
         return self.partition if (topic, index) == ("t", 0) else None
 
-    def wake_delayed_operations(self):
+    def wake_delayed_operations(self, slots=None):
         self.wakes += 1
 
 

@@ -61,7 +61,7 @@ class ReplicaManager:
     def get_partition(self, topic, index):
         return self.partitions.get((topic, index))
 
-    def wake_delayed_operations(self):
+    def wake_delayed_operations(self, slots=None):
         self.wakes += 1
 
 
