@@ -759,8 +759,11 @@ class Log:
         psm.catch_up(slot[0], self._read_headers_from)
         high_watermark = slot[1]
         first_unstable = psm.first_unstable_offset(high_watermark)
-        return first_unstable if first_unstable is not None and first_unstable < high_watermark \
-            else high_watermark
+        if first_unstable is None or first_unstable >= high_watermark:
+            return high_watermark
+        # An open transaction whose start DeleteRecords or retention removed
+        # is unstable from the log start on (Kafka's updateFirstUnstableOffset).
+        return max(first_unstable, slot[_F_LOG_START_OFFSET])
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Kafka's collectAbortedTransactions: the aborted transactions

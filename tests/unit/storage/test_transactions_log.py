@@ -153,6 +153,18 @@ def test_aborted_entry_records_the_lso_after_the_marker(tmp_path):
     log.close()
 
 
+def test_lso_is_never_below_the_log_start(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    txn_batch(log, A, 0)                     # 0: open
+    append(log, make_batch(3))               # 1-3
+    set_hw(log)
+    assert lso(log) == 0
+    with log.lock():
+        log.delete_records(2)
+    assert lso(log) == 2
+    log.close()
+
+
 def test_marker_without_transaction_data_completes_nothing(tmp_path):
     log = open_log(tmp_path / "t-0")
     marker(log, A, commit=False)             # an abort for a transaction that wrote nothing here
