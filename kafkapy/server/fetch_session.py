@@ -72,14 +72,15 @@ _PAGE = mmap.PAGESIZE
 
 class Entry(NamedTuple):
     """One partition of a session (Kafka's CachedPartition): what the
-    fetcher asked for last, and the high watermark and log start offset last
-    sent to it. ``key`` is the topic name, or the topic id's 16 bytes in a
-    session of Fetch v13+."""
+    fetcher asked for last (named as the request's FetchPartition fields, so
+    the fetch handler reads either alike), and the high watermark and log
+    start offset last sent to it. ``key`` is the topic name, or the topic
+    id's 16 bytes in a session of Fetch v13+."""
 
     key: object
     partition: int
     fetch_offset: int
-    max_bytes: int
+    partition_max_bytes: int
     current_leader_epoch: int
     last_fetched_epoch: int
     log_start_offset: int  # the follower's own; -1 for a consumer
