@@ -115,6 +115,29 @@ def test_full_then_incremental_fetches_answer_only_what_changed(kbroker):
         assert _summary(r) == {("inc", 0): (0, 5, 5)}
 
 
+def test_partitions_that_returned_records_go_to_the_end_of_the_session(kbroker):
+    """With max_bytes cutting after the first batch (KIP-74), Kafka's session
+    order makes the others come first next time: a partition that returned
+    records moves to the end."""
+    b = kbroker.bootstrap
+    create_topic(b, "order", 3)
+    for p in range(3):
+        _produce(b, "order", p, 3, tag=f"p{p}")
+    with Conn(b) as c:
+        full = c.call(FETCH, 12, fetch_request(12, [("order", [(p, 0) for p in range(3)])], epoch=0,
+                                               max_bytes=1))
+        sid = full.session_id
+        assert sid and [k for k, p in partitions_of(full).items() if record_count(p.records)] == [("order", 0)]
+        # Partition 0 read: partition 1 is next and gets the batch.
+        r = c.call(FETCH, 12, fetch_request(12, [("order", [(0, 3)])], session_id=sid, epoch=1, max_bytes=1))
+        assert _summary(r) == {("order", 1): (0, 3, 3)}
+        # Partition 1 did not move its offset, but it went to the end: partition 2 comes first.
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=2, max_bytes=1))
+        assert _summary(r) == {("order", 2): (0, 3, 3)}
+        r = c.call(FETCH, 12, fetch_request(12, [], session_id=sid, epoch=3, max_bytes=1))
+        assert _summary(r) == {("order", 1): (0, 3, 3)}
+
+
 def test_forgetting_every_partition_closes_the_session(kbroker):
     b = kbroker.bootstrap
     create_topic(b, "forget", 1)
