@@ -1,6 +1,14 @@
 """The transaction coordinator's package (Kafka's ``kafka.coordinator.transaction``).
 
-Today it holds the producer-id manager that InitProducerId uses; the
-transaction coordinator (issue 11) goes beside it, above replication as the
-group coordinator is.
+* ``producer_id_manager`` — producer ids for InitProducerId (blocks from the metadata store).
+* ``state_log`` — ``__transaction_state``'s record formats and the id -> partition hash.
+* ``metadata`` — one transactional id's state and transitions (Kafka's TransactionMetadata).
+* ``coordinator`` — the coordinator's decisions, sans-IO (TransactionCoordinatorState).
+* ``transaction_coordinator`` — its I/O half over a store and a marker channel, and the
+  ``TRANSACTIONS_ENABLED`` switch (off: nothing is routed or advertised yet).
+* ``state_store``, ``marker_channel``, ``handlers`` — the topic store, marker writing, the API handlers.
+* ``pending_offsets`` — offsets committed inside transactions, for the group coordinator.
+
+Above replication, as the group coordinator is; runs in the group-coordinator
+process (docs/architecture.md, "Transactions").
 """
