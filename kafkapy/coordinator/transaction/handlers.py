@@ -3,7 +3,8 @@ see ``transaction_coordinator.TRANSACTIONS_ENABLED``).
 
 Each takes ``(txn, ctx, request)``: the process's ``TransactionCoordinator``,
 the request's ``CoordinatorContext`` (``api_version``, ``reply(dict)``,
-``store``: the ``__consumer_offsets`` store, for AddOffsetsToTxn's partition)
+``store``: the ``__consumer_offsets`` store, for AddOffsetsToTxn's partition
+and which partitions exist)
 and the decoded kio request; it calls ``ctx.reply`` exactly once. Versions
 as Kafka 3.9 serves them: InitProducerId 0-5 (with a transactional id; the
 null id stays with the workers), AddPartitionsToTxn 0-5 (v4+: batched,
@@ -18,17 +19,25 @@ from kafkapy.coordinator.records import partition_for as group_partition_for
 from kafkapy.protocol.errors import ErrorCode as E
 
 
-def _answer_reply(ctx, **extra):
-    """A reply(Answer) that answers ``error_code`` (plus ``extra``)."""
+def _compatible(error_code: int, version: int, fenced_from: int) -> int:
+    """Kafka answers clients older than PRODUCER_FENCED (``version <
+    fenced_from``) with INVALID_PRODUCER_EPOCH instead, which they handle the same way."""
+    if error_code == E.PRODUCER_FENCED and version < fenced_from:
+        return int(E.INVALID_PRODUCER_EPOCH)
+    return error_code
+
+
+def _answer_reply(ctx):
+    """A reply(Answer) that answers its error code (AddOffsetsToTxn, EndTxn: PRODUCER_FENCED from v2)."""
     def reply(answer):
-        ctx.reply({"throttle_time": 0, "error_code": answer.error_code, **extra})
+        ctx.reply({"throttle_time": 0, "error_code": _compatible(answer.error_code, ctx.api_version, 2)})
     return reply
 
 
 def init_producer_id(txn, ctx, request) -> None:
     def reply(answer):
-        ctx.reply({"throttle_time": 0, "error_code": answer.error_code, "producer_id": answer.producer_id,
-                   "producer_epoch": answer.producer_epoch})
+        ctx.reply({"throttle_time": 0, "error_code": _compatible(answer.error_code, ctx.api_version, 4),
+                   "producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch})
     producer_id = getattr(request, "producer_id", -1)
     producer_epoch = getattr(request, "producer_epoch", -1)
     txn.init_producer_id(request.transactional_id, int(request.transaction_timeout), producer_id,
@@ -46,32 +55,35 @@ def _topic_results(errors: dict) -> list:
     return [{"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]
 
 
+def _add_or_verify(txn, ctx, txn_id, producer_id, producer_epoch, topics, verify_only=False) -> dict:
+    """One transaction of AddPartitionsToTxn: (topic, partition) -> error.
+    As Kafka's KafkaApis: partitions of unknown topics fail the whole
+    transaction (UNKNOWN_TOPIC_OR_PARTITION for them, OPERATION_NOT_ATTEMPTED
+    for the others); otherwise the coordinator's one answer for them all."""
+    partitions = _partitions(topics)
+    unknown = {tp for tp in partitions if not ctx.store.partition_exists(*tp)}
+    if unknown:
+        return {tp: int(E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED)
+                for tp in partitions}
+    if verify_only:
+        return txn.state.verify_partitions(txn_id, producer_id, producer_epoch, partitions)
+    answers = []
+    txn.add_partitions(txn_id, producer_id, producer_epoch, partitions, answers.append)
+    error = answers[0].error_code if answers else int(E.UNKNOWN_SERVER_ERROR)
+    return dict.fromkeys(partitions, _compatible(error, ctx.api_version, 2))
+
+
 def add_partitions_to_txn(txn, ctx, request) -> None:
     if ctx.api_version < 4:
-        partitions = _partitions(request.v3_and_below_topics)
-        txn_id = request.v3_and_below_transactional_id
-        answers = []
-        txn.add_partitions(txn_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
-                           partitions, answers.append)
-        # One error for every partition, as Kafka's client path answers.
-        error = answers[0].error_code if answers else int(E.UNKNOWN_SERVER_ERROR)
-        ctx.reply({"throttle_time": 0,
-                   "results_by_topic_v3_and_below": _topic_results(dict.fromkeys(partitions, error))})
+        errors = _add_or_verify(txn, ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                                request.v3_and_below_producer_epoch, request.v3_and_below_topics)
+        ctx.reply({"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(errors)})
         return
     results = []
-    for transaction in request.transactions:
-        partitions = _partitions(transaction.topics)
-        if transaction.verify_only:
-            errors = txn.state.verify_partitions(transaction.transactional_id, transaction.producer_id,
-                                                 transaction.producer_epoch, partitions)
-        else:
-            answers = []
-            txn.add_partitions(transaction.transactional_id, transaction.producer_id,
-                               transaction.producer_epoch, partitions, answers.append)
-            error = answers[0].error_code if answers else int(E.UNKNOWN_SERVER_ERROR)
-            errors = dict.fromkeys(partitions, error)
-        results.append({"transactional_id": transaction.transactional_id,
-                        "topic_results": _topic_results(errors)})
+    for t in request.transactions:
+        errors = _add_or_verify(txn, ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
+                                t.verify_only)
+        results.append({"transactional_id": t.transactional_id, "topic_results": _topic_results(errors)})
     ctx.reply({"throttle_time": 0, "error_code": 0, "results_by_transaction": results})
 
 

@@ -34,6 +34,10 @@ class Store:
         self.records = []
         self.fail = 0
         self.num_partitions = 50  # __consumer_offsets' (AddOffsetsToTxn)
+        self.topics = {"out": 3}  # what exists (AddPartitionsToTxn)
+
+    def partition_exists(self, topic, partition):
+        return 0 <= partition < self.topics.get(topic, 0)
 
     def persist(self, persist):
         if self.fail:
@@ -249,6 +253,9 @@ def test_handlers_answer_every_version(env, version):
     r = handle(txn, store, 22, version, **init)
     assert r.error_code == 0 and r.producer_epoch == 0
     pid = r.producer_id
+    if version >= 3:  # KIP-360's producer id and epoch: an unknown epoch is a zombie
+        r = handle(txn, store, 22, version, **{**init, "producer_id": pid, "producer_epoch": 7})
+        assert r.error_code == (E.PRODUCER_FENCED if version >= 4 else E.INVALID_PRODUCER_EPOCH)
     topics = [{"name": "out", "partitions": [0, 1]}]
     if version < 4:
         r = handle(txn, store, 24, version, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
@@ -271,7 +278,21 @@ def test_handlers_answer_every_version(env, version):
         assert any(t == "__consumer_offsets" for t, _ in txn.state.get(tid).topic_partitions)
         r = handle(txn, store, 26, version, transactional_id=tid, producer_id=pid, producer_epoch=1,
                    committed=True)
-        assert r.error_code == E.PRODUCER_FENCED
+        assert r.error_code == (E.PRODUCER_FENCED if version >= 2 else E.INVALID_PRODUCER_EPOCH)
+    if version < 4:
+        r = handle(txn, store, 24, version, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                   v3_and_below_producer_epoch=0, v3_and_below_topics=[{"name": "out", "partitions": [2, 9]},
+                                                                       {"name": "nope", "partitions": [0]}])
+        errors = {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below
+                  for p in t.results_by_partition}
+        assert errors == {("out", 2): E.OPERATION_NOT_ATTEMPTED, ("out", 9): E.UNKNOWN_TOPIC_OR_PARTITION,
+                          ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+        assert ("out", 2) not in txn.state.get(tid).topic_partitions
+        # A zombie epoch: PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before.
+        r = handle(txn, store, 24, version, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                   v3_and_below_producer_epoch=5, v3_and_below_topics=[{"name": "out", "partitions": [2]}])
+        fenced = r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+        assert fenced == (E.PRODUCER_FENCED if version >= 2 else E.INVALID_PRODUCER_EPOCH)
     if version <= 1:
         r = handle(txn, store, 66, version, state_filters=["Ongoing", "Nope"], producer_id_filters=[])
         assert r.error_code == 0 and list(r.unknown_state_filters) == ["Nope"]
