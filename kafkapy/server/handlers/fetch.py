@@ -285,7 +285,7 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
     failed = False
     readable = False
     watch = {}  # slot -> (field, value): what a DelayedFetch waits for
-    high_watermark_moved = False  # by a follower's fetch: wake the parked operations
+    high_watermark_moved = []  # slots whose high watermark a follower's fetch moved
     results = []
     for key, e in zip(keys, wanted):
         name = key if names is None else names.get(key)
@@ -321,7 +321,7 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
             data, high_watermark, log_start_offset = partition.fetch_records_for_follower(
                 replica_id, e.fetch_offset, max_bytes, total == 0, ctx.now_ms)
             if high_watermark > before:
-                high_watermark_moved = True
+                high_watermark_moved.append(partition.slot)
             watch[partition.slot] = (LOG_END_OFFSET, e.fetch_offset + 1)
         if data is None:
             failed = True
@@ -334,7 +334,9 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
         results.append((name, ErrorCode.NONE, high_watermark, log_start_offset,
                         RecordsRegions(data.regions, size) if size else b"", size, None, partition))
     if high_watermark_moved:
-        replica_manager.wake_delayed_operations()
+        # Wakes only processors whose parked operations (an acks=all
+        # produce, a consumer's fetch) watch these partitions.
+        replica_manager.wake_delayed_operations(high_watermark_moved)
     if readable and not failed and total < request.min_bytes and request.max_wait > 0:
         deadline = ctx.deadline_ms or ctx.now_ms + request.max_wait
         if ctx.now_ms < deadline:
