@@ -40,6 +40,26 @@ Kafka's rules kept here:
   deletion is held, as Kafka holds it); once every replica's StopReplica
   succeeded the topic leaves the state and its znodes are removed
   (``DeleteTopic``). Partitions of a topic being deleted are never elected.
+* controlled shutdown (Kafka's doControlledShutdown): the broker is
+  shutting down (no election picks it any more, though it stays live and
+  gets its requests until its registration goes); each partition with more
+  than one replica that it leads elects the first assigned replica that is
+  live, in the ISR and not shutting down, the ISR losing the shutting-down
+  brokers (ControlledShutdownPartitionLeaderElectionStrategy), leader epoch
+  + 1; each it follows gets StopReplica (no delete) on it and drops it from
+  the ISR (not the last member), leader epoch + 1, LeaderAndIsr to the other
+  replicas. The answer is the partitions it still leads;
+* replica leader election (Kafka's processReplicaLeaderElection and
+  onReplicaElection): preferred, the first assigned replica if live and in
+  the ISR (ISR kept); unclean, for a partition without a live leader, as
+  after a failure with unclean election allowed. Per partition: the new
+  leader, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE /
+  ELIGIBLE_LEADERS_NOT_AVAILABLE, INVALID_TOPIC_EXCEPTION (being deleted),
+  UNKNOWN_TOPIC_OR_PARTITION;
+* the auto leader rebalance (checkAndTriggerAutoLeaderRebalance): per
+  preferred broker, when more than ``leader.imbalance.per.broker.percentage``
+  of the partitions it prefers are led elsewhere, a preferred election of
+  those whose preferred replica can lead.
 
 Every change is sent as LeaderAndIsr to the partition's live replicas and
 UpdateMetadata to every live broker.
@@ -50,7 +70,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from kafkapy.coordination.assignment import elect_leader_and_isr, initial_leader_and_isr
+from kafkapy.coordination.assignment import (
+    controlled_shutdown_leader,
+    elect_leader_and_isr,
+    initial_leader_and_isr,
+    preferred_leader,
+)
 from kafkapy.coordination.metadata import NO_BROKER, PartitionState
 from kafkapy.protocol.errors import ErrorCode
 
@@ -118,6 +143,8 @@ class ControllerState:
     topic_ids: dict = field(default_factory=dict)  # topic -> uuid.UUID (UpdateMetadata, LeaderAndIsr)
     # topic being deleted -> {(partition, broker)} replicas whose StopReplica(delete) has not succeeded
     deleting: dict = field(default_factory=dict)
+    # brokers in controlled shutdown (Kafka's shuttingDownBrokerIds): live, never elected
+    shutting_down: set = field(default_factory=set)
 
     # -- events ------------------------------------------------------------------------------
     def on_new_partitions(self, assignments: dict) -> list:
@@ -125,7 +152,7 @@ class ControllerState:
         changed = []
         for tp, replicas in sorted(assignments.items()):
             self.assignments[tp] = tuple(replicas)
-            first = initial_leader_and_isr(replicas, self.live_brokers)
+            first = initial_leader_and_isr(replicas, self._electable())
             if first is None:
                 continue  # no live replica: the partition stays offline (NewPartition)
             leader, isr = first
@@ -136,12 +163,13 @@ class ControllerState:
         """Kafka's onBrokerFailure -> onReplicasBecomeOffline."""
         dead = set(broker_ids)
         self.live_brokers -= dead
+        self.shutting_down -= dead
         changed = []
         for tp, state in sorted(self.states.items()):
             if tp[0] in self.deleting:
                 continue
             if state.leader in dead:
-                elected = elect_leader_and_isr(state.replicas, state.isr, self.live_brokers,
+                elected = elect_leader_and_isr(state.replicas, state.isr, self._electable(),
                                                self.unclean_election(tp[0]))
                 if elected is not None:
                     leader, isr, _recovering = elected
@@ -175,7 +203,7 @@ class ControllerState:
             if tp[0] in self.deleting:
                 continue
             if state.leader == NO_BROKER:
-                elected = elect_leader_and_isr(state.replicas, state.isr, self.live_brokers,
+                elected = elect_leader_and_isr(state.replicas, state.isr, self._electable(),
                                                self.unclean_election(tp[0]))
                 if elected is not None:
                     leader, isr, _recovering = elected
@@ -183,7 +211,7 @@ class ControllerState:
                                                 leader_epoch=state.leader_epoch + 1), state, False))
         for tp, replicas in sorted(self.assignments.items()):
             if tp not in self.states and started & set(replicas) and tp[0] not in self.deleting:
-                first = initial_leader_and_isr(replicas, self.live_brokers)
+                first = initial_leader_and_isr(replicas, self._electable())
                 if first is not None:
                     leader, isr = first
                     changed.append((tp, PartitionState(tuple(replicas), leader, 0, tuple(isr), 0),
@@ -304,7 +332,108 @@ class ControllerState:
                 pending.discard((partition, broker_id))
         return self._finish_deletions()
 
+    def on_controlled_shutdown(self, broker_id: int) -> tuple:
+        """Kafka's doControlledShutdown: ``(error_code, effects)``; the caller
+        carries out the effects, then answers ``partitions_led_by(broker_id)``."""
+        if broker_id not in self.live_brokers:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        self.shutting_down.add(broker_id)
+        led, followed = [], []
+        for tp, state in sorted(self.states.items()):
+            replicas = self.assignments.get(tp, state.replicas)
+            if broker_id not in replicas or len(replicas) <= 1 or tp[0] in self.deleting:
+                continue
+            (led if state.leader == broker_id else followed).append(tp)
+        electable = self._electable()
+        changed = []
+        for tp in led:
+            state = self.states[tp]
+            leader = controlled_shutdown_leader(self.assignments[tp], state.isr, electable, self.shutting_down)
+            if leader is not None:
+                isr = tuple(r for r in state.isr if r not in self.shutting_down)
+                changed.append((tp, replace(state, leader=leader, isr=isr, leader_epoch=state.leader_epoch + 1),
+                                state, False))
+        effects = self._apply(changed)
+        if followed:
+            effects.append(SendStopReplica(broker_id, self.controller_epoch, tuple(followed), False))
+        # Kafka's OfflineReplica for the followed partitions: out of the ISR (not the
+        # last member), LeaderAndIsr to the other replicas only
+        changed = []
+        for tp in followed:
+            state = self.states[tp]
+            if broker_id in state.isr and len(state.isr) > 1:
+                changed.append((tp, replace(state, isr=_without(state.isr, {broker_id}),
+                                            leader_epoch=state.leader_epoch + 1), state, False))
+        return ErrorCode.NONE, effects + self._apply(changed, exclude=broker_id)
+
+    def partitions_led_by(self, broker_id: int) -> list:
+        """``[(topic, partition)]`` whose leader is ``broker_id`` (Kafka's partitionLeadersOnBroker)."""
+        return [tp for tp, state in sorted(self.states.items()) if state.leader == broker_id]
+
+    def on_replica_election(self, partitions, preferred: bool, admin: bool = True) -> tuple:
+        """Kafka's processReplicaLeaderElection: ``(results, effects)``, ``results``
+        ``{(topic, partition): (error_code, new leader or None)}``. ``partitions``
+        None: every known partition. Unclean elections only when ``admin``
+        (Kafka: only an admin-triggered one may be unclean)."""
+        wanted = sorted(self.states if partitions is None else set(partitions))
+        electable = self._electable()
+        results, changed = {}, []
+        for tp in wanted:
+            state = self.states.get(tp)
+            if tp not in self.assignments:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                continue
+            if tp[0] in self.deleting:
+                results[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, None)
+                continue
+            replicas = self.assignments[tp]
+            if state is None:
+                needed, leader, isr = True, None, ()
+            elif preferred:
+                needed = state.leader != replicas[0]
+                leader, isr = preferred_leader(replicas, state.isr, electable), state.isr
+            else:
+                needed = state.leader == NO_BROKER or state.leader not in self.live_brokers
+                elected = (elect_leader_and_isr(replicas, state.isr, electable, admin or self.unclean_election(tp[0]))
+                           if needed else None)
+                leader, isr = elected[:2] if elected is not None else (None, ())
+            if not needed:
+                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+            elif leader is None:
+                results[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if preferred
+                               else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None)
+            else:
+                results[tp] = (ErrorCode.NONE, leader)
+                changed.append((tp, replace(state, leader=leader, isr=tuple(isr),
+                                            leader_epoch=state.leader_epoch + 1), state, False))
+        return results, self._apply(changed)
+
+    def on_auto_leader_rebalance(self, imbalance_percentage: int) -> list:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, if
+        more than ``imbalance_percentage`` % of the partitions it prefers are
+        led by another broker, a preferred election of those whose preferred
+        replica can lead now."""
+        by_preferred: dict = {}
+        for tp, replicas in sorted(self.assignments.items()):
+            if replicas and tp[0] not in self.deleting:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        electable = self._electable()
+        candidates = []
+        for broker_id, tps in sorted(by_preferred.items()):
+            elsewhere = [tp for tp in tps if tp in self.states and self.states[tp].leader != broker_id]
+            if len(elsewhere) / len(tps) > imbalance_percentage / 100:
+                candidates += [tp for tp in elsewhere if preferred_leader(
+                    self.assignments[tp], self.states[tp].isr, electable) is not None]
+        if not candidates:
+            return []
+        _results, effects = self.on_replica_election(candidates, preferred=True, admin=False)
+        return effects
+
     # -- helpers -----------------------------------------------------------------------------
+    def _electable(self) -> set:
+        """Brokers an election may pick: live and not shutting down (Kafka's isReplicaOnline)."""
+        return self.live_brokers - self.shutting_down
+
     def _reconcile(self, tp):
         """A partition decided from scratch against the live brokers: no state ->
         elected as new; a leader not live -> elected from the live ISR (or offline,
@@ -313,14 +442,14 @@ class ControllerState:
         replicas = self.assignments[tp]
         state = self.states.get(tp)
         if state is None:
-            first = initial_leader_and_isr(replicas, self.live_brokers)
+            first = initial_leader_and_isr(replicas, self._electable())
             if first is None:
                 return None
             leader, isr = first
             return tp, PartitionState(tuple(replicas), leader, 0, tuple(isr), 0), None, True
         dead = {b for b in state.isr if b not in self.live_brokers}
         if state.leader not in self.live_brokers:
-            elected = elect_leader_and_isr(replicas, state.isr, self.live_brokers, self.unclean_election(tp[0]))
+            elected = elect_leader_and_isr(replicas, state.isr, self._electable(), self.unclean_election(tp[0]))
             if elected is not None:
                 leader, isr, _recovering = elected
             else:
@@ -363,12 +492,12 @@ class ControllerState:
             effects.append(DeleteTopic(topic))
         return effects
 
-    def _apply(self, changed, also=None) -> list:
+    def _apply(self, changed, also=None, exclude=None) -> list:
         """``changed``: ``(tp, new state, old state or None, is_new)``. Records
         them (partition epoch = the znode version each write will have) and
         returns the writes, then one LeaderAndIsr per broker (with ``also``:
         ``{broker: [(topic, partition, state, is_new)]}`` of unchanged
-        partitions a broker must learn), then UpdateMetadata."""
+        partitions a broker must learn; never to ``exclude``), then UpdateMetadata."""
         effects = []
         leader_and_isr: dict[int, list] = {b: list(parts) for b, parts in (also or {}).items() if parts}
         for tp, new, old, is_new in changed:
@@ -378,7 +507,7 @@ class ControllerState:
             self.states[tp] = new
             effects.append(WritePartitionState(tp[0], tp[1], new, self.controller_epoch, expected))
             for replica in new.replicas:
-                if replica in self.live_brokers:
+                if replica in self.live_brokers and replica != exclude:
                     leader_and_isr.setdefault(replica, []).append((tp[0], tp[1], new, is_new))
         for broker_id in sorted(leader_and_isr):
             effects.append(SendLeaderAndIsr(broker_id, self.controller_epoch,

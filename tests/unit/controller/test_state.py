@@ -223,3 +223,67 @@ def test_failover_resumes_a_deletion_and_drops_markers_of_unknown_topics():
     assert {e.broker_id: e.partitions for e in effects if isinstance(e, SendStopReplica)} == {
         1: (("d", 0),), 2: (("d", 0),)}
     assert effects[-1] == DeleteTopic("ghost") and "d" in c.deleting
+
+
+# -- controlled shutdown, replica elections, auto rebalance (issue 14) ------------------------------
+
+def test_controlled_shutdown_moves_leaderships_and_shrinks_isrs():
+    c, _ = _cluster()
+    error, effects = c.on_controlled_shutdown(1)
+    assert error == ErrorCode.NONE and c.shutting_down == {1}
+    writes = _writes(effects)
+    # t-0 was led by 1: the next ISR member not shutting down leads, 1 leaves the ISR, epoch + 1
+    assert writes[("t", 0)] == (PartitionState((1, 2, 3), 2, 1, (2, 3), 1), 0)
+    # t-1 is followed by 1: StopReplica(no delete) to 1, 1 leaves the ISR, and its
+    # LeaderAndIsr goes to the others only
+    assert writes[("t", 1)] == (PartitionState((2, 3, 1), 2, 1, (2, 3), 1), 0)
+    [stop] = [e for e in effects if isinstance(e, SendStopReplica)]
+    assert (stop.broker_id, stop.partitions, stop.delete) == (1, (("t", 1),), False)
+    to_1 = [p[:2] for e in effects if isinstance(e, SendLeaderAndIsr) and e.broker_id == 1 for p in e.partitions]
+    assert to_1 == [("t", 0)]  # it becomes t-0's follower, and hears nothing of t-1
+    assert c.partitions_led_by(1) == []
+    # u-0 (one replica, on 3): 3's shutdown cannot move it: it remains
+    assert c.on_controlled_shutdown(3)[0] == ErrorCode.NONE and c.partitions_led_by(3) == [("u", 0)]
+    # a broker in controlled shutdown is never elected: 2 failing leaves t-0 without a leader
+    assert c.states[("t", 0)].leader == 2
+    c.on_brokers_failed([2])
+    assert c.states[("t", 0)].leader == -1
+    assert c.on_controlled_shutdown(9) == (ErrorCode.BROKER_NOT_AVAILABLE, [])
+
+
+def test_preferred_and_unclean_elections():
+    c, _ = _cluster()
+    c.on_brokers_failed([1])
+    c.on_brokers_started([1])
+    assert c.states[("t", 0)].leader == 2  # skewed: 1 is back but leads nothing
+    # 1 is not in t-0's ISR yet: the preferred replica cannot lead
+    results, effects = c.on_replica_election([("t", 0), ("t", 1), ("x", 0)], preferred=True)
+    assert results == {("t", 0): (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, None),
+                       ("t", 1): (ErrorCode.ELECTION_NOT_NEEDED, None),
+                       ("x", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)}
+    assert effects == []
+    c.states[("t", 0)] = PartitionState((1, 2, 3), 2, 1, (2, 3, 1), 2)  # the leader added 1 back
+    results, effects = c.on_replica_election(None, preferred=True)
+    assert results[("t", 0)] == (ErrorCode.NONE, 1)
+    assert _writes(effects)[("t", 0)] == (PartitionState((1, 2, 3), 1, 2, (2, 3, 1), 3), 2)
+    # unclean: only for a partition without a live leader; any live replica then
+    c.on_brokers_failed([3])
+    assert c.states[("u", 0)].leader == -1
+    results, _ = c.on_replica_election([("u", 0), ("t", 1)], preferred=False)
+    assert results == {("u", 0): (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None),
+                       ("t", 1): (ErrorCode.ELECTION_NOT_NEEDED, None)}
+    c.states[("t", 1)] = PartitionState((2, 3, 1), -1, 5, (3,), 6)  # ISR only the dead broker
+    results, effects = c.on_replica_election([("t", 1)], preferred=False)
+    assert results == {("t", 1): (ErrorCode.NONE, 2)}
+    assert _writes(effects)[("t", 1)][0].isr == (2,)
+
+
+def test_auto_leader_rebalance_follows_the_imbalance_ratio():
+    c = ControllerState(EPOCH, {1, 2})
+    c.on_new_partitions({("t", p): (1, 2) for p in range(4)})
+    for p in range(2):  # 2 of 4 led by 2, ISR full: 50 % imbalance for broker 1
+        c.states[("t", p)] = PartitionState((1, 2), 2, 1, (1, 2), 1)
+    assert c.on_auto_leader_rebalance(50) == []  # not more than 50 %
+    effects = c.on_auto_leader_rebalance(10)
+    assert sorted(_writes(effects)) == [("t", 0), ("t", 1)]
+    assert all(c.states[("t", p)].leader == 1 for p in range(4))

@@ -1,0 +1,1 @@
+"""controlled_shutdown (written for kafkapy; see the version modules)."""
