@@ -258,7 +258,7 @@ cdef object _check_append(const unsigned char* data, Py_ssize_t size_of_buf, Py_
                           int64_t now_ms, int64_t timestamp_diff_max_ms):
     cdef Py_ssize_t position = 0, size, remaining
     cdef int32_t batch_length, records_count, last_offset_delta
-    cdef int16_t attributes, producer_epoch = 0
+    cdef int16_t attributes, producer_epoch = 0, first_attributes = 0
     cdef int64_t producer_id = 0, base_timestamp, max_ts, max_timestamp = -1
     cdef int64_t record_count = 0, offset_count = 0
     cdef int error = NONE
@@ -308,13 +308,17 @@ cdef object _check_append(const unsigned char* data, Py_ssize_t size_of_buf, Py_
     while position < size_of_buf:
         p = data + position
         attributes = _i16(p + C_ATTRIBUTES_AT)
-        if attributes & 0x30:
-            raise _AppendCheckError(INVALID_RECORD, "transactional and control batches are not supported")
+        if attributes & 0x20:
+            raise _AppendCheckError(INVALID_RECORD, "control batches are written by the broker only")
         if position == 0:
             producer_id = _i64(p + 43)
             producer_epoch = _i16(p + 51)
-        elif _i64(p + 43) != producer_id or (producer_id >= 0 and _i16(p + 51) != producer_epoch):
+            first_attributes = attributes
+        elif _i64(p + 43) != producer_id or (producer_id >= 0 and _i16(p + 51) != producer_epoch) \
+                or (attributes ^ first_attributes) & 0x10:
             raise _AppendCheckError(INVALID_RECORD, "batches of one produce request must share one producer")
+        if attributes & 0x10 and producer_id < 0:
+            raise _AppendCheckError(INVALID_RECORD, "a transactional batch needs a producer id")
         records_count = _i32(p + 57)
         base_timestamp = _i64(p + 27)
         max_ts = _i64(p + C_MAX_TIMESTAMP_AT)

@@ -166,15 +166,18 @@ def assign_offsets(buf, headers, base_offset, partition_leader_epoch, log_append
     return next_offset
 
 
-_NOT_APPENDABLE = 0x30  # transactional (0x10) | control (0x20) attribute bits
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20  # control batches are written by the broker only (transaction markers)
 
 
 def check_append(buf, max_batch_size=-1, now_ms=0, timestamp_diff_max_ms=-1):
     """Validate a produce request's batches for a leader append in one call.
 
     ``scan_batches`` (CRC verified) plus the checks ``Log.append_as_leader``
-    makes on every batch: no transactional or control batch, one producer id
-    (and, for idempotent producers, one epoch) for all of them, and, when
+    makes on every batch: no control batch (markers are the broker's), one
+    producer id (and, for idempotent producers, one epoch) and one
+    transactional flag for all of them, transactional ones with a producer
+    id (Kafka's LogValidator / ProduceRequest checks), and, when
     ``timestamp_diff_max_ms >= 0``, base and max timestamps of non-empty
     batches within that many ms of ``now_ms`` (records are opaque: the two
     bound every record's timestamp).  Returns ``(headers, record_count,
@@ -194,10 +197,13 @@ def check_append(buf, max_batch_size=-1, now_ms=0, timestamp_diff_max_ms=-1):
     first = headers[0]
     producer_id = first.producer_id
     for h in headers:
-        if h.attributes & _NOT_APPENDABLE:
-            raise AppendCheckError(INVALID_RECORD, "transactional and control batches are not supported")
-        if h.producer_id != producer_id or (producer_id >= 0 and h.producer_epoch != first.producer_epoch):
+        if h.attributes & _CONTROL:
+            raise AppendCheckError(INVALID_RECORD, "control batches are written by the broker only")
+        if h.producer_id != producer_id or (producer_id >= 0 and h.producer_epoch != first.producer_epoch) \
+                or (h.attributes ^ first.attributes) & _TRANSACTIONAL:
             raise AppendCheckError(INVALID_RECORD, "batches of one produce request must share one producer")
+        if h.attributes & _TRANSACTIONAL and producer_id < 0:
+            raise AppendCheckError(INVALID_RECORD, "a transactional batch needs a producer id")
         if timestamp_diff_max_ms >= 0 and h.records_count != 0:
             for ts in (h.base_timestamp, h.max_timestamp):
                 if abs(ts - now_ms) > timestamp_diff_max_ms:

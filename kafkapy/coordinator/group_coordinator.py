@@ -50,6 +50,7 @@ from kafkapy.coordinator.records import (
     partition_for,
 )
 from kafkapy.coordinator.timers import Timers
+from kafkapy.coordinator.transaction.pending_offsets import CommitRecord, PendingTxnOffsets
 from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -105,6 +106,10 @@ class GroupCoordinator(ConsumerGroupMixin):
         self.owned_partitions: set | None = None
         self.loading_partitions: set = set()
         self._retention_timer = None
+        # Offsets committed inside transactions (TxnOffsetCommit), waiting for
+        # their producer's marker on the group's partition: group id ->
+        # PendingTxnOffsets (Kafka's pendingTransactionalOffsetCommits).
+        self.pending_txn_offsets: dict[str, PendingTxnOffsets] = {}
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> int:
@@ -154,6 +159,8 @@ class GroupCoordinator(ConsumerGroupMixin):
                     member.sync_callback = None
                     callback(_sync_result(E.NOT_COORDINATOR))
             del self.groups[group.group_id]
+        for group_id in [gid for gid in self.pending_txn_offsets if self._partition(gid) == partition]:
+            del self.pending_txn_offsets[group_id]
         if self.owned_partitions is not None:
             self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
@@ -752,7 +759,9 @@ class GroupCoordinator(ConsumerGroupMixin):
             return all_(error)
         return self._store_offsets(group, offsets, retention_ms)
 
-    def _store_offsets(self, group: Group, offsets, retention_ms) -> dict:
+    def _store_offsets(self, group: Group, offsets, retention_ms, producer=None) -> dict:
+        """Write and apply ``offsets``; with ``producer`` (id, epoch) in
+        that producer's transactional batch, kept pending instead."""
         now = self._now()
         results = {}
         records = []
@@ -770,7 +779,19 @@ class GroupCoordinator(ConsumerGroupMixin):
                                    now + retention_ms if retention_ms is not None and retention_ms >= 0 else -1)
             accepted[key] = om
             records.append((encode_offset_key(group.group_id, topic, partition), encode_offset_value(om)))
-        if records:
+        if records and producer is not None:
+            pending = self.pending_txn_offsets.setdefault(group.group_id, PendingTxnOffsets())
+            pending.prepare(producer[0], accepted)
+            error, base_offset = self.store.append_transactional(group.partition, records, *producer)
+            for key, om in accepted.items():
+                results[key] = error
+                if error:
+                    pending.fail(producer[0], key)
+                else:
+                    pending.on_append(producer[0], key, om, base_offset)
+            if not pending.pending:
+                del self.pending_txn_offsets[group.group_id]
+        elif records:
             error = self.store.append(group.partition, records)
             for key, om in accepted.items():
                 results[key] = error
@@ -779,11 +800,58 @@ class GroupCoordinator(ConsumerGroupMixin):
         self._drop_if_unused(group)
         return results
 
+    def txn_commit_offsets(self, group_id, producer_id, producer_epoch, member_id, group_instance_id,
+                           generation_id, offsets) -> dict:
+        """TxnOffsetCommit (Kafka's doTxnCommitOffsets): ``offsets`` as for
+        ``commit_offsets``; they are written in a transactional batch of the
+        producer and stay pending until its marker reaches the group's
+        partition (``on_txn_marker``). ``{(topic, partition): error_code}``."""
+        keys = [(t, p) for t, p, *_ in offsets]
+        error = self._validate(group_id, False)
+        if error is None:
+            group = self._get_or_create(group_id)
+            members = group.members
+            if not _is_consumer(group) and group.is_(g.DEAD):
+                error = E.COORDINATOR_NOT_AVAILABLE
+            elif member_id and member_id not in members:
+                error = E.UNKNOWN_MEMBER_ID
+            elif not _is_consumer(group) and group.is_static_member_fenced(group_instance_id, member_id):
+                error = E.FENCED_INSTANCE_ID
+            elif generation_id >= 0 and generation_id != (
+                    group.group_epoch if _is_consumer(group) else group.generation_id):
+                error = E.ILLEGAL_GENERATION
+            if error is not None:
+                self._drop_if_unused(group)
+        if error is not None:
+            return dict.fromkeys(keys, error)
+        return self._store_offsets(group, offsets, -1, producer=(producer_id, producer_epoch))
+
+    def on_txn_marker(self, tp, markers) -> None:
+        """A COMMIT / ABORT marker was written to ``tp`` (the transaction
+        coordinator's marker channel): on a ``__consumer_offsets`` partition
+        the producer's pending offsets there become the groups' committed
+        offsets, or are dropped (Kafka's handleTxnCompletion)."""
+        topic, partition = tp
+        if topic != self.store.topic:
+            return
+        for group_id, pending in list(self.pending_txn_offsets.items()):
+            if self._partition(group_id) != partition or not pending.has_pending_from(markers.producer_id):
+                continue
+            # An offsets-only group whose only commits were pending was not
+            # kept (``_drop_if_unused``): it exists again once they apply.
+            group = self._get_or_create(group_id)
+            for key, record in pending.pending.pop(markers.producer_id).items():
+                if markers.commit and record.appended_batch_offset is not None:
+                    group.offsets[key] = record.value
+            self._drop_if_unused(group)
+            if not pending.pending:
+                del self.pending_txn_offsets[group_id]
+
     def fetch_offsets(self, group_id, topics, require_stable=False, member_id=None, member_epoch=-1):
         """``topics``: list of ``(topic, [partitions])`` or None for all.
         Returns ``(group_error, [(topic, [(partition, OffsetAndMetadata|None, error)])])``.
-        ``require_stable`` matters only with transactional commits (UNSTABLE_OFFSET_COMMIT),
-        which this coordinator does not take, so nothing is ever pending."""
+        With ``require_stable`` a partition whose transactional commit waits for
+        its marker answers UNSTABLE_OFFSET_COMMIT (Kafka's)."""
         error = self._validate(group_id, False)
         if error is not None:
             return error, []
@@ -800,8 +868,11 @@ class GroupCoordinator(ConsumerGroupMixin):
             for (t, p), om in sorted(offsets.items()):
                 by_topic.setdefault(t, []).append((p, om, E.NONE))
             return E.NONE, list(by_topic.items())
+        pending = self.pending_txn_offsets.get(group_id) if require_stable else None
         for topic, partitions in topics:
-            out.append((topic, [(p, offsets.get((topic, p)), E.NONE) for p in partitions]))
+            out.append((topic, [(p, None, E.UNSTABLE_OFFSET_COMMIT) if pending is not None
+                                and pending.has_pending_for((topic, p)) else (p, offsets.get((topic, p)), E.NONE)
+                                for p in partitions]))
         return E.NONE, out
 
     def delete_offsets(self, group_id, partitions) -> tuple[int, dict]:
@@ -968,6 +1039,28 @@ class GroupCoordinator(ConsumerGroupMixin):
         return expired_total
 
     # ------------------------------------------------------------------ loading
+    def load_open_transactions(self, open_transactions: dict) -> None:
+        """After ``load``: the offsets of transactions still open in the log
+        (the store's ``open_transactions``: partition -> producer id ->
+        [(key, value, batch offset)]) wait for their markers again."""
+        for by_producer in open_transactions.values():
+            for producer_id, held in by_producer.items():
+                for key_bytes, value, batch_offset in held:
+                    try:
+                        key = decode_key(key_bytes)
+                        if not isinstance(key, OffsetKey):
+                            continue
+                        commit = decode_offset_value(value) if value is not None else None
+                    except RecordFormatError as exc:
+                        log.warning("skipping undecodable transactional __consumer_offsets record: %s", exc)
+                        continue
+                    pending = self.pending_txn_offsets.setdefault(key.group, PendingTxnOffsets())
+                    records = pending.pending.setdefault(producer_id, {})
+                    if commit is None:
+                        records.pop((key.topic, key.partition), None)
+                    else:
+                        records[(key.topic, key.partition)] = CommitRecord(batch_offset, commit)
+
     def load(self, records) -> None:
         """Replay ``(partition, key_bytes, value_bytes_or_None)`` in log order
         (Kafka's GroupMetadataManager.loadGroupsAndOffsets): the last record

@@ -15,6 +15,7 @@ import time
 from kafkapy._core import load as _load_core
 from kafkapy._core.records_py import build_batch, decode_records
 from kafkapy.protocol.errors import ErrorCode as E
+from kafkapy.storage.control_records import CorruptRecordError, parse_end_txn_marker
 from kafkapy.protocol.topics import TopicError
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -84,6 +85,18 @@ def await_replication(broker, partition, required_offset: int, timeout_ms: int) 
     return E.REQUEST_TIMED_OUT
 
 
+_TRANSACTIONAL = 0x10  # batch attribute bits
+_CONTROL = 0x20
+
+
+def _is_commit(batch) -> bool:
+    try:
+        return parse_end_txn_marker(batch).is_commit
+    except CorruptRecordError:
+        log.warning("a control batch of a coordinator topic is not a transaction marker; taken as ABORT")
+        return False
+
+
 class OffsetsTopicStore:
     """The persistence interface ``GroupCoordinator`` uses.
 
@@ -105,6 +118,7 @@ class OffsetsTopicStore:
         # FindCoordinator will create.
         self.num_partitions = info.num_partitions if info is not None \
             else config[self.num_partitions_key]
+        self.open_transactions: dict[int, dict] = {}  # see ``replay``
 
     def exists(self) -> bool:
         return self.broker.metadata().topics.get(self.topic) is not None
@@ -131,34 +145,55 @@ class OffsetsTopicStore:
     def append(self, partition: int, records) -> int:
         """Append ``[(key, value_or_None)]`` as one batch; Kafka's error mapping
         for a failed group-metadata append (GroupMetadataManager)."""
+        return self._append(partition, records)[0]
+
+    def append_transactional(self, partition: int, records, producer_id: int, producer_epoch: int):
+        """``append`` in a transactional batch of the producer (TxnOffsetCommit,
+        Kafka's origin COORDINATOR: the batch continues the producer's
+        sequence on this partition, which only this process writes):
+        ``(error_code, base offset)``."""
+        return self._append(partition, records, (producer_id, producer_epoch))
+
+    def _append(self, partition: int, records, producer=None) -> tuple[int, int]:
         if not records:
-            return E.NONE
+            return E.NONE, -1
         if self.ensure():
-            return E.COORDINATOR_NOT_AVAILABLE
+            return E.COORDINATOR_NOT_AVAILABLE, -1
         now = self.clock_ms()
-        batch = build_batch([(k, v, [], now) for k, v in records])
         replica_manager = self.broker.replica_manager
+        txn = {}
+        if producer is not None:
+            leader = replica_manager.get_partition(self.topic, partition)
+            if leader is None:
+                return E.NOT_COORDINATOR, -1
+            with leader.lock():
+                sequence = leader.log.next_sequence(*producer)
+            txn = {"producer_id": producer[0], "producer_epoch": producer[1], "base_sequence": sequence,
+                   "is_transactional": True}
+        batch = build_batch([(k, v, [], now) for k, v in records], **txn)
         try:
             # acks=-1, as Kafka's coordinator appends (offsets.commit.required.acks).
             code, result, message = replica_manager.append_records(
                 self.topic, partition, memoryview(bytearray(batch)), -1)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", self.topic, partition, exc)
-            return E.COORDINATOR_NOT_AVAILABLE
+            return E.COORDINATOR_NOT_AVAILABLE, -1
         if code == E.NONE:
             code = self._await_replication(partition, result.last_offset + 1)
         if code == E.NONE:
-            return E.NONE
+            return E.NONE, result.first_offset
         # Kafka's GroupMetadataManager error mapping of a failed append.
         if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
                     E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
-            return E.COORDINATOR_NOT_AVAILABLE
+            return E.COORDINATOR_NOT_AVAILABLE, -1
         if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-            return E.NOT_COORDINATOR
+            return E.NOT_COORDINATOR, -1
         if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-            return E.INVALID_COMMIT_OFFSET_SIZE
+            return E.INVALID_COMMIT_OFFSET_SIZE, -1
+        if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
+            return code, -1
         log.error("append to %s-%d failed: %s", self.topic, partition, message)
-        return E.UNKNOWN_SERVER_ERROR
+        return E.UNKNOWN_SERVER_ERROR, -1
 
     def _await_replication(self, partition_id: int, required_offset: int) -> int:
         """acks=-1: the append counts once the high watermark passed it (Kafka's
@@ -173,7 +208,11 @@ class OffsetsTopicStore:
         """Yield ``(partition, key, value)`` for every record of ``partitions``
         (default: all), partition by partition in offset order; yields
         ``None`` between read steps so the caller can serve requests while
-        loading."""
+        loading. Records written in transactions (TxnOffsetCommit) are
+        yielded where their COMMIT marker is, never when aborted (Kafka's
+        loading of pending transactional offsets); those of transactions
+        still open at the end are left in ``open_transactions[partition]``
+        (producer id -> [(key, value, batch offset)])."""
         info = self.broker.metadata().topics.get(self.topic)
         if info is None:
             return
@@ -181,6 +220,8 @@ class OffsetsTopicStore:
             partition = self.broker.replica_manager.get_partition(self.topic, p)
             if partition is None:
                 continue
+            # producer id -> [(key, value, batch offset)] of its open transaction
+            open_txns = self.open_transactions[p] = {}
             with partition.lock():
                 offset = partition.log_start_offset
                 end = partition.log_end_offset
@@ -201,11 +242,21 @@ class OffsetsTopicStore:
                 if not headers:
                     break
                 for h in headers:
-                    if h.attributes & 0x20:  # control batch (transaction markers)
+                    batch = memoryview(buf)[h.position:h.position + h.batch_length + 12]
+                    if h.attributes & _CONTROL:
+                        # A transaction's marker: its records here apply
+                        # (COMMIT) or never do (ABORT).
+                        held = open_txns.pop(h.producer_id, None)
+                        if held and h.base_offset >= offset and _is_commit(batch):
+                            for key, value, _batch_offset in held:
+                                yield p, key, value
                         continue
-                    for rec_offset, _ts, key, value, _hdrs in decode_records(
-                            memoryview(buf)[h.position:h.position + h.batch_length + 12]):
-                        if rec_offset >= offset and key is not None:
+                    for rec_offset, _ts, key, value, _hdrs in decode_records(batch):
+                        if rec_offset < offset or key is None:
+                            continue
+                        if h.attributes & _TRANSACTIONAL:
+                            open_txns.setdefault(h.producer_id, []).append((key, value, h.base_offset))
+                        else:
                             yield p, key, value
                 last = headers[-1]
                 offset = last.base_offset + last.last_offset_delta + 1

@@ -549,6 +549,28 @@ class Partition:
             return exc.error_code, None, str(exc)
         return ErrorCode.NONE, result, None
 
+    def append_control_batch_to_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                       commit: bool):
+        """Append a transaction marker (WriteTxnMarkers, origin coordinator:
+        acks=-1 as Kafka's coordinator writes it) with a produce's leader and
+        min.insync.replicas checks; ``(error_code, AppendResult or None)``.
+        Kafka's ``appendRecordsToLeader`` for a control batch."""
+        log = self.log
+        state = self.state
+        try:
+            with state.lock():
+                leader_id, leader_epoch, _, replica_count, isr_mask = state.role()
+                if leader_id != self.local_broker_id:
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+                if bin(isr_mask).count("1") < effective_min_isr(log.config, replica_count):
+                    return ErrorCode.NOT_ENOUGH_REPLICAS, None
+                limit = LONG_MAX if replica_count <= 1 else self.high_watermark_limit
+                result = log.append_control_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+                                                  leader_epoch, limit)
+        except RecordError as exc:
+            return exc.error_code, None
+        return ErrorCode.NONE, result
+
     # -- reads ---------------------------------------------------------------------
     def fetch_records(self, fetch_offset: int, max_bytes: int, min_one_batch: bool):
         """A consumer fetch (up to the high watermark): ``(FetchData or None
@@ -577,6 +599,32 @@ class Partition:
             except OffsetOutOfRange:
                 data = None
         return data, high_watermark, log_start_offset
+
+    def last_stable_offset(self) -> int:
+        """The log's last stable offset (what read_committed reads up to)."""
+        log = self.log
+        with log.lock():
+            return log.last_stable_offset()
+
+    def fetch_records_committed(self, fetch_offset: int, max_bytes: int, min_one_batch: bool):
+        """A read_committed consumer fetch (Kafka's FetchTxnCommitted): read
+        up to the last stable offset; ``(FetchData or None when
+        ``fetch_offset`` is out of range, high_watermark, log_start_offset,
+        last_stable_offset, aborted transactions)``, the aborted ones those
+        whose data the read may hold (``AbortedTxn``: the client drops their
+        records)."""
+        log = self.log
+        state = self.state
+        with log.lock():
+            last_stable_offset = log.last_stable_offset()
+            high_watermark = state.high_watermark
+            log_start_offset = state.log_start_offset
+            try:
+                data = log.read(fetch_offset, max_bytes, last_stable_offset, min_one_batch)
+            except OffsetOutOfRange:
+                return None, high_watermark, log_start_offset, last_stable_offset, []
+            aborted = log.aborted_transactions(fetch_offset, data)
+        return data, high_watermark, log_start_offset, last_stable_offset, aborted
 
     def fetch_records_for_follower(self, replica_id: int, fetch_offset: int, max_bytes: int,
                                    min_one_batch: bool, now_ms: int):

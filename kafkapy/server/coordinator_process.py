@@ -13,6 +13,15 @@ exactly one process holds group state in memory and can park JoinGroup /
 SyncGroup responses until the rebalance completes (a connection has one
 request in flight, so a parked request simply gets its SEND later).
 
+Transactions (docs/architecture.md, "Transactions"): the same process owns
+the transaction coordinator (``TransactionCoordinator`` over
+``__transaction_state``, markers written by ``LocalMarkerWriter``). It serves
+the ``__transaction_state`` partitions this broker leads (standalone: all of
+them once the topic exists; FindCoordinator key type 1 creates it), followed
+on every metadata generation change in both modes, before each transaction
+request and from the loop; ``tick`` runs its timers (timed-out transactions
+aborted, markers retried).
+
 Single-threaded: the loop runs due timers (session, rebalance, sync and
 initial-delay timeouts, offset expiry, compaction of ``__consumer_offsets``),
 then waits for the next request at most until the next timer deadline.
@@ -43,6 +52,12 @@ from kafkapy.coordinator.assignors import ASSIGNORS, normalize_assignor_name
 from kafkapy.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from kafkapy.coordinator.handlers import HANDLERS, CoordinatorContext
 from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC, OffsetsTopicStore
+from kafkapy.coordinator.transaction.coordinator import TransactionCoordinatorState
+from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
+from kafkapy.coordinator.transaction.marker_channel import LocalMarkerWriter, TransactionMarkerChannel
+from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC
+from kafkapy.coordinator.transaction.state_store import TransactionStateStore
+from kafkapy.coordinator.transaction.transaction_coordinator import TransactionCoordinator, txn_config
 from kafkapy.server.config import ConfigException
 from kafkapy.server.reactor.channel import CLOSE
 
@@ -117,6 +132,9 @@ class CoordinatorServer:
         if self.cluster_mode:
             self.coordinator.owned_partitions = set()
         self._seen_generation = None  # the metadata generation leadership was last followed at
+        self.txn = build_transaction_coordinator(broker, config, clock_ms, self.coordinator)
+        self._txn_generation = None  # likewise for __transaction_state
+        self._txn_epochs: dict[int, int] = {}  # __transaction_state partition -> coordinator epoch served
 
     # -- requests ---------------------------------------------------------------
     def handle(self, req) -> None:
@@ -147,7 +165,10 @@ class CoordinatorServer:
 
         ctx = CoordinatorContext(self.coordinator, self.store, header.api_key, decoded.version,
                                  header.correlation_id, header.client_id, send)
+        ctx.txn = self.txn
         try:
+            if header.api_key in TXN_HANDLERS:
+                self.follow_txn_leadership()
             handler(ctx, decoded.request)
         except Exception:
             # One bad request costs its connection, never the coordinator
@@ -194,6 +215,8 @@ class CoordinatorServer:
                     continue
                 records.append(item)
             coordinator.load(records)
+            coordinator.load_open_transactions(self.store.open_transactions)
+            self.store.open_transactions.clear()
             if partitions is not None:
                 coordinator.owned_partitions |= set(partitions)
         finally:
@@ -226,6 +249,42 @@ class CoordinatorServer:
             log.info("no longer the leader of %s-%d: unloaded %d groups", OFFSETS_TOPIC, p, gone)
         new = led - coordinator.owned_partitions
         return self.load(new) if new else True
+
+    def follow_txn_leadership(self) -> None:
+        """Serve the ``__transaction_state`` partitions this broker leads now,
+        each at its leader epoch (the coordinator epoch of its markers):
+        load the new ones, unload the lost ones (or those whose epoch moved:
+        a new leadership term, reloaded)."""
+        md = self.broker.metadata()
+        generation = self.broker.store.generation
+        if generation == self._txn_generation:
+            return
+        self._txn_generation = generation
+        info = md.topics.get(TRANSACTION_STATE_TOPIC)
+        broker_id = self.broker.broker_id
+        led = {} if info is None else {
+            p: state.leader_epoch for p, state in enumerate(md.partition_states(info)) if state.leader == broker_id}
+        txn = self.txn
+        if info is not None:
+            txn.store.num_partitions = info.num_partitions
+            txn.state.set_num_partitions(info.num_partitions)
+        for p, epoch in sorted(self._txn_epochs.items()):
+            if led.get(p) != epoch:
+                gone = txn.unload(p)
+                del self._txn_epochs[p]
+                log.info("no longer the coordinator of %s-%d at epoch %d: unloaded %d transactional ids",
+                         TRANSACTION_STATE_TOPIC, p, epoch, gone)
+        for p, epoch in sorted(led.items()):
+            if p not in self._txn_epochs:
+                txn.load(p, epoch)
+                self._txn_epochs[p] = epoch
+                log.debug("loaded %s-%d (coordinator epoch %d): %d transactional ids", TRANSACTION_STATE_TOPIC,
+                         p, epoch, len(txn.state.partitions.get(p, ())))
+
+    def _txn_tick(self) -> int:
+        """The transaction coordinator's timers; the next deadline (ms)."""
+        self.follow_txn_leadership()
+        return self.txn.tick()
 
     # -- maintenance ------------------------------------------------------------
     def clean_offsets_topic(self) -> None:
@@ -267,11 +326,31 @@ class CoordinatorServer:
                 # A timer bug must not stop the broker (the supervisor stops
                 # everything when the coordinator dies); log it and go on.
                 log.exception("coordinator timer failed")
+            try:
+                txn_deadline = self._txn_tick()
+            except Exception:
+                log.exception("transaction coordinator timer failed")
+                txn_deadline = now + 1000
             deadline = timers.next_deadline_ms()
+            deadline = txn_deadline if deadline is None else min(deadline, txn_deadline)
             idle = _CLUSTER_IDLE_WAIT_S if self.cluster_mode else _IDLE_WAIT_S
             wait_s = idle if deadline is None else min(idle, max(0.0, (deadline - now) / 1000))
             if not self._serve_pending(wait_s):
                 return
+
+
+def build_transaction_coordinator(broker, config, clock_ms, group_coordinator) -> TransactionCoordinator:
+    """The process's transaction coordinator: decisions over
+    ``__transaction_state``, markers appended locally; each marker written to
+    a ``__consumer_offsets`` partition completes the producer's pending
+    transactional offsets there (Kafka's handleTxnCompletion)."""
+    store = TransactionStateStore(broker, config, clock_ms)
+    state = TransactionCoordinatorState(txn_config(config, store.num_partitions),
+                                        broker.producer_id_manager.generate_producer_id, clock_ms)
+    channel = TransactionMarkerChannel(LocalMarkerWriter(broker), on_written=group_coordinator.on_txn_marker)
+    return TransactionCoordinator(state, store, channel,
+                                  config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                                  config["transaction.remove.expired.transaction.cleanup.interval.ms"])
 
 
 def coordinator_main(broker_factory, channel, config) -> None:

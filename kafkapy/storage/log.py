@@ -47,7 +47,7 @@ from kafkapy.storage.errors import (
     RecordError,
     StorageError,
 )
-from kafkapy.storage.producer_state import ProducerStateError, ProducerStateManager
+from kafkapy.storage.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
 from kafkapy.storage.transaction_index import AbortedTxn, TransactionIndex
 from kafkapy.storage.segment import (
     DELETED_SUFFIX,
@@ -720,6 +720,18 @@ class Log:
         psm.catch_up(first_offset + 1, self._read_headers_from, self._index_completed_txn)
         return _new_tuple(AppendResult, (first_offset, first_offset, log_append_time_ms,
                                           slot[_F_LOG_START_OFFSET], 1, False))
+
+    def next_sequence(self, producer_id: int, producer_epoch: int) -> int:
+        """The base sequence the producer's next batch here must carry (for
+        the one writer that appends on a producer's behalf: the group
+        coordinator's TxnOffsetCommit batches): 0 in a new epoch."""
+        slot = self._sync()
+        psm = self._producer_state()
+        psm.catch_up(slot[0], self._read_headers_from)
+        entry = psm.producers.get(producer_id)
+        if entry is None or entry.producer_epoch != producer_epoch:
+            return 0
+        return increment_sequence(entry.last_seq, 1)
 
     def _index_completed_txn(self, completed, last_stable_offset: int) -> None:
         """``ProducerStateManager.catch_up``'s ``on_completed`` for whoever

@@ -18,6 +18,7 @@ One broker serves the whole module.
 
 from __future__ import annotations
 
+import datetime
 import struct
 import sys
 import time
@@ -283,6 +284,101 @@ def _init_producer_id(s, v):
     assert r.error_code == E.NONE and r.producer_id >= 0 and r.producer_epoch == 0
 
 
+def _txn_init(s, txn_id: str) -> tuple[int, int]:
+    """A transactional id with a producer id (its coordinator found first, as
+    clients do: FindCoordinator key type 1 creates __transaction_state)."""
+    found = s.call(10, 3, {"key": txn_id, "key_type": 1})
+    assert found.error_code == E.NONE, found
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        r = s.call(22, 5, {"transactional_id": txn_id, "transaction_timeout": 60000, "producer_id": -1,
+                           "producer_epoch": -1})
+        if r.error_code not in (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_LOAD_IN_PROGRESS) \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert r.error_code == E.NONE, r
+    return r.producer_id, r.producer_epoch
+
+
+def _txn_add_partitions(s, txn_id: str, pid: int, epoch: int, version: int = 3):
+    r = s.call(24, version, {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+                             "v3_and_below_producer_epoch": epoch,
+                             "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]})
+    return [(t.name, [(q.partition_index, q.partition_error_code) for q in t.results_by_partition])
+            for t in r.results_by_topic_v3_and_below]
+
+
+def _add_partitions_to_txn(s, v):
+    txn_id = f"sweep-add-{v}"
+    pid, epoch = _txn_init(s, txn_id)
+    if v < 4:
+        assert _txn_add_partitions(s, txn_id, pid, epoch, v) == [(TOPIC, [(0, E.NONE)])]
+        return
+    # v4+ (brokers' batched form): add, then verify-only finds it added.
+    for verify_only in (False, True):
+        r = s.call(24, v, {"transactions": [{"transactional_id": txn_id, "producer_id": pid,
+                                             "producer_epoch": epoch, "verify_only": verify_only,
+                                             "topics": [{"name": TOPIC, "partitions": [0]}]}]})
+        (t,) = r.results_by_transaction
+        assert (r.error_code, t.transactional_id) == (E.NONE, txn_id)
+        assert [(q.partition_index, q.partition_error_code) for q in t.topic_results[0].results_by_partition] \
+            == [(0, E.NONE)]
+
+
+def _add_offsets_to_txn(s, v):
+    txn_id = f"sweep-add-offsets-{v}"
+    pid, epoch = _txn_init(s, txn_id)
+    r = s.call(25, v, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                       "group_id": f"sweep-txn-group-{v}"})
+    assert r.error_code == E.NONE
+
+
+def _end_txn(s, v):
+    txn_id = f"sweep-end-{v}"
+    pid, epoch = _txn_init(s, txn_id)
+    # Nothing begun: Kafka's INVALID_TXN_STATE; then a transaction committed.
+    r = s.call(26, v, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True})
+    assert r.error_code == E.INVALID_TXN_STATE
+    assert _txn_add_partitions(s, txn_id, pid, epoch) == [(TOPIC, [(0, E.NONE)])]
+    r = s.call(26, v, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True})
+    assert r.error_code == E.NONE
+
+
+def _txn_offset_commit(s, v):
+    txn_id, group = f"sweep-txn-commit-{v}", f"sweep-txn-group-{v}"
+    pid, epoch = _txn_init(s, txn_id)
+    r = s.call(25, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "group_id": group})
+    assert r.error_code == E.NONE
+    r = s.call(28, v, {"transactional_id": txn_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+                       "generation_id": -1, "member_id": "", "group_instance_id": None,
+                       "topics": [{"name": TOPIC, "partitions": [
+                           {"partition_index": 0, "committed_offset": 2, "committed_leader_epoch": -1,
+                            "committed_metadata": ""}]}]})
+    assert [(t.name, [(q.partition_index, q.error_code) for q in t.partitions]) for t in r.topics] \
+        == [(TOPIC, [(0, E.NONE)])]
+    r = s.call(26, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True})
+    assert r.error_code == E.NONE
+    fetched = s.call(9, 7, {"group_id": group, "require_stable": True,
+                            "topics": [{"name": TOPIC, "partition_indexes": [0]}]})
+    assert (fetched.topics[0].partitions[0].error_code, fetched.topics[0].partitions[0].committed_offset) \
+        == (E.NONE, 2)
+
+
+def _describe_transactions(s, v):
+    pid, epoch = _txn_init(s, "sweep-describe")
+    r = s.call(65, v, {"transactional_ids": ["sweep-describe"]})
+    (t,) = r.transaction_states
+    assert (t.error_code, t.transaction_state, t.producer_id, t.producer_epoch) == (E.NONE, "Empty", pid, epoch)
+
+
+def _list_transactions(s, v):
+    pid, _ = _txn_init(s, "sweep-list")
+    r = s.call(66, v, {"state_filters": [], "producer_id_filters": [pid], "duration_filter": -1})
+    assert r.error_code == E.NONE
+    assert [(t.transactional_id, t.producer_id) for t in r.transaction_states] == [("sweep-list", pid)]
+
+
 def _offset_for_leader_epoch(s, v):
     r = s.call(23, v, {"replica_id": -1, "topics": [{"topic": TOPIC, "partitions": [
         {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
@@ -385,17 +481,34 @@ def _describe_topic_partitions(s, v):
         == (TOPIC, E.NONE, s.topic_id, [0])
 
 
+def _controlled_shutdown(s, v):
+    # standalone: no controller to move leaderships
+    r = s.call(7, v, {"broker_id": 0, "broker_epoch": -1})
+    assert (r.error_code, r.remaining_partitions) == (E.NOT_CONTROLLER, ())
+
+
+def _elect_leaders(s, v):
+    # standalone: the broker is every partition's preferred replica and leads it
+    r = s.call(43, v, {"election_type": 0, "topic_partitions": [{"topic": TOPIC, "partitions": [0]}],
+                       "timeout": datetime.timedelta(seconds=5)})
+    (t,) = r.replica_election_results
+    assert (t.topic, [(p.partition_id, p.error_code) for p in t.partition_result]) \
+        == (TOPIC, [(0, E.ELECTION_NOT_NEEDED)])
+
+
 CASES = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata,
-    4: _stale_controller(4), 5: _stale_controller(5), 6: _stale_controller(6),
+    4: _stale_controller(4), 5: _stale_controller(5), 6: _stale_controller(6), 7: _controlled_shutdown,
     8: _offset_commit, 9: _offset_fetch, 10: _find_coordinator, 11: _join_group, 12: _heartbeat,
     13: _leave_group, 14: _sync_group, 15: _describe_groups, 16: _list_groups, 18: _api_versions,
     19: _create_topics, 20: _delete_topics, 21: _delete_records, 22: _init_producer_id,
     23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 35: _describe_log_dirs,
-    37: _create_partitions, 42: _delete_groups, 44: _incremental_alter_configs, 47: _offset_delete,
+    37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _incremental_alter_configs, 47: _offset_delete,
     60: _describe_cluster, 61: _describe_producers, 68: _consumer_group_heartbeat,
     69: _consumer_group_describe, 71: _get_telemetry_subscriptions, 72: _push_telemetry,
     75: _describe_topic_partitions,
+    24: _add_partitions_to_txn, 25: _add_offsets_to_txn, 26: _end_txn, 28: _txn_offset_commit,
+    65: _describe_transactions, 66: _list_transactions,
 }
 
 def test_every_api_has_a_case():

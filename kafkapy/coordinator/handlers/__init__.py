@@ -24,11 +24,12 @@ UNKNOWN_CLIENT_HOST = "/127.0.0.1"
 class CoordinatorContext:
     """One request's context; owned by the coordinator thread."""
 
-    __slots__ = ("coordinator", "store", "api_key", "api_version", "correlation_id", "client_id",
+    __slots__ = ("coordinator", "txn", "store", "api_key", "api_version", "correlation_id", "client_id",
                  "client_host", "now_ms", "replied", "_send")
 
     def __init__(self, coordinator, store, api_key, api_version, correlation_id, client_id, send):
         self.coordinator = coordinator
+        self.txn = None  # the process's TransactionCoordinator (set by the process)
         self.store = store
         self.api_key = api_key
         self.api_version = api_version
@@ -58,6 +59,12 @@ def _register():
         key = getattr(module, "API_KEY", None)
         if key is not None:
             HANDLERS[key] = module.handle
+    # The transaction APIs (coordinator.transaction.handlers) take the
+    # process's transaction coordinator as well.
+    from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
+
+    for key, txn_handler in TXN_HANDLERS.items():
+        HANDLERS[key] = lambda ctx, request, txn_handler=txn_handler: txn_handler(ctx.txn, ctx, request)
     wanted = {k for k, spec in API_TABLE.items() if spec.owner == "coordinator"}
     missing = wanted - set(HANDLERS)
     assert not missing, f"API table routes keys to the coordinator without handlers: {missing}"

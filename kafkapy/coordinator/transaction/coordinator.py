@@ -29,7 +29,7 @@ follows leadership of ``__consumer_offsets``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kafkapy.coordinator.transaction.metadata import (
     NO_PRODUCER_EPOCH,
@@ -133,6 +133,12 @@ class TransactionCoordinatorState:
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
+
+    def set_num_partitions(self, num_partitions: int) -> None:
+        """``__transaction_state``'s partition count once the topic exists
+        (it may predate a changed transaction.state.log.num.partitions)."""
+        if num_partitions != self.config.num_partitions:
+            self.config = replace(self.config, num_partitions=num_partitions)
 
     def begin_load(self, partition: int) -> None:
         self.loading.add(partition)

@@ -1,5 +1,5 @@
-"""Transaction API handlers for the group-coordinator process (not routed yet:
-see ``transaction_coordinator.TRANSACTIONS_ENABLED``).
+"""Transaction API handlers for the group-coordinator process (``owner=
+"coordinator"`` in the API table; registered in ``coordinator.handlers``).
 
 Each takes ``(txn, ctx, request)``: the process's ``TransactionCoordinator``,
 the request's ``CoordinatorContext`` (``api_version``, ``reply(dict)``,
@@ -9,7 +9,9 @@ and the decoded kio request; it calls ``ctx.reply`` exactly once. Versions
 as Kafka 3.9 serves them: InitProducerId 0-5 (with a transactional id; the
 null id stays with the workers), AddPartitionsToTxn 0-5 (v4+: batched,
 ``verify_only``), AddOffsetsToTxn 0-4, EndTxn 0-4, DescribeTransactions 0,
-ListTransactions 0-1.
+ListTransactions 0-1. InitProducerId without a transactional id (an
+idempotent producer) is answered here too, as Kafka's transaction
+coordinator does: a fresh producer id at epoch 0.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ def init_producer_id(txn, ctx, request) -> None:
     def reply(answer):
         ctx.reply({"throttle_time": 0, "error_code": _compatible(answer.error_code, ctx.api_version, 4),
                    "producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch})
+    if request.transactional_id is None:
+        # Kafka issues a new id whatever id and epoch the request carries.
+        ctx.reply({"throttle_time": 0, "error_code": 0, "producer_id": txn.state.generate_producer_id(),
+                   "producer_epoch": 0})
+        return
     producer_id = getattr(request, "producer_id", -1)
     producer_epoch = getattr(request, "producer_epoch", -1)
     txn.init_producer_id(request.transactional_id, int(request.transaction_timeout), producer_id,

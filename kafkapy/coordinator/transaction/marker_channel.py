@@ -25,7 +25,6 @@ import logging
 from kafkapy.coordinator.offsets_topic import await_replication
 from kafkapy.coordinator.transaction.coordinator import WriteMarkers
 from kafkapy.protocol.errors import ErrorCode as E
-from kafkapy.storage.errors import RecordError
 
 log = logging.getLogger("kafkapy.coordinator")
 
@@ -92,22 +91,16 @@ class TransactionMarkerChannel:
 
 
 class LocalMarkerWriter:
-    """Appends a marker to a partition this broker leads, acks=-1 as Kafka's
-    coordinator does (origin COORDINATOR), waiting for the high watermark at
-    most ``timeout_ms``.
-
-    The leader and min.insync.replicas checks are those of
-    ``Partition.append_records_to_leader``; they belong in a
-    ``Partition.append_control_batch_to_leader`` (replication/partition.py is
-    another session's this time)."""
+    """Appends a marker to a partition this broker leads
+    (``Partition.append_control_batch_to_leader``: a produce's leader and
+    min.insync.replicas checks, acks=-1 as Kafka's coordinator writes it),
+    waiting for the high watermark at most ``timeout_ms``."""
 
     def __init__(self, broker, timeout_ms: int = 30000):
         self.broker = broker
         self.timeout_ms = timeout_ms
 
     def __call__(self, topic: str, partition_id: int, markers: WriteMarkers) -> int:
-        from kafkapy.replication.partition import LONG_MAX, effective_min_isr
-
         info = self.broker.metadata().topics.get(topic)
         if info is None or partition_id >= info.num_partitions:
             # Deleted with its data: there is nothing to mark (Kafka drops it).
@@ -115,17 +108,8 @@ class LocalMarkerWriter:
         partition = self.broker.replica_manager.get_partition(topic, partition_id)
         if partition is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            with partition.lock():
-                leader_id, leader_epoch, _, replica_count, isr_mask = partition.state.role()
-                if leader_id != partition.local_broker_id:
-                    return E.NOT_LEADER_OR_FOLLOWER
-                if bin(isr_mask).count("1") < effective_min_isr(partition.log.config, replica_count):
-                    return E.NOT_ENOUGH_REPLICAS
-                limit = LONG_MAX if replica_count <= 1 else partition.high_watermark_limit
-                result = partition.log.append_control_batch(
-                    markers.producer_id, markers.producer_epoch, markers.coordinator_epoch, markers.commit,
-                    leader_epoch, limit)
-        except RecordError as exc:
-            return exc.error_code
+        error, result = partition.append_control_batch_to_leader(
+            markers.producer_id, markers.producer_epoch, markers.coordinator_epoch, markers.commit)
+        if error:
+            return error
         return await_replication(self.broker, partition, result.last_offset + 1, self.timeout_ms)

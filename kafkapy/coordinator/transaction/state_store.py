@@ -23,15 +23,21 @@ def transaction_state_topic_configs(config) -> dict:
             "segment.bytes": str(config["transaction.state.log.segment.bytes"])}
 
 
+def ensure_transaction_state_topic(broker, config) -> tuple[int, int]:
+    """Create ``__transaction_state`` if missing (FindCoordinator key type 1,
+    the store): ``(error_code, num_partitions)``."""
+    return ensure_internal_topic(broker, TRANSACTION_STATE_TOPIC, config["transaction.state.log.num.partitions"],
+                                 transaction_state_topic_configs(config),
+                                 config["transaction.state.log.replication.factor"])
+
+
 class TransactionStateStore(OffsetsTopicStore):
     topic = TRANSACTION_STATE_TOPIC
     num_partitions_key = "transaction.state.log.num.partitions"
     append_timeout_key = "request.timeout.ms"
 
     def ensure_topic(self) -> tuple[int, int]:
-        return ensure_internal_topic(self.broker, self.topic, self.config[self.num_partitions_key],
-                                     transaction_state_topic_configs(self.config),
-                                     self.config["transaction.state.log.replication.factor"])
+        return ensure_transaction_state_topic(self.broker, self.config)
 
     def persist(self, persist: Persist) -> int:
         """Write one transition's record (a tombstone for an expired id);

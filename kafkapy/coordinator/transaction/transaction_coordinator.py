@@ -10,18 +10,10 @@ is decided, its transition written with acks=-1, completed, answered, and its
 markers written, in order. ``tick`` runs the timed work (timed-out
 transactions aborted, expired ids removed, markers retried).
 
-Not wired yet: ``TRANSACTIONS_ENABLED`` (below) stays False until a
-transactional client works end to end; until then the API table does not
-route or advertise the transaction APIs and InitProducerId with a
-transactional id answers COORDINATOR_NOT_AVAILABLE as before. Wiring it is:
-build one ``TransactionCoordinator`` in ``CoordinatorServer`` (from
-``txn_config``, the process's ``ProducerIdManager``, a
-``TransactionStateStore`` and a ``TransactionMarkerChannel(LocalMarkerWriter
-(broker))``), follow ``__transaction_state`` leadership beside
-``__consumer_offsets`` (``load`` / ``unload``), call ``tick`` from the loop,
-route InitProducerId with a transactional id, AddPartitionsToTxn,
-AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions to
-``handlers.TXN_HANDLERS``, and accept transactional batches in Produce.
+Built and driven by the group-coordinator process
+(``server.coordinator_process``: ``build_transaction_coordinator``, which
+follows ``__transaction_state`` leadership and calls ``tick``); the API
+table routes the transaction APIs there (``handlers.TXN_HANDLERS``).
 """
 
 from __future__ import annotations
@@ -32,13 +24,10 @@ from kafkapy.coordinator.transaction.coordinator import Result, TransactionCoord
 
 log = logging.getLogger("kafkapy.coordinator")
 
-# The switch: see the module docstring.
-TRANSACTIONS_ENABLED = False
-
 # Kafka's defaults for transaction.abort.timed.out.transaction.cleanup.interval.ms
-# and transaction.remove.expired.transaction.cleanup.interval.ms (not in the
-# config table yet), and how often unwritten markers are retried (Kafka's
-# marker channel backs off retry.backoff.ms, 100 ms).
+# and transaction.remove.expired.transaction.cleanup.interval.ms (the
+# broker config's values are passed in), and how often unwritten markers are
+# retried (Kafka's marker channel backs off retry.backoff.ms, 100 ms).
 ABORT_TIMED_OUT_INTERVAL_MS = 10_000
 REMOVE_EXPIRED_INTERVAL_MS = 3_600_000
 MARKER_RETRY_INTERVAL_MS = 100
@@ -54,13 +43,17 @@ def txn_config(config, num_partitions: int | None = None) -> TxnConfig:
 
 
 class TransactionCoordinator:
-    def __init__(self, state: TransactionCoordinatorState, store, channel):
+    def __init__(self, state: TransactionCoordinatorState, store, channel,
+                 abort_interval_ms: int = ABORT_TIMED_OUT_INTERVAL_MS,
+                 expire_interval_ms: int = REMOVE_EXPIRED_INTERVAL_MS):
         self.state = state
         self.store = store
         self.channel = channel
+        self.abort_interval_ms = abort_interval_ms
+        self.expire_interval_ms = expire_interval_ms
         now = state.clock_ms()
-        self._next_abort_ms = now + ABORT_TIMED_OUT_INTERVAL_MS
-        self._next_expire_ms = now + REMOVE_EXPIRED_INTERVAL_MS
+        self._next_abort_ms = now + abort_interval_ms
+        self._next_expire_ms = now + expire_interval_ms
 
     # ------------------------------------------------------------ running decisions
 
@@ -122,11 +115,11 @@ class TransactionCoordinator:
         for markers in self.channel.retry():
             self.run(self.state.markers_written(markers))
         if now >= self._next_abort_ms:
-            self._next_abort_ms = now + ABORT_TIMED_OUT_INTERVAL_MS
+            self._next_abort_ms = now + self.abort_interval_ms
             for result in self.state.abort_timed_out_transactions():
                 self.run(result)
         if now >= self._next_expire_ms:
-            self._next_expire_ms = now + REMOVE_EXPIRED_INTERVAL_MS
+            self._next_expire_ms = now + self.expire_interval_ms
             for persist in self.state.expire_transactional_ids():
                 self.run(Result(persist=persist))
         nearest = min(self._next_abort_ms, self._next_expire_ms)

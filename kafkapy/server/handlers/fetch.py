@@ -2,8 +2,11 @@
 
 Contract:
 - Each partition is read from ``fetch_offset`` up to the high watermark
-  (read_uncommitted) or the last stable offset (read_committed; equal to the
-  high watermark until transactions exist). A fetch from the middle of a batch
+  (read_uncommitted) or the last stable offset (read_committed: the first
+  offset of the earliest open transaction; the answer carries it and the
+  aborted transactions whose data it may hold, from the ``.txnindex``, so the
+  client drops their records; read_uncommitted answers the high watermark as
+  last stable offset and no list). A fetch from the middle of a batch
   returns that whole batch; clients skip the records before their offset.
 - Topics: by name up to v12, by topic id from v13 (KIP-516; resolved through
   the metadata, as Metadata v10+ answers them; an unknown id answers
@@ -126,9 +129,12 @@ def _topic_names(md) -> dict:
 
 
 def _partition(part_cls, fields, index, error_code, high_watermark, log_start_offset,
-               aborted, records, diverging_epoch=None, current_leader=None):
+               txn, records, diverging_epoch=None, current_leader=None):
+    """``txn``: a read_committed answer's (last stable offset, aborted
+    transactions), else None (read_uncommitted: the high watermark is the
+    last stable offset, no aborted list)."""
     kw = {"partition_index": index, "error_code": error_code,
-          "high_watermark": high_watermark, "aborted_transactions": aborted,
+          "high_watermark": high_watermark, "aborted_transactions": None if txn is None else txn[1],
           "records": records}
     if diverging_epoch is not None:
         kw["diverging_epoch"] = diverging_epoch
@@ -137,12 +143,24 @@ def _partition(part_cls, fields, index, error_code, high_watermark, log_start_of
     # last_stable_offset from v4, log_start_offset from v5,
     # preferred_read_replica from v11: pass only what this version has.
     if "last_stable_offset" in fields:
-        kw["last_stable_offset"] = high_watermark
+        kw["last_stable_offset"] = high_watermark if txn is None else txn[0]
     if "log_start_offset" in fields:
         kw["log_start_offset"] = log_start_offset
     if "preferred_read_replica" in fields:
         kw["preferred_read_replica"] = -1
     return part_cls(**kw)
+
+
+@cache
+def _aborted_class(cls):
+    topic_cls, part_cls, *_ = _response_classes(cls)
+    return next(n[1] for name, n, _ in _plan(part_cls) if name == "aborted_transactions")
+
+
+def _aborted(cls, aborted) -> tuple:
+    """The AbortedTransaction entries of ``aborted`` (``AbortedTxn``s)."""
+    entry = _aborted_class(cls)
+    return tuple(entry(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted)
 
 
 def _requested(request, uses_topic_ids: bool) -> list:
@@ -245,7 +263,7 @@ def handle(ctx, request):
     moved = []
     changed = entries is not None
     for e, r in zip(wanted, results):
-        _, code, high_watermark, log_start_offset, _, size, diverging, _ = r
+        _, code, high_watermark, log_start_offset, _, size, diverging, *_ = r
         if not (size or code or diverging is not None or high_watermark != e.high_watermark
                 or log_start_offset != e.local_log_start_offset):
             cached.append(e)
@@ -274,12 +292,15 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
     Entry, of topic ``keys[i]``): ``(results, DelayedFetch or None)``; a
     result is ``(name or None, error code, high watermark, log start offset,
     records, size, diverging (epoch, end offset) or None, Partition or
-    None)``, one per partition."""
+    None, (last stable offset, aborted transactions) or None)``, one per
+    partition; the last is a read_committed read's (up to the last stable
+    offset, Kafka's FetchTxnCommitted)."""
     broker = ctx.broker
     replica_manager = broker.replica_manager
     get_partition = replica_manager.get_partition
     names = _topic_names(broker.metadata()) if version >= 13 else None
     has_epoch = version >= 9
+    committed = request.isolation_level == READ_COMMITTED and replica_id < 0
     remaining = request.max_bytes
     total = 0
     failed = False
@@ -290,7 +311,7 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
     for key, e in zip(keys, wanted):
         name = key if names is None else names.get(key)
         if name is None:
-            results.append((None, ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"", 0, None, None))
+            results.append((None, ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"", 0, None, None, None))
             continue
         partition = get_partition(name, e.partition)
         if partition is None:
@@ -300,11 +321,16 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
         if code:
             if code not in _METADATA_ERRORS:
                 failed = True
-            results.append((name, code, -1, -1, b"", 0, None, partition))
+            results.append((name, code, -1, -1, b"", 0, None, partition, None))
             continue
         readable = True
+        txn = None
         max_bytes = max(0, min(e.partition_max_bytes, remaining))
-        if replica_id < 0:
+        if committed:
+            data, high_watermark, log_start_offset, *txn = partition.fetch_records_committed(
+                e.fetch_offset, max_bytes, total == 0)
+            watch[partition.slot] = (HIGH_WATERMARK, high_watermark + 1)  # a marker moves it too
+        elif replica_id < 0:
             data, high_watermark, log_start_offset = partition.fetch_records(
                 e.fetch_offset, max_bytes, total == 0)
             watch[partition.slot] = (HIGH_WATERMARK, high_watermark + 1)  # moved past what was read
@@ -315,7 +341,7 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
                 # once, with no records (Kafka's readRecords).
                 failed = True
                 results.append((name, code, partition.high_watermark, partition.log_start_offset,
-                                b"", 0, diverging, partition))
+                                b"", 0, diverging, partition, None))
                 continue
             before = partition.high_watermark
             data, high_watermark, log_start_offset = partition.fetch_records_for_follower(
@@ -326,13 +352,13 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
         if data is None:
             failed = True
             results.append((name, ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark, log_start_offset,
-                            b"", 0, None, partition))
+                            b"", 0, None, partition, None))
             continue
         size = data.size
         total += size
         remaining -= size
         results.append((name, ErrorCode.NONE, high_watermark, log_start_offset,
-                        RecordsRegions(data.regions, size) if size else b"", size, None, partition))
+                        RecordsRegions(data.regions, size) if size else b"", size, None, partition, txn))
     if high_watermark_moved:
         # Wakes only processors whose parked operations (an acks=all
         # produce, a consumer's fetch) watch these partitions.
@@ -349,14 +375,13 @@ def _response(ctx, cls, request, keys: list, parts: list, results: list, session
     partitions of one topic under one topic entry (Kafka's FetchResponse.of)."""
     version = ctx.api_version
     topic_cls, part_cls, fields, epoch_cls, leader_cls = _response_classes(cls)
-    aborted = () if request.isolation_level == READ_COMMITTED else None
     topics = []
     partitions = []
     key = None
     endpoints = {}
     md = None
-    for part_key, e, (name, code, high_watermark, log_start_offset, records, size, diverging, partition) in zip(
-            keys, parts, results):
+    for part_key, e, (name, code, high_watermark, log_start_offset, records, size, diverging, partition, txn) \
+            in zip(keys, parts, results):
         if part_key != key or not partitions:
             if partitions:
                 topics.append(_topic(topic_cls, key, version, partitions))
@@ -368,7 +393,7 @@ def _response(ctx, cls, request, keys: list, parts: list, results: list, session
             leader = leader_cls(leader_id=leader[0], leader_epoch=leader[1])
         partitions.append(_partition(
             part_cls, fields, e.partition, int(code), high_watermark, log_start_offset,
-            None if code else aborted, records,
+            None if txn is None else (txn[0], _aborted(cls, txn[1])), records,
             None if diverging is None else epoch_cls(epoch=diverging[0], end_offset=diverging[1]),
             leader))
     if partitions:

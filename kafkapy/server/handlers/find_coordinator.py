@@ -8,8 +8,10 @@ partition has no live leader). The first group lookup creates the topic, as
 Kafka does (``offsets.topic.num.partitions`` partitions, compacted,
 ``offsets.topic.replication.factor`` replicas). While it cannot be created
 (e.g. a replication factor above the brokers there are) the answer is
-COORDINATOR_NOT_AVAILABLE (15), retriable, as in Kafka. Transactions (key type 1) have no coordinator yet: COORDINATOR_NOT_AVAILABLE
-(15), retriable. Unknown key types -> INVALID_REQUEST (42), share groups (key
+COORDINATOR_NOT_AVAILABLE (15), retriable, as in Kafka. A transactional
+id's coordinator (key type 1) is found the same way over
+``__transaction_state`` (``transaction.state.log.*``, Kafka's
+partitionFor of the id), created on first lookup. Unknown key types -> INVALID_REQUEST (42), share groups (key
 type 2, v6, KIP-932) included: kafkapy has none. v5 only adds an error code
 (TRANSACTION_ABORTABLE, for transactions) to what v4 answers. v4 answers a
 batch of keys (``coordinator_keys``); v0-v3 a single ``key`` (v0 has no
@@ -34,37 +36,40 @@ def handle(ctx, request):
 
 
 def _locator(broker, key_type):
-    """``key -> coordinator answer`` for the request's key type."""
+    """``key -> coordinator answer`` for the request's key type: the live
+    leader of the key's partition of the coordinator's internal topic."""
     if key_type == GROUP:
-        from kafkapy.coordinator.offsets_topic import ensure_offsets_topic
+        from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
+        from kafkapy.coordinator.records import partition_for
 
         error, _ = ensure_offsets_topic(broker, broker.config)
-        if error:
-            return lambda key: _not_found(error, "The coordinator is not available.")
-        md = broker.metadata()
-        if md.cluster_mode:
-            return lambda key: _group_coordinator(md, key)
-        host, port = broker.advertised_address
-        here = {"node_id": broker.broker_id, "host": host, "port": port, "error_code": 0, "error_message": None}
-        return lambda key: here
-    if key_type == TRANSACTION:
-        return lambda key: _not_found(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                      "The transaction coordinator is not available.")
-    return lambda key: _not_found(ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}")
+        topic = OFFSETS_TOPIC
+    elif key_type == TRANSACTION:
+        from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC, partition_for
+        from kafkapy.coordinator.transaction.state_store import ensure_transaction_state_topic
+
+        error, _ = ensure_transaction_state_topic(broker, broker.config)
+        topic = TRANSACTION_STATE_TOPIC
+    else:
+        return lambda key: _not_found(ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}")
+    if error:
+        return lambda key: _not_found(error, "The coordinator is not available.")
+    md = broker.metadata()
+    if md.cluster_mode:
+        return lambda key: _coordinator(md, topic, partition_for, key)
+    host, port = broker.advertised_address
+    here = {"node_id": broker.broker_id, "host": host, "port": port, "error_code": 0, "error_message": None}
+    return lambda key: here
 
 
 def _not_found(error_code: int, message: str) -> dict:
     return {"node_id": -1, "host": "", "port": -1, "error_code": error_code, "error_message": message}
 
 
-def _group_coordinator(md, group_id: str) -> dict:
-    """The live leader of the group's ``__consumer_offsets`` partition."""
-    from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC
-    from kafkapy.coordinator.records import partition_for
-
-    info = md.topics.get(OFFSETS_TOPIC)
-    state = md.partition_state(OFFSETS_TOPIC, partition_for(group_id, info.num_partitions)) \
-        if info is not None else None
+def _coordinator(md, topic: str, partition_for, key: str) -> dict:
+    """The live leader of ``key``'s partition of ``topic``."""
+    info = md.topics.get(topic)
+    state = md.partition_state(topic, partition_for(key, info.num_partitions)) if info is not None else None
     leader = md.brokers.get(state.leader) if state is not None else None
     if leader is None:
         return _not_found(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")

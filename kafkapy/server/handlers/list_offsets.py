@@ -4,7 +4,8 @@ Contract, per partition (Kafka's special timestamps, each from the version
 that introduced it; a negative timestamp unknown to the request's version
 answers UNSUPPORTED_VERSION (35), as Kafka's timestampMinSupportedVersion):
 - -1 LATEST: the high watermark (read_uncommitted) or last stable offset
-  (read_committed; equal until transactions exist); timestamp -1. For a
+  (read_committed: the first offset of the earliest open transaction, or
+  the high watermark); timestamp -1. For a
   replica (replica_id >= 0, a follower's fetcher after OFFSET_OUT_OF_RANGE)
   the log end offset, as Kafka reads a replica's request with no isolation.
 - -2 EARLIEST: the log start offset; timestamp -1.
@@ -16,7 +17,7 @@ answers UNSUPPORTED_VERSION (35), as Kafka's timestampMinSupportedVersion):
   timestamp -1, leader epoch -1 (Kafka's answer without remote storage).
 - t >= 0: the first offset whose timestamp is >= t, via the time index, with
   that batch's timestamp; -1/-1 if none (or if it is not yet below the high
-  watermark).
+  watermark; with read_committed, below the last stable offset).
 - v10 (Kafka 4.0, KIP-1075) adds ``timeout_ms`` for remote-storage lookups:
   accepted; nothing here waits.
 - A partition named twice in the request: INVALID_REQUEST (42) for each.
@@ -32,6 +33,7 @@ from kafkapy.replication.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, 
 from kafkapy.server.handlers import construct
 
 API_KEY = 2
+READ_COMMITTED = 1
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 # Kafka's timestampMinSupportedVersion: the first version that may ask for each.
@@ -43,6 +45,7 @@ def handle(ctx, request):
     get_partition = ctx.broker.replica_manager.get_partition
     version = ctx.api_version
     has_epoch = version >= 4
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED  # v2+
     seen, duplicates = set(), set()
     for t in request.topics:
         for lp in t.partitions:
@@ -71,6 +74,8 @@ def handle(ctx, request):
                 offset, timestamp = partition.log_end_offset, -1
             elif timestamp == LATEST_TIERED_TIMESTAMP:
                 offset, timestamp, leader_epoch = -1, -1, -1
+            elif committed and (timestamp == LATEST_TIMESTAMP or timestamp >= 0):
+                offset, timestamp = _committed(partition, timestamp)
             else:
                 offset, timestamp = partition.fetch_offset_for_timestamp(
                     EARLIEST_TIMESTAMP if timestamp == EARLIEST_LOCAL_TIMESTAMP else timestamp)
@@ -80,3 +85,15 @@ def handle(ctx, request):
         topics.append({"name": topic.name, "partitions": partitions})
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
 
+
+
+def _committed(partition, timestamp: int) -> tuple[int, int]:
+    """LATEST and timestamp lookups for a read_committed
+    client (Kafka's Partition.fetchOffsetForTimestamp with READ_COMMITTED):
+    LATEST is the last stable offset, and a timestamp's answer at or past it
+    is none."""
+    last_stable_offset = partition.last_stable_offset()
+    if timestamp == LATEST_TIMESTAMP:
+        return last_stable_offset, -1
+    offset, found = partition.fetch_offset_for_timestamp(timestamp)
+    return (offset, found) if offset < last_stable_offset else (-1, -1)

@@ -11,7 +11,7 @@ from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
 from kafkapy.coordinator.transaction.marker_channel import TransactionMarkerChannel
 from kafkapy.coordinator.transaction.state_log import decode_key, decode_value, encode_key
 from kafkapy.coordinator.transaction.transaction_coordinator import (
-    ABORT_TIMED_OUT_INTERVAL_MS, TRANSACTIONS_ENABLED, TransactionCoordinator)
+    ABORT_TIMED_OUT_INTERVAL_MS, TransactionCoordinator)
 from kafkapy.protocol.codec import encode_to_bytes
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode as E
@@ -121,10 +121,6 @@ def call(method, *args):
     method(*args, answers.append)
     assert len(answers) == 1
     return answers[0]
-
-
-def test_switch_is_off():
-    assert TRANSACTIONS_ENABLED is False
 
 
 def test_commit_and_abort_reach_the_logs(env):

@@ -51,9 +51,17 @@ def test_scan_errors_come_first(batch_mod):
 
 
 def test_transactional_and_control_batches(batch_mod):
-    code, message = _error(batch_mod, _batch(is_transactional=True, producer_id=5, producer_epoch=0))
-    assert code == INVALID_RECORD and "transactional" in message
-    assert _error(batch_mod, _batch(is_control=True))[0] == INVALID_RECORD
+    # A transactional producer's batches are accepted (issue 11); control
+    # batches are the broker's own (transaction markers), never a client's.
+    txn = _batch(is_transactional=True, producer_id=5, producer_epoch=0, base_sequence=0)
+    assert batch_mod.check_append(txn + _batch(is_transactional=True, producer_id=5, producer_epoch=0,
+                                               base_sequence=1))[1] == 2
+    code, message = _error(batch_mod, _batch(is_control=True, producer_id=5, producer_epoch=0))
+    assert code == INVALID_RECORD and "control" in message
+    # Transactional without a producer id, or mixed with non-transactional
+    # batches of the same producer in one request: refused.
+    assert _error(batch_mod, _batch(is_transactional=True))[0] == INVALID_RECORD
+    assert _error(batch_mod, txn + _batch(producer_id=5, producer_epoch=0))[0] == INVALID_RECORD
 
 
 def test_one_producer_per_request(batch_mod):

@@ -1,0 +1,35 @@
+"""TxnOffsetCommit (key 28), v0-v4.
+
+Contract (Kafka's handleTxnOffsetCommit / doTxnCommitOffsets): offsets a
+transactional producer commits for a group inside its transaction
+(``send_offsets_to_transaction``, after AddOffsetsToTxn). They are written to
+the group's ``__consumer_offsets`` partition in a transactional batch of the
+producer and become the group's committed offsets only when the
+transaction's COMMIT marker reaches that partition (ABORT drops them);
+meanwhile OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT
+(88) for them. v3+ carry the member id, generation and instance id:
+UNKNOWN_MEMBER_ID (25) for a member the group does not have,
+ILLEGAL_GENERATION (22) for another generation, FENCED_INSTANCE_ID (82).
+Per partition as OffsetCommit: OFFSET_METADATA_TOO_LARGE (12),
+UNKNOWN_TOPIC_OR_PARTITION (3); a producer epoch older than the one the
+partition last saw: INVALID_PRODUCER_EPOCH (47).
+"""
+
+API_KEY = 28
+
+
+def handle(ctx, request):
+    version = ctx.api_version
+    offsets = [(topic.name, p.partition_index, p.committed_offset,
+                p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata)
+               for topic in request.topics for p in topic.partitions]
+    member_id = request.member_id if version >= 3 else ""
+    generation = request.generation_id if version >= 3 else -1
+    instance = request.group_instance_id if version >= 3 else None
+    results = ctx.coordinator.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
+                                                 member_id, instance, generation, offsets)
+    ctx.reply({"throttle_time": 0, "topics": [
+        {"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": int(results[(topic.name, p.partition_index)])}
+            for p in topic.partitions]}
+        for topic in request.topics]})

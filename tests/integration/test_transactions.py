@@ -1,0 +1,237 @@
+"""Transactions (issue 11) with real clients against a real standalone broker:
+confluent-kafka's transactional producer (init, begin, produce, commit and
+abort, send_offsets_to_transaction), read_committed and read_uncommitted
+consumers, ListOffsets and OffsetFetch by raw frames, zombie fencing, a
+transaction aborted by the coordinator past its timeout, and a
+consume-transform-produce loop that is exactly-once.
+
+One broker serves the module (each test its own topics and transactional ids).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clients_support import create_topic, module_broker  # noqa: E402
+from raw_api import call  # noqa: E402
+
+from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+TIMEOUT_S = 30
+# The coordinator looks for timed-out transactions this often (Kafka's
+# transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s default).
+ABORT_INTERVAL_MS = 300
+
+
+@pytest.fixture(scope="module")
+def kbroker(tmp_path_factory):
+    overrides = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": str(ABORT_INTERVAL_MS)}
+    with module_broker(tmp_path_factory, overrides) as broker:
+        yield broker
+
+
+def producer(bootstrap: str, txn_id: str, **conf) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **conf})
+    p.init_transactions(TIMEOUT_S)
+    return p
+
+
+def consume(bootstrap: str, topic: str, partitions: int, isolation: str, want: int | None = None,
+            idle_s: float = 2.0) -> list[bytes]:
+    """Values read from offset 0 of every partition, in partition then offset
+    order: until ``want`` records came (then one more idle poll shows no
+    extra), or nothing new for ``idle_s``."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}-{isolation}",
+                  "isolation.level": isolation, "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list] = {}
+    count = 0
+    deadline = time.monotonic() + TIMEOUT_S
+    last_new = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                if time.monotonic() - last_new > (0.5 if want is not None and count >= want else idle_s):
+                    break
+                continue
+            assert m.error() is None, m.error()
+            got.setdefault(m.partition(), []).append((m.offset(), m.value()))
+            count += 1
+            last_new = time.monotonic()
+    finally:
+        c.close()
+    out = []
+    for p in sorted(got):
+        offsets = [o for o, _ in got[p]]
+        assert offsets == sorted(offsets), f"partition {p} out of order: {offsets}"
+        out += [v for _, v in got[p]]
+    return out
+
+
+def list_offset(bootstrap: str, topic: str, partition: int, isolation_level: int) -> int:
+    r = call(bootstrap, 2, 7, {"replica_id": -1, "isolation_level": isolation_level, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                        "timestamp": -1}]}]})
+    (p,) = r.topics[0].partitions
+    assert p.error_code == 0
+    return p.offset
+
+
+def test_commit_abort_and_open_transactions_by_isolation(kbroker):
+    bs = kbroker.bootstrap
+    create_topic(bs, "txn-basic", 2)
+    p = producer(bs, "basic")
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("txn-basic", value=b"c%d" % i, partition=i % 2)
+    p.commit_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("txn-basic", value=b"a%d" % i, partition=i % 2)
+    p.flush(TIMEOUT_S)  # sent, so the abort has data in the log to abort
+    p.abort_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce("txn-basic", value=b"o%d" % i, partition=i % 2)
+    p.flush(TIMEOUT_S)
+
+    committed = [b"c%d" % i for i in range(0, 10, 2)] + [b"c%d" % i for i in range(1, 10, 2)]
+    everything = consume(bs, "txn-basic", 2, "read_uncommitted", want=24)
+    assert sorted(everything) == sorted(committed + [b"a%d" % i for i in range(10)] +
+                                        [b"o%d" % i for i in range(4)])
+    # read_committed: only the committed transaction, in order; the aborted
+    # one dropped by the client (aborted_transactions), the open one not
+    # served (the last stable offset stops before it).
+    assert consume(bs, "txn-basic", 2, "read_committed", want=10) == committed
+    # ListOffsets: LATEST is the high watermark, or the LSO for read_committed
+    # (partition 0: 5 committed + marker, 5 aborted + marker, then the open 2).
+    assert list_offset(bs, "txn-basic", 0, 0) == 14
+    assert list_offset(bs, "txn-basic", 0, 1) == 12
+
+    p.commit_transaction(TIMEOUT_S)
+    assert consume(bs, "txn-basic", 2, "read_committed", want=14) == \
+        committed[:5] + [b"o0", b"o2"] + committed[5:] + [b"o1", b"o3"]
+    assert list_offset(bs, "txn-basic", 0, 1) == list_offset(bs, "txn-basic", 0, 0) == 15
+
+
+def test_a_second_producer_fences_the_first_and_aborts_its_transaction(kbroker):
+    bs = kbroker.bootstrap
+    create_topic(bs, "txn-fence", 1)
+    zombie = producer(bs, "fenced")
+    zombie.begin_transaction()
+    zombie.produce("txn-fence", value=b"zombie")
+    zombie.flush(TIMEOUT_S)
+    # The same transactional id again: the epoch is bumped and the zombie's
+    # open transaction aborted (Kafka's InitProducerId fencing).
+    fresh = producer(bs, "fenced")
+    fresh.begin_transaction()
+    fresh.produce("txn-fence", value=b"fresh")
+    fresh.commit_transaction(TIMEOUT_S)
+    with pytest.raises(KafkaException) as info:
+        zombie.produce("txn-fence", value=b"late")
+        zombie.commit_transaction(TIMEOUT_S)
+    error = info.value.args[0]
+    assert error.fatal() and error.code() in (confluent_kafka.KafkaError._FENCED,
+                                               confluent_kafka.KafkaError.PRODUCER_FENCED,
+                                               confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH), error
+    assert consume(bs, "txn-fence", 1, "read_committed", want=1) == [b"fresh"]
+    assert sorted(consume(bs, "txn-fence", 1, "read_uncommitted", want=2)) == [b"fresh", b"zombie"]
+
+    # DescribeTransactions: its transaction complete, at epoch 2 (Kafka's:
+    # the fence aborted the zombie's transaction at epoch 1, the retried
+    # InitProducerId (CONCURRENT_TRANSACTIONS meanwhile) bumped it again).
+    r = call(bs, 65, 0, {"transactional_ids": ["fenced"]})
+    (state,) = r.transaction_states
+    assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "CompleteCommit", 2)
+
+
+def test_the_coordinator_aborts_a_transaction_past_its_timeout(kbroker):
+    bs = kbroker.bootstrap
+    create_topic(bs, "txn-timeout", 1)
+    p = producer(bs, "slow", **{"transaction.timeout.ms": 1000})
+    p.begin_transaction()
+    p.produce("txn-timeout", value=b"never")
+    p.flush(TIMEOUT_S)
+    assert list_offset(bs, "txn-timeout", 0, 1) == 0  # open: the LSO waits at its first offset
+    # Aborted by the coordinator once past 1 s (checked every ABORT_INTERVAL_MS):
+    # the ABORT marker moves the LSO past it.
+    deadline = time.monotonic() + 15
+    while list_offset(bs, "txn-timeout", 0, 1) != 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert list_offset(bs, "txn-timeout", 0, 1) == 2
+    assert consume(bs, "txn-timeout", 1, "read_committed", idle_s=1.0) == []
+    with pytest.raises(KafkaException):
+        p.commit_transaction(TIMEOUT_S)
+
+
+def test_consume_transform_produce_is_exactly_once(kbroker):
+    """Input records uppercased into an output topic, offsets committed in the
+    transaction; one round is aborted and redone after seeking back."""
+    bs = kbroker.bootstrap
+    create_topic(bs, "ctp-in", 2)
+    create_topic(bs, "ctp-out", 2)
+    n = 60
+    plain = Producer({"bootstrap.servers": bs})
+    for i in range(n):
+        plain.produce("ctp-in", value=b"r%02d" % i, partition=i % 2)
+    plain.flush(TIMEOUT_S)
+
+    group = "ctp-group"
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe(["ctp-in"])
+    p = producer(bs, "ctp")
+    done = 0
+    aborted_once = False
+    deadline = time.monotonic() + 60
+    try:
+        while done < n and time.monotonic() < deadline:
+            msgs = consumer.consume(10, 0.5)
+            msgs = [m for m in msgs if m.error() is None]
+            if not msgs:
+                continue
+            p.begin_transaction()
+            for m in msgs:
+                p.produce("ctp-out", value=m.value().upper(), partition=m.partition())
+            p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                          consumer.consumer_group_metadata(), TIMEOUT_S)
+            if not aborted_once and done >= n // 3:
+                p.flush(TIMEOUT_S)
+                # Mid-transaction: the group's offsets are pending (Kafka's
+                # UNSTABLE_OFFSET_COMMIT for require_stable readers).
+                partition = msgs[0].partition()
+                r = call(bs, 9, 7, {"group_id": group, "require_stable": True,
+                                    "topics": [{"name": "ctp-in", "partition_indexes": [partition]}]})
+                assert r.topics[0].partitions[0].error_code == E.UNSTABLE_OFFSET_COMMIT
+                p.abort_transaction(TIMEOUT_S)
+                aborted_once = True
+                # Redo from the last committed offsets.
+                committed = consumer.committed(consumer.assignment(), TIMEOUT_S)
+                for tp in committed:
+                    consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+                continue
+            p.commit_transaction(TIMEOUT_S)
+            done += len(msgs)
+    finally:
+        consumer.close()
+    assert aborted_once and done == n
+
+    out = consume(bs, "ctp-out", 2, "read_committed", want=n)
+    assert sorted(out) == sorted(b"R%02d" % i for i in range(n))  # each exactly once
+    r = call(bs, 9, 7, {"group_id": group, "require_stable": True,
+                        "topics": [{"name": "ctp-in", "partition_indexes": [0, 1]}]})
+    assert [(q.error_code, q.committed_offset) for q in r.topics[0].partitions] == [(0, n // 2), (0, n // 2)]
+    # The aborted round's output is in the log, dropped for read_committed.
+    assert len(consume(bs, "ctp-out", 2, "read_uncommitted", want=n + 10)) > n
