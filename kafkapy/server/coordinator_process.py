@@ -348,9 +348,11 @@ def build_transaction_coordinator(broker, config, clock_ms, group_coordinator) -
     state = TransactionCoordinatorState(txn_config(config, store.num_partitions),
                                         broker.producer_id_manager.generate_producer_id, clock_ms)
     channel = TransactionMarkerChannel(LocalMarkerWriter(broker), on_written=group_coordinator.on_txn_marker)
-    return TransactionCoordinator(state, store, channel,
-                                  config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                                  config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+    txn = TransactionCoordinator(state, store, channel,
+                                 config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                                 config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+    txn.serves_transactional_ids = not config["zookeeper.connect"]  # standalone only, for now
+    return txn
 
 
 def coordinator_main(broker_factory, channel, config) -> None:

@@ -235,3 +235,95 @@ def test_consume_transform_produce_is_exactly_once(kbroker):
     assert [(q.error_code, q.committed_offset) for q in r.topics[0].partitions] == [(0, n // 2), (0, n // 2)]
     # The aborted round's output is in the log, dropped for read_committed.
     assert len(consume(bs, "ctp-out", 2, "read_uncommitted", want=n + 10)) > n
+
+
+def _produce_raw(bs: str, topic: str, batch: bytes):
+    r = call(bs, 0, 9, {"acks": -1, "timeout": 10000, "transactional_id": None, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+    return r.responses[0].partition_responses[0].error_code
+
+
+def test_hostile_transaction_requests_get_kafkas_errors(kbroker):
+    bs = kbroker.bootstrap
+    create_topic(bs, "txn-hostile", 1)
+    assert call(bs, 10, 3, {"key": "hostile", "key_type": 1}).error_code == E.NONE
+    # EndTxn for an id the coordinator never saw.
+    r = call(bs, 26, 3, {"transactional_id": "never-seen", "producer_id": 7, "producer_epoch": 0, "committed": True})
+    assert r.error_code == E.INVALID_PRODUCER_ID_MAPPING
+    init = call(bs, 22, 4, {"transactional_id": "hostile", "transaction_timeout": 60000, "producer_id": -1,
+                            "producer_epoch": -1})
+    assert init.error_code == E.NONE
+    pid, epoch = init.producer_id, init.producer_epoch
+    # Another producer id, then another epoch, for the id.
+    r = call(bs, 26, 3, {"transactional_id": "hostile", "producer_id": pid + 1, "producer_epoch": epoch,
+                         "committed": True})
+    assert r.error_code == E.INVALID_PRODUCER_ID_MAPPING
+    r = call(bs, 26, 3, {"transactional_id": "hostile", "producer_id": pid, "producer_epoch": epoch + 5,
+                         "committed": False})
+    assert r.error_code == E.PRODUCER_FENCED
+    # A partition of a topic that does not exist fails the whole request.
+    r = call(bs, 24, 3, {"v3_and_below_transactional_id": "hostile", "v3_and_below_producer_id": pid,
+                         "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [
+                             {"name": "txn-hostile", "partitions": [0]}, {"name": "no-such-topic", "partitions": [0]}]})
+    errors = {(t.name, q.partition_index): q.partition_error_code
+              for t in r.results_by_topic_v3_and_below for q in t.results_by_partition}
+    assert errors == {("txn-hostile", 0): E.OPERATION_NOT_ATTEMPTED, ("no-such-topic", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    # Nothing was added: ending it is INVALID_TXN_STATE (still Empty).
+    r = call(bs, 26, 3, {"transactional_id": "hostile", "producer_id": pid, "producer_epoch": epoch, "committed": True})
+    assert r.error_code == E.INVALID_TXN_STATE
+    # A client's control batch (a forged COMMIT marker) is refused, nothing stored.
+    from kafkapy.storage.control_records import build_end_txn_marker_batch
+    forged = bytes(build_end_txn_marker_batch(pid, epoch, 0, True, int(time.time() * 1000)))
+    assert _produce_raw(bs, "txn-hostile", forged) == E.INVALID_RECORD
+    assert list_offset(bs, "txn-hostile", 0, 0) == 0
+    # ... and the broker keeps serving.
+    r = call(bs, 22, 4, {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1,
+                         "producer_epoch": -1})
+    assert r.error_code == E.NONE and r.producer_id >= 0
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_transactions_survive_a_broker_restart(broker_factory, how):
+    """A committed transaction (with offsets), an aborted one and an open one;
+    after a restart (clean or SIGKILL) the coordinator and the groups are
+    loaded from their logs: what committed stays committed, the aborted data
+    stays hidden, and the open transaction is aborted at its timeout, so
+    read_committed readers move on."""
+    import signal
+
+    b = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": str(ABORT_INTERVAL_MS)})
+    bs = b.bootstrap
+    create_topic(bs, "txn-restart", 1)
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": "restart-group", "enable.auto.commit": False})
+    p = producer(bs, "restart", **{"transaction.timeout.ms": 3000})
+    p.begin_transaction()
+    p.produce("txn-restart", value=b"committed")
+    p.send_offsets_to_transaction([TopicPartition("txn-restart", 0, 42)], consumer.consumer_group_metadata(), TIMEOUT_S)
+    p.commit_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce("txn-restart", value=b"aborted")
+    p.send_offsets_to_transaction([TopicPartition("txn-restart", 0, 99)], consumer.consumer_group_metadata(), TIMEOUT_S)
+    p.flush(TIMEOUT_S)
+    p.abort_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce("txn-restart", value=b"open")
+    p.flush(TIMEOUT_S)
+    consumer.close()
+    # committed + marker, aborted + marker, open: the LSO waits at the open one.
+    assert list_offset(bs, "txn-restart", 0, 1) == 4
+
+    b.restart(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
+    offsets = call(bs, 9, 7, {"group_id": "restart-group", "require_stable": True,
+                              "topics": [{"name": "txn-restart", "partition_indexes": [0]}]})
+    assert (offsets.topics[0].partitions[0].error_code, offsets.topics[0].partitions[0].committed_offset) == (0, 42)
+    deadline = time.monotonic() + 20
+    while list_offset(bs, "txn-restart", 0, 1) != 6 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert list_offset(bs, "txn-restart", 0, 1) == 6  # the open one aborted after the restart
+    assert consume(bs, "txn-restart", 1, "read_committed", want=1) == [b"committed"]
+    # The same id starts again at a new epoch and commits.
+    again = producer(bs, "restart")
+    again.begin_transaction()
+    again.produce("txn-restart", value=b"after")
+    again.commit_transaction(TIMEOUT_S)
+    assert consume(bs, "txn-restart", 1, "read_committed", want=2) == [b"committed", b"after"]
