@@ -11,13 +11,25 @@ blocking ``Connection`` (kafkapy.client.conn) to the leader's endpoint of
 the answers are read as they come, so one idle leader's long poll does not
 hold up another's data; each connection has one request in flight.
 
-Each fetch is Fetch v12 (the server's highest) with ``replica_id`` = this
-broker, Kafka's replica.fetch.* sizes and wait, no fetch session, and per
-partition: ``fetch_offset`` = the local log end offset, ``current_leader_epoch``
-= the image's leader epoch, ``last_fetched_epoch`` = the latest epoch of the
-local leader-epoch cache. The local log is the fetch state: only this process
+Each fetch is Fetch v12 (diverging epochs, topic names) with ``replica_id`` =
+this broker, Kafka's replica.fetch.* sizes and wait, and per partition:
+``fetch_offset`` = the local log end offset, ``current_leader_epoch`` = the
+image's leader epoch, ``last_fetched_epoch`` = the latest epoch of the local
+leader-epoch cache. The local log is the fetch state: only this process
 appends to or truncates a follower's log, so nothing else is kept per partition
 but its leader, epoch and back-off.
+
+Per leader the fetcher keeps a fetch session (KIP-227, Kafka's
+FetchSessionHandler in ``FetcherSession``): the first fetch is full and asks
+for a session (epoch 0); after it, each fetch names only the partitions whose
+fields changed since the leader last saw them (a new fetch offset after an
+append or truncation, a new leader epoch) and those that left
+(``forgotten_topics_data``: reassigned, or backing off), and the leader answers
+only partitions with news. A follower of ~30 partitions of one leader, most of
+them idle (``__consumer_offsets``), sends and decodes one or two instead of all
+on every round trip, on both ends. A session error (FETCH_SESSION_ID_NOT_FOUND,
+INVALID_FETCH_SESSION_EPOCH: the leader restarted or evicted it), a failed
+connection or a new leader endpoint starts over with a full fetch.
 
 Per partition of the answer (Kafka's processFetchRequest):
 
@@ -79,6 +91,7 @@ from kafkapy.client import errors as client_errors
 from kafkapy.client.conn import Connection
 from kafkapy.metrics import probes
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.fetch_session import INITIAL_EPOCH, next_epoch
 from kafkapy.storage.errors import OffsetsOutOfOrder, StorageError
 
 log = logging.getLogger("kafkapy.replica.fetcher")
@@ -223,6 +236,42 @@ class PartitionError(Exception):
 
 
 # -- the fetcher -----------------------------------------------------------------------
+class FetcherSession:
+    """This fetcher's fetch session with one leader (Kafka's FetchSessionHandler):
+    the session id and epoch the next fetch carries, and each partition's
+    fields as the leader's session holds them (what was last sent)."""
+
+    __slots__ = ("session_id", "epoch", "partitions")
+
+    def __init__(self):
+        self.session_id = 0
+        self.epoch = INITIAL_EPOCH  # the next fetch is full and asks for a session
+        self.partitions: dict[tuple, tuple] = {}
+
+    def build(self, wanted: dict) -> tuple:
+        """``(session_id, epoch, {key: fields} to send, [keys forgotten])``
+        for a fetch of ``wanted`` (key -> fields)."""
+        if self.session_id == 0:
+            return 0, INITIAL_EPOCH, wanted, []
+        had = self.partitions
+        send = {key: fields for key, fields in wanted.items() if had.get(key) != fields}
+        return self.session_id, self.epoch, send, [key for key in had if key not in wanted]
+
+    def answered(self, session_id: int, wanted: dict) -> None:
+        """The leader answered the fetch of ``wanted`` without a top-level error."""
+        if self.session_id == 0:
+            self.session_id = session_id  # 0: none was created, the next fetch is full again
+            self.epoch = next_epoch(INITIAL_EPOCH) if session_id else INITIAL_EPOCH
+        else:
+            self.epoch = next_epoch(self.epoch)
+        self.partitions = wanted if self.session_id else {}
+
+    def reset(self) -> None:
+        self.session_id = 0
+        self.epoch = INITIAL_EPOCH
+        self.partitions = {}
+
+
 class PartitionFetchState:
     """What this fetcher keeps per partition besides the log itself."""
 
@@ -263,8 +312,9 @@ class ReplicaFetcher:
         self.by_leader: dict[int, OrderedDict] = {}
         self.states: dict[tuple, PartitionFetchState] = {}
         self.endpoints: dict[int, LeaderEndPoint] = {}
-        self.in_flight: dict[int, tuple] = {}  # leader -> (sent at, {key: (state, fetch_offset)})
-        self.answers: list = []  # (leader, sent, response, error) read but not processed yet
+        self.in_flight: dict[int, tuple] = {}  # leader -> (sent at, {key: (state, fetch_offset)}, wanted)
+        self.sessions: dict[int, FetcherSession] = {}
+        self.answers: list = []  # (leader, sent, wanted, response, error) read but not processed yet
         self._generation = None
         self._hash_cache: dict = {}
         # (topic, partition) -> records behind the leader's high watermark
@@ -342,6 +392,7 @@ class ReplicaFetcher:
     def _drop_endpoint(self, leader: int) -> None:
         endpoint = self.endpoints.pop(leader, None)
         self.in_flight.pop(leader, None)
+        self.sessions.pop(leader, None)
         if endpoint is not None:
             endpoint.close()
 
@@ -356,10 +407,12 @@ class ReplicaFetcher:
         return partition
 
     def build_fetch(self, leader: int, now: float):
-        """``(request values, {key: (state, fetch_offset)})`` for the ready
-        partitions of ``leader``, or None if none is ready."""
-        topics: dict[str, list] = {}
+        """``(request values, {key: (state, fetch_offset)}, wanted)`` for the
+        ready partitions of ``leader`` (``wanted``: key -> the fields the
+        leader's session holds once it answers), or None if none is ready.
+        Only what the session does not hold yet goes in the request."""
         sent = {}
+        wanted = {}
         for key, state in self.by_leader.get(leader, {}).items():
             if state.fenced or state.delayed_until > now:
                 continue
@@ -368,20 +421,28 @@ class ReplicaFetcher:
                 continue
             fetch_offset = partition.log_end_offset
             sent[key] = (state, fetch_offset)
-            topics.setdefault(state.topic, []).append({
-                "partition": state.partition, "current_leader_epoch": state.leader_epoch,
-                "fetch_offset": fetch_offset,
-                # The slot mirrors the latest epoch of the local leader-epoch cache.
-                "last_fetched_epoch": partition.state.leader_epoch,
-                "log_start_offset": partition.log_start_offset,
-                "partition_max_bytes": self.partition_max_bytes})
+            # The slot mirrors the latest epoch of the local leader-epoch cache.
+            wanted[key] = (state.leader_epoch, fetch_offset, partition.state.leader_epoch,
+                           partition.log_start_offset)
         if not sent:
             return None
+        session = self.sessions.setdefault(leader, FetcherSession())
+        session_id, epoch, send, forgotten = session.build(wanted)
+        topics: dict[str, list] = {}
+        for (topic, index), (leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset) in send.items():
+            topics.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": leader_epoch, "fetch_offset": fetch_offset,
+                "last_fetched_epoch": last_fetched_epoch, "log_start_offset": log_start_offset,
+                "partition_max_bytes": self.partition_max_bytes})
+        gone: dict[str, list] = {}
+        for topic, index in forgotten:
+            gone.setdefault(topic, []).append(index)
         values = {"replica_id": self.broker_id, "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes,
-                  "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                  "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
-                  "forgotten_topics_data": [], "rack_id": ""}
-        return values, sent
+                  "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": session_id,
+                  "session_epoch": epoch, "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+                  "forgotten_topics_data": [{"topic": t, "partitions": p} for t, p in gone.items()],
+                  "rack_id": ""}
+        return values, sent, wanted
 
     def send_fetches(self) -> None:
         now = self.clock()
@@ -391,10 +452,10 @@ class ReplicaFetcher:
             built = self.build_fetch(leader, now)
             if built is None:
                 continue
-            values, sent = built
+            values, sent, wanted = built
 
-            def done(response, error, leader=leader, sent=sent):
-                self.answers.append((leader, sent, response, error))
+            def done(response, error, leader=leader, sent=sent, wanted=wanted):
+                self.answers.append((leader, sent, wanted, response, error))
 
             try:
                 endpoint.send_fetch(values, done)
@@ -427,12 +488,18 @@ class ReplicaFetcher:
     def process_answers(self) -> None:
         answers, self.answers = self.answers, []
         appended = []
-        for leader, sent, response, error in answers:
+        for leader, sent, wanted, response, error in answers:
             if self.in_flight.get(leader, (0, None))[1] is sent:
                 del self.in_flight[leader]
             if error is not None:
                 self._leader_failed(leader, sent, error)
                 continue
+            session = self.sessions.get(leader)
+            if session is not None:
+                if getattr(response, "error_code", 0):
+                    session.reset()  # the leader lost it (or never had it): start over in full
+                else:
+                    session.answered(response.session_id, wanted)
             appended += self.process_fetch_response(leader, sent, response)
         if appended:
             # Only operations parked on these partitions are woken (on a
@@ -441,6 +508,9 @@ class ReplicaFetcher:
 
     def _leader_failed(self, leader: int, sent: dict, error) -> None:
         log.warning("fetch from broker %d failed: %s; retrying in %.1f s", leader, error, self.backoff_s)
+        session = self.sessions.get(leader)
+        if session is not None:
+            session.reset()
         endpoint = self.endpoints.get(leader)
         if endpoint is not None:
             endpoint.close()

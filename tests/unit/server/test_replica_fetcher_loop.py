@@ -24,6 +24,7 @@ from kafkapy.protocol.codec import Parts, decode, encode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
 from kafkapy.server.config import BrokerConfig
+from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.handlers import RequestContext
 from kafkapy.server.handlers import fetch as fetch_handler
 from kafkapy.server.handlers import list_offsets as list_offsets_handler
@@ -85,11 +86,14 @@ class InProcessLeader:
         self.leader_id = leader_id
         self.address = address
         self.closed = 0
+        # The leader's fetch session cache (the fetcher keeps a session per leader).
+        self.fetch_sessions = FetchSessionCache(64, 120_000)
         cluster.endpoints.append(self)
 
     def _call(self, api_key, version, values):
         request = build(API_TABLE[api_key].request_class(version), values)
-        ctx = RequestContext(SimpleNamespace(replica_manager=self.cluster.leader_rm), api_key, version, 1,
+        ctx = RequestContext(SimpleNamespace(replica_manager=self.cluster.leader_rm,
+                                             fetch_sessions=self.fetch_sessions), api_key, version, 1,
                              "f", 0)
         handler = fetch_handler if api_key == 1 else list_offsets_handler
         response = handler.handle(ctx, request)
@@ -202,13 +206,38 @@ def test_follower_catches_up_with_the_leaders_batches_and_high_watermark(cluster
     # Fetching at 6 tells the leader, whose answer carries the new high watermark.
     _rounds(c, 1)
     assert c.leader.high_watermark == 6 and c.follower.high_watermark == 6
-    sent = c.fetches[-1]
-    assert sent["replica_id"] == FOLLOWER and sent["session_epoch"] == -1
+    first, sent = c.fetches[-2], c.fetches[-1]
+    # The first fetch is full and asks for a fetch session; the next is
+    # incremental and names the partition, whose fetch offset moved.
+    assert (first["session_id"], first["session_epoch"]) == (0, 0)
+    assert sent["replica_id"] == FOLLOWER and sent["session_id"] > 0 and sent["session_epoch"] == 1
     p = sent["topics"][0]["partitions"][0]
     assert (p["fetch_offset"], p["current_leader_epoch"], p["last_fetched_epoch"]) == (6, 1, 1)
-    # Nothing new: no append, no wake.
+    # Nothing new: no append, no wake, and the fetches name no partition.
     _rounds(c, 2)
     assert c.follower_rm.wakes == 1 and c.follower.log_end_offset == 6
+    assert c.fetches[-1]["topics"] == [] and c.fetches[-1]["session_epoch"] == 3
+
+
+def test_a_leader_that_lost_the_fetch_session_gets_a_full_fetch_again(cluster):
+    from kafkapy.server.fetch_session import FetchSessionCache
+
+    c = cluster
+    c.set_state(1)
+    _append(c.leader, 2)
+    _rounds(c, 2)
+    assert c.fetches[-1]["session_id"] > 0 and c.leader.high_watermark == 2
+    # The leader restarted: its session cache is empty.
+    for endpoint in c.endpoints:
+        endpoint.fetch_sessions = FetchSessionCache(64, 120_000)
+    _append(c.leader, 3)
+    _rounds(c, 1)  # FETCH_SESSION_ID_NOT_FOUND: the session starts over, after a back-off
+    assert c.follower.log_end_offset == 2
+    c.clock.now += 10
+    _rounds(c, 2)  # a full fetch, then an incremental one in the new session
+    full = [f for f in c.fetches if f["session_epoch"] == 0]
+    assert len(full) == 2 and full[-1]["topics"][0]["partitions"][0]["fetch_offset"] == 2
+    assert c.follower.log_end_offset == 5 and c.leader.high_watermark == 5
 
 
 def test_diverged_follower_truncates_then_fetches_the_new_epoch(cluster):
