@@ -327,3 +327,67 @@ def test_transactions_survive_a_broker_restart(broker_factory, how):
     again.produce("txn-restart", value=b"after")
     again.commit_transaction(TIMEOUT_S)
     assert consume(bs, "txn-restart", 1, "read_committed", want=2) == [b"committed", b"after"]
+
+
+def test_kafka_python_and_aiokafka_interleaved_transactions(kbroker):
+    """kafka-python's and aiokafka's transactional producers interleave
+    transactions on the same partition (one commits, the other aborts, then
+    the other way round); each client's read_committed consumer reads only
+    the committed records, in log order."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from kafka import KafkaConsumer
+    from kafka import KafkaProducer
+    from kafka import TopicPartition as KafkaPythonTP
+
+    bs = kbroker.bootstrap
+    topic = "txn-interleaved"
+    create_topic(bs, topic, 1)
+    kp = KafkaProducer(bootstrap_servers=bs, transactional_id="interleaved-kafka-python")
+    kp.init_transactions()
+
+    async def interleave():
+        ap = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="interleaved-aiokafka")
+        await ap.start()
+        try:
+            for round_, (kp_commits, ap_commits) in enumerate(((True, False), (False, True))):
+                kp.begin_transaction()
+                await ap.begin_transaction()
+                for i in range(3):
+                    kp.send(topic, b"kp%d-%d" % (round_, i), partition=0).get(TIMEOUT_S)
+                    await ap.send_and_wait(topic, b"ap%d-%d" % (round_, i), partition=0)
+                kp.commit_transaction() if kp_commits else kp.abort_transaction()
+                await (ap.commit_transaction() if ap_commits else ap.abort_transaction())
+        finally:
+            await ap.stop()
+
+    asyncio.run(interleave())
+    kp.close()
+    want = [b"kp0-%d" % i for i in range(3)] + [b"ap1-%d" % i for i in range(3)]
+    assert consume(bs, topic, 1, "read_committed", want=6) == want
+    assert len(consume(bs, topic, 1, "read_uncommitted", want=12)) == 12
+
+    kc = KafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed", consumer_timeout_ms=3000)
+    kc.assign([KafkaPythonTP(topic, 0)])
+    kc.seek(KafkaPythonTP(topic, 0), 0)
+    assert [m.value for m in kc] == want
+    kc.close()
+
+    async def aio_read():
+        c = AIOKafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed", auto_offset_reset="earliest")
+        await c.start()
+        try:
+            from aiokafka import TopicPartition as AioTP
+            c.assign([AioTP(topic, 0)])
+            got = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < len(want) and time.monotonic() < deadline:
+                for records in (await c.getmany(timeout_ms=300)).values():
+                    got += [r.value for r in records]
+            extra = await c.getmany(timeout_ms=500)
+            return got + [r.value for records in extra.values() for r in records]
+        finally:
+            await c.stop()
+
+    assert asyncio.run(aio_read()) == want
