@@ -87,6 +87,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(4, "LeaderAndIsr", "leader_and_isr", 7, 7, package=_OWN_SCHEMAS),
         _spec(5, "StopReplica", "stop_replica", 4, 4, package=_OWN_SCHEMAS),
         _spec(6, "UpdateMetadata", "update_metadata", 8, 8, package=_OWN_SCHEMAS),
+        _spec(7, "ControlledShutdown", "controlled_shutdown", 3, 3, package=_OWN_SCHEMAS),
         # Group APIs: served by the group-coordinator process.
         _spec(8, "OffsetCommit", "offset_commit", 0, 9, owner="coordinator", own_below=2),
         _spec(9, "OffsetFetch", "offset_fetch", 0, 9, owner="coordinator", own_below=1),
@@ -113,6 +114,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(33, "AlterConfigs", "alter_configs", 0, 2),
         _spec(35, "DescribeLogDirs", "describe_log_dirs", 1, 4),
         _spec(37, "CreatePartitions", "create_partitions", 0, 3),
+        _spec(43, "ElectLeaders", "elect_leaders", 0, 2),
         _spec(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1),
         _spec(60, "DescribeCluster", "describe_cluster", 0, 1),
         _spec(61, "DescribeProducers", "describe_producers", 0, 0),

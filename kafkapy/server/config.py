@@ -372,6 +372,10 @@ _BROKER_KEYS = [
        "Allow DeleteTopics; when false, deletion requests are refused."),
     _k("controlled.shutdown.enable", BOOLEAN, True, None, MEDIUM, _SERVER,
        "Move partition leadership away before shutting down (cluster mode)."),
+    _k("controlled.shutdown.max.retries", INT, 3, None, MEDIUM, _SERVER,
+       "How many times a stopping broker asks the controller to move its leaderships before it stops anyway."),
+    _k("controlled.shutdown.retry.backoff.ms", LONG, 5000, None, MEDIUM, _SERVER,
+       "Wait between controlled shutdown tries (after an error, or with leaderships left to move)."),
     _k("request.timeout.ms", INT, 30000, _at_least(0), HIGH, _SERVER,
        "How long the broker waits for a response to a request it sent itself (controller, replica fetch)."),
     # --- Socket Server Settings
@@ -606,18 +610,12 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {key.name: key for key in _BROKER_KEYS}
 # Keys accepted (parsed, validated, shown by DescribeConfigs) that change
 # nothing yet, and why. Setting one logs a warning at start-up; the README
 # lists them (a test keeps the two in step).
-_NO_REBALANCE = "preferred-leader rebalancing is not implemented yet (leaders move only when brokers fail or return)"
 NOT_IN_EFFECT: dict[str, str] = {
     "zookeeper.max.in.flight.requests": "kazoo pipelines a session's requests without this bound",
     "num.replica.alter.log.dirs.threads": "replicas are never moved between log dirs",
     "replica.high.watermark.checkpoint.interval.ms":
         "high watermarks are checkpointed with the recovery points "
         "(log.flush.offset.checkpoint.interval.ms)",
-    "auto.leader.rebalance.enable": _NO_REBALANCE,
-    "leader.imbalance.check.interval.seconds": _NO_REBALANCE,
-    "leader.imbalance.per.broker.percentage": _NO_REBALANCE,
-    "controlled.shutdown.enable": ("controlled shutdown is not implemented yet: a stopping broker closes its "
-                                   "ZooKeeper session, and the controller moves its leaderships at once"),
     "producer.id.expiration.ms": "producer state is kept until its data leaves the log (no timed expiry yet)",
     "background.threads": "background work (retention, flush, checkpoints, compaction) runs in the "
                           "supervisor process, one task at a time",

@@ -31,10 +31,14 @@ send thread owns its socket.
 from __future__ import annotations
 
 import collections
+import hashlib
 import logging
+import marshal
+import os
 import socket
 import struct
 import threading
+import time
 
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, encode_to_bytes, read_unsigned_varint
@@ -59,6 +63,52 @@ def endpoint_for(info, listener_name: str):
     if not info.endpoints:
         return info.host, info.port
     return None
+
+
+def _connect(address, timeout_s: float) -> socket.socket:
+    sock = socket.create_connection(address, timeout=timeout_s)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _exchange(sock, api_key: int, version: int, values: dict, correlation_id: int, client_id: bytes):
+    """Send one request (header v2) on ``sock`` and read its answer (header v1)."""
+    spec = API_TABLE[api_key]
+    header = _HEADER.pack(api_key, version, correlation_id, len(client_id)) + client_id + b"\0"
+    payload = header + encode_to_bytes(construct(spec.request_class(version), values))
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    size = struct.unpack(">i", _recv(sock, 4))[0]
+    if not 4 <= size <= _MAX_RESPONSE_BYTES:
+        raise ValueError(f"bad response size {size}")
+    frame = _recv(sock, size)
+    if struct.unpack_from(">i", frame)[0] != correlation_id:
+        raise ValueError("response correlation id does not match")
+    tags, offset = read_unsigned_varint(frame, 4)  # response header v1: tagged fields
+    for _ in range(tags):
+        _tag, offset = read_unsigned_varint(frame, offset)
+        length, offset = read_unsigned_varint(frame, offset)
+        offset += length
+    response, _ = decode(spec.response_class(version), frame, offset)
+    return response
+
+
+def request_once(address, api_key: int, version: int, values: dict, timeout_s: float,
+                 client_id: str = "kafkapy") -> object:
+    """One request on a fresh connection to ``address`` and its answer (a flexible
+    version: request header v2, response header v1); raises OSError/ValueError.
+    Used by the tools that speak to the controller (kafkapy-leader-election)."""
+    with _connect(address, timeout_s) as sock:
+        return _exchange(sock, api_key, version, values, 1, client_id.encode())
+
+
+def _recv(sock, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:  # bounded by the socket timeout per recv
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        data += chunk
+    return bytes(data)
 
 
 class RequestSendThread:
@@ -134,38 +184,10 @@ class RequestSendThread:
         return None
 
     def _call(self, api_key: int, values: dict):
-        spec = API_TABLE[api_key]
-        version = VERSIONS[api_key]
         if self.sock is None:
-            self.sock = socket.create_connection(self.address, timeout=self.timeout_s)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock = _connect(self.address, self.timeout_s)
         self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
-        header = _HEADER.pack(api_key, version, self.correlation_id, len(self.client_id)) + self.client_id + b"\0"
-        body = encode_to_bytes(construct(spec.request_class(version), values))
-        payload = header + body
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", self._recv(4))[0]
-        if not 4 <= size <= _MAX_RESPONSE_BYTES:
-            raise ValueError(f"bad response size {size}")
-        frame = self._recv(size)
-        if struct.unpack_from(">i", frame)[0] != self.correlation_id:
-            raise ValueError("response correlation id does not match")
-        tags, offset = read_unsigned_varint(frame, 4)  # response header v1: tagged fields
-        for _ in range(tags):
-            _tag, offset = read_unsigned_varint(frame, offset)
-            length, offset = read_unsigned_varint(frame, offset)
-            offset += length
-        response, _ = decode(spec.response_class(version), frame, offset)
-        return response
-
-    def _recv(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:  # bounded by the socket timeout per recv
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            data += chunk
-        return bytes(data)
+        return _exchange(self.sock, api_key, VERSIONS[api_key], values, self.correlation_id, self.client_id)
 
     def _close(self) -> None:
         sock, self.sock = self.sock, None
@@ -223,3 +245,163 @@ class ControllerChannelManager:
             sender.stop()
         for sender in senders:
             sender.join(timeout_s)
+
+
+# -- controlled shutdown: the broker's side (Kafka's KafkaServer.controlledShutdown) ----------------
+
+CONTROLLED_SHUTDOWN = 7
+_CONTROLLED_SHUTDOWN_VERSION = 3  # what Kafka 3.9 sends (IBP >= 2.4)
+
+
+def controlled_shutdown(config, broker_id: int, metadata, connect_timeout_ms: int = 30000,
+                        broker_epoch: int = -1, sleep=time.sleep) -> bool:
+    """Ask the controller to move this broker's leaderships away before it stops;
+    True when it answered that none remain. Kafka's loop: up to
+    ``controlled.shutdown.max.retries`` tries, each to the controller that
+    ``metadata()`` (the broker's image) names, at its
+    ``inter.broker.listener.name`` endpoint; an error, partitions remaining,
+    no known controller or a failed connection (``request.timeout.ms``) is
+    followed by ``controlled.shutdown.retry.backoff.ms`` and another try.
+    ``broker_epoch`` -1 is Kafka's UNKNOWN_BROKER_EPOCH, which the controller
+    accepts without its staleness check (the supervisor has no session to
+    read the registration's czxid from)."""
+    retries = config["controlled.shutdown.max.retries"]
+    backoff_s = config["controlled.shutdown.retry.backoff.ms"] / 1000
+    request_timeout_s = config["request.timeout.ms"] / 1000
+    client_id = f"kafkapy-broker-{broker_id}-controlled-shutdown".encode()
+    values = {"broker_id": broker_id, "broker_epoch": broker_epoch}
+    for attempt in range(retries):  # bounded: retries x (connect + request timeout + back-off)
+        md = metadata()
+        controller = md.brokers.get(md.controller_id)
+        address = endpoint_for(controller, config.inter_broker_listener_name) if controller else None
+        if address is None:
+            log.info("controlled shutdown: no controller known in the metadata")
+        else:
+            try:
+                with _connect(address, connect_timeout_ms / 1000) as sock:
+                    sock.settimeout(request_timeout_s)
+                    started = time.monotonic()
+                    response = _exchange(sock, CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSION, values,
+                                         attempt + 1, client_id)
+                took_ms = (time.monotonic() - started) * 1000
+                if response.error_code != 0:
+                    log.info("controlled shutdown request returned after %.0f ms with error %d", took_ms,
+                             response.error_code)
+                elif not response.remaining_partitions:
+                    log.info("controlled shutdown request returned successfully after %.0f ms", took_ms)
+                    return True
+                else:
+                    log.info("controlled shutdown request returned after %.0f ms with %d partitions remaining "
+                             "to move: %s", took_ms, len(response.remaining_partitions),
+                             [(p.topic_name, p.partition_index) for p in response.remaining_partitions[:20]])
+            except (OSError, ValueError, ConnectionError) as exc:
+                log.warning("error during controlled shutdown, possibly because leader movement took longer "
+                            "than request.timeout.ms: %s", exc)
+        if attempt < retries - 1:
+            sleep(backoff_s)
+            log.info("retrying controlled shutdown (%d retries remaining)", retries - attempt - 1)
+    log.warning("controlled shutdown did not succeed after %d tries; proceeding to an unclean stop of "
+                "leadership", retries)
+    return False
+
+
+# -- the controller's local door: a handler worker asks the controller child -------------------------
+#
+# ControlledShutdown and ElectLeaders arrive at a handler worker of the
+# controller's broker, but the controller is the broker's controller child.
+# The child serves an abstract Unix socket named after the broker's first log
+# dir (unique per broker on a host; nothing on disk to clean up); a worker
+# connects, sends one marshalled request tuple and reads one marshalled answer.
+# The child answers ("not_controller",) while it is not the elected
+# controller; a worker that finds no door answers NOT_CONTROLLER too.
+
+_DOOR_FRAME = struct.Struct(">I")
+_DOOR_MAX_BYTES = 64 * 1024 * 1024
+_DOOR_MAX_CONNECTIONS = 32
+
+
+def door_address(config) -> str:
+    key = hashlib.sha1(os.path.realpath(config.log_dirs[0]).encode()).hexdigest()[:24]
+    return "\0kafkapy-controller-" + key
+
+
+def _send_frame(sock, message) -> None:
+    data = marshal.dumps(message)
+    sock.sendall(_DOOR_FRAME.pack(len(data)) + data)
+
+
+def _read_frame(sock):
+    size = _DOOR_FRAME.unpack(_recv(sock, _DOOR_FRAME.size))[0]
+    if size > _DOOR_MAX_BYTES:
+        raise ValueError(f"door frame of {size} bytes")
+    return marshal.loads(_recv(sock, size))
+
+
+def ask_controller(config, message: tuple, timeout_s: float):
+    """The controller child's answer to ``message``, ("not_controller",) when it
+    has no door open, or None when it did not answer within ``timeout_s``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(door_address(config))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return ("not_controller",)
+        _send_frame(sock, message)
+        return _read_frame(sock)
+    except (OSError, ValueError, EOFError):
+        return None
+    finally:
+        sock.close()
+
+
+class LocalDoor:
+    """The controller child's side: ``answer(message) -> reply`` runs on a thread
+    per connection (at most ``_DOOR_MAX_CONNECTIONS`` at once; ``answer`` is
+    bounded by the timeout the message carries)."""
+
+    def __init__(self, config, answer):
+        self.answer = answer
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(door_address(config))
+        self.sock.listen(_DOOR_MAX_CONNECTIONS)
+        self.sock.settimeout(0.5)
+        self.slots = threading.BoundedSemaphore(_DOOR_MAX_CONNECTIONS)
+        self.stopped = False
+        self.thread = threading.Thread(target=self._accept, name="controller-door", daemon=True)
+
+    def start(self) -> "LocalDoor":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.thread.join(2)
+        self.sock.close()
+
+    def _accept(self) -> None:
+        while not self.stopped:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if not self.slots.acquire(timeout=1.0):
+                conn.close()
+                continue
+            threading.Thread(target=self._serve, args=(conn,), name="controller-door-conn", daemon=True).start()
+
+    def _serve(self, conn) -> None:
+        try:
+            conn.settimeout(5.0)
+            message = _read_frame(conn)
+            conn.settimeout(None)
+            reply = self.answer(message)
+            conn.settimeout(5.0)
+            _send_frame(conn, reply)
+        except Exception:
+            log.exception("controller door: a request failed")
+        finally:
+            conn.close()
+            self.slots.release()

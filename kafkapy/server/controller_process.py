@@ -64,6 +64,8 @@ _EVENT_RETRY_S = 0.5
 # follower's fetch; this is within a quarter second of it), shrinking every
 # replica.lag.time.max.ms / 2 (Kafka's isr-expiration task).
 _ISR_TICK_S = 0.25
+# Kafka's first auto leader rebalance check after a failover.
+_FIRST_REBALANCE_S = 5.0
 NONE = 0
 
 
@@ -73,7 +75,8 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
     client = ZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
                       config["zookeeper.connection.timeout.ms"]).connect()
     broker = make_broker(-1) if make_broker is not None else None
-    follower = isr_job = controller = None
+    follower = isr_job = controller = door = None
+    elected = [None]  # the current Controller, for the door's threads
     try:
         new_session = threading.Event()
         controller_moved = threading.Event()
@@ -99,7 +102,9 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
             isr_job = IsrJob(broker, client, config["replica.lag.time.max.ms"]).start()
         client.watch_controller(lambda _event: controller_moved.set())
         controller = _elect(client, config, broker_info.broker_id, image)
+        door = _open_door(config, elected)
         while not stop.wait(_TICK_S):
+            elected[0] = controller
             if new_session.is_set():
                 new_session.clear()
                 log.warning("ZooKeeper session was lost; registering again")
@@ -123,6 +128,9 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
                     controller_moved.set()
                     stop.wait(1.0)
     finally:
+        elected[0] = None
+        if door is not None:
+            door.stop()
         _resign(controller)
         if isr_job is not None:
             isr_job.stop()
@@ -148,6 +156,25 @@ def _elect(client, config, broker_id: int, image):
                     result.controller_epoch)
         return None
     return Controller(config, broker_id, client, epoch, version, image).start()
+
+
+def _open_door(config, elected):
+    """The local door through which this broker's handler workers reach the
+    controller (``controller_channel.LocalDoor``); None if its address is taken
+    (a stale broker on the same log dir would also hold the log-dir lock)."""
+    from kafkapy.server.controller_channel import LocalDoor
+
+    def answer(message):
+        controller = elected[0]
+        if controller is None or not controller.active:
+            return ("not_controller",)
+        return controller.ask(message)
+
+    try:
+        return LocalDoor(config, answer).start()
+    except OSError as exc:
+        log.error("the controller's local door cannot open: %s", exc)
+        return None
 
 
 def _resign(controller):
@@ -183,6 +210,11 @@ class Controller:
         self._watching = False
         self.moved = threading.Event()
         self.thread = threading.Thread(target=self._run, name="controller-events", daemon=True)
+        # Kafka schedules the first auto leader rebalance 5 s after failover, then
+        # every leader.imbalance.check.interval.seconds.
+        self.rebalance_every_s = (config["leader.imbalance.check.interval.seconds"]
+                                  if config["auto.leader.rebalance.enable"] else None)
+        self.next_rebalance = time.monotonic() + _FIRST_REBALANCE_S
 
     def start(self) -> "Controller":
         self.thread.start()
@@ -206,12 +238,30 @@ class Controller:
             self._queued.add(event)
         self.events.put(event)
 
+    def ask(self, message: tuple):
+        """A handler worker's request through the door (ControlledShutdown,
+        ElectLeaders), run as an event in order with the others; its answer, or
+        ("timeout",) if none came within the message's own timeout (the last item,
+        in ms)."""
+        box = _Answer(message)
+        self.events.put(("request", box))
+        return box.wait(message[-1] / 1000)
+
+    def _next_event(self):
+        if self.rebalance_every_s is None:
+            return self.events.get()
+        try:
+            return self.events.get(timeout=max(0.0, self.next_rebalance - time.monotonic()))
+        except queue.Empty:
+            self.next_rebalance = time.monotonic() + self.rebalance_every_s
+            return ("auto_leader_rebalance",)
+
     def _run(self) -> None:
         from kafkapy.coordination.zk_controller import ControllerMoved
 
         pending = [("startup",)]
         while self.active:
-            event = pending.pop(0) if pending else self.events.get()
+            event = pending.pop(0) if pending else self._next_event()
             if event is None or not self.active:
                 return
             with self._queued_lock:
@@ -224,6 +274,8 @@ class Controller:
                     log.warning("controller %d (epoch %d) was deposed: %s", self.broker_id, self.epoch, exc)
                     self.active = False
                     self.moved.set()
+                    if event[0] == "request":  # Kafka's preempt: ControllerMovedException
+                        event[1].put(("not_controller",))
                     return
                 except ZkError as exc:
                     if attempt == _EVENT_RETRIES - 1:
@@ -237,6 +289,8 @@ class Controller:
                 except Exception:
                     log.exception("controller event %s failed", event[0])
                     break
+            if event[0] == "request":
+                event[1].put(("failed",))  # nothing if it was answered
 
     def _active(self) -> bool:
         return self.active
@@ -367,6 +421,47 @@ class Controller:
                                               if e.error_code != NONE])
         self._execute(self.state.on_replicas_deleted(broker_id, ok))
 
+    def _on_request(self, box) -> None:
+        """A request through the door: ``("controlled_shutdown", broker id, broker
+        epoch, timeout ms)`` or ``("elect_leaders", preferred, partitions or None,
+        timeout ms)``."""
+        message = box.message
+        box.put(getattr(self, "_request_" + message[0])(*message[1:-1]))
+
+    def _request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple:
+        """Kafka's processControlledShutdown: ``(error code, [(topic, partition)] still led)``."""
+        from kafkapy.protocol.errors import ErrorCode
+
+        live = self.live.get(broker_id)
+        if broker_epoch != -1 and live is not None and broker_epoch < live.broker_epoch:
+            log.info("controlled shutdown of broker %d at the old broker epoch %d (now %d)", broker_id,
+                     broker_epoch, live.broker_epoch)
+            return int(ErrorCode.STALE_BROKER_EPOCH), []
+        log.info("shutting down broker %d", broker_id)
+        error, effects = self.state.on_controlled_shutdown(broker_id)
+        self._execute(effects)
+        return int(error), [list(tp) for tp in self.state.partitions_led_by(broker_id)]
+
+    def _request_elect_leaders(self, preferred: bool, partitions) -> list:
+        """Kafka's processReplicaLeaderElection (AdminClientTriggered):
+        ``[(topic, partition, error code, new leader or -1)]``."""
+        wanted = None if partitions is None else [tuple(tp) for tp in partitions]
+        log.info("replica leader election (%s) for %s", "PREFERRED" if preferred else "UNCLEAN",
+                 "all partitions" if wanted is None else f"{len(wanted)} partitions")
+        results, effects = self.state.on_replica_election(wanted, preferred, admin=True)
+        self._execute(effects)
+        return [(t, p, int(error), -1 if leader is None else leader)
+                for (t, p), (error, leader) in sorted(results.items())]
+
+    def _on_auto_leader_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance, every
+        leader.imbalance.check.interval.seconds."""
+        effects = self.state.on_auto_leader_rebalance(self.config["leader.imbalance.per.broker.percentage"])
+        if effects:
+            moved = sorted({(e.topic, e.partition) for e in effects if hasattr(e, "topic") and hasattr(e, "state")})
+            log.info("auto leader rebalance: preferred replicas elected for %s", moved)
+            self._execute(effects)
+
     # -- effects ---------------------------------------------------------------------------
     def _execute(self, effects, depth: int = 0) -> None:
         """Carry out ``effects`` in order: the state writes, then the requests; the
@@ -493,6 +588,23 @@ class Controller:
 
 
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class _Answer:
+    """One door request's answer, handed from the event thread to the door's thread."""
+
+    def __init__(self, message: tuple):
+        self.message = message
+        self._ready = threading.Event()
+        self._value = None
+
+    def put(self, value) -> None:
+        if not self._ready.is_set():
+            self._value = value
+            self._ready.set()
+
+    def wait(self, timeout_s: float):
+        return self._value if self._ready.wait(timeout_s) else ("timeout",)
 
 
 # -- the leader's ISR job ---------------------------------------------------------------------------

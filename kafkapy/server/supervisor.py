@@ -366,6 +366,11 @@ class Supervisor:
                 metrics.probes.publish()
                 self.metrics.snapshot.maybe_refresh(self.log_manager, now)
         log.info("shutting down")
+        if self.cluster_mode and config["controlled.shutdown.enable"]:
+            # Kafka's controlledShutdown, first: leaderships move while everything still serves.
+            from kafkapy.server.controller_channel import controlled_shutdown
+
+            controlled_shutdown(config, self.broker.broker_id, self.store.current)
         clean = self._stop_children()
         if not clean:
             log.error("children did not stop cleanly; not writing the clean-shutdown marker")

@@ -18,6 +18,7 @@ One broker serves the whole module.
 
 from __future__ import annotations
 
+import datetime
 import struct
 import sys
 import time
@@ -480,14 +481,29 @@ def _describe_topic_partitions(s, v):
         == (TOPIC, E.NONE, s.topic_id, [0])
 
 
+def _controlled_shutdown(s, v):
+    # standalone: no controller to move leaderships
+    r = s.call(7, v, {"broker_id": 0, "broker_epoch": -1})
+    assert (r.error_code, r.remaining_partitions) == (E.NOT_CONTROLLER, ())
+
+
+def _elect_leaders(s, v):
+    # standalone: the broker is every partition's preferred replica and leads it
+    r = s.call(43, v, {"election_type": 0, "topic_partitions": [{"topic": TOPIC, "partitions": [0]}],
+                       "timeout": datetime.timedelta(seconds=5)})
+    (t,) = r.replica_election_results
+    assert (t.topic, [(p.partition_id, p.error_code) for p in t.partition_result]) \
+        == (TOPIC, [(0, E.ELECTION_NOT_NEEDED)])
+
+
 CASES = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata,
-    4: _stale_controller(4), 5: _stale_controller(5), 6: _stale_controller(6),
+    4: _stale_controller(4), 5: _stale_controller(5), 6: _stale_controller(6), 7: _controlled_shutdown,
     8: _offset_commit, 9: _offset_fetch, 10: _find_coordinator, 11: _join_group, 12: _heartbeat,
     13: _leave_group, 14: _sync_group, 15: _describe_groups, 16: _list_groups, 18: _api_versions,
     19: _create_topics, 20: _delete_topics, 21: _delete_records, 22: _init_producer_id,
     23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 35: _describe_log_dirs,
-    37: _create_partitions, 42: _delete_groups, 44: _incremental_alter_configs, 47: _offset_delete,
+    37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _incremental_alter_configs, 47: _offset_delete,
     60: _describe_cluster, 61: _describe_producers, 68: _consumer_group_heartbeat,
     69: _consumer_group_describe, 71: _get_telemetry_subscriptions, 72: _push_telemetry,
     75: _describe_topic_partitions,
