@@ -4,7 +4,9 @@
 controller knows (live brokers, replica assignments, partition states with
 their znode versions, topic ids, deletions in progress) and turns events
 (failover, new partitions, brokers failing or starting, ISR changes leaders
-wrote, lost znode versions, topic deletions and their StopReplica answers;
+wrote, lost znode versions, topic deletions and their StopReplica answers,
+controlled shutdowns, preferred and unclean elections, the auto leader
+rebalance;
 AlterPartition too, though leaders write their ISR changes to ZooKeeper
 themselves here, Kafka's pre-AlterPartition path) into effects:
 partition-state znode writes fenced by their version, LeaderAndIsr /

@@ -17,6 +17,9 @@ its one KafkaZkClient:
 * follows ``/config`` into the broker's metadata image
   (``zk_store.follow_config_changes``);
 * runs the ISR job of the partitions this broker leads (``IsrJob``);
+* serves the local door (``controller_channel.LocalDoor``) through which
+  this broker's handler workers hand ControlledShutdown and ElectLeaders to
+  the controller;
 * on SIGTERM closes the session, so the registration and a held
   ``/controller`` go at once rather than at the session timeout.
 
@@ -29,7 +32,10 @@ UpdateMetadata with every partition to every live broker and LeaderAndIsr to
 each for its replicas. Then one thread handles events in order from one
 queue, fed by ZooKeeper watches: broker changes (failed, started, bounced:
 the registration's czxid changed), new topics and partitions, topic
-deletions, ISR change notifications, and StopReplica answers. Each event's
+deletions, ISR change notifications, StopReplica answers, requests through
+the door (controlled shutdown, leader elections) and, with
+``auto.leader.rebalance.enable``, the auto leader rebalance 5 s after the
+election and every ``leader.imbalance.check.interval.seconds``. Each event's
 effects are carried out in order: partition-state writes first (fenced by
 ``/controller_epoch``'s version; a write that lost its znode version to a
 leader's ISR change is re-read and decided again), then the requests.
