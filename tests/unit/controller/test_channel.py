@@ -18,9 +18,13 @@ from kafkapy.protocol.codec import decode, read_unsigned_varint
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.headers import encode_response
 from kafkapy.server.controller_channel import (
+    CONTROLLED_SHUTDOWN,
     STOP_REPLICA,
     UPDATE_METADATA,
     ControllerChannelManager,
+    LocalDoor,
+    ask_controller,
+    controlled_shutdown,
     endpoint_for,
 )
 
@@ -46,6 +50,7 @@ class Peer:
         self.drop_first = drop_first
         self.answer = answer
         self.seen = []  # (api_key, version, client_id, request)
+        self.remaining_answers = 0  # ControlledShutdown answers listing a partition still led
         self.connections = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -75,6 +80,8 @@ class Peer:
                     if not self.answer:
                         continue
                     body = {"error_code": 0}
+                    if api_key == CONTROLLED_SHUTDOWN and len(self.seen) <= self.remaining_answers:
+                        body["remaining_partitions"] = [{"topic_name": "t", "partition_index": 0}]
                     if api_key == STOP_REPLICA:
                         body["partition_errors"] = [{"topic_name": t.topic_name, "partition_index": p.partition_index,
                                                      "error_code": 0} for t in request.topic_states
@@ -179,3 +186,45 @@ def test_a_removed_broker_drops_its_queue():
     finally:
         channel.shutdown()
         peer.close()
+
+
+class _Config(dict):
+    inter_broker_listener_name = "INTERNAL"
+
+    def __init__(self, log_dir="/tmp/kafkapy-test-door", **values):
+        super().__init__({"controlled.shutdown.max.retries": 3, "controlled.shutdown.retry.backoff.ms": 500,
+                          "request.timeout.ms": 5000, **values})
+        self.log_dirs = [log_dir]
+
+
+class _Metadata:
+    def __init__(self, brokers, controller_id):
+        self.brokers, self.controller_id = brokers, controller_id
+
+
+def test_controlled_shutdown_tries_again_while_partitions_remain():
+    peer = Peer()
+    peer.remaining_answers = 1
+    sleeps = []
+    try:
+        md = _Metadata({7: _broker(peer.port, 7)}, 7)
+        assert controlled_shutdown(_Config(), 3, lambda: md, sleep=sleeps.append) is True
+        assert [(k, v, r.broker_id, r.broker_epoch) for k, v, _c, r in peer.seen] == [(7, 3, 3, -1)] * 2
+        assert sleeps == [0.5]  # one back-off, after the answer that listed t-0
+    finally:
+        peer.close()
+    # no controller known: max.retries tries, a back-off between each, then False
+    sleeps.clear()
+    assert controlled_shutdown(_Config(), 3, lambda: _Metadata({}, -1), sleep=sleeps.append) is False
+    assert sleeps == [0.5, 0.5]
+
+
+def test_local_door_round_trip(tmp_path):
+    config = _Config(log_dir=str(tmp_path))
+    assert ask_controller(config, ("ping", 1000), 2) == ("not_controller",)  # no door open
+    door = LocalDoor(config, lambda message: ("echo",) + tuple(message)).start()
+    try:
+        assert ask_controller(config, ("elect_leaders", True, [["t", 0]], 1000), 2) == \
+            ("echo", "elect_leaders", True, [["t", 0]], 1000)
+    finally:
+        door.stop()
