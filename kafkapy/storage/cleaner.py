@@ -27,8 +27,16 @@ whose missing indexes load rebuilds. Either way no offset is lost or
 duplicated. Other processes holding the old segment keep reading the old
 inode until the bumped generation makes them reload.
 
+Transactions (Kafka's cleaner, simplified): records of aborted transactions
+are dropped and never supersede a key; records of transactions still open
+(no marker yet) are kept as they are and supersede nothing yet; committed
+transactional records compact like any other, a rebuilt batch keeping its
+producer id, epoch, sequence and transactional flag. Control batches
+(markers) are kept.
+
 Not done (vs Kafka): the dirty-ratio scheduling (``min.cleanable.dirty.ratio``),
-``min.compaction.lag.ms``, merging small segments, transactional markers.
+``min.compaction.lag.ms``, merging small segments, removing markers after
+``delete.retention.ms``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import os
 
 from kafkapy._core import load as _load_core
 from kafkapy._core.records_py import build_batch, decode_records
+from kafkapy.storage.control_records import CorruptRecordError, parse_end_txn_marker
 from kafkapy.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
 
 log = logging.getLogger("kafkapy.storage.cleaner")
@@ -46,6 +55,9 @@ _batch = _load_core("batch")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _LOG_OVERHEAD = 12
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+COMMITTED, ABORTED, OPEN = "committed", "aborted", "open"
 
 
 def _read_segment(segment) -> bytes:
@@ -72,16 +84,16 @@ def clean_log(lg, now_ms: int) -> int:
         segments = lg.segments()
         if len(segments) < 2:
             return 0
+        contents = [list(_records(_read_segment(segment))) for segment in segments]
+        fate = _transaction_fates(contents)
         last_offset_of: dict[bytes, int] = {}
-        contents = []
-        for segment in segments:
-            buf = _read_segment(segment)
-            batches = list(_records(buf))
-            for _h, _view, records in batches:
+        for batches in contents:
+            for h, _view, records in batches:
+                if fate.get(h.base_offset, COMMITTED) != COMMITTED:
+                    continue  # an aborted or open transaction's records supersede nothing
                 for offset, _ts, key, _value, _hdrs in records:
                     if key is not None:
                         last_offset_of[key] = offset
-            contents.append(batches)
         rewritten = 0
         delete_retention_ms = lg.config.delete_retention_ms
         for i, segment in enumerate(segments[:-1]):
@@ -90,25 +102,24 @@ def clean_log(lg, now_ms: int) -> int:
             last_offset = segment.base_offset
             for h, view, records in contents[i]:
                 last_offset = h.base_offset + h.last_offset_delta
-                if h.attributes & 0x20:
+                if h.attributes & _CONTROL or fate.get(h.base_offset) == OPEN:
                     out += view
                     continue
                 tombstone_expired = h.max_timestamp + delete_retention_ms <= now_ms
-                kept = [r for r in records
-                        if r[2] is not None and last_offset_of.get(r[2]) == r[0]
-                        and not (r[3] is None and tombstone_expired)]
+                kept = [] if fate.get(h.base_offset) == ABORTED else [
+                    r for r in records if r[2] is not None and last_offset_of.get(r[2]) == r[0]
+                    and not (r[3] is None and tombstone_expired)]
                 if len(kept) == len(records):
                     out += view
                     continue
                 changed = True
                 run: list = []
-                for rec in kept:
-                    if run and rec[0] != run[-1][0] + 1:
-                        out += build_batch([(k, v, hd, ts) for _o, ts, k, v, hd in run], base_offset=run[0][0])
+                for rec in kept + [None]:
+                    if run and (rec is None or rec[0] != run[-1][0] + 1):
+                        out += _rebuilt(h, run)
                         run = []
-                    run.append(rec)
-                if run:
-                    out += build_batch([(k, v, hd, ts) for _o, ts, k, v, hd in run], base_offset=run[0][0])
+                    if rec is not None:
+                        run.append(rec)
             if not changed:
                 continue
             if not out:
@@ -119,6 +130,36 @@ def clean_log(lg, now_ms: int) -> int:
             lg._bump_generation()
             log.info("%s: compacted %d segments", lg.dir, rewritten)
         return rewritten
+
+
+def _transaction_fates(contents) -> dict:
+    """Base offset of each transactional (non-control) batch -> COMMITTED,
+    ABORTED or OPEN (its producer's next marker in the log, if any)."""
+    fate = {}
+    open_batches: dict[int, list] = {}  # producer id -> base offsets of its open transaction's batches
+    for batches in contents:
+        for h, view, _records in batches:
+            if h.attributes & _CONTROL:
+                try:
+                    outcome = COMMITTED if parse_end_txn_marker(view).is_commit else ABORTED
+                except CorruptRecordError:
+                    continue
+                for base in open_batches.pop(h.producer_id, ()):
+                    fate[base] = outcome
+            elif h.attributes & _TRANSACTIONAL:
+                open_batches.setdefault(h.producer_id, []).append(h.base_offset)
+                fate[h.base_offset] = OPEN
+    return fate
+
+
+def _rebuilt(h, run) -> bytes:
+    """Records ``run`` (consecutive offsets) of batch ``h`` as one new
+    uncompressed batch, with the batch's producer and transactional flag."""
+    first = run[0][0]
+    sequence = -1 if h.base_sequence < 0 else (h.base_sequence + first - h.base_offset) % (1 << 31)
+    return build_batch([(k, v, hd, ts) for _o, ts, k, v, hd in run], base_offset=first,
+                       producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=sequence,
+                       is_transactional=bool(h.attributes & _TRANSACTIONAL))
 
 
 def _swap_in(lg, index: int, segment, data: bytes) -> None:

@@ -103,3 +103,51 @@ def test_delete_policy_is_left_alone(tmp_path):
     for i in range(10):
         _append(lg, [(b"k", b"v" * 30)], T0)
     assert clean_log(lg, T0) == 0
+
+
+def _append_txn(lg, pid, records, ts, seq=0):
+    data = build_batch([(k, v, [], ts) for k, v in records], producer_id=pid, producer_epoch=0,
+                       base_sequence=seq, is_transactional=True)
+    with lg.lock():
+        lg.append_as_leader(memoryview(bytearray(data)), 0)
+        lg.update_high_watermark(lg.log_end_offset)
+
+
+def _marker(lg, pid, commit):
+    with lg.lock():
+        lg.append_control_batch(pid, 0, 0, commit, 0)
+        lg.update_high_watermark(lg.log_end_offset)
+
+
+def test_transactions_aborted_dropped_open_kept_committed_compacted(tmp_path):
+    """An aborted transaction's record neither survives nor supersedes the
+    committed value of its key; an open transaction's batch stays as it is;
+    a committed transactional batch compacted in part keeps its producer
+    and transactional flag; markers stay."""
+    clock = Clock()
+    lg = _log(tmp_path, clock)
+    _append(lg, [(b"k1", b"plain")], T0)                                  # 0
+    _append_txn(lg, 10, [(b"k1", b"aborted")], T0)                        # 1
+    _marker(lg, 10, commit=False)                                         # 2
+    _append_txn(lg, 11, [(b"k2", b"committed"), (b"k3", b"old")], T0)     # 3, 4
+    _marker(lg, 11, commit=True)                                          # 5
+    _append(lg, [(b"k3", b"new")], T0)                                    # 6
+    _append_txn(lg, 12, [(b"k1", b"open")], T0)                           # 7
+    with lg.lock():
+        lg.roll()
+    _append(lg, [(b"k9", b"active")], T0)
+    assert clean_log(lg, clock()) > 0
+    values = [(o, k, v) for o, k, v in _all_records(lg) if k in (b"k1", b"k2", b"k3")]
+    assert values == [(0, b"k1", b"plain"), (3, b"k2", b"committed"), (6, b"k3", b"new"), (7, b"k1", b"open")]
+    with lg.lock():
+        seg = lg.segments()[0]
+        fd = os.open(seg.path, os.O_RDONLY)
+        buf = os.pread(fd, seg.size, 0)
+        os.close(fd)
+    headers = {h.base_offset: h for h in batch.scan_batches(buf, 0, -1, True)[0]}
+    assert (headers[3].attributes & 0x10, headers[3].producer_id, headers[3].base_sequence) == (0x10, 11, 0)
+    assert headers[2].attributes & 0x20 and headers[5].attributes & 0x20  # markers kept
+    assert 1 not in headers or headers[1].records_count == 0
+    # The log still answers read_committed as before: nothing open but pid 12.
+    with lg.lock():
+        assert lg.last_stable_offset() == 7
