@@ -79,6 +79,10 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(3, "Metadata", "metadata", 0, 13),
         _spec(10, "FindCoordinator", "find_coordinator", 0, 6),
         _spec(18, "ApiVersions", "api_versions", 0, 4),
+        # Served by the processor while a SASL connection authenticates
+        # (kafkapy.server.security.sasl); the handlers answer the rest.
+        _spec(17, "SaslHandshake", "sasl_handshake", 0, 1),
+        _spec(36, "SaslAuthenticate", "sasl_authenticate", 0, 2),
         _spec(19, "CreateTopics", "create_topics", 0, 7, own_below=2),
         _spec(20, "DeleteTopics", "delete_topics", 0, 6, own_below=1),
         _spec(21, "DeleteRecords", "delete_records", 0, 2),

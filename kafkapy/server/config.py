@@ -331,8 +331,9 @@ _ZOOKEEPER = "ZooKeeper"
 _GROUP = "Group Coordinator"
 _TXN = "Transaction Coordinator"
 _KAFKAPY = "kafkapy"
+_SECURITY = "Security"
 
-GROUP_ORDER = (_SERVER, _SOCKET, _LOG, _FLUSH, _RETENTION, _CLEANER, _REPLICATION,
+GROUP_ORDER = (_SERVER, _SOCKET, _SECURITY, _LOG, _FLUSH, _RETENTION, _CLEANER, _REPLICATION,
                _ZOOKEEPER, _GROUP, _TXN, _KAFKAPY)
 
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -417,6 +418,48 @@ _BROKER_KEYS = [
     # Kafka's fixed MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (KIP-227 named it a config).
     _k("min.incremental.fetch.session.eviction.ms", LONG, 120000, _at_least(0), LOW, _SOCKET,
        "A fetch session unused this long may be evicted by any new one."),
+    # --- Security (kafkapy.server.security reads them, per listener through
+    # listener.name.<listener>.<key> overrides, as Kafka's ListenerName.configPrefix)
+    _k("ssl.keystore.type", STRING, "JKS", None, MEDIUM, _SECURITY,
+       "Format of the key store; kafkapy reads PEM only (Kafka's ssl.keystore.type=PEM)."),
+    _k("ssl.keystore.location", STRING, None, None, HIGH, _SECURITY,
+       "PEM file with the private key and its certificate chain."),
+    _k("ssl.keystore.password", PASSWORD, None, None, HIGH, _SECURITY,
+       "Store password; not used for PEM key stores (Kafka refuses it with PEM)."),
+    _k("ssl.keystore.certificate.chain", PASSWORD, None, None, HIGH, _SECURITY,
+       "Certificate chain in PEM, given inline instead of ssl.keystore.location."),
+    _k("ssl.keystore.key", PASSWORD, None, None, HIGH, _SECURITY,
+       "Private key in PEM (PKCS#8, encrypted when ssl.key.password is set), inline."),
+    _k("ssl.key.password", PASSWORD, None, None, HIGH, _SECURITY,
+       "Password of the private key."),
+    _k("ssl.truststore.type", STRING, "JKS", None, MEDIUM, _SECURITY,
+       "Format of the trust store; kafkapy reads PEM only."),
+    _k("ssl.truststore.location", STRING, None, None, HIGH, _SECURITY,
+       "PEM file with the CA certificates client certificates are verified against."),
+    _k("ssl.truststore.password", PASSWORD, None, None, HIGH, _SECURITY,
+       "Store password; not used for PEM trust stores."),
+    _k("ssl.truststore.certificates", PASSWORD, None, None, HIGH, _SECURITY,
+       "Trusted certificates in PEM, inline instead of ssl.truststore.location."),
+    _k("ssl.client.auth", STRING, "none", ValidString("required", "requested", "none"), MEDIUM, _SECURITY,
+       "Client certificates: required, requested (verified when sent) or none."),
+    _k("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"], None, MEDIUM, _SECURITY,
+       "TLS versions accepted."),
+    _k("ssl.protocol", STRING, "TLSv1.3", None, MEDIUM, _SECURITY,
+       "TLS protocol of the context (TLSv1.2 or TLSv1.3); ssl.enabled.protocols bounds it."),
+    _k("ssl.cipher.suites", LIST, [], None, LOW, _SECURITY,
+       "Cipher suites allowed (TLS 1.2 names, OpenSSL or IANA spelling); empty: the defaults."),
+    _k("ssl.endpoint.identification.algorithm", STRING, "https", None, LOW, _SECURITY,
+       "Host name verification of the peer; a server does not verify client host names."),
+    _k("ssl.principal.mapping.rules", STRING, "DEFAULT", None, LOW, _SECURITY,
+       "Rules mapping a client certificate's distinguished name to a user name (Kafka's syntax)."),
+    _k("sasl.enabled.mechanisms", LIST, ["GSSAPI"], None, MEDIUM, _SECURITY,
+       "SASL mechanisms offered on SASL listeners; kafkapy implements PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+    _k("sasl.jaas.config", PASSWORD, None, None, MEDIUM, _SECURITY,
+       "JAAS login module configuration (PLAIN users: user_<name>=\"<password>\")."),
+    _k("sasl.server.max.receive.size", INT, 524288, None, LOW, _SECURITY,
+       "Largest request accepted before a SASL connection has authenticated."),
+    _k("connection.failed.authentication.delay.ms", INT, 100, _at_least(0), LOW, _SECURITY,
+       "Delay before a connection that failed authentication is answered and closed."),
     # --- Log Basics
     _k("log.dirs", LIST, None, None, HIGH, _LOG,
        "Comma-separated directories holding the partition logs; log.dir is used if unset."),
@@ -636,8 +679,10 @@ del _key
 # Listeners
 # ---------------------------------------------------------------------------
 
-class Endpoint(namedtuple("Endpoint", ("listener_name", "host", "port"))):
-    """One listener: name (upper-case), host ("" = all interfaces), port."""
+class Endpoint(namedtuple("Endpoint", ("listener_name", "host", "port", "security_protocol"),
+                          defaults=("PLAINTEXT",))):
+    """One listener: name (upper-case), host ("" = all interfaces), port, and
+    its security protocol (from listener.security.protocol.map)."""
 
     __slots__ = ()
 
@@ -645,11 +690,6 @@ class Endpoint(namedtuple("Endpoint", ("listener_name", "host", "port"))):
     def name(self) -> str:
         """Alias of ``listener_name`` (Kafka's ``EndPoint.listenerName``)."""
         return self.listener_name
-
-    @property
-    def security_protocol(self) -> str:
-        # Only PLAINTEXT listeners get past validation.
-        return "PLAINTEXT"
 
 # NAME://host:port, with an IPv6 host in brackets (Kafka's EndPoint regex).
 _LISTENER_RE = re.compile(r"\A(?P<name>[^:/]+)://(?:\[(?P<ip6>[0-9a-fA-F:.%]*)\]|(?P<host>[0-9A-Za-z\-%._]*)):(?P<port>-?[0-9]+)\Z")
@@ -687,11 +727,7 @@ def _parse_listeners(key: str, raw: str, protocol_map: Mapping[str, str],
         protocol = protocol_map.get(name)
         if protocol is None:
             raise ConfigException(key, raw, f"No security protocol defined for listener {name}")
-        if protocol != "PLAINTEXT":
-            raise ConfigException(key, raw,
-                                  f"Listener {name} uses security protocol {protocol}; "
-                                  "kafkapy supports only PLAINTEXT")
-        endpoints.append(Endpoint(name, host, port))
+        endpoints.append(Endpoint(name, host, port, protocol))
     names = [ep.listener_name for ep in endpoints]
     if len(set(names)) != len(names):
         raise ConfigException(key, raw, "Each listener must have a different name")
@@ -739,7 +775,10 @@ class BrokerConfig:
             else:
                 values[name] = key.default
         unknown = {k: v for k, v in props.items() if k not in BROKER_CONFIGS}
-        for name in sorted(unknown) if warn_unknown else ():
+        # listener.name.<listener>.<key>: per-listener overrides (read by
+        # kafkapy.server.security.listener_config), known by their prefix.
+        reported = [k for k in unknown if warn_unknown and not k.startswith("listener.name.")]
+        for name in sorted(reported):
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         return cls(values, {k: v for k, v in props.items()}, unknown)
 
@@ -861,6 +900,14 @@ class BrokerConfig:
                                   "inter.broker.listener.name must be a listener name defined in "
                                   "advertised.listeners. The valid options based on currently configured "
                                   f"listeners are {','.join(names)}")
+        inter_broker = next(ep for ep in self.advertised_listeners
+                            if ep.listener_name == self.inter_broker_listener_name)
+        if v["zookeeper.connect"] and inter_broker.security_protocol != "PLAINTEXT":
+            # The brokers' own client (kafkapy.client, replica fetchers and
+            # controller requests) speaks PLAINTEXT only so far.
+            raise ConfigException("inter.broker.listener.name", self.inter_broker_listener_name,
+                                  f"the inter-broker listener uses {inter_broker.security_protocol}; "
+                                  "kafkapy's brokers reach each other over PLAINTEXT only")
 
         if v["zookeeper.connection.timeout.ms"] is not None:
             self.zookeeper_connection_timeout_ms: int = v["zookeeper.connection.timeout.ms"]

@@ -69,6 +69,15 @@ class Channel:
 
 
 def bind_listeners(config) -> list[socket.socket]:
+    from kafkapy.server.config import ConfigException
+    from kafkapy.server.security import listener_securities
+
+    try:
+        # Each processor builds its own; built here first so a bad key store,
+        # trust store or JAAS configuration fails start-up before anything binds.
+        listener_securities(config)
+    except ConfigException as exc:
+        raise SystemExit(f"invalid security configuration: {exc}") from None
     socks = []
     for ep in config.listeners:
         family = socket.AF_INET6 if ep.host and ":" in ep.host else socket.AF_INET

@@ -37,7 +37,7 @@ CloseConnection = _CloseConnection()
 
 class RequestContext:
     __slots__ = ("broker", "api_key", "api_version", "correlation_id", "client_id",
-                 "deadline_ms", "now_ms")
+                 "deadline_ms", "now_ms", "listener", "principal")
 
     def __init__(self, broker, api_key, api_version, correlation_id, client_id, deadline_ms):
         self.broker = broker
@@ -47,9 +47,29 @@ class RequestContext:
         self.client_id = client_id
         self.deadline_ms = deadline_ms  # 0 on first attempt; a DelayedFetch's deadline when it runs again
         self.now_ms = int(time.time() * 1000)
+        # The connection's listener (index into config.listeners) and its
+        # authenticated principal (kafkapy.server.security; for ACLs).
+        self.listener = 0
+        self.principal = "User:ANONYMOUS"
+
+    @property
+    def listener_name(self) -> str | None:
+        config = getattr(self.broker, "static_config", None)
+        return config.listeners[self.listener].listener_name if config is not None else None
 
     def response_class(self):
         return API_TABLE[self.api_key].response_class(self.api_version)
+
+
+def advertised_endpoint(broker_info, listener_name: str):
+    """``(host, port)`` of a broker's advertised endpoint for ``listener_name``
+    (Kafka answers Metadata and FindCoordinator with the endpoints of the
+    listener the request came on); the first one when it has none by that
+    name (a broker registered before listeners had names)."""
+    for ep in broker_info.endpoints:
+        if ep.listener_name == listener_name:
+            return ep.host, ep.port
+    return broker_info.host, broker_info.port
 
 
 def api_versions_response(version: int, error_code: int = ErrorCode.NONE):

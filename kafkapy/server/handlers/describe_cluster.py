@@ -14,7 +14,7 @@ Contract:
 """
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.handlers import construct
+from kafkapy.server.handlers import advertised_endpoint, construct
 
 API_KEY = 60
 BROKERS, CONTROLLERS = 1, 2
@@ -36,6 +36,7 @@ def handle(ctx, request):
                     error_message="The broker does not support CONTROLLERS endpoint type" if
                     endpoint_type == CONTROLLERS else f"Unknown endpoint type {endpoint_type}")
     else:
-        data["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
-                            "rack": b.rack} for b in md.brokers.values()]
+        data["brokers"] = [{"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
+                           for b in md.brokers.values()
+                           for host, port in (advertised_endpoint(b, ctx.listener_name),)]
     return construct(ctx.response_class(), data)

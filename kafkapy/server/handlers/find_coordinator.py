@@ -23,21 +23,21 @@ support only when FindCoordinator v0 is inside the broker's range.
 """
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.handlers import construct
+from kafkapy.server.handlers import advertised_endpoint, construct
 
 API_KEY = 10
 GROUP, TRANSACTION = 0, 1
 
 
 def handle(ctx, request):
-    locate = _locator(ctx.broker, getattr(request, "key_type", GROUP))
+    locate = _locator(ctx.broker, getattr(request, "key_type", GROUP), ctx.listener_name)
     if ctx.api_version >= 4:
         coordinators = [dict(locate(key), key=key) for key in request.coordinator_keys]
         return construct(ctx.response_class(), {"throttle_time": 0, "coordinators": coordinators})
     return construct(ctx.response_class(), dict(locate(request.key), throttle_time=0))
 
 
-def _locator(broker, key_type):
+def _locator(broker, key_type, listener_name=None):
     """``key -> coordinator answer`` for the request's key type: the live
     leader of the key's partition of the coordinator's internal topic."""
     if key_type == GROUP:
@@ -63,8 +63,9 @@ def _locator(broker, key_type):
         return lambda key: _not_found(error, "The coordinator is not available.")
     md = broker.metadata()
     if md.cluster_mode:
-        return lambda key: _coordinator(md, topic, partition_for, key)
-    host, port = broker.advertised_address
+        return lambda key: _coordinator(md, topic, partition_for, key, listener_name)
+    local = md.brokers.get(broker.broker_id)
+    host, port = advertised_endpoint(local, listener_name) if local is not None else broker.advertised_address
     here = {"node_id": broker.broker_id, "host": host, "port": port, "error_code": 0, "error_message": None}
     return lambda key: here
 
@@ -73,12 +74,12 @@ def _not_found(error_code: int, message: str) -> dict:
     return {"node_id": -1, "host": "", "port": -1, "error_code": error_code, "error_message": message}
 
 
-def _coordinator(md, topic: str, partition_for, key: str) -> dict:
+def _coordinator(md, topic: str, partition_for, key: str, listener_name=None) -> dict:
     """The live leader of ``key``'s partition of ``topic``."""
     info = md.topics.get(topic)
     state = md.partition_state(topic, partition_for(key, info.num_partitions)) if info is not None else None
     leader = md.brokers.get(state.leader) if state is not None else None
     if leader is None:
         return _not_found(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    return {"node_id": leader.broker_id, "host": leader.host, "port": leader.port,
-            "error_code": 0, "error_message": None}
+    host, port = advertised_endpoint(leader, listener_name)
+    return {"node_id": leader.broker_id, "host": host, "port": port, "error_code": 0, "error_message": None}

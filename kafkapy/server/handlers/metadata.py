@@ -21,7 +21,7 @@ Contract:
 """
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.handlers import construct
+from kafkapy.server.handlers import advertised_endpoint, construct
 from kafkapy.protocol.topics import TopicError, topic_name_error
 
 API_KEY = 3
@@ -66,8 +66,9 @@ def handle(ctx, request):
         topics.append(_topic(md, info))
     return construct(ctx.response_class(), {
         "throttle_time": 0,
-        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in md.brokers.values()],
+        "brokers": [{"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
+                    for b in md.brokers.values()
+                    for host, port in (advertised_endpoint(b, ctx.listener_name),)],
         "cluster_id": broker.cluster_id,
         "controller_id": md.controller_id,
         "topics": topics,

@@ -48,14 +48,19 @@ import time
 from collections import OrderedDict
 
 INLINE_MAX_BYTES = 16 * 1024
+# Longest principal a request carries (a processor closes a connection whose
+# authenticated name is longer: kafkapy.server.reactor.processor).
+MAX_PRINCIPAL_BYTES = 1024
 
 # processor_id, conn_id, arena offset (-1: the body follows inline), body
-# size, deadline_ms (0, or a parked fetch's deadline when it is re-run), and
-# when it was put (time.monotonic(), system-wide on Linux: the request-queue
-# time of metrics).
-REQUEST = struct.Struct("=HQqIqd")
+# size, deadline_ms (0, or a parked fetch's deadline when it is re-run), when
+# it was put (time.monotonic(), system-wide on Linux: the request-queue time
+# of metrics), the connection's listener index and the length of its
+# principal (0: User:ANONYMOUS); then the principal (UTF-8) and the inline body.
+REQUEST = struct.Struct("=HQqIqdBH")
 _STOP_PROCESSOR = 0xFFFF
-_STOP = REQUEST.pack(_STOP_PROCESSOR, 0, -1, 0, 0, 0.0)
+_STOP = REQUEST.pack(_STOP_PROCESSOR, 0, -1, 0, 0, 0.0, 0, 0)
+ANONYMOUS = "User:ANONYMOUS"
 _EMPTY = object()
 # Kernel buffer of the request socket: room for ~10k small datagrams or ~500
 # inline 16 KiB bodies before a processor falls back to its backlog (capped by
@@ -85,9 +90,11 @@ def _set_buffer(sock: socket.socket, option: int, size: int) -> None:
 class Request:
     """A request as a reader gets it from the queue."""
 
-    __slots__ = ("processor_id", "conn_id", "arena_off", "size", "deadline_ms", "put_s", "body")
+    __slots__ = ("processor_id", "conn_id", "arena_off", "size", "deadline_ms", "put_s", "body",
+                 "listener", "principal")
 
-    def __init__(self, processor_id, conn_id, arena_off, size, deadline_ms, put_s, body):
+    def __init__(self, processor_id, conn_id, arena_off, size, deadline_ms, put_s, body,
+                 listener=0, principal=ANONYMOUS):
         self.processor_id = processor_id
         self.conn_id = conn_id
         self.arena_off = arena_off
@@ -95,6 +102,10 @@ class Request:
         self.deadline_ms = deadline_ms
         self.put_s = put_s
         self.body = body  # a writable bytearray (inline), or None (in the arena)
+        # The connection's listener (index into config.listeners) and the
+        # principal its processor authenticated (kafkapy.server.security).
+        self.listener = listener
+        self.principal = principal
 
     def view(self, arenas) -> memoryview:
         """The request body, without its size prefix."""
@@ -133,19 +144,23 @@ class RequestQueue:
         self._idle = ctx.RawArray("i", readers + 1)
         self._wakers = [ctx.Semaphore(0) for _ in range(readers)]
         # Made before the readers fork: each gets its own copy-on-write copy.
-        self._recv_buf = bytearray(REQUEST.size + INLINE_MAX_BYTES)
+        self._recv_buf = bytearray(REQUEST.size + MAX_PRINCIPAL_BYTES + INLINE_MAX_BYTES)
 
     def try_put(self, processor_id: int, conn_id: int, arena_off: int, size: int,
-                deadline_ms: int, inline) -> bool:
+                deadline_ms: int, inline, listener: int = 0, principal: bytes = b"") -> bool:
         """Queue one request; False (nothing queued) when the queue is full.
 
-        ``inline`` is the body (bytes-like) when ``arena_off`` is -1."""
+        ``inline`` is the body (bytes-like) when ``arena_off`` is -1;
+        ``principal`` the connection's, UTF-8, empty for User:ANONYMOUS."""
         if not self._permits.acquire(False):
             return False
-        head = REQUEST.pack(processor_id, conn_id, arena_off, size, deadline_ms, time.monotonic())
+        head = REQUEST.pack(processor_id, conn_id, arena_off, size, deadline_ms, time.monotonic(),
+                            listener, len(principal))
         try:
             if inline is None:
-                self._writer.send(head)
+                self._writer.sendmsg((head, principal)) if principal else self._writer.send(head)
+            elif principal:
+                self._writer.sendmsg((head, principal, inline))
             else:
                 self._writer.sendmsg((head, inline))
         except (BlockingIOError, InterruptedError):
@@ -229,14 +244,16 @@ class RequestQueue:
                 continue
             except BlockingIOError:
                 return _EMPTY
-        processor_id, conn_id, arena_off, size, deadline_ms, put_s = REQUEST.unpack_from(buf)
+        processor_id, conn_id, arena_off, size, deadline_ms, put_s, listener, plen = REQUEST.unpack_from(buf)
         if processor_id == _STOP_PROCESSOR:
             return None
         self._permits.release()
+        start = REQUEST.size + plen
+        principal = str(buf[REQUEST.size:start], "utf-8") if plen else ANONYMOUS
         # Inline bodies are copied out of the receive buffer: handlers keep
         # records as views of the body, and the buffer is reused.
-        body = buf[REQUEST.size:n] if arena_off < 0 else None
-        return Request(processor_id, conn_id, arena_off, size, deadline_ms, put_s, body)
+        body = buf[start:n] if arena_off < 0 else None
+        return Request(processor_id, conn_id, arena_off, size, deadline_ms, put_s, body, listener, principal)
 
     def size(self) -> int:
         return self._maxsize - self._permits.get_value()

@@ -9,6 +9,18 @@ Per connection the states are: reading the 4-byte size, reading the body,
 requests of one connection are handled strictly in order, Kafka's muting),
 sending the response.  ``acks=0`` produce gets no response: the worker sends
 NOREPLY and the connection is unmuted.
+
+Security (``kafkapy.server.security``, per listener): a connection on an SSL
+or SASL_SSL listener starts in the TLS handshake state, driven by the same
+loop (``do_handshake`` on a non-blocking socket, never blocking another
+connection); its bytes then go through the ``ssl`` socket and its file
+regions are read and written through it (no sendfile: ``_tls_send``). On a
+SASL listener every request before authentication completes goes to the
+connection's ``SaslSession`` here, never to a worker (but ApiVersions); a
+failed authentication is answered and closed after
+``connection.failed.authentication.delay.ms`` (the closing state). The
+authenticated principal is kept per connection (``Connection.principal_bytes``)
+and travels with each of its requests to the handlers (``ctx.principal``).
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ import pickle
 import selectors
 import signal
 import socket
+import ssl
 import struct
 import time
 from collections import OrderedDict, deque
@@ -34,9 +47,13 @@ from kafkapy.server.reactor.channel import (
     CLOSE,
     DELAY,
     INLINE_MAX_BYTES,
+    MAX_PRINCIPAL_BYTES,
     NOREPLY,
     SEND,
 )
+from kafkapy.server.security import ANONYMOUS, listener_securities
+from kafkapy.server.security import sasl as _sasl
+from kafkapy.server.security.principal import NoMatchingRule, distinguished_name
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
@@ -45,10 +62,20 @@ log = logging.getLogger("kafkapy.network")
 
 _SIZE = struct.Struct(">i")
 _READ_HEADER, _READ_BODY, _MUTED, _WAIT_ARENA = range(4)
+# TLS handshake in progress; failed authentication waiting for its delay (then
+# its answer is sent and the connection closed).
+_HANDSHAKE, _CLOSING = 4, 5
 # Open segment files kept per processor for sendfile; a fetch-heavy broker
 # touches few active segments, 256 keeps fd use bounded (LimitNOFILE).
 _MAX_CACHED_FILES = 256
 _SCRATCH_BYTES = 64 * 1024
+# TLS: response bytes and file regions are copied (os.preadv for regions)
+# into buffers of this size, each written with one SSL_write (16 records).
+_TLS_CHUNK = 256 * 1024
+# TLS reads per readiness event (a 16 KiB record each): bounded so one busy
+# connection cannot starve the others.
+_TLS_READS = 64
+_TLS_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError)
 
 
 class Connection:
@@ -56,6 +83,7 @@ class Connection:
         "conn_id", "sock", "peer", "state", "inbuf", "more", "size", "body", "inline",
         "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
         "last_active", "listener", "api_key", "received_at", "responded_at", "at_worker",
+        "tls", "tls_buf", "tls_len", "tls_sent", "sasl", "principal_bytes", "close_at",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer):
@@ -85,6 +113,17 @@ class Connection:
         self.api_key = -1
         self.received_at = 0.0
         self.responded_at = 0.0
+        # Security: TLS socket (and the chunk being written through it), the
+        # SASL session until authenticated, the principal handlers see.
+        self.tls = False
+        self.tls_buf = None
+        self.tls_len = 0
+        self.tls_sent = 0
+        self.sasl = None
+        # What handlers see as ctx.principal: UTF-8, empty for User:ANONYMOUS
+        # (the request queue carries it with each request).
+        self.principal_bytes = b""
+        self.close_at = 0.0
 
 
 class Processor:
@@ -118,6 +157,11 @@ class Processor:
         # region is freed when that worker's answer arrives.
         self.closed_busy: dict[int, Connection] = {}
         self.stopping = False
+        # Per listener index (the acceptor's byte): protocol, TLS context, SASL.
+        self.security = listener_securities(config)
+        self.tls_free: list[bytearray] = []  # spare _TLS_CHUNK buffers
+        self.delayed_closes: deque[Connection] = deque()  # failed authentications, in deadline order
+        self.failed_authentications = 0  # TLS handshakes and SASL exchanges that failed
 
     # -- main loop -----------------------------------------------------------
     def run(self) -> None:
@@ -157,12 +201,17 @@ class Processor:
                     conn = data
                     if conn.conn_id not in self.conns:
                         continue
+                    if conn.state == _HANDSHAKE:
+                        self._handshake(conn)
+                        continue
                     if events & selectors.EVENT_WRITE:
                         self._send(conn)
                     if events & selectors.EVENT_READ and conn.conn_id in self.conns:
                         self._read(conn)
             self._retry_backlog()
             self._check_delayed(woken=False)
+            if self.delayed_closes:
+                self._run_delayed_closes()
             now = time.monotonic()
             if now >= next_idle_sweep:
                 next_idle_sweep = now + 1.0
@@ -176,20 +225,22 @@ class Processor:
 
     def _stop_reading(self):
         for conn in list(self.conns.values()):
-            if conn.state in (_READ_HEADER,) and not conn.out:
+            if conn.state in (_READ_HEADER, _HANDSHAKE) and not conn.out:
                 self._close(conn)
 
     def _close_idle(self, now: float) -> None:
         """Kafka's connections.max.idle.ms: close connections with nothing in flight."""
         limit = now - self.idle_ms / 1000.0
         for conn in list(self.conns.values()):
-            if conn.last_active < limit and conn.state in (_READ_HEADER, _READ_BODY) and not conn.out:
+            if conn.last_active < limit and conn.state in (_READ_HEADER, _READ_BODY, _HANDSHAKE) and not conn.out:
                 log.debug("closing idle connection %s", conn.peer)
                 self._close(conn)
 
     def _timeout(self):
         if self.backlog or self.arena_waiters:
             return 0.002
+        if self.delayed_closes:
+            return max(0.0, min(0.5, self.delayed_closes[0].close_at - time.monotonic()))
         if self.stopping:
             return 0.05
         if self.purgatory:
@@ -224,8 +275,21 @@ class Processor:
                 continue
             self.next_conn_id += 1
             conn = Connection(self.next_conn_id, sock, peer)
-            self.conns[conn.conn_id] = conn
             conn.listener = data[i] if i < len(data) else 0
+            security = self.security[conn.listener]
+            if security.ssl_context is not None:
+                try:
+                    conn.sock = security.ssl_context.wrap_socket(sock, server_side=True,
+                                                                 do_handshake_on_connect=False)
+                except (OSError, ValueError) as exc:
+                    log.info("closing %s: TLS set-up failed: %s", peer, exc)
+                    sock.close()
+                    continue
+                conn.tls = True
+                conn.state = _HANDSHAKE
+            if security.sasl is not None:
+                conn.sasl = _sasl.SaslSession(security.sasl)
+            self.conns[conn.conn_id] = conn
             probes.network.connection_opened(conn.listener)
             self._set_events(conn, selectors.EVENT_READ)
 
@@ -273,6 +337,8 @@ class Processor:
         if conn.state != _READ_HEADER and conn.state != _READ_BODY:
             self._set_events(conn, 0)
             return
+        if conn.tls:
+            return self._tls_read(conn)
         sock = conn.sock
         conn.last_active = time.monotonic()
         try:
@@ -305,6 +371,10 @@ class Processor:
             conn.inbuf = bytearray(data)
             return
         size = _SIZE.unpack_from(data)[0]
+        if conn.sasl is not None and size > conn.sasl.config.max_receive_size:
+            # Kafka's sasl.server.max.receive.size before authentication.
+            log.info("closing %s: %d-byte request before SASL authentication", conn.peer, size)
+            return self._close(conn)
         if size < 0 or size > self.max_request_bytes:
             # Kafka's InvalidReceiveException: close, never allocate.
             log.warning("closing %s: request size %d outside [0, %d]",
@@ -362,6 +432,8 @@ class Processor:
         conn.received_at = time.monotonic()
         conn.state = _MUTED
         conn.deadline_ms = 0
+        if conn.sasl is not None and self._sasl_request(conn, inline):
+            return
         if not self._enqueue(conn):
             self.backlog.append(conn)
 
@@ -378,7 +450,7 @@ class Processor:
         queue = (self.channel.coordinator_requests if conn.api_key in COORDINATOR_KEYS
                  else self.channel.requests)
         if not queue.try_put(self.id, conn.conn_id, conn.arena_off, conn.size,
-                             conn.deadline_ms, conn.inline):
+                             conn.deadline_ms, conn.inline, conn.listener, conn.principal_bytes):
             return False
         conn.at_worker = True
         return True
@@ -525,6 +597,8 @@ class Processor:
             self._read(conn)
 
     def _send(self, conn: Connection) -> None:
+        if conn.tls:
+            return self._tls_send(conn)
         sock = conn.sock
         out = conn.out
         try:
@@ -562,6 +636,8 @@ class Processor:
             return self._close(conn)
         if out:
             self._set_events(conn, selectors.EVENT_WRITE)
+        elif conn.state == _CLOSING:
+            self._close(conn)
         else:
             self._request_done(conn)
             self._unmute(conn)
@@ -592,6 +668,203 @@ class Processor:
             _, old = self.files.popitem(last=False)
             os.close(old)
         return fd
+
+
+    # -- security: TLS ------------------------------------------------------------
+    def _handshake(self, conn: Connection) -> None:
+        """One step of a TLS handshake (any readiness event); on completion
+        the principal from the client certificate (SSL listeners)."""
+        sock = conn.sock
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            return self._set_events(conn, selectors.EVENT_READ)
+        except ssl.SSLWantWriteError:
+            return self._set_events(conn, selectors.EVENT_WRITE)
+        except (OSError, ValueError) as exc:
+            # Garbage instead of a ClientHello, an untrusted certificate, a
+            # reset: Kafka's "Failed authentication ... (SSL handshake failed)".
+            self.failed_authentications += 1
+            log.info("Failed authentication with %s (SSL handshake failed: %s)", conn.peer, exc)
+            return self._close(conn)
+        conn.last_active = time.monotonic()
+        if conn.sasl is None:
+            security = self.security[conn.listener]
+            cert = sock.getpeercert()
+            if cert:
+                try:
+                    name = security.principal_mapper.principal_name(distinguished_name(cert))
+                except NoMatchingRule as exc:
+                    self.failed_authentications += 1
+                    log.info("Failed authentication with %s (%s)", conn.peer, exc)
+                    return self._close(conn)
+                if not self._set_principal(conn, "User:" + name):
+                    return
+        conn.state = _READ_HEADER
+        self._set_events(conn, selectors.EVENT_READ)
+        if sock.pending():
+            self._tls_read(conn)
+
+    def _tls_read(self, conn: Connection) -> None:
+        """``_read`` through the ssl socket: records of at most 16 KiB, so read
+        until the socket has nothing (or a bound), and note decrypted bytes
+        left inside the ssl object (the selector cannot see them)."""
+        sock = conn.sock
+        conn.last_active = time.monotonic()
+        try:
+            for _ in range(_TLS_READS):
+                if conn.state == _READ_BODY:
+                    n = sock.recv_into(conn.body[conn.got:])
+                    if n == 0:
+                        return self._close(conn)
+                    conn.got += n
+                    if conn.got == conn.size:
+                        self._body_done(conn)
+                else:
+                    n = sock.recv_into(self.scratch)
+                    if n == 0:
+                        return self._close(conn)
+                    self._take(conn, self.scratch_view[:n])
+                if conn.state != _READ_HEADER and conn.state != _READ_BODY:
+                    break
+        except _TLS_WANT:
+            return
+        except OSError:
+            return self._close(conn)
+        if conn.conn_id in self.conns:
+            conn.more = sock.pending() > 0
+
+    def _tls_send(self, conn: Connection) -> None:
+        """Write ``conn.out`` through the ssl socket in ``_TLS_CHUNK`` pieces.
+
+        A chunk is kept until SSL_write took all of it: after a want-write
+        the same bytes must be offered again (OpenSSL resumes the record it
+        was writing)."""
+        sock = conn.sock
+        try:
+            while True:
+                if conn.tls_sent == conn.tls_len:
+                    if conn.tls_buf is not None:
+                        self.tls_free.append(conn.tls_buf)
+                        conn.tls_buf = None
+                    if not conn.out:
+                        break
+                    if not self._tls_fill(conn):
+                        return
+                with memoryview(conn.tls_buf) as view:
+                    conn.tls_sent += sock.send(view[conn.tls_sent:conn.tls_len])
+        except _TLS_WANT:
+            return self._set_events(conn, selectors.EVENT_WRITE)
+        except OSError as exc:
+            log.debug("send to %s failed: %s", conn.peer, exc)
+            return self._close(conn)
+        if conn.state == _CLOSING:
+            return self._close(conn)
+        self._request_done(conn)
+        self._unmute(conn)
+
+    def _tls_fill(self, conn: Connection) -> bool:
+        """Copy the next ``_TLS_CHUNK`` bytes of ``conn.out`` into a buffer:
+        bytes parts by slice assignment, file regions with one ``preadv``
+        straight into it. False when the connection was closed."""
+        buf = self.tls_free.pop() if self.tls_free else bytearray(_TLS_CHUNK)
+        filled = 0
+        out = conn.out
+        with memoryview(buf) as view:
+            while out and filled < _TLS_CHUNK:
+                part = out[0]
+                pos = conn.out_pos
+                if type(part) is FileRegion:
+                    fd = self._file(part)
+                    if fd < 0:
+                        log.warning("closing %s: segment %s is gone", conn.peer, part.path)
+                        self.tls_free.append(buf)
+                        self._close(conn)
+                        return False
+                    want = min(part.length - pos, _TLS_CHUNK - filled)
+                    n = os.preadv(fd, [view[filled:filled + want]], part.position + pos)
+                    if n == 0:
+                        log.warning("closing %s: short read from %s", conn.peer, part.path)
+                        self.tls_free.append(buf)
+                        self._close(conn)
+                        return False
+                    end = part.length
+                else:
+                    n = min(len(part) - pos, _TLS_CHUNK - filled)
+                    view[filled:filled + n] = memoryview(part)[pos:pos + n]
+                    end = len(part)
+                filled += n
+                if pos + n < end:
+                    conn.out_pos = pos + n
+                else:
+                    out.popleft()
+                    conn.out_pos = 0
+        conn.tls_buf = buf
+        conn.tls_len = filled
+        conn.tls_sent = 0
+        return True
+
+    # -- security: SASL -----------------------------------------------------------
+    def _sasl_request(self, conn: Connection, inline) -> bool:
+        """A request before SASL authentication completed: answered here
+        (True), or ApiVersions, passed on to the workers (False)."""
+        if inline is None:
+            off = conn.arena_off
+            body = bytes(self.arena.view[off:off + conn.size])
+        else:
+            body = inline
+        session = conn.sasl
+        action, parts = session.on_request(body)
+        if action == _sasl.PASS:
+            return False
+        if conn.arena_off >= 0:
+            self.arena.free(conn.arena_off)
+            conn.arena_off = -1
+        conn.inline = None
+        if action == _sasl.REPLY:
+            if session.complete:
+                conn.sasl = None
+                if not self._set_principal(conn, session.principal):
+                    return True
+            conn.api_key = _sasl.SASL_AUTHENTICATE_KEY if session.raw_tokens else conn.api_key
+            conn.responded_at = time.monotonic()
+            self._respond(conn, parts)
+        elif action == _sasl.FAIL:
+            self.failed_authentications += 1
+            log.info("Failed authentication with %s (SASL %s)", conn.peer, session.mechanism)
+            conn.state = _CLOSING
+            self._set_events(conn, 0)
+            conn.out.extend(parts)
+            conn.out_pos = 0
+            conn.close_at = time.monotonic() + session.config.failed_delay_ms / 1000.0
+            self.delayed_closes.append(conn)
+        else:
+            log.info("closing %s: unexpected request during SASL authentication", conn.peer)
+            self._close(conn)
+        return True
+
+    def _set_principal(self, conn: Connection, principal: str) -> bool:
+        data = principal.encode("utf-8")
+        if len(data) > MAX_PRINCIPAL_BYTES:
+            log.info("closing %s: principal longer than %d bytes", conn.peer, MAX_PRINCIPAL_BYTES)
+            self._close(conn)
+            return False
+        conn.principal_bytes = b"" if principal == ANONYMOUS else data
+        return True
+
+    def _run_delayed_closes(self) -> None:
+        """Failed authentications whose delay passed: answer (when there is
+        an answer) and close (Kafka's delayed close, rate-limiting guessers)."""
+        now = time.monotonic()
+        closes = self.delayed_closes
+        while closes and (closes[0].close_at <= now or self.stopping):
+            conn = closes.popleft()
+            if conn.conn_id not in self.conns:
+                continue
+            if conn.out:
+                self._send(conn)  # closes once everything is out
+            else:
+                self._close(conn)
 
 
 def processor_main(processor_id, config, channel, table, fd_socket) -> None:

@@ -112,7 +112,8 @@ def finish_request(decoded: Decoded, response):
     return SEND, encode_response(header.correlation_id, response, response_header_flexible)
 
 
-def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
+def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int = 0,
+                   principal: str = "User:ANONYMOUS"):
     """Handle one request frame (without its size prefix).
 
     Returns ``(kind, payload)`` for the processor: SEND with the response
@@ -127,6 +128,9 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0):
     header = decoded.header
     ctx = RequestContext(broker, header.api_key, decoded.version, header.correlation_id,
                          header.client_id, deadline_ms)
+    if listener or principal != "User:ANONYMOUS":
+        ctx.listener = listener
+        ctx.principal = principal
     try:
         return finish_request(decoded, HANDLERS[header.api_key](ctx, decoded.request))
     except Exception:
@@ -163,7 +167,7 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
         probe.waited(started - waited_at)
         buf = req.view(arenas)
         api_key = int.from_bytes(buf[:2], "big") if req.size >= 2 else -1
-        kind, payload = handle_request(broker, buf, req.deadline_ms)
+        kind, payload = handle_request(broker, buf, req.deadline_ms, req.listener, req.principal)
         done = monotonic()
         # A re-run of a parked fetch (deadline_ms set) waited in a processor,
         # not in the queue: its queue time was counted on the first pass.

@@ -290,18 +290,20 @@ def test_log_dirs_precedence():
 
 def test_listeners():
     c = make({})
-    assert c.listeners == [("PLAINTEXT", "", 9092)]
+    assert c.listeners == [("PLAINTEXT", "", 9092, "PLAINTEXT")]
     assert c.advertised_listeners == c.listeners
     c = make({"listeners": "plaintext://127.0.0.1:9093, INTERNAL://[::1]:9094",
               "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
               "advertised.listeners": "PLAINTEXT://broker1:19093"})
     assert c.listeners == [Endpoint("PLAINTEXT", "127.0.0.1", 9093), Endpoint("INTERNAL", "::1", 9094)]
-    assert c.advertised_listeners == [("PLAINTEXT", "broker1", 19093)]
+    assert c.advertised_listeners == [("PLAINTEXT", "broker1", 19093, "PLAINTEXT")]
+    c = make({"listeners": "PLAINTEXT://:9092,SSL://:9093,SASL_SSL://:9094,CLIENT://:9095",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,"
+                                                "CLIENT:SASL_PLAINTEXT"})
+    assert [ep.security_protocol for ep in c.listeners] == ["PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT"]
 
 
 @pytest.mark.parametrize("value,pattern", [
-    ("SSL://:9093", "listeners.*kafkapy supports only PLAINTEXT"),
-    ("SASL_PLAINTEXT://:9093", "listeners.*SASL_PLAINTEXT"),
     ("FOO://:9093", "No security protocol defined for listener FOO"),
     ("PLAINTEXT://:9093,PLAINTEXT://:9094", "different name"),
     ("PLAINTEXT://:9093,OTHER://:9093", ""),

@@ -1,0 +1,18 @@
+"""SaslAuthenticate (key 36), v0-2, as it reaches a handler worker.
+
+Contract: tokens are evaluated by the processor during authentication
+(``kafkapy.server.security.sasl``). One reaching a worker came on a listener
+without SASL or after authentication completed (re-authentication, KIP-368,
+is not implemented: the handshake answers a session lifetime of 0):
+ILLEGAL_SASL_STATE (34) with Kafka's message, as KafkaApis answers.
+"""
+
+from kafkapy.protocol.errors import ErrorCode
+
+API_KEY = 36
+
+
+def handle(ctx, request):
+    return ctx.response_class()(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                error_message="SaslAuthenticate request received after successful authentication",
+                                auth_bytes=b"")

@@ -1,0 +1,70 @@
+"""Listener security: TLS (``tls``), SASL (``sasl``, ``scram_store``) and
+principals (``principal``), configured per listener as Kafka does.
+
+``ListenerSecurity`` is what a processor needs to know about one listener:
+its security protocol, its ``ssl.SSLContext`` (SSL, SASL_SSL), and the SASL
+mechanisms it serves with their credentials (SASL_PLAINTEXT, SASL_SSL).
+Built once per process from the broker config (the supervisor builds them
+before forking only to fail start-up on a bad key or certificate; each
+processor builds its own). Pure: no sockets here, the processor drives them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkapy.server.config import BROKER_CONFIGS, ConfigException, Password
+
+ANONYMOUS = "User:ANONYMOUS"
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def listener_value(config, listener_name: str, key: str) -> Any:
+    """``key`` for one listener: ``listener.name.<listener>.<key>`` when set,
+    else the broker-wide value (Kafka's valuesWithPrefixOverride with
+    ListenerName.configPrefix, the listener name in lower case)."""
+    prefixed = f"listener.name.{listener_name.lower()}.{key}"
+    raw = config.originals.get(prefixed)
+    if raw is None:
+        return config[key]
+    return BROKER_CONFIGS[key].parse(raw)
+
+
+def secret(value) -> str | None:
+    return value.value if isinstance(value, Password) else value
+
+
+class ListenerSecurity:
+    """One listener's protocol, TLS context and SASL servers (immutable)."""
+
+    __slots__ = ("name", "protocol", "ssl_context", "principal_mapper", "sasl", "client_auth")
+
+    def __init__(self, config, endpoint, log_dir: str):
+        from kafkapy.server.security import principal, sasl, tls
+
+        self.name = endpoint.listener_name
+        self.protocol = endpoint.security_protocol
+        self.ssl_context = None
+        self.principal_mapper = None
+        self.sasl = None
+        self.client_auth = "none"
+        get = lambda key: listener_value(config, self.name, key)  # noqa: E731
+        if self.protocol in ("SSL", "SASL_SSL"):
+            self.ssl_context = tls.server_context(get, self.name)
+            self.client_auth = get("ssl.client.auth")
+            self.principal_mapper = principal.SslPrincipalMapper(get("ssl.principal.mapping.rules"))
+        if self.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            self.sasl = sasl.SaslConfig.from_config(config, self.name, get, log_dir)
+
+    @property
+    def tls(self) -> bool:
+        return self.ssl_context is not None
+
+
+def listener_securities(config) -> list[ListenerSecurity]:
+    """One per listener, in ``listeners`` order (the acceptor's listener index)."""
+    return [ListenerSecurity(config, ep, config.log_dirs[0]) for ep in config.listeners]
+
+
+__all__ = ["ANONYMOUS", "MECHANISMS", "ConfigException", "ListenerSecurity", "listener_securities",
+           "listener_value", "secret"]

@@ -1,0 +1,393 @@
+"""SASL on the server side, sans-IO: Kafka's SaslServerAuthenticator state
+machine and the PLAIN and SCRAM-SHA-256/512 mechanisms.
+
+The processor owning a connection on a SASL listener feeds every complete
+request frame (size prefix stripped) to its ``SaslSession`` until the session
+is complete, and does what it answers (``Action``): pass the request on to the
+handler workers (ApiVersions only), send a reply, or send a failure reply and
+close the connection after ``connection.failed.authentication.delay.ms``.
+The rules are Kafka's:
+
+* Before the handshake only ApiVersions and SaslHandshake (v0-1) are
+  accepted; any other request closes the connection.
+* SaslHandshake v1: the tokens then travel in SaslAuthenticate (v0-2)
+  requests; SaslHandshake v0 (old clients): the tokens travel as raw
+  size-prefixed frames, the server's tokens likewise.
+* A mechanism not enabled: UNSUPPORTED_SASL_MECHANISM with the enabled list,
+  then the connection is closed. Bad credentials: SASL_AUTHENTICATION_FAILED
+  (v1: in the SaslAuthenticate response), then the connection is closed.
+* Once authenticated the principal is ``User:<authorization id>`` and
+  every request goes to the workers (whose SaslHandshake and SaslAuthenticate
+  handlers answer ILLEGAL_SASL_STATE, as KafkaApis does).
+
+Passwords never appear in a log line or an error message.
+Owned by one processor, one ``SaslSession`` per connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import struct
+
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.codec import DecodeError, decode
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
+from kafkapy.server.config import ConfigException
+from kafkapy.server.security import MECHANISMS, secret
+
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+API_VERSIONS_KEY = 18
+# Served here (the workers' handlers only answer ILLEGAL_SASL_STATE).
+HANDSHAKE_VERSIONS = (0, 1)
+AUTHENTICATE_VERSIONS = (0, 2)
+
+
+class SaslAuthenticationFailed(Exception):
+    """Bad credentials; the message goes to the client (never a password)."""
+
+
+# ---------------------------------------------------------------------------
+# JAAS configuration (PLAIN users)
+# ---------------------------------------------------------------------------
+
+_JAAS_TOKEN = re.compile(r'\s*(?:(;)|([A-Za-z_][\w.$-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))|([^\s;=]+))')
+
+
+def parse_jaas_config(text: str) -> list[tuple[str, str, dict]]:
+    """``module flag key="value" ...;`` entries (Kafka's JaasConfig syntax) as
+    ``(login module class, control flag, options)``."""
+    entries = []
+    module = flag = None
+    options: dict[str, str] = {}
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _JAAS_TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ValueError("invalid JAAS configuration")  # the text may hold passwords: not shown
+        pos = m.end()
+        if m.group(1):
+            if module is None or flag is None:
+                raise ValueError("invalid JAAS configuration: a login module and a control flag are required")
+            entries.append((module, flag, options))
+            module = flag = None
+            options = {}
+        elif m.group(2):
+            if flag is None:
+                raise ValueError("invalid JAAS configuration: options before the control flag")
+            value = m.group(3) if m.group(3) is not None else m.group(4)
+            options[m.group(2)] = re.sub(r"\\(.)", r"\1", value) if m.group(3) is not None else value
+        elif module is None:
+            module = m.group(5)
+        elif flag is None:
+            if m.group(5) not in ("required", "requisite", "sufficient", "optional"):
+                raise ValueError(f"invalid JAAS configuration: control flag {m.group(5)!r}")
+            flag = m.group(5)
+        else:
+            raise ValueError("invalid JAAS configuration")
+    if module is not None:
+        raise ValueError("invalid JAAS configuration: an entry must end with ';'")
+    return entries
+
+
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+class SaslConfig:
+    """One SASL listener's mechanisms and credential sources (immutable)."""
+
+    __slots__ = ("listener", "mechanisms", "plain_users", "scram_store", "max_receive_size",
+                 "failed_delay_ms")
+
+    def __init__(self, listener, mechanisms, plain_users, scram_store, max_receive_size, failed_delay_ms):
+        self.listener = listener
+        self.mechanisms = tuple(mechanisms)
+        self.plain_users = plain_users
+        self.scram_store = scram_store
+        self.max_receive_size = max_receive_size
+        self.failed_delay_ms = failed_delay_ms
+
+    @classmethod
+    def from_config(cls, config, listener: str, get, log_dir: str) -> "SaslConfig":
+        from kafkapy.server.security.scram_store import ScramCredentialStore
+
+        mechanisms = [m.strip().upper() for m in get("sasl.enabled.mechanisms") if m.strip()]
+        unsupported = [m for m in mechanisms if m not in MECHANISMS]
+        if unsupported or not mechanisms:
+            raise ConfigException("sasl.enabled.mechanisms", ",".join(mechanisms),
+                                  f"listener {listener}: kafkapy implements {', '.join(MECHANISMS)}")
+        plain_users: dict[str, str] = {}
+        if "PLAIN" in mechanisms:
+            key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
+            raw = config.originals.get(key)
+            jaas = raw if raw is not None else secret(config["sasl.jaas.config"])
+            if not jaas:
+                raise ConfigException(key, None, f"listener {listener}: PLAIN needs a JAAS configuration "
+                                                 f"with {PLAIN_LOGIN_MODULE} and user_<name>=\"<password>\"")
+            try:
+                entries = parse_jaas_config(jaas)
+            except ValueError as exc:
+                raise ConfigException(key, "[hidden]", str(exc)) from None
+            for module, _flag, options in entries:
+                if module == PLAIN_LOGIN_MODULE:
+                    plain_users.update({k[5:]: v for k, v in options.items() if k.startswith("user_")})
+        return cls(listener, mechanisms, plain_users, ScramCredentialStore(log_dir),
+                   get("sasl.server.max.receive.size"), get("connection.failed.authentication.delay.ms"))
+
+    def server(self, mechanism: str):
+        if mechanism == "PLAIN":
+            return PlainServer(self.plain_users)
+        return ScramServer(mechanism, self.scram_store)
+
+
+# ---------------------------------------------------------------------------
+# Mechanisms
+# ---------------------------------------------------------------------------
+
+class PlainServer:
+    """RFC 4616: one token ``[authzid] NUL authcid NUL passwd``."""
+
+    def __init__(self, users: dict):
+        self.users = users
+        self.complete = False
+        self.authorization_id = None
+
+    def evaluate(self, token: bytes) -> bytes:
+        parts = bytes(token).split(b"\x00")
+        if len(parts) != 3:
+            raise SaslAuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens, got "
+                                           f"{len(parts)}")
+        try:
+            authzid, username, password = (p.decode("utf-8") for p in parts)
+        except UnicodeDecodeError:
+            raise SaslAuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from None
+        if not username:
+            raise SaslAuthenticationFailed("Authentication failed: username not specified")
+        if not password:
+            raise SaslAuthenticationFailed("Authentication failed: password not specified")
+        expected = self.users.get(username)
+        # Compared in constant time whether or not the user exists.
+        ok = hmac.compare_digest((expected if expected is not None else "\x00" + password).encode(),
+                                 password.encode())
+        if expected is None or not ok:
+            raise SaslAuthenticationFailed("Authentication failed: Invalid username or password")
+        if authzid and authzid != username:
+            raise SaslAuthenticationFailed("Authentication failed: Client requested an authorization id "
+                                           "that is different from username")
+        self.authorization_id = username
+        self.complete = True
+        return b""
+
+
+SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+SCRAM_MIN_ITERATIONS = 4096  # Kafka's ScramMechanism.minIterations
+_CLIENT_FIRST = re.compile(r"n,(?:a=(?P<authzid>[^,]*))?,(?P<bare>n=(?P<name>[^,]+),r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)"
+                           r"(?P<ext>(?:,[A-Za-z]+=[^,]*)*))\Z")
+_CLIENT_FINAL = re.compile(r"(?P<without>c=(?P<channel>[A-Za-z0-9+/=]+),r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)"
+                           r"(?:,[A-Za-z]+=[^,]*)*),p=(?P<proof>[A-Za-z0-9+/=]+)\Z")
+
+
+def _saslname(text: str) -> str:
+    return text.replace("=2C", ",").replace("=3D", "=")
+
+
+class ScramServer:
+    """RFC 5802 / RFC 7677 server (Kafka's ScramSaslServer): client-first ->
+    server-first (salt, iterations, nonce), client-final (proof) -> server-final."""
+
+    def __init__(self, mechanism: str, store, server_nonce: str | None = None):
+        self.mechanism = mechanism
+        self._server_nonce = server_nonce  # tests: RFC 7677's example; else random
+        self.hash = SCRAM_HASHES[mechanism]
+        self.store = store
+        self.complete = False
+        self.authorization_id = None
+        self._step = 0
+        self._credential = None
+        self._client_first_bare = self._server_first = ""
+        self._nonce = ""
+        self._gs2 = ""
+        self._name = ""
+
+    def _hmac(self, key: bytes, msg: bytes) -> bytes:
+        return hmac.new(key, msg, self.hash).digest()
+
+    def evaluate(self, token: bytes) -> bytes:
+        try:
+            text = bytes(token).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SaslAuthenticationFailed("Invalid SCRAM message: not UTF-8") from None
+        if self._step == 0:
+            return self._client_first(text)
+        if self._step == 1:
+            return self._client_final(text)
+        raise SaslAuthenticationFailed("Unexpected SCRAM message after authentication completed")
+
+    def _invalid(self):
+        return SaslAuthenticationFailed("Authentication failed during authentication due to invalid "
+                                        f"credentials with SASL mechanism {self.mechanism}")
+
+    def _client_first(self, text: str) -> bytes:
+        m = _CLIENT_FIRST.match(text)
+        if m is None:
+            raise SaslAuthenticationFailed("Invalid SCRAM client first message")
+        extensions = dict(kv[1:].split("=", 1) for kv in re.findall(r",[A-Za-z]+=[^,]*", m["ext"]))
+        if extensions.get("tokenauth", "").lower() == "true":
+            raise self._invalid()  # delegation tokens are not implemented
+        name = _saslname(m["name"])
+        if m["authzid"] and _saslname(m["authzid"]) != name:
+            raise SaslAuthenticationFailed("Authentication failed: Client requested an authorization id "
+                                           "that is different from username")
+        credential = self.store.get(name, self.mechanism)
+        if credential is None or credential.iterations < SCRAM_MIN_ITERATIONS:
+            raise self._invalid()
+        self._credential = credential
+        self._name = name
+        self._gs2 = text[: m.start("bare")]
+        self._client_first_bare = m["bare"]
+        self._nonce = m["nonce"] + (self._server_nonce or base64.b64encode(os.urandom(24)).decode().rstrip("="))
+        salt = base64.b64encode(credential.salt).decode()
+        self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
+        self._step = 1
+        return self._server_first.encode()
+
+    def _client_final(self, text: str) -> bytes:
+        m = _CLIENT_FINAL.match(text)
+        if m is None:
+            raise SaslAuthenticationFailed("Invalid SCRAM client final message")
+        if m["nonce"] != self._nonce:
+            raise SaslAuthenticationFailed("Invalid client nonce in the final client message.")
+        try:
+            channel = base64.b64decode(m["channel"], validate=True)
+            proof = base64.b64decode(m["proof"], validate=True)
+        except ValueError:
+            raise SaslAuthenticationFailed("Invalid SCRAM client final message") from None
+        if channel != self._gs2.encode():
+            raise SaslAuthenticationFailed("Invalid channel binding in the final client message.")
+        auth_message = f"{self._client_first_bare},{self._server_first},{m['without']}".encode()
+        cred = self._credential
+        signature = self._hmac(cred.stored_key, auth_message)
+        if len(proof) != len(signature):
+            raise self._invalid()
+        client_key = bytes(a ^ b for a, b in zip(proof, signature))
+        if not hmac.compare_digest(hashlib.new(self.hash, client_key).digest(), cred.stored_key):
+            raise self._invalid()
+        self._step = 2
+        self.complete = True
+        self.authorization_id = self._name
+        server_signature = self._hmac(cred.server_key, auth_message)
+        return b"v=" + base64.b64encode(server_signature)
+
+
+# ---------------------------------------------------------------------------
+# The authenticator state machine
+# ---------------------------------------------------------------------------
+
+# Actions for the processor.
+PASS = 0  # hand the request to the workers as usual (ApiVersions)
+REPLY = 1  # send ``parts``; authentication goes on (or completed: ``session.principal``)
+FAIL = 2  # after the failed-authentication delay, send ``parts`` (may be empty) and close
+CLOSE = 3  # close now (a protocol violation: Kafka's IllegalSaslStateException and friends)
+
+_HANDSHAKE, _AUTHENTICATE, _COMPLETE, _FAILED = range(4)
+_SIZE = struct.Struct(">i")
+
+
+class SaslSession:
+    """One connection's authentication (owned by its processor)."""
+
+    __slots__ = ("config", "state", "raw_tokens", "server", "principal", "mechanism")
+
+    def __init__(self, config: SaslConfig):
+        self.config = config
+        self.state = _HANDSHAKE
+        self.raw_tokens = False  # SaslHandshake v0: tokens are unframed
+        self.server = None
+        self.principal = None
+        self.mechanism = None
+
+    @property
+    def complete(self) -> bool:
+        return self.state == _COMPLETE
+
+    def on_request(self, body) -> tuple[int, list]:
+        """What to do with one complete frame (without its size prefix)."""
+        if self.state == _AUTHENTICATE and self.raw_tokens:
+            return self._token(bytes(body), None)
+        buf = memoryview(body)
+        try:
+            header = read_request_header(buf)
+        except DecodeError:
+            return CLOSE, []
+        key, version = header.api_key, header.api_version
+        if self.state == _HANDSHAKE:
+            if key == API_VERSIONS_KEY:
+                return PASS, []
+            if key != SASL_HANDSHAKE_KEY or not HANDSHAKE_VERSIONS[0] <= version <= HANDSHAKE_VERSIONS[1]:
+                return CLOSE, []
+            request = self._decode(key, version, buf, header)
+            if request is None:
+                return CLOSE, []
+            mechanism = request.mechanism
+            response_cls = API_TABLE[key].response_class(version)
+            if mechanism not in self.config.mechanisms:
+                self.state = _FAILED
+                response = response_cls(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                                        mechanisms=self.config.mechanisms)
+                return FAIL, encode_response(header.correlation_id, response, False)
+            self.mechanism = mechanism
+            self.server = self.config.server(mechanism)
+            self.raw_tokens = version == 0
+            self.state = _AUTHENTICATE
+            response = response_cls(error_code=ErrorCode.NONE, mechanisms=self.config.mechanisms)
+            return REPLY, encode_response(header.correlation_id, response, False)
+        if self.state == _AUTHENTICATE:
+            if key != SASL_AUTHENTICATE_KEY or not AUTHENTICATE_VERSIONS[0] <= version <= AUTHENTICATE_VERSIONS[1]:
+                return CLOSE, []
+            request = self._decode(key, version, buf, header)
+            if request is None:
+                return CLOSE, []
+            return self._token(request.auth_bytes, (header.correlation_id, version))
+        return CLOSE, []
+
+    def _decode(self, key, version, buf, header):
+        spec = API_TABLE[key]
+        try:
+            offset = header.offset
+            flexible = spec.is_flexible(version)
+            if flexible:
+                offset = skip_tagged_fields(buf, offset)
+            request, _ = decode(spec.request_class(version), buf, offset)
+        except DecodeError:
+            return None
+        return request
+
+    def _token(self, token: bytes, framed) -> tuple[int, list]:
+        try:
+            challenge = self.server.evaluate(token)
+        except SaslAuthenticationFailed as exc:
+            self.state = _FAILED
+            if framed is None:
+                return FAIL, []  # v0: the client sees the connection close
+            return FAIL, self._authenticate_response(framed, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc), b"")
+        if self.server.complete:
+            self.state = _COMPLETE
+            self.principal = f"User:{self.server.authorization_id}"
+        if framed is None:
+            return REPLY, [_SIZE.pack(len(challenge)) + challenge]
+        return REPLY, self._authenticate_response(framed, ErrorCode.NONE, None, challenge)
+
+    @staticmethod
+    def _authenticate_response(framed, error_code, message, auth_bytes) -> list:
+        correlation_id, version = framed
+        spec = API_TABLE[SASL_AUTHENTICATE_KEY]
+        cls = spec.response_class(version)
+        # session_lifetime_ms stays 0: no re-authentication (connections.max.reauth.ms=0).
+        response = cls(error_code=error_code, error_message=message, auth_bytes=auth_bytes)
+        return encode_response(correlation_id, response, spec.is_flexible(version))

@@ -1,0 +1,102 @@
+"""TLS server contexts from Kafka's ``ssl.*`` keys, PEM form only.
+
+Kafka accepts ``ssl.keystore.type=PEM`` with either a file
+(``ssl.keystore.location``: private key and certificate chain) or inline
+values (``ssl.keystore.certificate.chain`` + ``ssl.keystore.key``), the key
+optionally encrypted with ``ssl.key.password``; and ``ssl.truststore.type=PEM``
+with ``ssl.truststore.location`` or inline ``ssl.truststore.certificates``.
+JKS and PKCS12 stores are refused at start-up with a ConfigException (the
+``ssl`` module reads PEM; convert with keytool/openssl).
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+
+from kafkapy.server.config import ConfigException
+
+_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+def _secret(value):
+    from kafkapy.server.security import secret
+
+    return secret(value)
+
+
+def server_context(get, listener: str) -> ssl.SSLContext:
+    """An ``SSLContext`` for a server socket of ``listener``; ``get(key)`` is
+    the listener's value of a broker key."""
+    where = f"listener {listener}"
+    for kind in ("keystore", "truststore"):
+        store_type = get(f"ssl.{kind}.type")
+        inline = get("ssl.keystore.key") if kind == "keystore" else get("ssl.truststore.certificates")
+        location = get(f"ssl.{kind}.location")
+        if (location or inline) and store_type.upper() != "PEM":
+            raise ConfigException(f"ssl.{kind}.type", store_type,
+                                  f"{where}: kafkapy reads PEM stores only (ssl.{kind}.type=PEM)")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    enabled = [p for p in get("ssl.enabled.protocols") if p]
+    unknown = [p for p in enabled if p not in _VERSIONS]
+    if unknown or not enabled:
+        raise ConfigException("ssl.enabled.protocols", ",".join(enabled),
+                              f"{where}: supported protocols are {', '.join(_VERSIONS)}")
+    protocol = get("ssl.protocol")
+    if protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
+        raise ConfigException("ssl.protocol", protocol, f"{where}: use TLSv1.2 or TLSv1.3")
+    versions = sorted(_VERSIONS[p] for p in enabled)
+    ctx.minimum_version = versions[0]
+    ctx.maximum_version = versions[-1]
+    ciphers = [c for c in get("ssl.cipher.suites") if c]
+    if ciphers:
+        # TLS 1.2 suites in OpenSSL's spelling; TLS 1.3 suites are all enabled
+        # by OpenSSL's defaults and not configurable through the ssl module.
+        tls12 = [c for c in ciphers if not c.startswith("TLS_AES_") and not c.startswith("TLS_CHACHA20_")]
+        if tls12:
+            try:
+                ctx.set_ciphers(":".join(tls12))
+            except ssl.SSLError as exc:
+                raise ConfigException("ssl.cipher.suites", ",".join(ciphers), f"{where}: {exc}") from None
+    key_password = _secret(get("ssl.key.password"))
+    location = get("ssl.keystore.location")
+    chain = _secret(get("ssl.keystore.certificate.chain"))
+    key = _secret(get("ssl.keystore.key"))
+    try:
+        if location:
+            ctx.load_cert_chain(location, password=key_password)
+        elif chain and key:
+            _load_inline_chain(ctx, chain, key, key_password)
+        else:
+            raise ConfigException("ssl.keystore.location", None,
+                                  f"{where}: a TLS listener needs ssl.keystore.location or "
+                                  "ssl.keystore.certificate.chain with ssl.keystore.key")
+        trust_location = get("ssl.truststore.location")
+        trust_inline = _secret(get("ssl.truststore.certificates"))
+        if trust_location:
+            ctx.load_verify_locations(cafile=trust_location)
+        elif trust_inline:
+            ctx.load_verify_locations(cadata=trust_inline)
+    except (OSError, ssl.SSLError) as exc:
+        # Never the password in the message.
+        raise ConfigException("ssl.keystore.location", location,
+                              f"{where}: cannot load the key store or trust store: {exc}") from None
+    client_auth = get("ssl.client.auth")
+    ctx.verify_mode = _CLIENT_AUTH[client_auth]
+    ctx.check_hostname = False  # a server never verifies client host names
+    ctx.options |= ssl.OP_NO_COMPRESSION
+    return ctx
+
+
+def _load_inline_chain(ctx: ssl.SSLContext, chain: str, key: str, password) -> None:
+    """``load_cert_chain`` reads files only: the inline PEMs go through a
+    private temporary file (mode 0600, removed at once)."""
+    fd, path = tempfile.mkstemp(prefix="kafkapy-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(key.strip() + "\n" + chain.strip() + "\n")
+        ctx.load_cert_chain(path, password=password)
+    finally:
+        os.unlink(path)

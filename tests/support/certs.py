@@ -1,0 +1,58 @@
+"""Test certificates, made by the ``openssl`` CLI into a temporary directory.
+
+A CA, a server certificate for 127.0.0.1/localhost signed by it, and client
+certificates (for mutual TLS), all PEM. Keys are throw-away: made per test
+module, never checked in.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+_DAYS = "2"
+
+
+def _run(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@dataclass
+class Certs:
+    dir: Path
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path  # PKCS#8, unencrypted
+    server_keystore: Path  # key + chain in one PEM (ssl.keystore.location)
+    server_key_encrypted: Path  # PKCS#8 encrypted with key_password
+    key_password: str
+
+    def client(self, name: str, subject: str) -> tuple[Path, Path]:
+        """A client certificate (cert, key) signed by the CA, with ``subject``
+        in openssl's /K=V/ form."""
+        key, cert = self.dir / f"{name}.key", self.dir / f"{name}.crt"
+        if not cert.exists():
+            _run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key.name, "-out", f"{name}.csr",
+                 "-subj", subject, cwd=self.dir)
+            _run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", cert.name, "-days", _DAYS, cwd=self.dir)
+        return cert, key
+
+
+def make_certs(directory: Path, key_password: str = "key-secret") -> Certs:
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    _run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+         "-days", _DAYS, "-subj", "/CN=kafkapy-test-ca", cwd=d)
+    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+         "-subj", "/CN=localhost/O=kafkapy", cwd=d)
+    _run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "server.crt", "-days", _DAYS, "-extfile", "server.ext", cwd=d)
+    _run("pkcs8", "-topk8", "-in", "server.key", "-out", "server.key.enc", "-v2", "aes-256-cbc",
+         "-passout", f"pass:{key_password}", cwd=d)
+    keystore = d / "server.keystore.pem"
+    keystore.write_text((d / "server.key").read_text() + (d / "server.crt").read_text())
+    return Certs(d, d / "ca.crt", d / "server.crt", d / "server.key", keystore, d / "server.key.enc",
+                 key_password)
