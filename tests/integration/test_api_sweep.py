@@ -443,6 +443,17 @@ def _describe_cluster(s, v):
     assert [b.port for b in r.brokers] == [s.broker.port]
 
 
+def _sasl_handshake(s, v):
+    # On a PLAINTEXT listener (KafkaApis' answer; SASL listeners: test_security.py).
+    r = s.call(17, v, {"mechanism": "PLAIN"})
+    assert (r.error_code, r.mechanisms) == (E.ILLEGAL_SASL_STATE, ())
+
+
+def _sasl_authenticate(s, v):
+    r = s.call(36, v, {"auth_bytes": b"\x00a\x00b"})
+    assert r.error_code == E.ILLEGAL_SASL_STATE
+
+
 def _describe_producers(s, v):
     r = s.call(61, v, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]})
     (p,) = r.topics[0].partitions
@@ -501,6 +512,7 @@ CASES = {
     4: _stale_controller(4), 5: _stale_controller(5), 6: _stale_controller(6), 7: _controlled_shutdown,
     8: _offset_commit, 9: _offset_fetch, 10: _find_coordinator, 11: _join_group, 12: _heartbeat,
     13: _leave_group, 14: _sync_group, 15: _describe_groups, 16: _list_groups, 18: _api_versions,
+    17: _sasl_handshake, 36: _sasl_authenticate,
     19: _create_topics, 20: _delete_topics, 21: _delete_records, 22: _init_producer_id,
     23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 35: _describe_log_dirs,
     37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _incremental_alter_configs, 47: _offset_delete,
