@@ -232,6 +232,14 @@ class Controller:
         if self.thread is not threading.current_thread():
             self.thread.join(10)
         self.channel.shutdown()
+        # Kafka's preempt: requests still queued answer that the controller moved
+        while True:  # bounded: nothing is queued once inactive (``ask`` checks first)
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                break
+            if event is not None and event[0] == "request":
+                event[1].put(("not_controller",))
 
     # -- the event queue -------------------------------------------------------------------
     def _enqueue(self, event: tuple) -> None:
@@ -251,6 +259,8 @@ class Controller:
         in ms)."""
         box = _Answer(message)
         self.events.put(("request", box))
+        if not self.active:  # stopped meanwhile: ``stop`` may have drained the queue already
+            return ("not_controller",)
         return box.wait(message[-1] / 1000)
 
     def _next_event(self):
