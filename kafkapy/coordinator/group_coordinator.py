@@ -110,6 +110,9 @@ class GroupCoordinator(ConsumerGroupMixin):
         # their producer's marker on the group's partition: group id ->
         # PendingTxnOffsets (Kafka's pendingTransactionalOffsetCommits).
         self.pending_txn_offsets: dict[str, PendingTxnOffsets] = {}
+        # __consumer_offsets partition -> the offset to look for markers from
+        # (``poll_txn_markers``), while groups of it have pending offsets.
+        self.txn_marker_scan: dict[int, int] = {}
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> int:
@@ -161,6 +164,7 @@ class GroupCoordinator(ConsumerGroupMixin):
             del self.groups[group.group_id]
         for group_id in [gid for gid in self.pending_txn_offsets if self._partition(gid) == partition]:
             del self.pending_txn_offsets[group_id]
+        self.txn_marker_scan.pop(partition, None)
         if self.owned_partitions is not None:
             self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
@@ -789,6 +793,9 @@ class GroupCoordinator(ConsumerGroupMixin):
                     pending.fail(producer[0], key)
                 else:
                     pending.on_append(producer[0], key, om, base_offset)
+            if not error:
+                self.txn_marker_scan[group.partition] = min(self.txn_marker_scan.get(group.partition, base_offset),
+                                                            base_offset)
             if not pending.pending:
                 del self.pending_txn_offsets[group.group_id]
         elif records:
@@ -827,21 +834,45 @@ class GroupCoordinator(ConsumerGroupMixin):
         return self._store_offsets(group, offsets, -1, producer=(producer_id, producer_epoch))
 
     def on_txn_marker(self, tp, markers) -> None:
-        """A COMMIT / ABORT marker was written to ``tp`` (the transaction
-        coordinator's marker channel): on a ``__consumer_offsets`` partition
-        the producer's pending offsets there become the groups' committed
-        offsets, or are dropped (Kafka's handleTxnCompletion)."""
-        topic, partition = tp
-        if topic != self.store.topic:
-            return
+        """A COMMIT / ABORT marker was written to ``tp`` by this process's
+        transaction coordinator (its marker channel's ``on_written``)."""
+        if tp[0] == self.store.topic:
+            self._complete_txn_offsets(tp[1], markers.producer_id, markers.commit)
+
+    def poll_txn_markers(self) -> None:
+        """Markers another process appended to partitions whose groups have
+        pending transactional offsets (WriteTxnMarkers from the transaction
+        coordinator of another broker, answered by a handler worker here):
+        read from the log, as Kafka's WriteTxnMarkers handler tells its group
+        coordinator (onTransactionCompleted)."""
+        for partition, start in list(self.txn_marker_scan.items()):
+            markers, end = self.store.markers_since(partition, start)
+            for offset, producer_id, commit in markers:
+                self._complete_txn_offsets(partition, producer_id, commit, offset)
+            if any(self._partition(group_id) == partition for group_id in self.pending_txn_offsets):
+                self.txn_marker_scan[partition] = end
+            else:
+                del self.txn_marker_scan[partition]
+
+    def _complete_txn_offsets(self, partition: int, producer_id: int, commit: bool, marker_offset=None) -> None:
+        """The producer's marker on ``partition`` (at ``marker_offset`` when
+        read from the log: only offsets appended before it are its): its
+        pending offsets there become the groups' committed offsets, or are
+        dropped (Kafka's handleTxnCompletion)."""
         for group_id, pending in list(self.pending_txn_offsets.items()):
-            if self._partition(group_id) != partition or not pending.has_pending_from(markers.producer_id):
+            if self._partition(group_id) != partition or not pending.has_pending_from(producer_id):
                 continue
+            records = pending.pending[producer_id]
+            if marker_offset is not None and any(
+                    r.appended_batch_offset is None or r.appended_batch_offset > marker_offset
+                    for r in records.values()):
+                continue
+            del pending.pending[producer_id]
             # An offsets-only group whose only commits were pending was not
             # kept (``_drop_if_unused``): it exists again once they apply.
             group = self._get_or_create(group_id)
-            for key, record in pending.pending.pop(markers.producer_id).items():
-                if markers.commit and record.appended_batch_offset is not None:
+            for key, record in records.items():
+                if commit and record.appended_batch_offset is not None:
                     group.offsets[key] = record.value
             self._drop_if_unused(group)
             if not pending.pending:
@@ -1060,6 +1091,9 @@ class GroupCoordinator(ConsumerGroupMixin):
                         records.pop((key.topic, key.partition), None)
                     else:
                         records[(key.topic, key.partition)] = CommitRecord(batch_offset, commit)
+                    partition = self._partition(key.group)
+                    self.txn_marker_scan[partition] = min(self.txn_marker_scan.get(partition, batch_offset),
+                                                          batch_offset)
 
     def load(self, records) -> None:
         """Replay ``(partition, key_bytes, value_bytes_or_None)`` in log order

@@ -97,6 +97,30 @@ def _is_commit(batch) -> bool:
         return False
 
 
+def _read_batches(partition, offset: int):
+    """``(offset, bytes, batch headers)`` per read step of ``partition`` from
+    ``offset`` to its log end offset (``LOAD_READ_BYTES`` a step)."""
+    with partition.lock():
+        end = partition.log_end_offset
+    while offset < end:
+        with partition.lock():  # the regions' files stay put while read
+            data = partition.read_records(offset, LOAD_READ_BYTES, end)
+            chunks = []
+            for region in data.regions:
+                fd = os.open(region.path, os.O_RDONLY)
+                try:
+                    chunks.append(os.pread(fd, region.length, region.position))
+                finally:
+                    os.close(fd)
+        buf = b"".join(chunks)
+        headers = _batch.scan_batches(buf, 0, -1, False)[0] if buf else []
+        if not headers:
+            return
+        yield offset, buf, headers
+        last = headers[-1]
+        offset = last.base_offset + last.last_offset_delta + 1
+
+
 class OffsetsTopicStore:
     """The persistence interface ``GroupCoordinator`` uses.
 
@@ -223,24 +247,8 @@ class OffsetsTopicStore:
             # producer id -> [(key, value, batch offset)] of its open transaction
             open_txns = self.open_transactions[p] = {}
             with partition.lock():
-                offset = partition.log_start_offset
-                end = partition.log_end_offset
-            while offset < end:
-                with partition.lock():  # the regions' files stay put while read
-                    data = partition.read_records(offset, LOAD_READ_BYTES, end)
-                    chunks = []
-                    for region in data.regions:
-                        fd = os.open(region.path, os.O_RDONLY)
-                        try:
-                            chunks.append(os.pread(fd, region.length, region.position))
-                        finally:
-                            os.close(fd)
-                buf = b"".join(chunks)
-                if not buf:
-                    break
-                headers, _, _ = _batch.scan_batches(buf, 0, -1, False)
-                if not headers:
-                    break
+                start = partition.log_start_offset
+            for offset, buf, headers in _read_batches(partition, start):
                 for h in headers:
                     batch = memoryview(buf)[h.position:h.position + h.batch_length + 12]
                     if h.attributes & _CONTROL:
@@ -258,6 +266,23 @@ class OffsetsTopicStore:
                             open_txns.setdefault(h.producer_id, []).append((key, value, h.base_offset))
                         else:
                             yield p, key, value
-                last = headers[-1]
-                offset = last.base_offset + last.last_offset_delta + 1
                 yield None
+
+    def markers_since(self, partition_id: int, start: int) -> tuple[list, int]:
+        """The transaction markers of partition ``partition_id`` from offset
+        ``start``: ``([(offset, producer id, commit)], the offset after what
+        was read)`` (how the group coordinator learns of markers another
+        process appended here: WriteTxnMarkers from another broker's
+        transaction coordinator)."""
+        partition = self.broker.replica_manager.get_partition(self.topic, partition_id)
+        if partition is None:
+            return [], start
+        found = []
+        end = start
+        for _offset, buf, headers in _read_batches(partition, start):
+            for h in headers:
+                if h.attributes & _CONTROL:
+                    batch = memoryview(buf)[h.position:h.position + h.batch_length + 12]
+                    found.append((h.base_offset, h.producer_id, _is_commit(batch)))
+            end = headers[-1].base_offset + headers[-1].last_offset_delta + 1
+        return found, end

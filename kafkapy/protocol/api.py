@@ -112,6 +112,8 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(25, "AddOffsetsToTxn", "add_offsets_to_txn", 0, 4, owner="coordinator"),
         _spec(26, "EndTxn", "end_txn", 0, 4, owner="coordinator"),
         _spec(28, "TxnOffsetCommit", "txn_offset_commit", 0, 4, owner="coordinator"),
+        # The coordinator's markers to partition leaders (inter-broker), answered by any worker.
+        _spec(27, "WriteTxnMarkers", "write_txn_markers", 0, 1, own_below=1),
         _spec(65, "DescribeTransactions", "describe_transactions", 0, 0, owner="coordinator"),
         _spec(66, "ListTransactions", "list_transactions", 0, 1, owner="coordinator"),
         _spec(32, "DescribeConfigs", "describe_configs", 0, 4, own_below=1),

@@ -54,11 +54,12 @@ from kafkapy.coordinator.handlers import HANDLERS, CoordinatorContext
 from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC, OffsetsTopicStore
 from kafkapy.coordinator.transaction.coordinator import TransactionCoordinatorState
 from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
-from kafkapy.coordinator.transaction.marker_channel import LocalMarkerWriter, TransactionMarkerChannel
+from kafkapy.coordinator.transaction.marker_channel import MarkerWriter, TransactionMarkerChannel
 from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC
 from kafkapy.coordinator.transaction.state_store import TransactionStateStore
 from kafkapy.coordinator.transaction.transaction_coordinator import TransactionCoordinator, txn_config
 from kafkapy.server.config import ConfigException
+from kafkapy.server.controller_channel import endpoint_for
 from kafkapy.server.reactor.channel import CLOSE
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -167,6 +168,8 @@ class CoordinatorServer:
                                  header.correlation_id, header.client_id, send)
         ctx.txn = self.txn
         try:
+            if self.coordinator.txn_marker_scan:
+                self.coordinator.poll_txn_markers()
             if header.api_key in TXN_HANDLERS:
                 self.follow_txn_leadership()
             handler(ctx, decoded.request)
@@ -327,6 +330,8 @@ class CoordinatorServer:
                 # everything when the coordinator dies); log it and go on.
                 log.exception("coordinator timer failed")
             try:
+                if coordinator.txn_marker_scan:
+                    coordinator.poll_txn_markers()
                 txn_deadline = self._txn_tick()
             except Exception:
                 log.exception("transaction coordinator timer failed")
@@ -341,17 +346,21 @@ class CoordinatorServer:
 
 def build_transaction_coordinator(broker, config, clock_ms, group_coordinator) -> TransactionCoordinator:
     """The process's transaction coordinator: decisions over
-    ``__transaction_state``, markers appended locally; each marker written to
+    ``__transaction_state``, markers appended here or sent to their
+    partitions' leaders (WriteTxnMarkers); each marker written to
     a ``__consumer_offsets`` partition completes the producer's pending
     transactional offsets there (Kafka's handleTxnCompletion)."""
     store = TransactionStateStore(broker, config, clock_ms)
     state = TransactionCoordinatorState(txn_config(config, store.num_partitions),
                                         broker.producer_id_manager.generate_producer_id, clock_ms)
-    channel = TransactionMarkerChannel(LocalMarkerWriter(broker), on_written=group_coordinator.on_txn_marker)
+    def address_of(broker_id: int):
+        info = broker.metadata().brokers.get(broker_id)
+        return endpoint_for(info, config.inter_broker_listener_name) if info is not None else None
+
+    channel = TransactionMarkerChannel(MarkerWriter(broker, address_of), on_written=group_coordinator.on_txn_marker)
     txn = TransactionCoordinator(state, store, channel,
                                  config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                                  config["transaction.remove.expired.transaction.cleanup.interval.ms"])
-    txn.serves_transactional_ids = not config["zookeeper.connect"]  # standalone only, for now
     return txn
 
 

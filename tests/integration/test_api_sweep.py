@@ -379,6 +379,17 @@ def _list_transactions(s, v):
     assert [(t.transactional_id, t.producer_id) for t in r.transaction_states] == [("sweep-list", pid)]
 
 
+def _write_txn_markers(s, v):
+    topic = "sweep-markers"
+    s.call(19, 7, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}], "timeout": 10000})
+    r = s.call(27, v, {"markers": [
+        {"producer_id": 4242, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+         "topics": [{"name": topic, "partition_indexes": [0]}, {"name": "no-such-topic", "partition_indexes": [0]}]}]})
+    (m,) = r.markers
+    assert (m.producer_id, [(t.name, [(q.partition_index, q.error_code) for q in t.partitions]) for t in m.topics]) \
+        == (4242, [(topic, [(0, E.NONE)]), ("no-such-topic", [(0, E.UNKNOWN_TOPIC_OR_PARTITION)])])
+
+
 def _offset_for_leader_epoch(s, v):
     r = s.call(23, v, {"replica_id": -1, "topics": [{"topic": TOPIC, "partitions": [
         {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
@@ -520,7 +531,7 @@ CASES = {
     69: _consumer_group_describe, 71: _get_telemetry_subscriptions, 72: _push_telemetry,
     75: _describe_topic_partitions,
     24: _add_partitions_to_txn, 25: _add_offsets_to_txn, 26: _end_txn, 28: _txn_offset_commit,
-    65: _describe_transactions, 66: _list_transactions,
+    65: _describe_transactions, 66: _list_transactions, 27: _write_txn_markers,
 }
 
 def test_every_api_has_a_case():

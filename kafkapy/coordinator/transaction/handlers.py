@@ -11,15 +11,12 @@ null id stays with the workers), AddPartitionsToTxn 0-5 (v4+: batched,
 ``verify_only``), AddOffsetsToTxn 0-4, EndTxn 0-4, DescribeTransactions 0,
 ListTransactions 0-1. InitProducerId without a transactional id (an
 idempotent producer) is answered here too, as Kafka's transaction
-coordinator does: a fresh producer id at epoch 0. In cluster mode a
-transactional id answers COORDINATOR_NOT_AVAILABLE (markers to other
-brokers, WriteTxnMarkers, are not built).
+coordinator does: a fresh producer id at epoch 0.
 """
 
 from __future__ import annotations
 
 from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC
-from kafkapy.coordinator.transaction.coordinator import Answer
 from kafkapy.coordinator.records import partition_for as group_partition_for
 from kafkapy.protocol.errors import ErrorCode as E
 
@@ -47,11 +44,6 @@ def init_producer_id(txn, ctx, request) -> None:
         # Kafka issues a new id whatever id and epoch the request carries.
         ctx.reply({"throttle_time": 0, "error_code": 0, "producer_id": txn.state.generate_producer_id(),
                    "producer_epoch": 0})
-        return
-    if not txn.serves_transactional_ids:
-        # A cluster cannot write markers to other brokers' partitions yet
-        # (WriteTxnMarkers): no transaction coordinator, as FindCoordinator says.
-        reply(Answer(int(E.COORDINATOR_NOT_AVAILABLE)))
         return
     producer_id = getattr(request, "producer_id", -1)
     producer_epoch = getattr(request, "producer_epoch", -1)

@@ -49,9 +49,6 @@ class TransactionCoordinator:
         self.state = state
         self.store = store
         self.channel = channel
-        # False in cluster mode until markers reach other brokers
-        # (WriteTxnMarkers): InitProducerId with a transactional id is refused.
-        self.serves_transactional_ids = True
         self.abort_interval_ms = abort_interval_ms
         self.expire_interval_ms = expire_interval_ms
         now = state.clock_ms()

@@ -11,9 +11,7 @@ Kafka does (``offsets.topic.num.partitions`` partitions, compacted,
 COORDINATOR_NOT_AVAILABLE (15), retriable, as in Kafka. A transactional
 id's coordinator (key type 1) is found the same way over
 ``__transaction_state`` (``transaction.state.log.*``, Kafka's
-partitionFor of the id), created on first lookup; in cluster mode
-COORDINATOR_NOT_AVAILABLE (retriable), as before transactions existed:
-markers to other brokers (WriteTxnMarkers) are not built. Unknown key types -> INVALID_REQUEST (42), share groups (key
+partitionFor of the id), created on first lookup. Unknown key types -> INVALID_REQUEST (42), share groups (key
 type 2, v6, KIP-932) included: kafkapy has none. v5 only adds an error code
 (TRANSACTION_ABORTABLE, for transactions) to what v4 answers. v4 answers a
 batch of keys (``coordinator_keys``); v0-v3 a single ``key`` (v0 has no
@@ -47,11 +45,6 @@ def _locator(broker, key_type, listener_name=None):
         error, _ = ensure_offsets_topic(broker, broker.config)
         topic = OFFSETS_TOPIC
     elif key_type == TRANSACTION:
-        if broker.metadata().cluster_mode:
-            # Markers to partitions led by other brokers (WriteTxnMarkers)
-            # are not built: a cluster has no transaction coordinator yet.
-            return lambda key: _not_found(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                          "Transactions are served by standalone brokers only.")
         from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC, partition_for
         from kafkapy.coordinator.transaction.state_store import ensure_transaction_state_topic
 

@@ -1,0 +1,1 @@
+"""write_txn_markers: the Kafka 3.9 versions kio lacks (written for kafkapy; see the version modules)."""

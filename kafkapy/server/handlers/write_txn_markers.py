@@ -1,0 +1,46 @@
+"""WriteTxnMarkers (key 27), v0-v1: a transaction coordinator's COMMIT/ABORT
+markers for partitions this broker leads (inter-broker; Kafka's
+handleWriteTxnMarkersRequest).
+
+Contract, per marker and partition: the marker is appended as the leader
+appends a produce (``Partition.append_control_batch_to_leader``: leader and
+min.insync.replicas checks, acks=-1) and answered once the high watermark
+passed it, at most ``MARKER_WAIT_MS`` (REQUEST_TIMED_OUT after that: the
+coordinator retries). Errors as Kafka's: UNKNOWN_TOPIC_OR_PARTITION (3) for
+a partition the metadata does not have, NOT_LEADER_OR_FOLLOWER (6),
+NOT_ENOUGH_REPLICAS (19), INVALID_PRODUCER_EPOCH (47) for an epoch older
+than the producer's, TRANSACTION_COORDINATOR_FENCED (52) for an older
+coordinator epoch. kafkapy has no authorizer, so (as Kafka without one)
+any client may send it.
+"""
+
+from kafkapy.coordinator.transaction.coordinator import WriteMarkers
+from kafkapy.coordinator.transaction.marker_channel import LocalMarkerWriter
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.handlers import construct
+
+API_KEY = 27
+# Kafka waits up to the coordinator's request timeout in the produce
+# purgatory; a worker waits here, bounded well inside the coordinator's
+# socket timeout (marker_channel.REMOTE_TIMEOUT_S).
+MARKER_WAIT_MS = 10_000
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    topics_md = broker.metadata().topics
+    write = LocalMarkerWriter(broker, MARKER_WAIT_MS)
+    results = []
+    for m in request.markers:
+        markers = WriteMarkers("", m.coordinator_epoch, m.producer_id, m.producer_epoch,
+                               bool(m.transaction_result), frozenset(), None)
+        topics = []
+        for t in m.topics:
+            info = topics_md.get(t.name)
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p, "error_code": int(
+                    write(t.name, p, markers) if info is not None and 0 <= p < info.num_partitions
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+                for p in t.partition_indexes]})
+        results.append({"producer_id": m.producer_id, "topics": topics})
+    return construct(ctx.response_class(), {"markers": results})
