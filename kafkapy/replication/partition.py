@@ -34,13 +34,13 @@ moves; that is an invariant of the log, not a replication decision.
 from __future__ import annotations
 
 import time
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.storage.errors import OffsetOutOfRange, RecordError, StorageError
 from kafkapy.storage.log import FetchData
 from kafkapy.storage.producer_state import ProducerStateError
-from kafkapy.storage.shared import MAX_REPLICAS, REPLICA_WORDS
+from kafkapy.storage.shared import MAX_REPLICAS, REPLICA_WORDS, PartitionState
 
 # Kafka's special ListOffsets timestamps.
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3
@@ -50,6 +50,10 @@ NOTHING_READ = FetchData((), 0)  # what a caught-up consumer reads
 # is not recorded again (see ``fetch_records_for_follower``).
 FETCH_STATE_REFRESH_MS = 100
 LONG_MAX = 2**63 - 1
+# idle_follower_fetch's words of a slot snapshot (storage.shared's field order).
+_IDLE_FIELDS = itemgetter(*(PartitionState.FIELDS.index(name) for name in (
+    "log_end_offset", "high_watermark", "log_start_offset", "leader_epoch", "leader_id",
+    "current_leader_epoch", "replica_count")))
 
 
 def effective_min_isr(config, replica_count: int) -> int:
@@ -657,6 +661,36 @@ class Partition:
             except OffsetOutOfRange:
                 data = None
         return data, high_watermark, log_start_offset
+
+    def idle_follower_fetch(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
+                            last_fetched_epoch: int, now_ms: int):
+        """``(high_watermark, log_start_offset)`` when a follower's fetch of
+        this partition finds nothing to do, else None (take the full path).
+
+        Nothing to do: this broker leads it at ``current_leader_epoch`` (-1:
+        unchecked), the follower fetches at the log end in the latest epoch,
+        and its recorded fetch state already says so (``_fetch_state_holds``).
+        That is what ``check_leader``, the last-fetched-epoch check and
+        ``fetch_records_for_follower`` would each conclude (no error, no
+        divergence, nothing read or recorded), from one read of the slot's
+        words and its replica block instead of a dozen: in a fetch session
+        the leader reads every partition of it on every fetch, and most of a
+        follower's partitions are idle."""
+        state = self.state
+        log_end_offset, high_watermark, log_start_offset, latest_epoch, leader_id, epoch, count = \
+            _IDLE_FIELDS(state.snapshot())
+        if (leader_id != self.local_broker_id or fetch_offset != log_end_offset
+                or last_fetched_epoch != latest_epoch or latest_epoch < 0
+                or (current_leader_epoch != -1 and current_leader_epoch != epoch)):
+            return None
+        block = state.replica_block()
+        for first in range(0, count * REPLICA_WORDS, REPLICA_WORDS):
+            if block[first] == replica_id:
+                if (block[first + 1] == fetch_offset == block[first + 3]
+                        and 0 <= now_ms - block[first + 2] < FETCH_STATE_REFRESH_MS):
+                    return high_watermark, log_start_offset
+                return None
+        return None
 
     def _fetch_state_holds(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """The replica's recorded fetch state (read without the lock) is at

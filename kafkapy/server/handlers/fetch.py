@@ -300,6 +300,7 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
     get_partition = replica_manager.get_partition
     names = _topic_names(broker.metadata()) if version >= 13 else None
     has_epoch = version >= 9
+    idle_checks = replica_id >= 0 and version >= 12  # last_fetched_epoch from v12
     committed = request.isolation_level == READ_COMMITTED and replica_id < 0
     remaining = request.max_bytes
     total = 0
@@ -314,6 +315,16 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
             results.append((None, ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"", 0, None, None, None))
             continue
         partition = get_partition(name, e.partition)
+        if idle_checks and partition is not None:
+            # A follower's idle partition (most of a session's): one read
+            # of the slot says nothing is to be read or recorded.
+            idle = partition.idle_follower_fetch(replica_id, e.fetch_offset,
+                                                 e.current_leader_epoch, e.last_fetched_epoch, ctx.now_ms)
+            if idle is not None:
+                readable = True
+                watch[partition.slot] = (LOG_END_OFFSET, e.fetch_offset + 1)
+                results.append((name, ErrorCode.NONE, idle[0], idle[1], b"", 0, None, partition, None))
+                continue
         if partition is None:
             code = replica_manager.unhosted_error(name, e.partition)
         else:

@@ -218,3 +218,28 @@ def test_an_idle_caught_up_followers_fetch_is_recorded_at_most_every_refresh_int
     assert p.high_watermark == hw  # F2 is still at the old end
     p.fetch_records_for_follower(F2, new_end, 1 << 20, True, later + 2)
     assert p.high_watermark == new_end
+
+
+def test_an_idle_followers_fetch_is_answered_from_one_read_only_when_nothing_is_to_be_done(make_partition):
+    from kafkapy.replication.partition import FETCH_STATE_REFRESH_MS
+
+    p = make_partition()
+    p.make_leader(2, (LEADER, F1, F2), (LEADER, F1, F2), 1, now_ms=T)
+    _append(p, 3)
+    end = p.log_end_offset
+    assert p.idle_follower_fetch(F1, end, 2, 2, T + 1) is None, "no fetch state recorded yet"
+    p.fetch_records_for_follower(F1, end, 1 << 20, True, T + 1)
+    assert p.idle_follower_fetch(F1, end, 2, 2, T + 2) == (p.high_watermark, p.log_start_offset)
+    assert p.idle_follower_fetch(F1, end, -1, 2, T + 2) is not None  # no epoch to check
+    # Anything else takes the full path (which answers or records it).
+    assert p.idle_follower_fetch(F1, end, 1, 2, T + 2) is None  # fenced epoch
+    assert p.idle_follower_fetch(F1, end, 3, 2, T + 2) is None  # unknown epoch
+    assert p.idle_follower_fetch(F1, end, 2, 1, T + 2) is None  # an older last fetched epoch
+    assert p.idle_follower_fetch(F1, end - 1, 2, 2, T + 2) is None  # behind
+    assert p.idle_follower_fetch(F2, end, 2, 2, T + 2) is None  # its state says otherwise
+    assert p.idle_follower_fetch(7, end, 2, 2, T + 2) is None  # not a replica
+    assert p.idle_follower_fetch(F1, end, 2, 2, T + 1 + FETCH_STATE_REFRESH_MS) is None  # stale
+    _append(p, 1)
+    assert p.idle_follower_fetch(F1, end, 2, 2, T + 3) is None  # new records
+    p.make_follower(F2, 3, (LEADER, F1, F2), 2)
+    assert p.idle_follower_fetch(F1, p.log_end_offset, 3, 3, T + 4) is None  # not the leader
