@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from clients_support import create_topic, module_broker  # noqa: E402
 from raw_api import call  # noqa: E402
+from support.java_client import expected_value, java_client  # noqa: E402,F401
 
 from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
 
@@ -391,3 +392,22 @@ def test_kafka_python_and_aiokafka_interleaved_transactions(kbroker):
             await c.stop()
 
     assert asyncio.run(aio_read()) == want
+
+
+def test_java_transactional_producer_and_read_committed_consumer(kbroker, java_client):  # noqa: F811
+    """Apache's Java client 3.9: a transaction of 20 records committed, then
+    one of 20 aborted, with the same transactional.id; the Java consumer
+    (isolation.level=read_committed) and confluent-kafka read the 20
+    committed ones only."""
+    bs = kbroker.bootstrap
+    topic = "txn-java"
+    create_topic(bs, topic, 2)
+    conf = {"transactional.id": "java-txn"}
+    committed = java_client.produce(bs, topic, 20, key_prefix="c", transaction="commit", configs=conf)
+    assert committed.returncode == 0 and len(committed.acks) == 20, committed.describe()
+    aborted = java_client.produce(bs, topic, 20, key_prefix="a", transaction="abort", configs=conf)
+    assert aborted.returncode == 0 and len(aborted.acks) == 20, aborted.describe()
+    consumed = java_client.consume(bs, topic, "java-txn-group", 40, timeout_ms=4000,
+                                   configs={"isolation.level": "read_committed"})
+    assert sorted(r.key for r in consumed.records) == sorted(b"c-%d" % i for i in range(20)), consumed.describe()
+    assert sorted(consume(bs, topic, 2, "read_committed", want=20)) == sorted(expected_value(i) for i in range(20))

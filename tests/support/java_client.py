@@ -252,11 +252,12 @@ class JavaKafkaClient:
 
     def produce(self, bootstrap: str, topic: str, count: int, *, acks: Optional[str] = None,
                 idempotent: Optional[bool] = None, compression: Optional[str] = None,
-                key_prefix: str = "key", value_size: int = 0,
+                key_prefix: str = "key", value_size: int = 0, transaction: Optional[str] = None,
                 configs: Optional[Mapping[str, object]] = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Result:
         """Produce records 0..count-1 (key ``<key_prefix>-<i>``, value
         ``expected_value(i, value_size)``); unset options keep the Java
-        client's defaults."""
+        client's defaults. ``transaction`` "commit" or "abort" (with a
+        ``transactional.id`` in ``configs``): all in one transaction, ended so."""
         args = ["produce", "--bootstrap", bootstrap, "--topic", topic, "--count", str(count),
                 "--key-prefix", key_prefix, "--value-size", str(value_size)]
         if acks is not None:
@@ -265,6 +266,8 @@ class JavaKafkaClient:
             args += ["--idempotent", "true" if idempotent else "false"]
         if compression is not None:
             args += ["--compression", compression]
+        if transaction is not None:
+            args += ["--transaction", transaction]
         return self.run(args + self._configs(configs), timeout_s)
 
     def consume(self, bootstrap: str, topic: str, group: str, count: int, *, timeout_ms: int = 30000,

@@ -15,6 +15,9 @@
 //     Record i has key "<P>-<i>" and value "value-<i>-" padded with 'x' to S bytes
 //     (compressible on purpose).  Client defaults apply unless overridden
 //     (kafka-clients 3.x: acks=all, enable.idempotence=true).
+//     [--transaction commit|abort] (with --config transactional.id=...): the
+//     records are sent in one transaction (initTransactions, begin, send,
+//     flush), then committed or aborted.
 //
 //   consume --bootstrap B --topic T --group G --count N --timeout-ms M [--config k=v]...
 //       REC  <partition> <offset> <key-hex> <value-hex> <timestamp>
@@ -157,7 +160,12 @@ public final class KafkaClientTool {
         p.putAll(extra);
         AtomicInteger acked = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
+        String transaction = opts.get("transaction");
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            if (transaction != null) {
+                producer.initTransactions();
+                producer.beginTransaction();
+            }
             for (int i = 0; i < count; i++) {
                 byte[] key = (keyPrefix + "-" + i).getBytes(StandardCharsets.UTF_8);
                 StringBuilder value = new StringBuilder("value-").append(i).append('-');
@@ -177,6 +185,11 @@ public final class KafkaClientTool {
                     });
             }
             producer.flush();
+            if ("commit".equals(transaction)) {
+                producer.commitTransaction();
+            } else if ("abort".equals(transaction)) {
+                producer.abortTransaction();
+            }
         }
         emit("DONE", Integer.toString(acked.get()), Integer.toString(failed.get()));
         return failed.get() == 0 && acked.get() == count ? 0 : 1;
