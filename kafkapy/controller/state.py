@@ -33,7 +33,9 @@ Kafka's rules kept here:
   replicas;
 * ISR changes a leader wrote itself (Kafka's pre-AlterPartition path,
   ``/isr_change_notification``): the re-read states replace the known ones
-  and go out as UpdateMetadata;
+  and go out as UpdateMetadata; an ISR a leader gave back a broker in
+  controlled shutdown (it still fetched) loses it again, with StopReplica to
+  it (Kafka 3.9's controller refuses such an ISR: INELIGIBLE_REPLICA);
 * topic deletion (Kafka's TopicDeletionManager): UpdateMetadata with leader
   -2 (LeaderDuringDelete) for its partitions, StopReplica(delete) to each
   live replica; a replica on a dead broker waits for it to return (the
@@ -299,13 +301,34 @@ class ControllerState:
         ZooKeeper, ``{(topic, partition): PartitionState}``, replace the known
         ones; every live broker gets them in UpdateMetadata (Kafka's
         processUpdateNotifications)."""
-        updated = []
+        updated, readded = [], []
         for tp, state in sorted(states.items()):
             if tp not in self.assignments or tp[0] in self.deleting or state is None:
                 continue
             self.states[tp] = replace(state, replicas=self.assignments[tp])
             updated.append((tp[0], tp[1], self.states[tp]))
-        return [self._update_metadata(tuple(updated))] if updated else []
+            if self.shutting_down & set(state.isr) and state.leader not in self.shutting_down:
+                readded.append(tp)
+        effects = [self._update_metadata(tuple(updated))] if updated else []
+        return effects + self._drop_shutting_down_followers(readded)
+
+    def _drop_shutting_down_followers(self, partitions) -> list:
+        """A leader put a broker in controlled shutdown back into these ISRs (it
+        still fetched): Kafka 3.9's controller refuses such an ISR
+        (INELIGIBLE_REPLICA); here the leader wrote it itself, so it is undone as
+        Kafka's OfflineReplica does for a follower of a shutting-down broker:
+        StopReplica (no delete) to it, out of the ISR, leader epoch + 1,
+        LeaderAndIsr to the other replicas."""
+        effects, changed = [], []
+        for broker_id in sorted(self.shutting_down):
+            mine = tuple(tp for tp in partitions if broker_id in self.states[tp].isr)
+            if mine:
+                effects.append(SendStopReplica(broker_id, self.controller_epoch, mine, False))
+        for tp in partitions:
+            state = self.states[tp]
+            changed.append((tp, replace(state, isr=_without(state.isr, self.shutting_down),
+                                        leader_epoch=state.leader_epoch + 1), state, False))
+        return effects + self._apply(changed, exclude=self.shutting_down)
 
     def on_topics_deleted(self, topics) -> list:
         """Topics marked in ``/admin/delete_topics``: UpdateMetadata with leader
@@ -364,7 +387,7 @@ class ControllerState:
             if broker_id in state.isr and len(state.isr) > 1:
                 changed.append((tp, replace(state, isr=_without(state.isr, {broker_id}),
                                             leader_epoch=state.leader_epoch + 1), state, False))
-        return ErrorCode.NONE, effects + self._apply(changed, exclude=broker_id)
+        return ErrorCode.NONE, effects + self._apply(changed, exclude={broker_id})
 
     def partitions_led_by(self, broker_id: int) -> list:
         """``[(topic, partition)]`` whose leader is ``broker_id`` (Kafka's partitionLeadersOnBroker)."""
@@ -507,7 +530,7 @@ class ControllerState:
             self.states[tp] = new
             effects.append(WritePartitionState(tp[0], tp[1], new, self.controller_epoch, expected))
             for replica in new.replicas:
-                if replica in self.live_brokers and replica != exclude:
+                if replica in self.live_brokers and replica not in (exclude or ()):
                     leader_and_isr.setdefault(replica, []).append((tp[0], tp[1], new, is_new))
         for broker_id in sorted(leader_and_isr):
             effects.append(SendLeaderAndIsr(broker_id, self.controller_epoch,

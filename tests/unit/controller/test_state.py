@@ -287,3 +287,19 @@ def test_auto_leader_rebalance_follows_the_imbalance_ratio():
     effects = c.on_auto_leader_rebalance(10)
     assert sorted(_writes(effects)) == [("t", 0), ("t", 1)]
     assert all(c.states[("t", p)].leader == 1 for p in range(4))
+
+
+def test_a_shutting_down_broker_put_back_in_an_isr_is_taken_out_again():
+    c, _ = _cluster()
+    c.on_controlled_shutdown(1)
+    assert c.states[("t", 0)].isr == (2, 3)
+    # t-0's new leader (2) added 1 back (it still fetched) and notified the change
+    readded = PartitionState((1, 2, 3), 2, 1, (2, 3, 1), 2)
+    effects = c.on_isr_changed({("t", 0): readded})
+    assert _writes(effects)[("t", 0)] == (PartitionState((1, 2, 3), 2, 2, (2, 3), 3), 2)
+    [stop] = [e for e in effects if isinstance(e, SendStopReplica)]
+    assert (stop.broker_id, stop.partitions, stop.delete) == (1, (("t", 0),), False)
+    assert 1 not in {e.broker_id for e in effects if isinstance(e, SendLeaderAndIsr)}
+    # an ISR change without the shutting-down broker is only announced
+    effects = c.on_isr_changed({("t", 1): c.states[("t", 1)]})
+    assert [type(e) for e in effects] == [SendUpdateMetadata]
