@@ -263,25 +263,18 @@ class RequestProbe(_Publisher):
             for code in _error_codes(response):
                 key = (api_key, code)
                 counts[key] = counts.get(key, 0) + 1
-            if api_key == 1:  # Fetch: record bytes per topic (BytesOutPerSec)
-                out = self.bytes_out
-                for t in response.responses:
-                    topic = getattr(t, "topic", None)  # Fetch v13+ has topic ids only
-                    if topic is None:
-                        continue
-                    n = 0
-                    for p in t.partitions:
-                        r = p.records
-                        if r is not None:
-                            size = getattr(r, "size", None)  # RecordsRegions
-                            n += len(r) if size is None else size
-                    if n:
-                        out[topic] = out.get(topic, 0) + n
         except Exception:
             # Metrics must never cost a request its answer.
             if not self._warned:
                 self._warned = True
                 log.exception("cannot count the response of api key %d", api_key)
+
+    def fetched(self, topic: str, size_bytes: int) -> None:
+        """Record bytes a Fetch answer carries for ``topic`` (BytesOutPerSec;
+        the handler counts them, as it alone knows the names of Fetch v13+'s
+        topic ids)."""
+        out = self.bytes_out
+        out[topic] = out.get(topic, 0) + size_bytes
 
     def waited(self, idle_s: float) -> None:
         self.idle_s += idle_s

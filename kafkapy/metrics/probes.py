@@ -82,6 +82,9 @@ class NullRequestProbe:
     def response_built(self, api_key: int, response) -> None:
         pass
 
+    def fetched(self, topic: str, size_bytes: int) -> None:
+        pass
+
     def waited(self, idle_s: float) -> None:
         pass
 

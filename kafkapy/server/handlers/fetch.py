@@ -81,6 +81,7 @@ import dataclasses
 import uuid
 from functools import cache
 
+from kafkapy.metrics import probes
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import DelayedFetch
@@ -402,6 +403,8 @@ def _response(ctx, cls, request, keys: list, parts: list, results: list, session
             md = md or ctx.broker.metadata()
             leader = _current_leader(cls, md, name, e.partition, partition, endpoints)
             leader = leader_cls(leader_id=leader[0], leader_epoch=leader[1])
+        if size:
+            probes.request.fetched(name, size)
         partitions.append(_partition(
             part_cls, fields, e.partition, int(code), high_watermark, log_start_offset,
             None if txn is None else (txn[0], _aborted(cls, txn[1])), records,

@@ -166,6 +166,10 @@ def test_error_codes_and_bytes_out_of_a_fetch_response(tmp_path):
         p = exporter.RequestProbe(exporter.Metrics(), {}, {}, "0")
         p.response_built(1, resp)
         p.response_built(1, object())  # garbage: counted as nothing, never raises
+        # Bytes out are counted by the fetch handler, which knows the names
+        # (Fetch v13+ answers carry topic ids only).
+        p.fetched("a", 100)
+        p.fetched("b", 7)
         server.close()
         print(json.dumps({"codes": codes, "out": p.bytes_out, "errors": {f"{k[0]}/{k[1]}": v for k, v in p.errors.items()}}))
     """, tmp_path)
