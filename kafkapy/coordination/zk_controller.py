@@ -16,6 +16,7 @@ format (``kafkapy.coordination.zk_data``).
   states are written one multi-op per partition (as Kafka's pipelined
   MultiRequests), all sent before any answer is read: a lost znode version
   fails that partition only (returned; the caller re-reads and decides again).
+* ``/admin/preferred_replica_election`` read and, once acted on, deleted (fenced).
 * Topic deletion removes ``/brokers/topics/<t>`` with its partition znodes,
   ``/config/topics/<t>`` and ``/admin/delete_topics/<t>`` in one fenced multi-op.
 * The leader's ISR writes (``LeaderIsrWriter``, not the controller's): the state
@@ -32,6 +33,7 @@ thread; the ``ZkClient`` underneath is the controller child's.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -41,6 +43,10 @@ from kafkapy.coordination import zk_data
 from kafkapy.coordination.metadata import PartitionState
 
 log = logging.getLogger("kafkapy.controller")
+
+# Kafka's PreferredReplicaElectionZNode: a ZooKeeper-triggered preferred election
+# (the old kafka-preferred-replica-election tool, or a hand-written znode).
+PREFERRED_REPLICA_ELECTION_PATH = zk_data.ADMIN_PATH + "/preferred_replica_election"
 
 
 class ControllerMoved(Exception):
@@ -150,6 +156,27 @@ class ZkController:
             except ValueError as exc:
                 log.warning("ignoring ISR change notification %s: %s", path, exc)
         return children, partitions
+
+    def preferred_replica_election(self):
+        """``[(topic, partition)]`` of ``/admin/preferred_replica_election`` (Kafka's
+        PreferredReplicaElectionZNode: ``{"version": 1, "partitions": [{"topic": t,
+        "partition": p}]}``), or None when it is absent or unreadable."""
+        try:
+            data, _stat = self.zk.get(PREFERRED_REPLICA_ELECTION_PATH)
+        except NoNodeError:
+            return None
+        try:
+            return sorted({(str(e["topic"]), int(e["partition"])) for e in json.loads(data)["partitions"]})
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable %s: %s", PREFERRED_REPLICA_ELECTION_PATH, exc)
+            return None
+
+    def delete_preferred_replica_election(self) -> None:
+        """Kafka's deletePreferredReplicaElection, fenced by the controller epoch."""
+        txn = self._fenced()
+        txn.delete(PREFERRED_REPLICA_ELECTION_PATH)
+        results = txn.commit()
+        self._raise_if_moved(results)
 
     def _children(self, path: str) -> list:
         try:
@@ -264,6 +291,18 @@ class ZkController:
                 first[0] = False
                 return None
             callback()
+            return None
+
+        self.zk.DataWatch(path, on_data)
+
+    def watch_exists(self, path: str, callback, active) -> None:
+        """``callback()`` whenever ``path`` exists: now if it does, and at each
+        creation or change while ``active()`` (kazoo's DataWatch fires on both)."""
+        def on_data(data, _stat, _event=None):
+            if not active():
+                return False
+            if data is not None:
+                callback()
             return None
 
         self.zk.DataWatch(path, on_data)

@@ -300,8 +300,8 @@ def controlled_shutdown(config, broker_id: int, metadata, connect_timeout_ms: in
         if attempt < retries - 1:
             sleep(backoff_s)
             log.info("retrying controlled shutdown (%d retries remaining)", retries - attempt - 1)
-    log.warning("controlled shutdown did not succeed after %d tries; proceeding to an unclean stop of "
-                "leadership", retries)
+    log.warning("proceeding to do an unclean shutdown as all the controlled shutdown attempts failed (%d tries)",
+                retries)
     return False
 
 

@@ -57,7 +57,9 @@ import uuid
 
 from kafkapy.coordination import zk_data
 from kafkapy.metrics import probes
+from kafkapy.coordination.zk_controller import PREFERRED_REPLICA_ELECTION_PATH
 from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient, ZkError
+from kafkapy.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkapy.controller")
 _TICK_S = 0.2
@@ -337,6 +339,8 @@ class Controller:
                           self._active)
         zk.watch_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH, lambda _c: self._enqueue(("isr_change",)),
                           self._active)
+        zk.watch_exists(PREFERRED_REPLICA_ELECTION_PATH, lambda: self._enqueue(("preferred_replica_election",)),
+                        self._active)
 
     def _on_broker_change(self) -> None:
         """Kafka's BrokerChange: failed, started and bounced brokers."""
@@ -425,6 +429,24 @@ class Controller:
         if known:
             self._execute(self.state.on_isr_changed(self.zk.read_partition_states(known)))
         self.zk.delete_isr_change_notifications(children)
+
+    def _on_preferred_replica_election(self) -> None:
+        """``/admin/preferred_replica_election`` (Kafka's ZkTriggered
+        ReplicaLeaderElection): a preferred election of the partitions it names
+        (unknown ones skipped), then the znode goes."""
+        partitions = self.zk.preferred_replica_election()
+        if partitions is None:
+            return
+        results, effects = self.state.on_replica_election(partitions, preferred=True, admin=False)
+        self._execute(effects)
+        for (topic, p), (error, leader) in sorted(results.items()):
+            if error == NONE:
+                log.info("partition %s-%d completed preferred replica leader election; new leader %d", topic, p,
+                         leader)
+            elif error != ErrorCode.ELECTION_NOT_NEEDED:
+                log.warning("preferred replica leader election of %s-%d failed: %s", topic, p,
+                            ErrorCode(error).name)
+        self.zk.delete_preferred_replica_election()
 
     def _on_stop_replica_response(self, broker_id: int, response) -> None:
         """Kafka's TopicDeletionStopReplicaResponseReceived: the replicas deleted

@@ -13,7 +13,9 @@
   ``AdminClient.elect_leaders`` move them back to the preferred replica.
 * Unclean election: a partition whose only in-sync replica is down stays
   offline (unclean election is off) until the tool's UNCLEAN election
-  makes the live out-of-sync replica its leader.
+  makes the live out-of-sync replica its leader; once the other is back in
+  the ISR, ``/admin/preferred_replica_election`` (Kafka's ZooKeeper-triggered
+  election) gives it the leadership back and the znode goes.
 * The auto leader rebalance (``auto.leader.rebalance.enable`` with a 1 s
   ``leader.imbalance.check.interval.seconds``) on a second, two-broker
   cluster moves a restarted broker's leadership back by itself.
@@ -34,6 +36,7 @@ import sys
 import pytest
 
 from kafkapy.coordination import zk_data
+from kafkapy.coordination.zk_controller import PREFERRED_REPLICA_ELECTION_PATH
 from support.cluster import (
     BackgroundProducer,
     Cluster,
@@ -201,6 +204,13 @@ def test_unclean_election_only_when_asked(cluster):
     assert (state["leader"], state["isr"]) == (b, [b])
     c.brokers[a].start()
     wait_full_isr(c, zk, "uncl", 1, 2)
+    # a is back in the ISR but b leads: Kafka's ZooKeeper-triggered preferred election
+    assert c.leader_of("uncl", 0) == b
+    zk.create(PREFERRED_REPLICA_ELECTION_PATH,
+              json.dumps({"version": 1, "partitions": [{"topic": "uncl", "partition": 0}]}).encode())
+    wait_for(lambda: zk_partition_state(zk, "uncl", 0)["leader"] == a, 20,
+             "the preferred replica elected through /admin/preferred_replica_election")
+    wait_for(lambda: zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, 10, "the znode deleted")
 
 
 def test_auto_leader_rebalance(zookeeper, tmp_path):  # noqa: F811
