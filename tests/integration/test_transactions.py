@@ -411,3 +411,44 @@ def test_java_transactional_producer_and_read_committed_consumer(kbroker, java_c
                                    configs={"isolation.level": "read_committed"})
     assert sorted(r.key for r in consumed.records) == sorted(b"c-%d" % i for i in range(20)), consumed.describe()
     assert sorted(consume(bs, topic, 2, "read_committed", want=20)) == sorted(expected_value(i) for i in range(20))
+
+
+def test_consume_transform_produce_survives_sigkill_of_the_client(kbroker):
+    """The loop of txn_ctp_child.py SIGKILLed at several points and restarted
+    with the same transactional.id (which fences and aborts the dead
+    instance's open transaction): the output holds every input record
+    exactly once, and the group's offsets reach the input's end."""
+    import random
+    import signal
+    import subprocess
+
+    bs = kbroker.bootstrap
+    create_topic(bs, "kill-in", 2)
+    create_topic(bs, "kill-out", 2)
+    n = 1000
+    plain = Producer({"bootstrap.servers": bs})
+    for i in range(n):
+        plain.produce("kill-in", value=b"r%03d" % i, partition=i % 2)
+    plain.flush(TIMEOUT_S)
+    child = [sys.executable, str(Path(__file__).with_name("txn_ctp_child.py")), bs, "kill-in", "kill-out",
+             "kill-group", "kill-txn", str(n), "2"]
+    rng = random.Random(11)
+    kills = 0
+    for _ in range(4):
+        proc = subprocess.Popen(child, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            # Kill once it has committed something, at a random point after.
+            line = proc.stdout.readline()
+            if not line.startswith("COMMITTED"):
+                break  # finished (or failed) before committing anything: the final run says which
+            time.sleep(rng.uniform(0.0, 0.1))
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        finally:
+            proc.kill()
+            proc.wait(TIMEOUT_S)
+    final = subprocess.run(child, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=150)
+    assert final.returncode == 0, final.stderr[-2000:]
+    assert kills >= 2
+    out = consume(bs, "kill-out", 2, "read_committed", want=n)
+    assert sorted(out) == sorted(b"R%03d" % i for i in range(n))
