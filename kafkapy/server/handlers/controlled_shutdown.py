@@ -1,8 +1,9 @@
-"""ControlledShutdown (key 7), v3: a stopping broker asks the controller to
+"""ControlledShutdown (key 7), v1-v3: a stopping broker asks the controller to
 move its leaderships away (Kafka's ZooKeeper mode: KafkaApis
 handleControlledShutdownRequest -> KafkaController.controlledShutdown).
 
-Contract:
+Contract (v0, whose request header has no client id, is not served; v1 has no
+``broker_epoch``: -1):
 - Cluster mode: the request goes through the local door
   (``controller_channel.ask_controller``) to this broker's controller child,
   which runs it as a controller event (``Controller._request_controlled_shutdown``):
@@ -34,7 +35,7 @@ def handle(ctx, request):
 
         timeout_ms = config["request.timeout.ms"]
         reply = ask_controller(config, ("controlled_shutdown", int(request.broker_id),
-                                        int(request.broker_epoch), timeout_ms), timeout_ms / 1000 + 5)
+                                        int(getattr(request, "broker_epoch", -1)), timeout_ms), timeout_ms / 1000 + 5)
         if reply is None or reply[0] in ("timeout", "failed"):
             error = ErrorCode.REQUEST_TIMED_OUT
         elif reply[0] != "not_controller":
