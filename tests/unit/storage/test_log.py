@@ -139,8 +139,8 @@ def test_invalid_batches_are_rejected_with_kafka_codes(tmp_path):
         (good[:-3], 2),                                             # truncated
         (make_batch(1, value_size=600), 10),                        # > max.message.bytes
         (make_batch(1, value_size=400) * 4, 18),                    # > segment.bytes
-        (build_batch([(b"k", b"v", [], T0)], producer_id=1, producer_epoch=0, base_sequence=0,
-                     is_transactional=True), 87),
+        (build_batch([(b"k", b"v", [], T0)], is_transactional=True), 87),  # transactional without a producer
+        (build_batch([(b"k", b"v", [], T0)], producer_id=1, producer_epoch=0, is_control=True), 87),
         (make_batch(1, producer_id=1, producer_epoch=0, base_sequence=0) + make_batch(1), 87),
     ]
     for data, code in cases:

@@ -189,12 +189,15 @@ def test_marker_fencing(tmp_path):
     log.close()
 
 
-def test_produce_still_refuses_transactional_and_control_batches(tmp_path):
+def test_produce_takes_transactional_batches_and_refuses_control_ones(tmp_path):
     log = open_log(tmp_path / "t-0")
-    for kw in ({"is_transactional": True}, {"is_control": True}):
-        with pytest.raises(RecordError) as err:
-            append(log, make_batch(1, producer_id=A, producer_epoch=0, base_sequence=0, **kw))
-        assert err.value.error_code == 87
+    with pytest.raises(RecordError) as err:
+        append(log, make_batch(1, producer_id=A, producer_epoch=0, base_sequence=0, is_control=True))
+    assert err.value.error_code == 87
+    append(log, make_batch(1, producer_id=A, producer_epoch=0, base_sequence=0, is_transactional=True))
+    with log.lock():
+        log.update_high_watermark(log.log_end_offset)
+        assert (log.log_end_offset, log.last_stable_offset()) == (1, 0)  # open: the LSO waits
     log.close()
 
 
