@@ -149,3 +149,29 @@ def test_group_coordinator_on_a_broker_leading_none_of_the_partitions(cluster):
             [TopicPartition(topic, p) for p in range(3)], timeout=10)) == sorted(counts(records).items())
     finally:
         again.close()
+
+
+def test_create_topics_answers_once_the_receiving_broker_knows_every_leader(cluster):
+    """Kafka's DelayedCreatePartitions: with a timeout, CreateTopics answers
+    once the broker that got it knows a leader for every partition, so its
+    Metadata right after shows them all."""
+    from kafkapy.client.conn import Connection
+
+    for broker_id, b in cluster.brokers.items():
+        name = f"created-on-{broker_id}"
+        host, port = b.bootstrap.rsplit(":", 1)
+        conn = Connection(broker_id, host, int(port), "create-topics-test", request_timeout_ms=30_000)
+        conn.connect()
+        try:
+            created = conn.request(19, {"topics": [{"name": name, "num_partitions": 6, "replication_factor": 3,
+                                                    "assignments": [], "configs": []}],
+                                        "timeout": 20_000, "validate_only": False})
+            assert [(t.name, t.error_code) for t in created.topics] == [(name, 0)]
+            md = conn.request(3, {"topics": [{"name": name, "topic_id": None}], "allow_auto_topic_creation": False,
+                                  "include_cluster_authorized_operations": False,
+                                  "include_topic_authorized_operations": False})
+        finally:
+            conn.close()
+        [topic] = md.topics
+        leaders = sorted(p.leader_id for p in topic.partitions)
+        assert len(leaders) == 6 and all(leader in cluster.brokers for leader in leaders), leaders

@@ -12,7 +12,9 @@ keeps each handler independent of the version being answered.
 
 from __future__ import annotations
 
+import datetime
 import time
+
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.entities import _plan, construct  # noqa: F401  (handlers import them from here too)
 from kafkapy.protocol.errors import ErrorCode
@@ -79,6 +81,15 @@ def api_versions_response(version: int, error_code: int = ErrorCode.NONE):
 
 
 HANDLERS: dict = {}
+
+
+
+def duration_ms(value) -> int:
+    """A request's duration field (kio's ``i32Timedelta``: a timedelta, or
+    the int milliseconds our codec leaves) in milliseconds."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
 
 
 def _register():

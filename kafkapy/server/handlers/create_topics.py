@@ -14,21 +14,33 @@ Contract, per topic (Kafka's checks and messages):
 - ``validate_only`` (v1+) runs every check and creates nothing.
 v0 answers name and error code only, v1 adds the message, v5+ answers with the partition count, replication factor and the topic's
 configs; v7 with the topic id.
+
+In cluster mode the topics are created by writing their znodes; the
+controller then elects their leaders and tells every broker. As Kafka's
+DelayedCreatePartitions, the answer waits (up to the request's
+``timeout_ms``; none when it is 0 or ``validate_only``) until this broker's
+metadata shows a leader for every partition of the topics it created, so a
+client can produce at once; a topic still without one then answers
+REQUEST_TIMED_OUT (it is created all the same, as in Kafka).
 """
 
+import time
 from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.handlers import construct
+from kafkapy.server.handlers import construct, duration_ms
 from kafkapy.protocol.topics import TopicError
 
 API_KEY = 19
+_POLL_S = 0.01  # how often a waiting answer looks at the metadata again
 
 
 def handle(ctx, request):
     broker = ctx.broker
+    started = time.monotonic()
     counts = Counter(t.name for t in request.topics)
     results = []
+    created = {}  # name -> its result, for the wait below
     for topic in request.topics:
         result = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
                   "num_partitions": -1, "replication_factor": -1, "configs": None}
@@ -49,10 +61,32 @@ def handle(ctx, request):
                           configs=[{"name": k, "value": v, "read_only": False,
                                     "config_source": source, "is_sensitive": False}
                                    for k, v, source in broker.admin.topic_config_entries(info.configs)])
+            if not (ctx.api_version >= 1 and request.validate_only):
+                created[topic.name] = result
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=exc.message)
         results.append(result)
+    timeout_ms = duration_ms(request.timeout)
+    if created and broker.admin.cluster_mode and timeout_ms > 0:
+        for name in _without_leaders(broker, created, started + timeout_ms / 1000):
+            created[name].update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None)
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": results})
+
+
+def _without_leaders(broker, names, deadline: float) -> set:
+    """The topics of ``names`` whose partitions this broker's metadata does
+    not all show with a leader by ``deadline`` (monotonic seconds)."""
+    waiting = set(names)
+    while waiting:  # bounded by the deadline
+        md = broker.metadata()
+        for name in list(waiting):
+            info = md.topics.get(name)
+            if info is not None and all(state.leader >= 0 for state in md.partition_states(info)):
+                waiting.discard(name)
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(_POLL_S)
+    return waiting
 
 
 def _partition_count(broker, topic) -> int:

@@ -24,28 +24,21 @@ Contract:
   UNKNOWN_TOPIC_OR_PARTITION for the others.
 """
 
-import datetime
 import time
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.handlers import construct
+from kafkapy.server.handlers import construct, duration_ms
 
 API_KEY = 43
 PREFERRED, UNCLEAN = 0, 1
 _POLL_S = 0.02
 
 
-def _ms(value) -> int:
-    if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value)
-
-
 def handle(ctx, request):
     broker = ctx.broker
     config = broker.config
     election_type = getattr(request, "election_type", PREFERRED)
-    timeout_ms = max(0, _ms(request.timeout))
+    timeout_ms = max(0, duration_ms(request.timeout))
     asked = None
     if request.topic_partitions is not None:
         asked = sorted({(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions})
