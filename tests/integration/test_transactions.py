@@ -177,17 +177,22 @@ def test_the_coordinator_aborts_a_transaction_past_its_timeout(kbroker):
         p.commit_transaction(TIMEOUT_S)
 
 
+def _input_and_output(bs: str, topic_in: str, topic_out: str, values: list) -> None:
+    """Two 2-partition topics; ``values`` written to ``topic_in`` round robin."""
+    create_topic(bs, topic_in, 2)
+    create_topic(bs, topic_out, 2)
+    plain = Producer({"bootstrap.servers": bs})
+    for i, value in enumerate(values):
+        plain.produce(topic_in, value=value, partition=i % 2)
+    plain.flush(TIMEOUT_S)
+
+
 def test_consume_transform_produce_is_exactly_once(kbroker):
     """Input records uppercased into an output topic, offsets committed in the
     transaction; one round is aborted and redone after seeking back."""
     bs = kbroker.bootstrap
-    create_topic(bs, "ctp-in", 2)
-    create_topic(bs, "ctp-out", 2)
     n = 60
-    plain = Producer({"bootstrap.servers": bs})
-    for i in range(n):
-        plain.produce("ctp-in", value=b"r%02d" % i, partition=i % 2)
-    plain.flush(TIMEOUT_S)
+    _input_and_output(bs, "ctp-in", "ctp-out", [b"r%02d" % i for i in range(n)])
 
     group = "ctp-group"
     consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
@@ -423,13 +428,8 @@ def test_consume_transform_produce_survives_sigkill_of_the_client(kbroker):
     import subprocess
 
     bs = kbroker.bootstrap
-    create_topic(bs, "kill-in", 2)
-    create_topic(bs, "kill-out", 2)
     n = 1000
-    plain = Producer({"bootstrap.servers": bs})
-    for i in range(n):
-        plain.produce("kill-in", value=b"r%03d" % i, partition=i % 2)
-    plain.flush(TIMEOUT_S)
+    _input_and_output(bs, "kill-in", "kill-out", [b"r%03d" % i for i in range(n)])
     child = [sys.executable, str(Path(__file__).with_name("txn_ctp_child.py")), bs, "kill-in", "kill-out",
              "kill-group", "kill-txn", str(n), "2"]
     rng = random.Random(11)
