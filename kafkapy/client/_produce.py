@@ -34,18 +34,27 @@ def _uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def encode_request(version: int, acks: int, timeout_ms: int, topics) -> bytearray:
+def encode_request(version: int, acks: int, timeout_ms: int, topics, transactional_id: bytes | None = None
+                   ) -> bytearray:
     """The Produce request body (after the request header).
 
     ``topics``: iterable of ``(name, [(partition, records), ...])`` with
-    ``records`` a bytes-like sealed batch.  No transactional id.
+    ``records`` a bytes-like sealed batch; ``transactional_id`` UTF-8 bytes
+    for a transactional producer's requests (Kafka sends it with them).
     """
     out = bytearray()
     flexible = version >= FLEXIBLE_FROM
-    if flexible:
-        out.append(0)  # transactional_id: compact nullable string, null
+    if transactional_id is None:
+        if flexible:
+            out.append(0)  # transactional_id: compact nullable string, null
+        else:
+            out += b"\xff\xff"  # transactional_id: nullable string, null
+    elif flexible:
+        _uvarint(out, len(transactional_id) + 1)
+        out += transactional_id
     else:
-        out += b"\xff\xff"  # transactional_id: nullable string, null
+        out += _I16.pack(len(transactional_id))
+        out += transactional_id
     out += _HEAD.pack(acks, timeout_ms)
     topics = list(topics)
     if flexible:

@@ -217,7 +217,7 @@ class ProducerBatch(_producer.ProducerBatchBase):
     def record_count(self) -> int:
         return self.builder.records_count
 
-    def seal(self, producer_id=-1, producer_epoch=-1, base_sequence=-1):
+    def seal(self, producer_id=-1, producer_epoch=-1, base_sequence=-1, is_transactional=False):
         """Close for appends and encode (again only if the producer identity changed)."""
         self.closed = True
         if (self.built is None or producer_id != self.producer_id
@@ -225,7 +225,7 @@ class ProducerBatch(_producer.ProducerBatchBase):
             self.producer_id = producer_id
             self.producer_epoch = producer_epoch
             self.base_sequence = base_sequence
-            self.built = self.builder.build(producer_id, producer_epoch, base_sequence)
+            self.built = self.builder.build(producer_id, producer_epoch, base_sequence, is_transactional)
         return self.built
 
     def complete(self, base_offset, log_append_time, error):

@@ -40,6 +40,7 @@ PRODUCER = {
     "value.serializer": None,
     "partitioner": None,
     "transactional.id": None,
+    "transaction.timeout.ms": 60000,
     "allow.auto.create.topics": True,
 }
 

@@ -693,6 +693,12 @@ class KafkaConsumer:
 
         conn.send(OFFSET_COMMIT, self._commit_values(offsets), done)
 
+    def group_metadata(self):
+        """This member's group, generation and member id, for a transactional
+        producer's ``send_offsets_to_transaction`` (Java's groupMetadata())."""
+        from .transaction_manager import GroupMetadata
+        return GroupMetadata(self.group_id, self._generation_id, self._member_id)
+
     def committed(self, partition, metadata: bool = False):
         """The last committed offset of ``partition`` (None if there is none)."""
         tp = TopicPartition(*partition)

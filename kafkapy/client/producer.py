@@ -65,8 +65,11 @@ class KafkaProducer:
         self.config = cfg
         self.client_id = cfg["client.id"] or f"producer-{next(_CLIENT_IDS)}"
         idempotent = bool(cfg["enable.idempotence"])
-        if cfg["transactional.id"]:
-            raise NotImplementedError("transactional producers are not supported yet")
+        transactional_id = cfg["transactional.id"]
+        if transactional_id:
+            if not idempotent and ("enable.idempotence" in settings or "enable_idempotence" in settings):
+                raise ValueError("Cannot set a transactional.id without also enabling idempotence.")
+            idempotent = True
         if cfg["acks"] is None:
             acks = -1 if idempotent else 1
         else:
@@ -102,6 +105,16 @@ class KafkaProducer:
             _config.compression_code(cfg["compression.type"]), int(cfg["retry.backoff.ms"]),
             delivery_timeout_ms)
         self._sender = Sender(self._client, self._accumulator, cfg, idempotent, acks)
+        self._txn = None
+        if transactional_id:
+            from .transaction_manager import TransactionManager
+            # Its own connections for coordinator requests (see transaction_manager).
+            txn_client = KafkaClient(cfg["bootstrap.servers"], self.client_id, int(cfg["request.timeout.ms"]),
+                                     int(cfg["retry.backoff.ms"]), int(cfg["metadata.max.age.ms"]), False)
+            self._txn = TransactionManager(transactional_id, int(cfg["transaction.timeout.ms"]), txn_client,
+                                           self._max_block_ms, int(cfg["retry.backoff.ms"]))
+            self._sender.transaction_manager = self._txn
+            self._sender.transactional_id = transactional_id.encode("utf-8")
         self._closed = False
         self._tps: dict = {}
         self._close_lock = threading.Lock()
@@ -119,7 +132,7 @@ class KafkaProducer:
         serializer is set, or a custom partitioner decides null-key
         placement.  It holds the producer only weakly (no reference cycle).
         """
-        if (type(self).send is not KafkaProducer.send or self._key_serializer is not None
+        if (self._txn is not None or type(self).send is not KafkaProducer.send or self._key_serializer is not None
                 or self._value_serializer is not None or type(self._partitioner) is not DefaultPartitioner):
             return None
         producer = load("producer")
@@ -195,6 +208,8 @@ class KafkaProducer:
         """
         if self._closed:
             raise errors.IllegalStateError("Cannot perform operation after producer has been closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if topic is None:
             raise TypeError("topic is required")
         if value is None and key is None:
@@ -258,6 +273,50 @@ class KafkaProducer:
             _attach_callback(future, callback)
         return future
 
+    # ------------------------------------------------------------ transactions
+
+    def _transaction_manager(self):
+        if self._txn is None:
+            raise errors.IllegalStateError("Transactional method invoked on a non-transactional producer.")
+        if self._closed:
+            raise errors.IllegalStateError("Cannot perform operation after producer has been closed")
+        return self._txn
+
+    def init_transactions(self, timeout=None) -> None:
+        """InitProducerId for transactional.id: fences older producers with the same
+        id and completes (aborts) a transaction they left open.  ``timeout`` in
+        seconds (default max.block.ms)."""
+        txn = self._transaction_manager()
+        producer_id, epoch = txn.init_transactions(timeout)
+        self._sender.new_producer = (producer_id, epoch)
+        self._sender.wakeup()
+
+    def begin_transaction(self) -> None:
+        self._transaction_manager().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata, timeout=None) -> None:
+        """Commit ``offsets`` ({TopicPartition: offset or OffsetAndMetadata}) for the
+        group as part of the transaction.  ``group_metadata``: a consumer's
+        ``group_metadata()`` or a group id."""
+        self._transaction_manager().send_offsets_to_transaction(offsets, group_metadata, timeout)
+
+    def commit_transaction(self, timeout=None) -> None:
+        """Flush, then EndTxn(commit).  If a send of the transaction failed this
+        raises and the transaction must be aborted."""
+        self._transaction_manager().commit_transaction(self.flush, timeout)
+
+    def abort_transaction(self, timeout=None) -> None:
+        """Fail records not yet sent, wait for those in flight, EndTxn(abort)."""
+        txn = self._transaction_manager()
+
+        def abort_undrained(error):
+            for batch in self._accumulator.abort_all():
+                self._accumulator.complete(batch, -1, -1, error)
+
+        if txn.abort_transaction(abort_undrained, self.flush, timeout):
+            self._sender.new_producer = (txn.producer_id, txn.producer_epoch)
+            self._sender.wakeup()
+
     # ------------------------------------------------------------ lifecycle
 
     def flush(self, timeout=None) -> None:
@@ -294,6 +353,8 @@ class KafkaProducer:
             self._sender.initiate_close(force=True)
             self._sender.join(5)
             return
+        if self._txn is not None:
+            self._txn.close()
         self._accumulator.close()
         self._sender.initiate_close()
         self._sender.join(timeout)
@@ -308,6 +369,8 @@ class KafkaProducer:
             "buffer-available-bytes": self._buffer_memory - self._accumulator.used_bytes,
             "incomplete-batches": len(self._accumulator.incomplete),
             "producer-id": self._sender.producer_id,
+            "producer-epoch": self._sender.producer_epoch,
+            "transaction-state": None if self._txn is None else self._txn.state,
             "request-total": sender.requests_sent,
             "record-send-total": sender.records_sent,
             "batch-size-avg": sender.batch_bytes_sent / sender.batches_sent if sender.batches_sent else 0.0,

@@ -109,6 +109,13 @@ class Sender(threading.Thread):
         self.batches_sent = 0
         self.records_sent = 0
         self.batch_bytes_sent = 0
+        # Transactions (transaction_manager.TransactionManager, set by the
+        # producer): the producer id comes from its init_transactions, and a
+        # partition's first batch of a transaction waits for AddPartitionsToTxn.
+        self.transaction_manager = None
+        self.transactional_id: bytes | None = None
+        self.new_producer: tuple[int, int] | None = None  # (id, epoch) to take on, set by the user thread
+        self._txn_pending: set = set()
 
     # ------------------------------------------------------------ any thread
 
@@ -195,6 +202,8 @@ class Sender(threading.Thread):
                 if batches:
                     self._send_produce(node, batches, now_ms)
                     sent = True
+            if self._txn_pending and self._add_pending_partitions():
+                sent = True  # loop at once: their batches can be drained now
         if sent:
             # Java's Sender: having sent, poll without blocking and loop, so
             # the next ready batch goes out while this one is in flight.
@@ -231,6 +240,13 @@ class Sender(threading.Thread):
         return float("inf")
 
     def _ensure_producer_id(self) -> bool:
+        if self.transaction_manager is not None:
+            new = self.new_producer
+            if new is not None and not self._in_flight_count():
+                self.new_producer = None
+                self.producer_id, self.producer_epoch = new
+                self._next_sequence.clear()
+            return self.producer_id >= 0 and self.new_producer is None
         if self.producer_id >= 0 and not self._pid_reset_pending:
             return True
         if self._in_flight_count():
@@ -263,7 +279,24 @@ class Sender(threading.Thread):
         # in flight, so sequences reach the broker in order.
         if batch.in_retry and self._in_flight_batches.get(tp, 0):
             return False
+        txn = self.transaction_manager
+        if txn is not None and not txn.is_added(tp):
+            self._txn_pending.add(tp)
+            return False
         return True
+
+    def _add_pending_partitions(self) -> bool:
+        """AddPartitionsToTxn for the partitions whose first batch of the
+        transaction is ready (Java's sender sends it before their Produce)."""
+        pending, self._txn_pending = self._txn_pending, set()
+        txn = self.transaction_manager
+        try:
+            txn.add_partitions(pending)
+        except errors.KafkaError as exc:
+            log.warning("AddPartitionsToTxn failed: %s", exc)
+            self._fail_everything(exc)
+            return False
+        return all(txn.is_added(tp) for tp in pending)
 
     def _send_produce(self, node: int, batches, now_ms: float) -> None:
         topics: dict[str, list] = {}
@@ -275,7 +308,8 @@ class Sender(threading.Thread):
                     self._next_sequence[tp] = (sequence + batch.record_count) & 0x7FFFFFFF
                 else:
                     sequence = batch.base_sequence
-                data = batch.seal(self.producer_id, self.producer_epoch, sequence)
+                data = batch.seal(self.producer_id, self.producer_epoch, sequence,
+                                  self.transaction_manager is not None)
             else:
                 data = batch.seal()
             self._in_flight_batches[tp] = self._in_flight_batches.get(tp, 0) + 1
@@ -292,7 +326,8 @@ class Sender(threading.Thread):
 
         try:
             version = conn.version(PRODUCE)
-            body = _produce.encode_request(version, self.acks, self.request_timeout_ms, topics.items())
+            body = _produce.encode_request(version, self.acks, self.request_timeout_ms, topics.items(),
+                                           self.transactional_id)
             conn.send_encoded(PRODUCE, version, body, on_response if expect else None,
                               functools.partial(_produce.decode_response, version),
                               version >= _produce.FLEXIBLE_FROM, expect_response=expect)
@@ -400,7 +435,8 @@ class Sender(threading.Thread):
                     self._retrying.discard(tp)
                 self.accumulator.complete(batch, base_offset, getattr(part, "log_append_time", -1), None)
                 continue
-            if code == MESSAGE_TOO_LARGE and batch.record_count > 1:
+            txn = self.transaction_manager
+            if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and txn is None:
                 log.info("splitting a batch of %d records for %s after MESSAGE_TOO_LARGE", batch.record_count, tp)
                 self.accumulator.split(batch, now_ms)
                 self._retrying.add(tp)
@@ -410,7 +446,13 @@ class Sender(threading.Thread):
                 continue
             failure = errors.for_code(code, message)
             retriable = failure.retriable
-            if code == OUT_OF_ORDER_SEQUENCE_NUMBER or code == UNKNOWN_PRODUCER_ID:
+            if txn is not None and (code == UNKNOWN_PRODUCER_ID or (
+                    code == OUT_OF_ORDER_SEQUENCE_NUMBER and tp not in self._retrying)):
+                # A transactional producer does not change identity mid-
+                # transaction: the batch fails, the transaction must abort
+                # (which bumps the epoch and restarts sequences, KIP-360).
+                retriable = False
+            elif code == OUT_OF_ORDER_SEQUENCE_NUMBER or code == UNKNOWN_PRODUCER_ID:
                 retriable = True
                 if code == UNKNOWN_PRODUCER_ID or tp not in self._retrying:
                     # Not explained by an earlier failed batch of ours: the
@@ -427,6 +469,8 @@ class Sender(threading.Thread):
                 if not within_deadline:
                     failure = errors.KafkaTimeoutError(
                         f"delivery.timeout.ms ({self.delivery_timeout_ms}) expired for {tp}: {failure}")
-                if self.idempotent:
+                if txn is not None:
+                    txn.on_batch_failed(failure)
+                elif self.idempotent:
                     self._pid_reset_pending = True
                 self.accumulator.complete(batch, -1, -1, failure)

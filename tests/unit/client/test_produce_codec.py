@@ -12,17 +12,19 @@ VERSIONS = range(PRODUCE.min_version, PRODUCE.max_version + 1)
 TOPICS = [("t", [(0, b"batch-zero"), (3, b"")]), ("\u00fcber", [(1, b"x" * 300)])]
 
 
+@pytest.mark.parametrize("txn_id", [None, "txn-\u00e9"])
 @pytest.mark.parametrize("version", VERSIONS)
-def test_request_matches_generic_encoder(version):
+def test_request_matches_generic_encoder(version, txn_id):
     values = {
-        "transactional_id": None,
+        "transactional_id": txn_id,
         "acks": -1,
         "timeout": 30000,
         "topic_data": [{"name": name, "partition_data": [{"index": i, "records": r} for i, r in parts]}
                        for name, parts in TOPICS],
     }
     expected = encode_to_bytes(build(PRODUCE.request_class(version), values))
-    assert bytes(_produce.encode_request(version, -1, 30000, TOPICS)) == expected
+    assert bytes(_produce.encode_request(version, -1, 30000, TOPICS,
+                                         None if txn_id is None else txn_id.encode())) == expected
 
 
 def _response(version, record_errors=False):

@@ -1,0 +1,220 @@
+"""kafkapy's own client library with transactions (issue 11), against a real
+standalone broker: the transactional ``KafkaProducer`` (init, begin, send,
+send_offsets_to_transaction, commit, abort, fencing of a zombie), read back by
+confluent-kafka's read_committed / read_uncommitted consumers and by kafkapy's
+own ``KafkaConsumer`` with ``isolation_level``.
+
+One broker serves the module (each test its own topics and transactional ids).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clients_support import create_topic, module_broker  # noqa: E402
+
+from kafkapy.client import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition, errors  # noqa: E402
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = pytest.mark.timeout(180)
+
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def kbroker(tmp_path_factory):
+    with module_broker(tmp_path_factory) as broker:
+        yield broker
+
+
+def txn_producer(bootstrap, txn_id, **conf):
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, linger_ms=5, **conf)
+    p.init_transactions(TIMEOUT_S)
+    return p
+
+
+def consume_confluent(bootstrap, topic, partitions, isolation, want=None, idle_s=2.0):
+    """Values from offset 0 of every partition, partition then offset order."""
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{topic}-{isolation}",
+                                  "isolation.level": isolation, "enable.auto.commit": False,
+                                  "fetch.wait.max.ms": 100})
+    c.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list] = {}
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        last_new = time.monotonic()
+        count = 0
+        for _ in range(10_000):
+            if time.monotonic() > deadline or time.monotonic() - last_new > idle_s:
+                break
+            if want is not None and count >= want and time.monotonic() - last_new > 0.5:
+                break
+            msg = c.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            got.setdefault(msg.partition(), []).append(msg.value())
+            count += 1
+            last_new = time.monotonic()
+    finally:
+        c.close()
+    return [v for p in sorted(got) for v in got[p]]
+
+
+def consume_kafkapy(bootstrap, topic, partitions, isolation, want=None, idle_s=2.0):
+    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
+                      auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    c.assign([TopicPartition(topic, p) for p in range(partitions)])
+    c.seek_to_beginning()
+    got: dict[int, list] = {}
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        last_new = time.monotonic()
+        count = 0
+        for _ in range(10_000):
+            if time.monotonic() > deadline or time.monotonic() - last_new > idle_s:
+                break
+            if want is not None and count >= want and time.monotonic() - last_new > 0.5:
+                break
+            for tp, records in c.poll(200).items():
+                for r in records:
+                    got.setdefault(tp.partition, []).append(r.value)
+                    count += 1
+                    last_new = time.monotonic()
+    finally:
+        c.close(autocommit=False)
+    return [v for p in sorted(got) for v in got[p]]
+
+
+def test_commit_and_abort_read_committed(kbroker):
+    topic = "kc-txn-basic"
+    create_topic(kbroker.bootstrap, topic, partitions=2)
+    p = txn_producer(kbroker.bootstrap, "kc-basic")
+    try:
+        p.begin_transaction()
+        for i in range(10):
+            p.send(topic, f"c1-{i}".encode(), partition=i % 2)
+        p.commit_transaction(TIMEOUT_S)
+        p.begin_transaction()
+        futures = [p.send(topic, f"a-{i}".encode(), partition=i % 2) for i in range(10)]
+        p.flush(TIMEOUT_S)
+        assert all(f.succeeded() for f in futures)
+        p.abort_transaction(TIMEOUT_S)
+        p.begin_transaction()
+        for i in range(10):
+            p.send(topic, f"c2-{i}".encode(), partition=i % 2)
+        p.commit_transaction(TIMEOUT_S)
+        assert p.metrics()["transaction-state"] == "READY"
+    finally:
+        p.close()
+    committed = ([f"c1-{i}".encode() for i in range(0, 10, 2)] + [f"c2-{i}".encode() for i in range(0, 10, 2)]
+                 + [f"c1-{i}".encode() for i in range(1, 10, 2)] + [f"c2-{i}".encode() for i in range(1, 10, 2)])
+    assert consume_confluent(kbroker.bootstrap, topic, 2, "read_committed", want=20) == committed
+    assert consume_kafkapy(kbroker.bootstrap, topic, 2, "read_committed", want=20) == committed
+    everything = consume_kafkapy(kbroker.bootstrap, topic, 2, "read_uncommitted", want=30)
+    assert len(everything) == 30 and set(committed) < set(everything)
+    assert sum(v.startswith(b"a-") for v in everything) == 10
+
+
+def test_open_transaction_not_visible_then_committed(kbroker):
+    topic = "kc-txn-open"
+    create_topic(kbroker.bootstrap, topic)
+    p = txn_producer(kbroker.bootstrap, "kc-open")
+    try:
+        p.begin_transaction()
+        for i in range(5):
+            p.send(topic, f"o-{i}".encode(), partition=0)
+        p.flush(TIMEOUT_S)
+        # Written but not committed: read_committed stops at the LSO.
+        assert consume_kafkapy(kbroker.bootstrap, topic, 1, "read_committed", idle_s=1.0) == []
+        assert len(consume_kafkapy(kbroker.bootstrap, topic, 1, "read_uncommitted", want=5)) == 5
+        p.commit_transaction(TIMEOUT_S)
+    finally:
+        p.close()
+    assert consume_kafkapy(kbroker.bootstrap, topic, 1, "read_committed", want=5) == [
+        f"o-{i}".encode() for i in range(5)]
+
+
+def test_send_outside_transaction_and_fencing(kbroker):
+    topic = "kc-txn-fence"
+    create_topic(kbroker.bootstrap, topic)
+    p = KafkaProducer(bootstrap_servers=kbroker.bootstrap, transactional_id="kc-fence")
+    with pytest.raises(errors.IllegalStateError):
+        p.send(topic, b"x")  # before init_transactions
+    p.init_transactions(TIMEOUT_S)
+    with pytest.raises(errors.IllegalStateError):
+        p.send(topic, b"x")  # outside a transaction
+    p.begin_transaction()
+    p.send(topic, b"zombie-0", partition=0)
+    p.flush(TIMEOUT_S)
+    # A second producer with the same id fences the first and aborts its
+    # open transaction.
+    p2 = txn_producer(kbroker.bootstrap, "kc-fence")
+    try:
+        assert p2._txn.producer_epoch > p._txn.producer_epoch
+        with pytest.raises(errors.KafkaError) as info:
+            p.send(topic, b"zombie-1", partition=0)
+            p.commit_transaction(TIMEOUT_S)
+        assert info.value.error_code in (47, 90) or "fenced" in str(info.value).lower() or \
+            "epoch" in str(info.value).lower(), info.value
+        p2.begin_transaction()
+        p2.send(topic, b"new-0", partition=0)
+        p2.commit_transaction(TIMEOUT_S)
+    finally:
+        p.close(0)
+        p2.close()
+    assert consume_confluent(kbroker.bootstrap, topic, 1, "read_committed", want=1) == [b"new-0"]
+
+
+def test_consume_transform_produce_with_offsets(kbroker):
+    src, dst, group = "kc-ctp-in", "kc-ctp-out", "kc-ctp-group"
+    create_topic(kbroker.bootstrap, src)
+    create_topic(kbroker.bootstrap, dst)
+    with KafkaProducer(bootstrap_servers=kbroker.bootstrap) as plain:
+        for i in range(20):
+            plain.send(src, f"in-{i}".encode(), partition=0)
+        plain.flush(TIMEOUT_S)
+    p = txn_producer(kbroker.bootstrap, "kc-ctp")
+    c = KafkaConsumer(src, bootstrap_servers=kbroker.bootstrap, group_id=group, enable_auto_commit=False,
+                      auto_offset_reset="earliest", isolation_level="read_committed")
+    try:
+        done = 0
+        deadline = time.monotonic() + TIMEOUT_S
+        aborted_once = False
+        while done < 20 and time.monotonic() < deadline:
+            batch = c.poll(500, max_records=7)
+            records = [r for rs in batch.values() for r in rs]
+            if not records:
+                continue
+            p.begin_transaction()
+            for r in records:
+                p.send(dst, r.value.replace(b"in-", b"out-"), partition=0)
+            last = records[-1]
+            p.send_offsets_to_transaction({TopicPartition(src, 0): OffsetAndMetadata(last.offset + 1, "")},
+                                          c.group_metadata())
+            if not aborted_once:
+                # The first transaction is aborted: its output never shows,
+                # its offsets are not committed, so the records come again.
+                aborted_once = True
+                p.abort_transaction(TIMEOUT_S)
+                c.seek(TopicPartition(src, 0), records[0].offset)
+                continue
+            p.commit_transaction(TIMEOUT_S)
+            done = last.offset + 1
+        assert done == 20
+    finally:
+        c.close(autocommit=False)
+        p.close()
+    assert consume_kafkapy(kbroker.bootstrap, dst, 1, "read_committed", want=20) == [
+        f"out-{i}".encode() for i in range(20)]
+    check = KafkaConsumer(bootstrap_servers=kbroker.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        assert check.committed(TopicPartition(src, 0)) == 20
+    finally:
+        check.close(autocommit=False)
