@@ -16,12 +16,16 @@ The target assignment is computed synchronously in the heartbeat that finds
 the group epoch ahead of the assignment epoch (Kafka does the same, on its
 coordinator thread); members pick up their part on their next heartbeat.
 
-Persistence: ConsumerGroupMetadataKey (v3) / Value (group epoch) is written
-when the epoch changes and tombstoned with the group, so the group's type and
-epoch survive a restart; member, target-assignment and current-assignment
-records (key versions 5-8) are not written. After a restart the group is
-Empty at its old epoch; members heartbeating with their old epoch get
-UNKNOWN_MEMBER_ID and rejoin with epoch 0, resuming from committed offsets.
+Persistence (Kafka 3.9's records, ``records.py`` keys 3-8): every change a
+request or timer makes is written to the group's ``__consumer_offsets``
+partition as one batch before the answer goes out, in Kafka's order: the
+member's subscription (5), the group's resolved topics (4), the group epoch
+(3), the changed target assignments (7) and the assignment epoch (6), the
+member's current assignment (8). A member leaving tombstones its 8, 7 and 5;
+deleting or converting the group tombstones every member's records, then 6,
+4 and 3. ``load_consumer_groups`` replays them, so after a restart every
+member keeps its epoch and partitions (and gets a fresh session timeout),
+and the group epoch continues.
 """
 
 from __future__ import annotations
@@ -34,10 +38,15 @@ import uuid
 from kafkapy.coordinator import consumer_group as cg
 from kafkapy.coordinator.assignors import ASSIGNORS
 from kafkapy.coordinator.consumer_group import ConsumerGroup, ConsumerMember
-from kafkapy.coordinator.records import encode_consumer_group_metadata_key, encode_consumer_group_metadata_value
+from kafkapy.coordinator import records as rec
 from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
+
+# ConsumerMember.state -> Kafka's MemberState value in the current-assignment record.
+_STATE_VALUES = {cg.M_STABLE: rec.MEMBER_STATE_STABLE, cg.M_UNREVOKED: rec.MEMBER_STATE_UNREVOKED_PARTITIONS,
+                 cg.M_UNRELEASED: rec.MEMBER_STATE_UNRELEASED_PARTITIONS}
+_STATES = {v: k for k, v in _STATE_VALUES.items()}
 
 # Kafka skips internal topics when resolving a subscription regex the way the
 # classic Java consumer does with exclude.internal.topics=true.
@@ -61,18 +70,65 @@ class ConsumerGroupMixin:
         topics = getattr(self.store, "topics", None)
         return topics() if topics is not None else {}
 
-    def _store_consumer_group_epoch(self, group: ConsumerGroup) -> int:
-        return self.store.append(group.partition, [
-            (encode_consumer_group_metadata_key(group.group_id),
-             encode_consumer_group_metadata_value(group.group_epoch))])
-
-    def _bump_group_epoch(self, group: ConsumerGroup, reason: str) -> None:
+    def _bump_group_epoch(self, group: ConsumerGroup, reason: str, records: list) -> None:
         group.group_epoch += 1
         log.info("consumer group %s: epoch %d (%s)", group.group_id, group.group_epoch, reason)
-        error = self._store_consumer_group_epoch(group)
+        records.append((rec.encode_consumer_group_metadata_key(group.group_id),
+                        rec.encode_consumer_group_metadata_value(group.group_epoch)))
+
+    def _write_consumer_records(self, group: ConsumerGroup, records: list) -> int:
+        """Append what one request or timer changed as one batch: its error
+        code (the change stays in memory either way; the client retries)."""
+        error = self.store.append(group.partition, records) if records else 0
         if error:
-            log.warning("consumer group %s: storing epoch %d failed (error %d)", group.group_id,
-                        group.group_epoch, error)
+            log.warning("consumer group %s: storing %d records failed (error %d)", group.group_id,
+                        len(records), error)
+        return error
+
+    @staticmethod
+    def _member_fields(member: ConsumerMember) -> tuple:
+        """What ConsumerGroupMemberMetadataValue holds of a member."""
+        return (member.instance_id, member.rack_id, member.client_id, member.client_host,
+                tuple(member.subscribed_topic_names), member.subscribed_topic_regex,
+                member.rebalance_timeout_ms, member.server_assignor)
+
+    @staticmethod
+    def _current_fields(member: ConsumerMember) -> tuple:
+        """What ConsumerGroupCurrentMemberAssignmentValue holds of a member."""
+        return (member.member_epoch, member.previous_member_epoch, member.state,
+                cg.copy_assignment(member.assigned), cg.copy_assignment(member.pending_revocation))
+
+    def _member_record(self, group: ConsumerGroup, member: ConsumerMember) -> tuple:
+        key = rec.encode_consumer_record_key(rec.MEMBER_METADATA_KEY_VERSION, group.group_id, member.member_id)
+        return key, rec.encode_member_metadata_value(rec.ConsumerMemberRecord(
+            member.instance_id, member.rack_id, member.client_id, member.client_host,
+            sorted(member.subscribed_topic_names), member.subscribed_topic_regex,
+            member.rebalance_timeout_ms, member.server_assignor))
+
+    def _current_assignment_record(self, group: ConsumerGroup, member: ConsumerMember) -> tuple:
+        key = rec.encode_consumer_record_key(rec.CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION, group.group_id,
+                                             member.member_id)
+        return key, rec.encode_current_assignment_value(rec.CurrentAssignmentRecord(
+            member.member_epoch, member.previous_member_epoch, _STATE_VALUES[member.state],
+            member.assigned, member.pending_revocation))
+
+    @staticmethod
+    def _member_tombstones(group_id: str, member_id: str) -> list:
+        """Kafka's order: current assignment, target assignment, subscription."""
+        return [(rec.encode_consumer_record_key(version, group_id, member_id), None)
+                for version in (rec.CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION, rec.TARGET_ASSIGNMENT_MEMBER_KEY_VERSION,
+                                rec.MEMBER_METADATA_KEY_VERSION)]
+
+    def consumer_group_tombstones(self, group: ConsumerGroup) -> list:
+        """Every record of ``group`` deleted (Kafka's createGroupTombstoneRecords):
+        its members', then the assignment epoch, topics and group epoch."""
+        records = []
+        for member_id in group.members:
+            records += self._member_tombstones(group.group_id, member_id)
+        records += [(rec.encode_consumer_record_key(rec.TARGET_ASSIGNMENT_METADATA_KEY_VERSION, group.group_id), None),
+                    (rec.encode_consumer_record_key(rec.PARTITION_METADATA_KEY_VERSION, group.group_id), None),
+                    (rec.encode_consumer_group_metadata_key(group.group_id), None)]
+        return records
 
     def _resolve_subscription(self, member: ConsumerMember, topics: dict) -> set[str]:
         names = {n for n in member.subscribed_topic_names if n in topics}
@@ -90,13 +146,22 @@ class ConsumerGroupMixin:
             wanted |= self._resolve_subscription(m, topics)
         return {n: topics[n] for n in wanted}
 
-    def _compute_target_assignment(self, group: ConsumerGroup, topics: dict) -> None:
+    def _compute_target_assignment(self, group: ConsumerGroup, topics: dict, records: list) -> None:
         subscriptions = {m_id: self._resolve_subscription(m, topics) for m_id, m in group.members.items()}
         name = self._group_assignor(group)
         assign = ASSIGNORS[name]
         subscribed = {n: topics[n] for subs in subscriptions.values() for n in subs}
-        group.target_assignment = assign(subscriptions, subscribed, group.target_assignment)
+        old = group.target_assignment
+        group.target_assignment = assign(subscriptions, subscribed, old)
         group.assignment_epoch = group.group_epoch
+        # Kafka's TargetAssignmentBuilder: a record per member whose target changed.
+        for member_id, target in sorted(group.target_assignment.items()):
+            if member_id not in old or not cg.same_assignment(old[member_id], target):
+                records.append((rec.encode_consumer_record_key(rec.TARGET_ASSIGNMENT_MEMBER_KEY_VERSION,
+                                                               group.group_id, member_id),
+                                rec.encode_target_assignment_member_value(target)))
+        records.append((rec.encode_consumer_record_key(rec.TARGET_ASSIGNMENT_METADATA_KEY_VERSION, group.group_id),
+                        rec.encode_epoch_value(group.assignment_epoch)))
         log.info("consumer group %s: target assignment epoch %d by %s for %d members",
                  group.group_id, group.assignment_epoch, name, len(group.members))
 
@@ -137,15 +202,95 @@ class ConsumerGroupMixin:
                      member.member_id, member.rebalance_timeout_ms)
             self._remove_consumer_member(group, member, "revocation timeout")
 
-    def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+    def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> int:
         for timer in (member.session_timer, member.revocation_timer):
             if timer is not None:
                 timer.cancel()
         group.release_partitions(member)
         del group.members[member.member_id]
         group.target_assignment.pop(member.member_id, None)
-        self._bump_group_epoch(group, f"member {member.member_id} removed: {reason}")
+        records = self._member_tombstones(group.group_id, member.member_id)
+        self._bump_group_epoch(group, f"member {member.member_id} removed: {reason}", records)
         group.note_state(self._now())
+        return self._write_consumer_records(group, records)
+
+    # ------------------------------------------------------------------ loading
+    @staticmethod
+    def replay_consumer_record(replayed: dict, key, value) -> None:
+        """Fold one record with key version 3-8 into ``replayed`` (group id ->
+        what its records say now; the last record per key wins, a tombstone
+        deletes). The group epoch's tombstone, written last when a group is
+        deleted, drops everything of the group."""
+        group_id = key.group
+        if isinstance(key, rec.ConsumerGroupKey):
+            if value is None:
+                replayed.pop(group_id, None)
+                return
+            state = replayed.setdefault(group_id, {})
+            state["epoch"] = rec.decode_consumer_group_metadata_value(value)
+            return
+        state = replayed.setdefault(group_id, {})
+        version = key.version
+        if version == rec.PARTITION_METADATA_KEY_VERSION:
+            state["topics"] = rec.decode_partition_metadata_value(value) if value is not None else {}
+        elif version == rec.TARGET_ASSIGNMENT_METADATA_KEY_VERSION:
+            state["assignment_epoch"] = rec.decode_epoch_value(value) if value is not None else None
+        else:
+            decode, field = {rec.MEMBER_METADATA_KEY_VERSION: (rec.decode_member_metadata_value, "members"),
+                             rec.TARGET_ASSIGNMENT_MEMBER_KEY_VERSION: (rec.decode_target_assignment_member_value,
+                                                                        "targets"),
+                             rec.CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION: (rec.decode_current_assignment_value,
+                                                                         "current")}[version]
+            per = state.setdefault(field, {})
+            if value is None:
+                per.pop(key.member_id, None)
+            else:
+                per[key.member_id] = decode(value)
+
+    def load_consumer_groups(self, replayed: dict, offsets: dict, now: int) -> None:
+        """Rebuild the consumer groups ``replay_consumer_record`` gathered (a
+        group exists while its epoch record does): members keep their epochs,
+        states and partitions, and each gets a full session timeout to
+        heartbeat again (Kafka's onLoaded)."""
+        for group_id, state in replayed.items():
+            epoch = state.get("epoch")
+            if epoch is None:
+                continue
+            group = ConsumerGroup(group_id, now, self._partition(group_id))
+            group.group_epoch = epoch
+            assignment_epoch = state.get("assignment_epoch")
+            # A log of a kafkapy that wrote only the epoch: the group was Empty.
+            group.assignment_epoch = epoch if assignment_epoch is None else assignment_epoch
+            group.subscription_metadata = dict(state.get("topics") or {})
+            group.offsets = dict(offsets.get(group_id, {}))
+            targets = state.get("targets", {})
+            current = state.get("current", {})
+            for member_id, mr in state.get("members", {}).items():
+                member = ConsumerMember(member_id)
+                member.instance_id, member.rack_id = mr.instance_id, mr.rack_id
+                member.client_id, member.client_host = mr.client_id, mr.client_host
+                member.subscribed_topic_names = sorted(mr.subscribed_topic_names)
+                member.subscribed_topic_regex = mr.subscribed_topic_regex
+                member.rebalance_timeout_ms = mr.rebalance_timeout_ms
+                member.server_assignor = mr.server_assignor
+                c = current.get(member_id)
+                if c is not None:
+                    member.member_epoch, member.previous_member_epoch = c.member_epoch, c.previous_member_epoch
+                    member.state = _STATES.get(c.state, cg.M_STABLE)
+                    member.assigned = cg.copy_assignment(c.assigned)
+                    member.pending_revocation = cg.copy_assignment(c.pending_revocation)
+                group.members[member_id] = member
+                group.target_assignment[member_id] = cg.copy_assignment(targets.get(member_id, {}))
+                group.claim_partitions(member)
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._arm_session_timer(group, member)
+                if member.state == cg.M_UNREVOKED:
+                    revoking_epoch = member.member_epoch
+                    member.revocation_timer = self.timers.schedule(
+                        now + max(member.rebalance_timeout_ms, 0),
+                        lambda group=group, member=member, e=revoking_epoch: self._revocation_timer(group, member, e))
+            group.note_state(now)
 
     # ------------------------------------------------------------------ heartbeat
     def consumer_group_heartbeat(self, version: int, req, client_id: str, client_host: str) -> dict:
@@ -217,6 +362,8 @@ class ConsumerGroupMixin:
             return self._consumer_leave(group, member_id, req.instance_id, epoch)
 
         member = group.members.get(member_id) if member_id else None
+        fields_before = self._member_fields(member) if member is not None else None
+        current_before = self._current_fields(member) if member is not None else None
         if member is None:
             if epoch != 0:
                 return _hb_error(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
@@ -278,15 +425,21 @@ class ConsumerGroupMixin:
             member.server_assignor = req.server_assignor
             changed = True
 
+        records = []
+        if self._member_fields(member) != fields_before:
+            records.append(self._member_record(group, member))
         topics = self._topics_metadata()
         metadata = self._group_subscription_metadata(group, topics)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
+            records.append((rec.encode_consumer_record_key(rec.PARTITION_METADATA_KEY_VERSION, group_id),
+                            rec.encode_partition_metadata_value(metadata)))
             changed = True
         if changed:
-            self._bump_group_epoch(group, f"member {member.member_id} joined or changed its subscription")
+            self._bump_group_epoch(group, f"member {member.member_id} joined or changed its subscription",
+                                   records)
         if group.group_epoch > group.assignment_epoch:
-            self._compute_target_assignment(group, topics)
+            self._compute_target_assignment(group, topics, records)
 
         before = cg.copy_assignment(member.assigned)
         owned = self._owned(owned_req) if epoch != 0 else {}
@@ -305,6 +458,11 @@ class ConsumerGroupMixin:
             member.revocation_timer = None
         self._arm_session_timer(group, member)
         group.note_state(now)
+        if self._current_fields(member) != current_before:
+            records.append(self._current_assignment_record(group, member))
+        error = self._write_consumer_records(group, records)
+        if error:
+            return _hb_error(error)
 
         response = {"error_code": E.NONE, "error_message": None, "member_id": member.member_id,
                     "member_epoch": member.member_epoch,
@@ -344,7 +502,9 @@ class ConsumerGroupMixin:
         # A static member leaving with -2 would keep its assignment for a
         # rejoin within the session timeout in Kafka; here it leaves like a
         # dynamic member (its partitions are reassigned at once).
-        self._remove_consumer_member(group, member, "left the group")
+        error = self._remove_consumer_member(group, member, "left the group")
+        if error:
+            return _hb_error(error)
         return {"error_code": E.NONE, "error_message": None, "member_id": member.member_id,
                 "member_epoch": epoch, "heartbeat_interval": 0, "assignment": None, "throttle_time": 0}
 

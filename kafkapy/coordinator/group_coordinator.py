@@ -25,15 +25,13 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from kafkapy.coordinator import consumer_group as cg
 from kafkapy.coordinator import group as g
 from kafkapy.coordinator.consumer_coordinator import ConsumerGroupMixin
 from kafkapy.coordinator.group import Group, Member
 from kafkapy.coordinator.records import (
     EMPTY_CONSUMER_ASSIGNMENT,
     ConsumerGroupKey,
-    decode_consumer_group_metadata_value,
-    encode_consumer_group_metadata_key,
+    ConsumerRecordKey,
     GroupKey,
     GroupRecord,
     MemberRecord,
@@ -392,7 +390,7 @@ class GroupCoordinator(ConsumerGroupMixin):
                 return respond(_join_result(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
             # Kafka 4: an empty consumer group becomes a classic group on a
             # classic JoinGroup; offsets stay, the consumer records go.
-            if self.store.append(group.partition, [(encode_consumer_group_metadata_key(group_id), None)]):
+            if self.store.append(group.partition, self.consumer_group_tombstones(group)):
                 return respond(_join_result(E.COORDINATOR_NOT_AVAILABLE, member_id))
             del self.groups[group_id]
             classic = self._get_or_create(group_id)
@@ -1001,8 +999,8 @@ class GroupCoordinator(ConsumerGroupMixin):
                 results[group_id] = E.NON_EMPTY_GROUP
                 continue
             records = [(encode_offset_key(group_id, t, p), None) for t, p in group.offsets]
-            records.append((encode_consumer_group_metadata_key(group_id) if _is_consumer(group)
-                            else encode_group_key(group_id), None))
+            records += (self.consumer_group_tombstones(group) if _is_consumer(group)
+                        else [(encode_group_key(group_id), None)])
             error = self.store.append(group.partition, records)
             if error:
                 results[group_id] = error
@@ -1051,8 +1049,8 @@ class GroupCoordinator(ConsumerGroupMixin):
             records = [(encode_offset_key(group.group_id, t, p), None) for t, p in expired]
             drop_group = not group.members and len(expired) == len(group.offsets)
             if drop_group:
-                records.append((encode_consumer_group_metadata_key(group.group_id) if _is_consumer(group)
-                                else encode_group_key(group.group_id), None))
+                records += (self.consumer_group_tombstones(group) if _is_consumer(group)
+                            else [(encode_group_key(group.group_id), None)])
             if not records:
                 continue
             if self.store.append(group.partition, records):
@@ -1101,7 +1099,7 @@ class GroupCoordinator(ConsumerGroupMixin):
         per key wins, tombstones delete."""
         offsets: dict[str, dict] = {}
         groups: dict[str, GroupRecord | None] = {}
-        consumer_epochs: dict[str, int | None] = {}
+        consumer_groups: dict[str, dict] = {}  # see replay_consumer_record
         skipped = 0
         for _partition, key_bytes, value in records:
             try:
@@ -1114,22 +1112,13 @@ class GroupCoordinator(ConsumerGroupMixin):
                         per[(key.topic, key.partition)] = decode_offset_value(value)
                 elif isinstance(key, GroupKey):
                     groups[key.group] = decode_group_value(value) if value is not None else None
-                elif isinstance(key, ConsumerGroupKey):
-                    consumer_epochs[key.group] = (decode_consumer_group_metadata_value(value)
-                                                  if value is not None else None)
+                elif isinstance(key, (ConsumerGroupKey, ConsumerRecordKey)):
+                    self.replay_consumer_record(consumer_groups, key, value)
             except RecordFormatError as exc:
                 skipped += 1
                 log.warning("skipping undecodable __consumer_offsets record: %s", exc)
         now = self._now()
-        for group_id, epoch in consumer_epochs.items():
-            if epoch is None:
-                continue
-            # Members are not persisted: the group comes back Empty at its
-            # epoch and its members rejoin (UNKNOWN_MEMBER_ID, then epoch 0).
-            cgroup = cg.ConsumerGroup(group_id, now, self._partition(group_id))
-            cgroup.group_epoch = cgroup.assignment_epoch = epoch
-            cgroup.offsets = dict(offsets.get(group_id, {}))
-            self.groups[group_id] = cgroup
+        self.load_consumer_groups(consumer_groups, offsets, now)
         for group_id in set(offsets) | set(groups):
             if group_id in self.groups:
                 continue

@@ -11,12 +11,26 @@ Keys start with an int16 version that says which record it is:
 * 0, 1 — offset commit: ``group string, topic string, partition int32``
   (same layout in both; Kafka writes 1).
 * 2 — group metadata: ``group string``.
-* 3 — ConsumerGroupMetadataKey (KIP-848): ``group string``; its value
-  (flexible, version 0) is ``epoch int32`` then tagged fields: the group
-  epoch of a consumer group.
-* 4-8 — the other KIP-848 records (partition metadata, member metadata,
-  target assignment, current member assignment); we do not write them and
-  skip them on load.
+* 3-8 — a KIP-848 consumer group (Kafka 3.9's group-coordinator records;
+  keys not flexible, values flexible version 0, every value ends in tagged
+  fields; uuids are 16 raw bytes):
+
+  - 3 ConsumerGroupMetadata ``group`` -> ``epoch i32`` (the group epoch);
+  - 4 ConsumerGroupPartitionMetadata ``group`` -> ``topics[topic_id uuid,
+    topic_name, num_partitions i32, partition_metadata[partition i32,
+    racks[string]]]`` (what the subscriptions resolved to);
+  - 5 ConsumerGroupMemberMetadata ``group, member`` -> ``instance_id?,
+    rack_id?, client_id, client_host, subscribed_topic_names[string],
+    subscribed_topic_regex?, rebalance_timeout_ms i32, server_assignor?``
+    (tag 0: classic member metadata, never written here);
+  - 6 ConsumerGroupTargetAssignmentMetadata ``group`` -> ``assignment_epoch i32``;
+  - 7 ConsumerGroupTargetAssignmentMember ``group, member`` ->
+    ``topic_partitions[topic_id uuid, partitions[i32]]``;
+  - 8 ConsumerGroupCurrentMemberAssignment ``group, member`` ->
+    ``member_epoch i32, previous_member_epoch i32, state i8,
+    assigned_partitions[..], partitions_pending_revocation[..]`` (the same
+    topic/partitions shape as 7; state: Kafka's MemberState 0 stable,
+    1 unrevoked, 2 unreleased).
 
 Values (a null value is a tombstone: the offset or the group was deleted):
 
@@ -37,11 +51,13 @@ Values (a null value is a tombstone: the offset or the group was deleted):
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -90,6 +106,12 @@ class _Writer:
 
     def i64(self, v):
         self.out += _I64.pack(v)
+
+    def i8(self, v):
+        self.out += _I8.pack(v)
+
+    def uuid(self, v):
+        self.out += v.bytes
 
     def _uvarint(self, v):
         while v >= 0x80:
@@ -157,6 +179,18 @@ class _Reader:
         self._need(8)
         v = _I64.unpack_from(self.buf, self.pos)[0]
         self.pos += 8
+        return v
+
+    def i8(self):
+        self._need(1)
+        v = _I8.unpack_from(self.buf, self.pos)[0]
+        self.pos += 1
+        return v
+
+    def uuid(self):
+        self._need(16)
+        v = uuid.UUID(bytes=bytes(self.buf[self.pos:self.pos + 16]))
+        self.pos += 16
         return v
 
     def _uvarint(self):
@@ -260,6 +294,203 @@ def decode_consumer_group_metadata_value(buf) -> int:
     return _Reader(buf, 2, flexible=True).i32()
 
 
+# Keys 4-8 of a KIP-848 group (Kafka's CoordinatorRecordHelpers versions).
+PARTITION_METADATA_KEY_VERSION = 4
+MEMBER_METADATA_KEY_VERSION = 5
+TARGET_ASSIGNMENT_METADATA_KEY_VERSION = 6
+TARGET_ASSIGNMENT_MEMBER_KEY_VERSION = 7
+CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION = 8
+
+
+@dataclass(frozen=True)
+class ConsumerRecordKey:
+    """Keys 4-8: ``version`` says which record; ``member_id`` only for 5, 7, 8."""
+    version: int
+    group: str
+    member_id: str | None = None
+
+
+def encode_consumer_record_key(version: int, group: str, member_id: str | None = None) -> bytes:
+    w = _Writer()
+    w.i16(version)
+    w.string(group)
+    if version in (MEMBER_METADATA_KEY_VERSION, TARGET_ASSIGNMENT_MEMBER_KEY_VERSION,
+                   CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION):
+        w.string(member_id)
+    return bytes(w.out)
+
+
+def _value_reader(buf, name: str) -> _Reader:
+    """A reader past a version-0 flexible value's version (later versions
+    only add tagged fields, which ``skip_tags`` passes)."""
+    version = _Reader(buf).i16()
+    if version < 0:
+        raise RecordFormatError(f"unknown {name} version {version}")
+    return _Reader(buf, 2, flexible=True)
+
+
+def _flexible_value() -> _Writer:
+    w = _Writer(flexible=True)
+    w.i16(0)
+    return w
+
+
+def encode_epoch_value(epoch: int) -> bytes:
+    """ConsumerGroupTargetAssignmentMetadataValue (and ...MetadataValue: the
+    same layout, one int32 and tagged fields)."""
+    w = _flexible_value()
+    w.i32(epoch)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_epoch_value(buf) -> int:
+    r = _value_reader(buf, "epoch value")
+    epoch = r.i32()
+    r.skip_tags()
+    return epoch
+
+
+@dataclass
+class ConsumerMemberRecord:
+    """ConsumerGroupMemberMetadataValue v0."""
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+def encode_member_metadata_value(m: ConsumerMemberRecord) -> bytes:
+    w = _flexible_value()
+    w.string(m.instance_id)
+    w.string(m.rack_id)
+    w.string(m.client_id)
+    w.string(m.client_host)
+    w.array_len(len(m.subscribed_topic_names))
+    for name in m.subscribed_topic_names:  # Kafka writes them sorted
+        w.string(name)
+    w.string(m.subscribed_topic_regex)
+    w.i32(m.rebalance_timeout_ms)
+    w.string(m.server_assignor)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_member_metadata_value(buf) -> ConsumerMemberRecord:
+    r = _value_reader(buf, "ConsumerGroupMemberMetadataValue")
+    m = ConsumerMemberRecord(r.string(nullable=True), r.string(nullable=True), r.string(), r.string(),
+                             [r.string() for _ in range(r.array_len())], r.string(nullable=True),
+                             r.i32(), r.string(nullable=True))
+    r.skip_tags()  # tag 0: ClassicMemberMetadata (members of the classic protocol)
+    return m
+
+
+def encode_partition_metadata_value(topics: dict) -> bytes:
+    """ConsumerGroupPartitionMetadataValue v0 of ``{name: (topic_id, num_partitions)}``
+    (no rack information: each topic's partition_metadata is empty, as Kafka
+    stores it when no partition has racks). Topics in name order."""
+    w = _flexible_value()
+    w.array_len(len(topics))
+    for name in sorted(topics):
+        topic_id, num_partitions = topics[name]
+        w.uuid(topic_id)
+        w.string(name)
+        w.i32(num_partitions)
+        w.array_len(0)
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_partition_metadata_value(buf) -> dict:
+    r = _value_reader(buf, "ConsumerGroupPartitionMetadataValue")
+    topics = {}
+    for _ in range(r.array_len()):
+        topic_id, name, num_partitions = r.uuid(), r.string(), r.i32()
+        for _ in range(r.array_len()):
+            r.i32()
+            for _ in range(r.array_len()):
+                r.string()
+            r.skip_tags()
+        r.skip_tags()
+        topics[name] = (topic_id, num_partitions)
+    r.skip_tags()
+    return topics
+
+
+def _write_topic_partitions(w: _Writer, assignment: dict) -> None:
+    """``{topic_id: set(partition)}`` as ``[topic_id uuid, partitions[i32]]``,
+    topics by id, partitions ascending, empty topics left out."""
+    items = sorted(((tid, ps) for tid, ps in assignment.items() if ps), key=lambda kv: str(kv[0]))
+    w.array_len(len(items))
+    for tid, ps in items:
+        w.uuid(tid)
+        w.array_len(len(ps))
+        for p in sorted(ps):
+            w.i32(p)
+        w.tags()
+
+
+def _read_topic_partitions(r: _Reader) -> dict:
+    out: dict = {}
+    for _ in range(r.array_len()):
+        tid = r.uuid()
+        out.setdefault(tid, set()).update(r.i32() for _ in range(r.array_len()))
+        r.skip_tags()
+    return out
+
+
+def encode_target_assignment_member_value(assignment: dict) -> bytes:
+    w = _flexible_value()
+    _write_topic_partitions(w, assignment)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_target_assignment_member_value(buf) -> dict:
+    r = _value_reader(buf, "ConsumerGroupTargetAssignmentMemberValue")
+    out = _read_topic_partitions(r)
+    r.skip_tags()
+    return out
+
+
+# Kafka's MemberState values (ConsumerGroupCurrentMemberAssignmentValue.State).
+MEMBER_STATE_STABLE = 0
+MEMBER_STATE_UNREVOKED_PARTITIONS = 1
+MEMBER_STATE_UNRELEASED_PARTITIONS = 2
+
+
+@dataclass
+class CurrentAssignmentRecord:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: dict
+    pending_revocation: dict
+
+
+def encode_current_assignment_value(c: CurrentAssignmentRecord) -> bytes:
+    w = _flexible_value()
+    w.i32(c.member_epoch)
+    w.i32(c.previous_member_epoch)
+    w.i8(c.state)
+    _write_topic_partitions(w, c.assigned)
+    _write_topic_partitions(w, c.pending_revocation)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_current_assignment_value(buf) -> CurrentAssignmentRecord:
+    r = _value_reader(buf, "ConsumerGroupCurrentMemberAssignmentValue")
+    c = CurrentAssignmentRecord(r.i32(), r.i32(), r.i8(), _read_topic_partitions(r), _read_topic_partitions(r))
+    r.skip_tags()
+    return c
+
+
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
     w = _Writer()
     w.i16(OFFSET_COMMIT_KEY_VERSION)
@@ -277,8 +508,9 @@ def encode_group_key(group: str) -> bytes:
 
 
 def decode_key(buf):
-    """``OffsetKey``, ``GroupKey``, ``ConsumerGroupKey``, or None for record
-    types we do not use (KIP-848's member and assignment records)."""
+    """``OffsetKey``, ``GroupKey``, ``ConsumerGroupKey`` (3),
+    ``ConsumerRecordKey`` (4-8), or None for record types we do not use
+    (share groups and later)."""
     r = _Reader(buf)
     version = r.i16()
     if version in (0, 1):
@@ -287,6 +519,11 @@ def decode_key(buf):
         return GroupKey(r.string())
     if version == CONSUMER_GROUP_METADATA_KEY_VERSION:
         return ConsumerGroupKey(r.string())
+    if version in (PARTITION_METADATA_KEY_VERSION, TARGET_ASSIGNMENT_METADATA_KEY_VERSION):
+        return ConsumerRecordKey(version, r.string())
+    if version in (MEMBER_METADATA_KEY_VERSION, TARGET_ASSIGNMENT_MEMBER_KEY_VERSION,
+                   CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION):
+        return ConsumerRecordKey(version, r.string(), r.string())
     if version < 0:
         raise RecordFormatError(f"negative key version {version}")
     return None

@@ -80,8 +80,9 @@ def test_single_member_gets_everything(env):
     assert r["error_code"] == E.NONE and r["member_epoch"] == 1 and r["heartbeat_interval"] == 500
     assert assigned(r) == {T: set(range(6))}
     assert coord.groups["g"].state == cg.STABLE
-    key = decode_key(store.records[-1][1])
-    assert key == ConsumerGroupKey("g") and decode_consumer_group_metadata_value(store.records[-1][2]) == 1
+    epochs = [decode_consumer_group_metadata_value(v) for _p, k, v in store.records
+              if decode_key(k) == ConsumerGroupKey("g")]
+    assert epochs == [1]
 
 
 def test_revoke_before_assign(env):
@@ -211,9 +212,13 @@ def test_restart_keeps_epoch_and_offsets(env):
     fresh.load(store.records)
     group = fresh.groups["g"]
     assert group.type == "consumer" and group.group_epoch == 1 and group.offsets[("t", 2)].offset == 7
-    assert hb(fresh, "a", 1, owned={})["error_code"] == E.UNKNOWN_MEMBER_ID
-    r = hb(fresh, "a", 0)
-    assert r["member_epoch"] == 2 and assigned(r) == {T: set(range(6))}
+    # The member and its assignment were replayed: it carries on at its epoch.
+    assert group.state == cg.STABLE and group.members["a"].client_host == "/h"
+    r = hb(fresh, "a", 1, owned={T: set(range(6))})
+    assert r["error_code"] == E.NONE and r["member_epoch"] == 1 and r["assignment"] is None
+    # A new member continues the group epoch (2) and takes half after a revokes.
+    r = hb(fresh, "b", 0)
+    assert r["member_epoch"] == 2 and fresh.groups["g"].group_epoch == 2
 
 
 def test_regex_and_metadata_change(env):
@@ -236,3 +241,56 @@ def test_assignors_balance_and_stick():
     assert moved == 1 and sorted(len(a.get(T, ())) for a in second.values()) == [1, 1, 2, 2]
     r = range_assign({"a": {"t"}, "b": {"t"}}, {"t": (T, 5)}, {})
     assert r == {"a": {T: {0, 1, 2}}, "b": {T: {3, 4}}}
+
+
+def _live_keys(records):
+    """The keys whose last record is not a tombstone, decoded."""
+    last = {}
+    for _p, k, v in records:
+        last[k] = v
+    return {decode_key(k) for k, v in last.items() if v is not None}
+
+
+def test_reconciling_group_replays_mid_revocation(env):
+    """Restart while a member is revoking: epochs, pending revocation, targets
+    and the partition owners all come back, and the move completes."""
+    coord, store, _ = env
+    a = assigned(hb(coord, "a", 0))
+    hb(coord, "b", 0)
+    kept = assigned(hb(coord, "a", 1, owned=a))  # a must revoke 3
+    before = coord.groups["g"]
+    fresh = GroupCoordinator(CoordinatorConfig(), store, Clock())
+    fresh.load(store.records)
+    group = fresh.groups["g"]
+    assert (group.group_epoch, group.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert group.state == cg.RECONCILING
+    ma, mb = group.members["a"], group.members["b"]
+    assert (ma.member_epoch, ma.state, ma.assigned) == (1, cg.M_UNREVOKED, kept)
+    assert ma.pending_revocation == before.members["a"].pending_revocation
+    assert (mb.member_epoch, mb.state) == (2, cg.M_UNRELEASED)
+    assert group.target_assignment == before.target_assignment
+    assert group.partition_epochs == before.partition_epochs
+    # b still waits while a holds the revoked partitions, then gets them.
+    r = hb(fresh, "b", 2, owned={})
+    assert r["assignment"] is None or assigned(r) == {}
+    assert hb(fresh, "a", 1, owned=kept)["member_epoch"] == 2
+    r = hb(fresh, "b", 2, owned={})
+    assert assigned(r)[T] == set(range(6)) - kept[T] and group.state == cg.STABLE
+
+
+def test_leave_and_delete_write_tombstones(env):
+    coord, store, advance = env
+    hb(coord, "a", 0)
+    hb(coord, "b", 0)
+    assert {k.member_id for k in _live_keys(store.records) if getattr(k, "version", 0) == 5} == {"a", "b"}
+    r = hb(coord, "b", -1)
+    assert r["error_code"] == E.NONE
+    live = _live_keys(store.records)
+    assert not any(getattr(k, "member_id", None) == "b" for k in live)
+    advance(3001)  # a's session expires: the group is Empty
+    assert coord.groups["g"].state == cg.EMPTY
+    assert coord.delete_groups(["g"]) == {"g": E.NONE}
+    assert _live_keys(store.records) == set()
+    fresh = GroupCoordinator(CoordinatorConfig(), store, Clock())
+    fresh.load(store.records)
+    assert "g" not in fresh.groups

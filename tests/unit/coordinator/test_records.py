@@ -26,9 +26,8 @@ def test_offset_key_layout_is_kafkas():
     assert decode_key(key) == OffsetKey("g", "t", 3)
     assert decode_key(encode_group_key("grp")) == GroupKey("grp")
     assert encode_group_key("grp") == struct.pack(">hh3s", 2, 3, b"grp")
-    # KIP-848: ConsumerGroupMetadataKey (3) is read; the member/assignment
-    # record types (4-8) are skipped.
-    assert decode_key(struct.pack(">h", 4) + b"xx") is None
+    # Key versions past KIP-848's 3-8 (share groups) are skipped.
+    assert decode_key(struct.pack(">h", 9) + b"xx") is None
 
 
 def test_offset_value_v3_and_v1():
@@ -84,3 +83,72 @@ def test_consumer_protocol_helpers():
     assert consumer_subscription_topics(sub) == {"a", "bb"}
     assert consumer_subscription_topics(b"\x00") is None
     assert EMPTY_CONSUMER_ASSIGNMENT == struct.pack(">hii", 0, 0, -1)
+
+
+# ---------------------------------------------------------------- KIP-848 records (key versions 3-8)
+
+from uuid import UUID  # noqa: E402
+
+from kafkapy.coordinator import records as rec  # noqa: E402
+
+TID = UUID("00010203-0405-0607-0809-0a0b0c0d0e0f")
+
+
+def test_consumer_group_keys_are_kafkas():
+    # Non-flexible keys: int16 version, int16-length strings.
+    assert rec.encode_consumer_group_metadata_key("g") == bytes.fromhex("0003 0001") + b"g"
+    assert rec.encode_consumer_record_key(4, "g") == bytes.fromhex("0004 0001") + b"g"
+    assert rec.encode_consumer_record_key(6, "g") == bytes.fromhex("0006 0001") + b"g"
+    for version in (5, 7, 8):
+        key = rec.encode_consumer_record_key(version, "g", "m1")
+        assert key == struct.pack(">hh1sh2s", version, 1, b"g", 2, b"m1")
+        assert decode_key(key) == rec.ConsumerRecordKey(version, "g", "m1")
+    assert decode_key(rec.encode_consumer_record_key(4, "grp")) == rec.ConsumerRecordKey(4, "grp")
+
+
+def test_epoch_values():
+    # ConsumerGroupMetadataValue / TargetAssignmentMetadataValue v0: version,
+    # int32, empty tagged fields.
+    assert rec.encode_epoch_value(7) == bytes.fromhex("0000 00000007 00")
+    assert rec.encode_consumer_group_metadata_value(7) == rec.encode_epoch_value(7)
+    assert rec.decode_epoch_value(bytes.fromhex("0000 00000007 00")) == 7
+
+
+def test_member_metadata_value_bytes():
+    m = rec.ConsumerMemberRecord(None, "r1", "c", "/127.0.0.1", ["t", "u"], None, 5000, "uniform")
+    value = rec.encode_member_metadata_value(m)
+    assert value == (bytes.fromhex("0000")  # version 0
+                     + b"\x00"  # instance id: null (compact, 0)
+                     + b"\x03r1" + b"\x02c" + b"\x0b/127.0.0.1"
+                     + b"\x03" + b"\x02t" + b"\x02u"  # 2 topic names (compact array, n+1)
+                     + b"\x00"  # regex: null
+                     + bytes.fromhex("00001388")  # rebalance timeout 5000
+                     + b"\x08uniform" + b"\x00")  # server assignor, no tagged fields
+    assert rec.decode_member_metadata_value(value) == m
+    # Kafka's tag 0 (ClassicMemberMetadata) is skipped.
+    tagged = value[:-1] + b"\x01" + b"\x00" + b"\x03" + b"abc"
+    assert rec.decode_member_metadata_value(tagged) == m
+
+
+def test_partition_metadata_value_bytes():
+    value = rec.encode_partition_metadata_value({"t": (TID, 6)})
+    assert value == (bytes.fromhex("0000") + b"\x02" + TID.bytes + b"\x02t" + bytes.fromhex("00000006")
+                     + b"\x01" + b"\x00" + b"\x00")  # no partition racks, topic tags, value tags
+    assert rec.decode_partition_metadata_value(value) == {"t": (TID, 6)}
+    # Rack information (which Kafka writes when brokers have racks) is read past.
+    racked = (bytes.fromhex("0000") + b"\x02" + TID.bytes + b"\x02t" + bytes.fromhex("00000001")
+              + b"\x02" + bytes.fromhex("00000000") + b"\x02" + b"\x03r1" + b"\x00" + b"\x00" + b"\x00")
+    assert rec.decode_partition_metadata_value(racked) == {"t": (TID, 1)}
+
+
+def test_assignment_values_bytes():
+    target = rec.encode_target_assignment_member_value({TID: {5, 1}, UUID(int=9): set()})
+    assert target == (bytes.fromhex("0000") + b"\x02" + TID.bytes + b"\x03" + bytes.fromhex("00000001 00000005")
+                      + b"\x00" + b"\x00")
+    assert rec.decode_target_assignment_member_value(target) == {TID: {1, 5}}
+    current = rec.CurrentAssignmentRecord(3, 2, rec.MEMBER_STATE_UNREVOKED_PARTITIONS, {TID: {0}}, {TID: {4}})
+    value = rec.encode_current_assignment_value(current)
+    assert value == (bytes.fromhex("0000 00000003 00000002 01")
+                     + b"\x02" + TID.bytes + b"\x02" + bytes.fromhex("00000000") + b"\x00"
+                     + b"\x02" + TID.bytes + b"\x02" + bytes.fromhex("00000004") + b"\x00" + b"\x00")
+    assert rec.decode_current_assignment_value(value) == current
