@@ -431,6 +431,18 @@ def test_admin_refuses_partitions_while_a_reassignment_moves_replicas(admin, cli
 
 # ------------------------------------------------------------------ the handlers on a cluster-mode broker
 
+def test_create_topics_with_a_timeout_and_no_leader_elected_times_out_but_creates(admin, client):
+    """Kafka's DelayedCreatePartitions: the answer waits up to the timeout for
+    leaders; with no controller to elect them it says REQUEST_TIMED_OUT, and
+    the topic exists all the same."""
+    started = time.monotonic()
+    response = _handle(admin, 19, 7, {"timeout": 300, "validate_only": False, "topics": [
+        {"name": "waited", "num_partitions": 2, "replication_factor": 2, "assignments": [], "configs": []}]})
+    assert [(t.name, t.error_code) for t in response.topics] == [("waited", ErrorCode.REQUEST_TIMED_OUT)]
+    assert time.monotonic() - started >= 0.3
+    assert "waited" in client.read_admin_state().topics
+
+
 def _handle(admin, api_key, version, values):
     from types import SimpleNamespace
 
@@ -445,7 +457,9 @@ def _handle(admin, api_key, version, values):
 
 
 def test_handlers_answer_from_zookeeper_writes(admin, client):
-    response = _handle(admin, 19, 7, {"timeout_ms": 1000, "validate_only": False, "topics": [
+    # timeout 0: answered once the znodes are written (no controller runs here
+    # to elect leaders, which a timeout would wait for: see the next test)
+    response = _handle(admin, 19, 7, {"timeout": 0, "validate_only": False, "topics": [
         {"name": "c1", "num_partitions": 3, "replication_factor": 2, "assignments": [], "configs": []},
         {"name": "c2", "num_partitions": -1, "replication_factor": -1, "configs": [],
          "assignments": [{"partition_index": 0, "broker_ids": [3, 2, 1]}]},
