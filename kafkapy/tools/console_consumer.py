@@ -20,10 +20,20 @@ Where the records come from:
 
 ``--timeout-ms``: stop when no record arrived for that long (exit 0, as
 Kafka's tool does); ``--max-messages``: stop after that many.
+
+Transactions: ``--isolation-level read_committed`` shows committed records
+only; control records (transaction markers) are never shown, as the Java
+consumer under Kafka's tool skips them too (``kafkapy-dump-log`` shows them).
+``--formatter org.apache.kafka.tools.consumer.TransactionLogMessageFormatter``
+prints ``__transaction_state`` records as Kafka's formatter does (one JSON
+object per record, ``{"key":{"version":..,"data":{..}},"value":{..}}``, the
+data fields named as Kafka's TransactionLogKey/Value JSON converters name
+them); Kafka's formatter ends no line, this one ends each with a newline.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -90,6 +100,62 @@ class Formatter:
         return self.key_separator.join(fields) + self.line_separator
 
 
+class TransactionLogFormatter:
+    """Kafka's TransactionLogMessageFormatter (ApiMessageFormatter over the
+    TransactionLogKey / TransactionLogValue JSON converters)."""
+
+    @staticmethod
+    def _version(data) -> int:
+        return int.from_bytes(bytes(data[:2]), "big", signed=True)
+
+    def format(self, record) -> str:
+        from kafkapy.coordinator.records import RecordFormatError
+        from kafkapy.coordinator.transaction.state_log import decode_key, decode_value
+
+        out: dict = {}
+        key, value = record.key, record.value
+        if key is None:
+            out["key"] = None
+        else:
+            key = bytes(key)
+            try:
+                transactional_id = decode_key(key)
+            except RecordFormatError:
+                transactional_id = None
+            out["key"] = {"version": self._version(key),
+                          "data": "unknown" if transactional_id is None else {"transactionalId": transactional_id}}
+        if value is None:
+            out["value"] = None
+        else:
+            value = bytes(value)
+            try:
+                txn = decode_value(value)
+            except RecordFormatError:
+                txn = None
+            if txn is None:
+                data = "unknown"
+            else:
+                by_topic: dict = {}
+                for topic, partition in txn.partitions:
+                    by_topic.setdefault(topic, []).append(partition)
+                data = {"producerId": txn.producer_id, "producerEpoch": txn.producer_epoch,
+                        "transactionTimeoutMs": txn.transaction_timeout_ms, "transactionStatus": txn.status,
+                        "transactionPartitions": None if txn.status == 0 and not by_topic else [
+                            {"topic": t, "partitionIds": sorted(ps)} for t, ps in sorted(by_topic.items())],
+                        "transactionLastUpdateTimestampMs": txn.last_update_timestamp_ms,
+                        "transactionStartTimestampMs": txn.start_timestamp_ms}
+            out["value"] = {"version": self._version(value), "data": data}
+        return json.dumps(out, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+_FORMATTERS = {
+    "kafka.tools.DefaultMessageFormatter": None,
+    "org.apache.kafka.tools.consumer.DefaultMessageFormatter": None,
+    "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter": TransactionLogFormatter,
+    "kafka.coordinator.transaction.TransactionLog$TransactionLogMessageFormatter": TransactionLogFormatter,
+}
+
+
 def _build_parser():
     p = parser("kafkapy-console-consumer", "This tool helps to read data from Kafka topics and outputs it to "
                                            "standard output.")
@@ -107,6 +173,9 @@ def _build_parser():
     p.add_argument("--max-messages", type=int, help="The maximum number of messages to consume before exiting.")
     p.add_argument("--timeout-ms", type=int, help="If specified, exit if no message is available for consumption "
                                                   "for the specified interval.")
+    p.add_argument("--formatter", default="org.apache.kafka.tools.consumer.DefaultMessageFormatter",
+                   help="The name of a class to use for formatting kafka messages for display: "
+                        + ", ".join(_FORMATTERS))
     p.add_argument("--property", action="append", default=[],
                    help="The properties to initialize the message formatter.")
     p.add_argument("--formatter-config", help="Config properties file to initialize the message formatter.")
@@ -157,7 +226,10 @@ def _body(argv: Sequence[str]) -> int:
 
     formatter_props = load_properties_file(args.formatter_config)
     formatter_props.update(parse_properties(args.property))
-    formatter = Formatter(formatter_props)
+    if args.formatter not in _FORMATTERS:
+        raise ToolError(f"Unknown formatter {args.formatter}; kafkapy knows {', '.join(_FORMATTERS)}")
+    formatter_class = _FORMATTERS[args.formatter]
+    formatter = Formatter(formatter_props) if formatter_class is None else formatter_class()
     settings = load_properties_file(args.consumer_config)
     settings["isolation.level"] = args.isolation_level
     settings["auto.offset.reset"] = "earliest" if start == "earliest" else "latest"

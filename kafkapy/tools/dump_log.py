@@ -232,6 +232,7 @@ class DumpOptions:
     skip_record_metadata: bool = False
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_bytes: int = -1
+    transaction_log_decoder: bool = False
 
 
 @dataclass
@@ -271,6 +272,31 @@ class Problems:
     def any(self) -> bool:
         return bool(self.index_mismatches or self.time_mismatches or self.time_out_of_order
                     or self.time_not_found or self.non_consecutive)
+
+
+def transaction_log_key_value(key: Optional[bytes], value: Optional[bytes]) -> tuple:
+    """A ``__transaction_state`` record as Kafka's TransactionLog.formatRecordKeyAndValue
+    prints it: ``(key text, value text or None)``."""
+    from kafkapy.coordinator.records import RecordFormatError
+    from kafkapy.coordinator.transaction.metadata import TransactionState
+    from kafkapy.coordinator.transaction.state_log import decode_key, decode_value
+
+    try:
+        transactional_id = decode_key(key)
+    except RecordFormatError:
+        transactional_id = None
+    if transactional_id is None:
+        version = int.from_bytes(key[:2], "big", signed=True) if key and len(key) >= 2 else -1
+        return f"unknown::version={version}", None
+    key_text = f"transaction_metadata::transactionalId={transactional_id}"
+    if value is None:
+        return key_text, "<DELETE>"
+    txn = decode_value(value)
+    partitions = ",".join(f"{topic}-{partition}" for topic, partition in sorted(txn.partitions))
+    return key_text, (f"producerId:{txn.producer_id},producerEpoch:{txn.producer_epoch},"
+                      f"state={TransactionState(txn.status).kafka_name},partitions=[{partitions}],"
+                      f"txnLastUpdateTimestamp={txn.last_update_timestamp_ms},"
+                      f"txnTimeoutMs={txn.transaction_timeout_ms}")
 
 
 def _base_offset_of(path: str) -> int:
@@ -314,7 +340,18 @@ def dump_log(path: str, opts: DumpOptions, out, problems: Problems) -> None:
                             parts.append(_control_suffix(key, value))
                     if opts.print_data_log and not batch.is_control:
                         prefix = "| " if opts.skip_record_metadata else " "
-                        if key is not None:
+                        if opts.transaction_log_decoder:
+                            try:
+                                key_text, value_text = transaction_log_key_value(key, value)
+                            except Exception as exc:  # Kafka's parser throws: report, go on
+                                sys.stderr.write(f"Cannot decode the record at offset {offset}: {exc}\n")
+                                problems.errors += 1
+                                key_text, value_text = None, None
+                            if key_text is not None:
+                                parts.append(f"{prefix}key: {key_text}")
+                            if value_text is not None:
+                                parts.append(f" payload: {value_text}")
+                        elif key is not None:
                             parts.append(f"{prefix}key: {_text(key)}")
                             prefix = " "
                         if value is not None:
@@ -506,6 +543,8 @@ def _body(argv: Sequence[str]) -> int:
     p.add_argument("--index-sanity-check", action="store_true",
                    help="If set, just checks the index sanity without printing its content. This is the same check "
                         "that is executed on broker startup to determine if an index needs rebuilding or not.")
+    p.add_argument("--transaction-log-decoder", action="store_true",
+                   help="If set, log data will be parsed as transaction metadata from the __transaction_state topic.")
     p.add_argument("--skip-record-metadata", action="store_true",
                    help="Whether to skip printing metadata for each record.")
     p.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE,
@@ -513,8 +552,10 @@ def _body(argv: Sequence[str]) -> int:
     p.add_argument("--max-bytes", type=int, default=-1,
                    help="Limit the amount of total batches read in bytes avoiding reading the whole .log file(s).")
     args = p.parse_args(argv)
-    opts = DumpOptions(args.print_data_log, args.deep_iteration, args.verify_index_only, args.index_sanity_check,
-                       args.skip_record_metadata, args.max_message_size, args.max_bytes)
+    # Kafka: a decoder option implies --print-data-log.
+    opts = DumpOptions(args.print_data_log or args.transaction_log_decoder, args.deep_iteration,
+                       args.verify_index_only, args.index_sanity_check, args.skip_record_metadata,
+                       args.max_message_size, args.max_bytes, args.transaction_log_decoder)
     files = [f for f in args.files.split(",") if f]
     if not files:
         raise ToolError("Missing required argument \"[files]\"")

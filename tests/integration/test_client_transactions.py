@@ -9,6 +9,9 @@ One broker serves the module (each test its own topics and transactional ids).
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -218,3 +221,82 @@ def test_consume_transform_produce_with_offsets(kbroker):
         assert check.committed(TopicPartition(src, 0)) == 20
     finally:
         check.close(autocommit=False)
+
+
+# -- tools ---------------------------------------------------------------------------
+
+def tool(name, *args, check=True):
+    proc = subprocess.run([sys.executable, "-m", f"kafkapy.tools.{name}", *args], capture_output=True, text=True,
+                          timeout=60)
+    if check:
+        assert proc.returncode == 0, f"{name} {args}: exit {proc.returncode}\n{proc.stderr}"
+    return proc
+
+
+def table(text):
+    lines = text.splitlines()
+    headers = lines[0].split()
+    return [dict(zip(headers, line.split("\t"))) for line in lines[1:]] if lines else []
+
+
+def test_tools_show_and_abort_a_hanging_transaction(kbroker):
+    topic, txn_id = "kc-tool-hang", "kc-tool"
+    create_topic(kbroker.bootstrap, topic)
+    p = txn_producer(kbroker.bootstrap, txn_id)
+    try:
+        p.begin_transaction()
+        for i in range(3):
+            p.send(topic, f"h-{i}".encode(), partition=0)
+        p.flush(TIMEOUT_S)
+        listed = [{k: v.strip() for k, v in row.items()}
+                  for row in table(tool("transactions", "--bootstrap-server", kbroker.bootstrap, "list").stdout)]
+        assert {"TransactionalId": txn_id, "Coordinator": listed[0]["Coordinator"],
+                "ProducerId": str(p._txn.producer_id), "TransactionState": "Ongoing"} in listed
+        described = table(tool("transactions", "--bootstrap-server", kbroker.bootstrap, "describe",
+                               "--transactional-id", txn_id).stdout)
+        row = {k: v.strip() for k, v in described[0].items()}
+        assert (row["TransactionalId"], row["TransactionState"], row["TopicPartitions"]) == (
+            txn_id, "Ongoing", f"{topic}-0")
+        assert int(row["TransactionDurationMs"]) >= 0 and row["ProducerEpoch"] == str(p._txn.producer_epoch)
+        producers = table(tool("transactions", "--bootstrap-server", kbroker.bootstrap, "describe-producers",
+                               "--topic", topic, "--partition", "0").stdout)
+        assert [r["CurrentTransactionStartOffset"].strip() for r in producers] == ["0"]
+        # The open transaction holds the LSO at 0 until it is aborted by hand.
+        assert consume_kafkapy(kbroker.bootstrap, topic, 1, "read_committed", idle_s=1.0) == []
+        missing = tool("transactions", "--bootstrap-server", kbroker.bootstrap, "abort", "--topic", topic,
+                       "--partition", "0", "--start-offset", "1", check=False)
+        assert missing.returncode == 1 and "Could not find any open transactions starting at offset 1" in \
+            missing.stderr
+        tool("transactions", "--bootstrap-server", kbroker.bootstrap, "abort", "--topic", topic,
+             "--partition", "0", "--start-offset", "0")
+        producers = table(tool("transactions", "--bootstrap-server", kbroker.bootstrap, "describe-producers",
+                               "--topic", topic, "--partition", "0").stdout)
+        assert [r["CurrentTransactionStartOffset"].strip() for r in producers] == ["None"]
+    finally:
+        p.close(0)
+    with KafkaProducer(bootstrap_servers=kbroker.bootstrap) as plain:
+        plain.send(topic, b"after", partition=0).get(TIMEOUT_S)
+    # The aborted records stay hidden; the LSO moved past them.
+    assert consume_kafkapy(kbroker.bootstrap, topic, 1, "read_committed", want=1) == [b"after"]
+
+    segment = kbroker.log_dirs[0] / f"{topic}-0" / f"{0:020d}.log"
+    dump = tool("dump_log", "--files", str(segment), "--print-data-log").stdout
+    assert "isTransactional: true isControl: true" in dump
+    assert re.search(r"\| offset: 3 .* endTxnMarker: ABORT coordinatorEpoch: \d+", dump), dump
+    assert " payload: h-0" in dump and "payload: after" in dump
+    state_partition = kbroker.log_dirs[0].glob("__transaction_state-*")
+    segments = [d / f"{0:020d}.log" for d in state_partition if (d / f"{0:020d}.log").stat().st_size]
+    decoded = tool("dump_log", "--files", ",".join(map(str, segments)), "--transaction-log-decoder").stdout
+    assert f"key: transaction_metadata::transactionalId={txn_id} payload: producerId:" in decoded
+    assert re.search(rf"transactionalId={txn_id} payload: producerId:\d+,producerEpoch:\d+,state=Ongoing,"
+                     rf"partitions=\[{topic}-0\],txnLastUpdateTimestamp=\d+,txnTimeoutMs=60000", decoded), decoded
+
+    out = tool("console_consumer", "--bootstrap-server", kbroker.bootstrap, "--topic", "__transaction_state",
+               "--from-beginning", "--timeout-ms", "2000", "--formatter",
+               "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter").stdout
+    records = [json.loads(line) for line in out.splitlines()]
+    ongoing = [r for r in records if r["key"]["data"] == {"transactionalId": txn_id}
+               and r["value"]["data"]["transactionStatus"] == 1]
+    assert ongoing and ongoing[0]["value"]["data"]["transactionPartitions"] == [
+        {"topic": topic, "partitionIds": [0]}]
+    assert ongoing[0]["key"]["version"] == 0 and ongoing[0]["value"]["version"] in (0, 1)
