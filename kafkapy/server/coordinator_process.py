@@ -50,7 +50,7 @@ import time
 
 from kafkapy.coordinator.assignors import ASSIGNORS, normalize_assignor_name
 from kafkapy.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
-from kafkapy.coordinator.handlers import HANDLERS, CoordinatorContext
+from kafkapy.coordinator.handlers import HANDLERS, CoordinatorContext, client_host
 from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC, OffsetsTopicStore
 from kafkapy.coordinator.transaction.coordinator import TransactionCoordinatorState
 from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
@@ -167,6 +167,7 @@ class CoordinatorServer:
         ctx = CoordinatorContext(self.coordinator, self.store, header.api_key, decoded.version,
                                  header.correlation_id, header.client_id, send)
         ctx.txn = self.txn
+        ctx.client_host = client_host(req.peer_host)
         try:
             if self.coordinator.txn_marker_scan:
                 self.coordinator.poll_txn_markers()

@@ -70,14 +70,16 @@ class RawClient:
     """One TCP connection to a broker; send bytes, read size-prefixed frames."""
 
     def __init__(self, host: str, port: int, timeout_s: float = 5.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, source_address=None):
         self.host = host
         self.port = port
         self.timeout_s = timeout_s
         self.max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
         self._next_correlation_id = 1
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        # source_address: e.g. ("127.0.0.2", 0), a loopback address of its own
+        # (tests of what the broker reports as the client's host).
+        self.sock = socket.create_connection((host, port), timeout=timeout_s, source_address=source_address)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     @classmethod

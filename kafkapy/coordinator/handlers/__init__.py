@@ -10,15 +10,32 @@ request's version with ``construct`` (fields a version lacks are dropped).
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import pkgutil
 import time
 
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.entities import construct
 
-# DescribeGroups has no peer address to report: the processors' request
-# descriptors do not carry it. Kafka formats it as "/<ip>".
+# A request that came without its peer address (in-process callers).
 UNKNOWN_CLIENT_HOST = "/127.0.0.1"
+
+
+def client_host(peer_host: str) -> str:
+    """A member's client host as Kafka reports it (``InetAddress.toString``
+    of an unresolved address): "/" and the address, an IPv4-mapped IPv6
+    address as IPv4, IPv6 in Java's uncompressed form ("/0:0:0:0:0:0:0:1")."""
+    if not peer_host:
+        return UNKNOWN_CLIENT_HOST
+    try:
+        address = ipaddress.ip_address(peer_host.split("%", 1)[0])
+    except ValueError:
+        return "/" + peer_host
+    if address.version == 6:
+        if address.ipv4_mapped is not None:
+            return f"/{address.ipv4_mapped}"
+        return "/" + ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
+    return f"/{address}"
 
 
 class CoordinatorContext:

@@ -5,8 +5,8 @@ the selected protocol and each member's metadata and assignment (other
 states list members without them). An unknown group is reported as state
 "Dead" with no error. COORDINATOR_LOAD_IN_PROGRESS (14) per group while
 loading. authorized_operations (v3+) is not computed: Kafka's "not
-requested" value (INT32_MIN) is sent. client_host is not known to the
-coordinator process (see UNKNOWN_CLIENT_HOST).
+requested" value (INT32_MIN) is sent. client_host is the address the
+member's JoinGroup came from, as Kafka formats it ("/127.0.0.1").
 """
 
 API_KEY = 15

@@ -55,11 +55,15 @@ MAX_PRINCIPAL_BYTES = 1024
 # processor_id, conn_id, arena offset (-1: the body follows inline), body
 # size, deadline_ms (0, or a parked fetch's deadline when it is re-run), when
 # it was put (time.monotonic(), system-wide on Linux: the request-queue time
-# of metrics), the connection's listener index and the length of its
-# principal (0: User:ANONYMOUS); then the principal (UTF-8) and the inline body.
-REQUEST = struct.Struct("=HQqIqdBH")
+# of metrics), the connection's listener index, the length of its
+# principal (0: User:ANONYMOUS) and of its peer's address (0: not carried;
+# processors send it with group-coordinator requests only, which report it as
+# a member's client host); then the principal (UTF-8), the peer's address
+# (ASCII) and the inline body.
+REQUEST = struct.Struct("=HQqIqdBHB")
+MAX_PEER_HOST_BYTES = 255
 _STOP_PROCESSOR = 0xFFFF
-_STOP = REQUEST.pack(_STOP_PROCESSOR, 0, -1, 0, 0, 0.0, 0, 0)
+_STOP = REQUEST.pack(_STOP_PROCESSOR, 0, -1, 0, 0, 0.0, 0, 0, 0)
 ANONYMOUS = "User:ANONYMOUS"
 _EMPTY = object()
 # Kernel buffer of the request socket: room for ~10k small datagrams or ~500
@@ -91,10 +95,10 @@ class Request:
     """A request as a reader gets it from the queue."""
 
     __slots__ = ("processor_id", "conn_id", "arena_off", "size", "deadline_ms", "put_s", "body",
-                 "listener", "principal")
+                 "listener", "principal", "peer_host")
 
     def __init__(self, processor_id, conn_id, arena_off, size, deadline_ms, put_s, body,
-                 listener=0, principal=ANONYMOUS):
+                 listener=0, principal=ANONYMOUS, peer_host=""):
         self.processor_id = processor_id
         self.conn_id = conn_id
         self.arena_off = arena_off
@@ -106,6 +110,7 @@ class Request:
         # principal its processor authenticated (kafkapy.server.security).
         self.listener = listener
         self.principal = principal
+        self.peer_host = peer_host  # the client's address ("" unless carried)
 
     def view(self, arenas) -> memoryview:
         """The request body, without its size prefix."""
@@ -144,18 +149,22 @@ class RequestQueue:
         self._idle = ctx.RawArray("i", readers + 1)
         self._wakers = [ctx.Semaphore(0) for _ in range(readers)]
         # Made before the readers fork: each gets its own copy-on-write copy.
-        self._recv_buf = bytearray(REQUEST.size + MAX_PRINCIPAL_BYTES + INLINE_MAX_BYTES)
+        self._recv_buf = bytearray(REQUEST.size + MAX_PRINCIPAL_BYTES + MAX_PEER_HOST_BYTES + INLINE_MAX_BYTES)
 
     def try_put(self, processor_id: int, conn_id: int, arena_off: int, size: int,
-                deadline_ms: int, inline, listener: int = 0, principal: bytes = b"") -> bool:
+                deadline_ms: int, inline, listener: int = 0, principal: bytes = b"",
+                peer_host: bytes = b"") -> bool:
         """Queue one request; False (nothing queued) when the queue is full.
 
         ``inline`` is the body (bytes-like) when ``arena_off`` is -1;
-        ``principal`` the connection's, UTF-8, empty for User:ANONYMOUS."""
+        ``principal`` the connection's, UTF-8, empty for User:ANONYMOUS;
+        ``peer_host`` the client's address (ASCII) or empty."""
         if not self._permits.acquire(False):
             return False
         head = REQUEST.pack(processor_id, conn_id, arena_off, size, deadline_ms, time.monotonic(),
-                            listener, len(principal))
+                            listener, len(principal), len(peer_host))
+        if peer_host:
+            principal += peer_host  # both ride between the head and the body
         try:
             if inline is None:
                 self._writer.sendmsg((head, principal)) if principal else self._writer.send(head)
@@ -244,16 +253,21 @@ class RequestQueue:
                 continue
             except BlockingIOError:
                 return _EMPTY
-        processor_id, conn_id, arena_off, size, deadline_ms, put_s, listener, plen = REQUEST.unpack_from(buf)
+        processor_id, conn_id, arena_off, size, deadline_ms, put_s, listener, plen, hlen = REQUEST.unpack_from(buf)
         if processor_id == _STOP_PROCESSOR:
             return None
         self._permits.release()
         start = REQUEST.size + plen
         principal = str(buf[REQUEST.size:start], "utf-8") if plen else ANONYMOUS
+        peer_host = ""
+        if hlen:
+            peer_host = str(buf[start:start + hlen], "ascii")
+            start += hlen
         # Inline bodies are copied out of the receive buffer: handlers keep
         # records as views of the body, and the buffer is reused.
         body = buf[start:n] if arena_off < 0 else None
-        return Request(processor_id, conn_id, arena_off, size, deadline_ms, put_s, body, listener, principal)
+        return Request(processor_id, conn_id, arena_off, size, deadline_ms, put_s, body, listener, principal,
+                       peer_host)
 
     def size(self) -> int:
         return self._maxsize - self._permits.get_value()

@@ -447,10 +447,12 @@ class Processor:
             self.arena.view[off:off + conn.size] = conn.parked_body
             conn.arena_off = off
             conn.parked_body = None
-        queue = (self.channel.coordinator_requests if conn.api_key in COORDINATOR_KEYS
-                 else self.channel.requests)
+        coordinator = conn.api_key in COORDINATOR_KEYS
+        queue = self.channel.coordinator_requests if coordinator else self.channel.requests
+        # Group requests carry the client's address (a member's client host).
         if not queue.try_put(self.id, conn.conn_id, conn.arena_off, conn.size,
-                             conn.deadline_ms, conn.inline, conn.listener, conn.principal_bytes):
+                             conn.deadline_ms, conn.inline, conn.listener, conn.principal_bytes,
+                             conn.peer[0].encode("ascii") if coordinator else b""):
             return False
         conn.at_worker = True
         return True
