@@ -355,3 +355,33 @@ def test_metadata_answers_the_listener_asked(secure):
                                                **_sasl("SASL_SSL", "PLAIN", "alice", "alice-secret", secure)})
     brokers = admin.list_topics(timeout=10).brokers
     assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", secure.ports["SASL_SSL"])]
+
+
+def test_large_requests_and_fetches_over_tls(secure):
+    """Produce requests of several MB (past the processor's per-event read
+    bound, so bytes left decrypted inside the ssl object must be picked up)
+    and fetches of several MB written through the 256 KiB TLS chunks."""
+    from confluent_kafka.admin import NewTopic
+
+    conf = {"bootstrap.servers": _address(secure, "SASL_SSL"),
+            **_sasl("SASL_SSL", "SCRAM-SHA-256", "bob", "bob-secret", secure)}
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic("tls-large", 4, 1)])["tls-large"].result(timeout=30)
+    producer = confluent_kafka.Producer({**conf, "linger.ms": 50, "batch.size": 1000000,
+                                         "message.max.bytes": 16000000})
+    values = [bytes([i % 251]) * 200_000 for i in range(80)]  # 16 MB
+    for i, value in enumerate(values):
+        producer.produce("tls-large", value, partition=i % 4)
+    assert producer.flush(60) == 0
+    consumer = confluent_kafka.Consumer({**conf, "group.id": "g-tls-large", "auto.offset.reset": "earliest",
+                                         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
+    consumer.subscribe(["tls-large"])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(values) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None:
+            assert msg.error() is None, msg.error()
+            got.append(msg.value())
+    consumer.close()
+    assert sorted(got) == sorted(values)

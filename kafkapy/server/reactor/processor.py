@@ -471,6 +471,8 @@ class Processor:
                 break
             if conn.state == _READ_BODY and conn.conn_id in self.conns:
                 self._set_events(conn, selectors.EVENT_READ)
+                if conn.tls and conn.sock.pending():
+                    self._read(conn)  # decrypted bytes the selector cannot see
         while self.backlog:
             conn = self.backlog[0]
             if conn.conn_id not in self.conns:
@@ -714,7 +716,12 @@ class Processor:
         sock = conn.sock
         conn.last_active = time.monotonic()
         try:
-            for _ in range(_TLS_READS):
+            reads = 0
+            # Past the bound, read on only while the ssl object holds
+            # decrypted bytes (the rest of one record): the selector would
+            # never report them.
+            while reads < _TLS_READS or sock.pending():
+                reads += 1
                 if conn.state == _READ_BODY:
                     n = sock.recv_into(conn.body[conn.got:])
                     if n == 0:
@@ -727,6 +734,8 @@ class Processor:
                     if n == 0:
                         return self._close(conn)
                     self._take(conn, self.scratch_view[:n])
+                    if conn.conn_id not in self.conns:
+                        return
                 if conn.state != _READ_HEADER and conn.state != _READ_BODY:
                     break
         except _TLS_WANT:

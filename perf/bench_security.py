@@ -1,0 +1,180 @@
+"""Produce and consume throughput over PLAINTEXT, SSL and SASL_SSL, same run,
+and the TLS handshake rate.
+
+Run:  .venv/bin/python perf/bench_security.py [--records 200000] [--size 1024] [--repo DIR]
+
+One broker (started through ``python -m kafkapy`` from ``--repo``, default
+this checkout; point it at another checkout to compare code) with three
+listeners. Per protocol: a confluent-kafka producer writes ``--records``
+records of ``--size`` bytes to a fresh one-partition topic (acks=1,
+linger.ms=5, batch.size=1000000), then a consumer reads them back by
+assignment from the beginning. Figures: MB/s of record values (MB = 10^6 B)
+and the broker's CPU seconds per GB (utime+stime of its process tree).
+Handshakes: new connections per second, each a TLS handshake plus one
+ApiVersions round trip, from one client thread for ``--handshake-s`` seconds.
+``--protocols PLAINTEXT`` runs against a checkout without TLS support.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import ssl
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.broker import BrokerProcess, free_port, process_group_members  # noqa: E402
+from support.certs import make_certs  # noqa: E402
+
+
+def _cpu_by_process(pgid: int) -> dict:
+    """CPU seconds (utime+stime) of each process of the broker, by name."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict = {}
+    for pid, *_ in process_group_members(pgid):
+        try:
+            head, rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        name = head.split("(", 1)[1].split("-")[0].split(" ")[-1]
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _cpu_s(pgid: int) -> float:
+    return sum(_cpu_by_process(pgid).values())
+
+
+def _client_conf(protocol, certs, port):
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": protocol}
+    if "SSL" in protocol:
+        conf["ssl.ca.location"] = str(certs.ca_cert)
+    if protocol.startswith("SASL"):
+        conf.update({"sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": "bench", "sasl.password": "bench-secret"})
+    return conf
+
+
+def _produce(conf, topic, records, size):
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 1000000,
+                                         "queue.buffering.max.kbytes": 1048576})
+    value = b"x" * size
+    started = time.monotonic()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.005)
+    assert producer.flush(120) == 0
+    return time.monotonic() - started
+
+
+def _consume(conf, topic, records):
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({**conf, "group.id": "bench", "enable.auto.commit": False,
+                                         "fetch.max.bytes": 52428800, "fetch.queue.backoff.ms": 10})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    got = 0
+    started = time.monotonic()
+    deadline = started + 300
+    while got < records and time.monotonic() < deadline:
+        for msg in consumer.consume(10000, 0.5):
+            if msg.error() is None:
+                got += 1
+    elapsed = time.monotonic() - started
+    consumer.close()
+    assert got == records, (got, records)
+    return elapsed
+
+
+def _handshakes(certs, port, seconds):
+    ctx = ssl.create_default_context(cafile=str(certs.ca_cert))
+    payload = struct.pack(">hhih", 18, 0, 1, -1)
+    frame = struct.pack(">i", len(payload)) + payload
+    n = 0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                             server_hostname="127.0.0.1") as s:
+            s.sendall(frame)
+            assert len(s.recv(8)) == 8
+        n += 1
+    return n / (time.monotonic() - started)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=200000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--repo", default=str(REPO))
+    parser.add_argument("--protocols", default="PLAINTEXT,SSL,SASL_SSL")
+    parser.add_argument("--handshake-s", type=float, default=3.0)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args(argv)
+    protocols = args.protocols.split(",")
+    work = Path(tempfile.mkdtemp(prefix="kafkapy-bench-security-"))
+    certs = make_certs(work / "certs")
+    ports = {p: free_port() for p in protocols}
+    listeners = ",".join(f"{p}://127.0.0.1:{ports[p]}" for p in protocols)
+    overrides = {"listeners": listeners, "advertised.listeners": listeners, "num.partitions": 1,
+                 "log.dirs": str(work / "logs")}
+    if any(p != "PLAINTEXT" for p in protocols):
+        overrides.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": certs.server_keystore,
+                          "sasl.enabled.mechanisms": "SCRAM-SHA-256"})
+        from kafkapy.server.security.scram_store import add_scram_credentials
+
+        add_scram_credentials(str(work / "logs"), "bench", "SCRAM-SHA-256", "bench-secret")
+    first = protocols[0]
+    broker = BrokerProcess(work / "broker", overrides, port=ports[first] if first == "PLAINTEXT" else None,
+                           command=[sys.executable, "-m", "kafkapy"], env={"PYTHONPATH": args.repo})
+    if first != "PLAINTEXT":
+        raise SystemExit("the first protocol must be PLAINTEXT (the harness probes it)")
+    broker.start()
+    results = []
+    try:
+        for rep in range(args.repeat):
+            for protocol in protocols:
+                conf = _client_conf(protocol, certs, ports[protocol])
+                topic = f"bench-{protocol.lower()}-{rep}"
+                mb = args.records * args.size / 1e6
+                cpu0 = _cpu_s(broker.pgid)
+                by0 = _cpu_by_process(broker.pgid)
+                produce_s = _produce(conf, topic, args.records, args.size)
+                cpu1 = _cpu_s(broker.pgid)
+                by1 = _cpu_by_process(broker.pgid)
+                consume_s = _consume(conf, topic, args.records)
+                cpu2 = _cpu_s(broker.pgid)
+                row = {"protocol": protocol, "produce_MBps": round(mb / produce_s, 1),
+                       "produce_cpu_s_per_GB": round((cpu1 - cpu0) / mb * 1000, 1),
+                       "consume_MBps": round(mb / consume_s, 1),
+                       "consume_cpu_s_per_GB": round((cpu2 - cpu1) / mb * 1000, 1),
+                       "produce_cpu_s_by_process": {k: round(v - by0.get(k, 0.0), 2) for k, v in by1.items()
+                                                    if v - by0.get(k, 0.0) >= 0.01}}
+                results.append(row)
+                print(json.dumps(row), flush=True)
+        if "SSL" in ports:
+            rate = _handshakes(certs, ports["SSL"], args.handshake_s)
+            results.append({"tls_handshakes_per_s": round(rate, 1)})
+            print(json.dumps(results[-1]), flush=True)
+    finally:
+        broker.stop()
+        broker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
