@@ -61,8 +61,21 @@ class ListenerSecurity:
         return self.ssl_context is not None
 
 
+    @classmethod
+    def plaintext(cls, name: str = "PLAINTEXT") -> "ListenerSecurity":
+        """A PLAINTEXT listener's (no TLS, no SASL)."""
+        self = cls.__new__(cls)
+        self.name, self.protocol, self.client_auth = name, "PLAINTEXT", "none"
+        self.ssl_context = self.principal_mapper = self.sasl = None
+        return self
+
+
 def listener_securities(config) -> list[ListenerSecurity]:
-    """One per listener, in ``listeners`` order (the acceptor's listener index)."""
+    """One per listener, in ``listeners`` order (the acceptor's listener
+    index); one PLAINTEXT listener for a bare mapping of settings (tests
+    driving a processor directly)."""
+    if not hasattr(config, "listeners"):
+        return [ListenerSecurity.plaintext()]
     return [ListenerSecurity(config, ep, config.log_dirs[0]) for ep in config.listeners]
 
 
