@@ -316,6 +316,19 @@ class TransactionManager:
         self._transition(READY)
         return bumped
 
+    def end_resumed(self, producer_id: int, producer_epoch: int, commit: bool, timeout=None) -> None:
+        """EndTxn for a transaction another producer instance (another process)
+        opened with this transactional id and left open (Flink's
+        resumeTransaction, the second phase of a two-phase commit: the Spark
+        sink's tasks write, the driver commits).  PRODUCER_FENCED /
+        INVALID_PRODUCER_EPOCH mean a newer producer took the id over: that
+        transaction was aborted, and this raises."""
+        self._require("endTransaction of a resumed transaction", UNINITIALIZED, READY)
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._transition(COMMITTING if commit else ABORTING)
+        self._end(commit, self._deadline(timeout))
+        self._transition(READY)
+
     # ------------------------------------------------------------ sender thread
 
     def partitions_to_add(self, tps) -> list:

@@ -33,6 +33,7 @@ Options (case-insensitive, Spark's Kafka source names):
 * ``failOnDataLoss`` (default true), ``kafkaConsumer.pollTimeoutMs``.
 * writes: ``topic`` (overrides a ``topic`` column), and librdkafka producer
   settings as ``kafka.<name>`` (e.g. ``kafka.acks``, ``kafka.enable.idempotence``).
+* exactly-once writes: ``transactionalIdPrefix`` (see ``KafkaWriter``).
 
 Batch reads resolve "latest" once, on the driver, when the DataFrame is
 planned: one input partition per topic partition and offset range.  Streaming
@@ -226,17 +227,53 @@ class KafkaStreamReader(DataSourceStreamReader):
 
 
 class KafkaCommitMessage(WriterCommitMessage):
-    def __init__(self, records: int, value_bytes: int):
+    def __init__(self, records: int, value_bytes: int, transaction: tuple | None = None):
         self.records = records
         self.value_bytes = value_bytes
+        # Exactly-once mode: (transactional id, producer id, producer epoch) of
+        # the task's transaction, written and flushed but not yet committed.
+        self.transaction = transaction
 
 
 class KafkaWriter(DataSourceWriter):
     """``df.write.format("kafkapy")``: each Spark task produces its rows with its own producer.
 
-    At-least-once, like Spark's Kafka sink: a task that fails after some
-    records were acknowledged is retried by Spark and sends them again (set
-    ``kafka.enable.idempotence=true`` to de-duplicate retries *within* a task).
+    Default: at-least-once, like Spark's Kafka sink: a task that fails after
+    some records were acknowledged is retried by Spark and sends them again
+    (set ``kafka.enable.idempotence=true`` to de-duplicate retries *within* a
+    task).
+
+    Exactly-once, with the option ``transactionalIdPrefix=P`` (a two-phase
+    commit, as Flink's Kafka sink does it):
+
+    1. each task (Spark partition N) opens a transactional producer of
+       kafkapy's client with ``transactional.id`` ``P-N``: init_transactions
+       fences any earlier attempt of the same partition (a retried task, or a
+       rerun of a failed job with the same prefix) and aborts the transaction
+       it left open; then it writes its rows in one transaction, flushes, and
+       returns (id, producer id, epoch) in its commit message *without
+       committing*;
+    2. when every task succeeded, ``commit`` (on the driver) ends each task's
+       transaction with EndTxn(commit) for that id, producer id and epoch;
+       if the job fails, ``abort`` ends them with EndTxn(abort).
+
+    So read_committed readers see every row exactly once however often tasks
+    are retried.  What it needs and what it does not cover, precisely:
+
+    * ``spark.speculation`` must stay off (the default): a speculative copy
+      of a task that already finished would fence it and abort its data; the
+      driver's EndTxn then fails with PRODUCER_FENCED and the job fails
+      (loudly, nothing is duplicated, that partition's rows are not written).
+    * the commit of the tasks' transactions is one EndTxn each, not one
+      atomic step: if the driver dies during ``commit``, some partitions'
+      rows are committed and the others' are aborted when their
+      ``transaction.timeout.ms`` passes; rerunning the job writes all rows
+      again (the committed ones twice).  Spark's Python data source API
+      offers no durable driver-side commit log to resume from.
+    * ``kafka.transaction.timeout.ms`` (default 900000, the broker's default
+      ``transaction.max.timeout.ms``) must cover the whole job: a transaction
+      older than that is aborted by the coordinator and the commit fails.
+    * two jobs writing concurrently must use different prefixes.
     """
 
     def __init__(self, options, schema: StructType):
@@ -250,6 +287,8 @@ class KafkaWriter(DataSourceWriter):
         self.records_written = 0
 
     def write(self, iterator) -> KafkaCommitMessage:
+        if self.options.get("transactionalidprefix"):
+            return self._write_transactional(iterator)
         from confluent_kafka import Producer
         config = _kafka.client_config(self.options)
         producer = Producer(config)
@@ -294,13 +333,99 @@ class KafkaWriter(DataSourceWriter):
             raise _kafka.KafkaSourceError(f"delivery failed: {errors[0]} ({len(errors)} errors shown at most 10)")
         return KafkaCommitMessage(records, value_bytes)
 
+    def _rows(self, iterator):
+        """(topic, key, value, partition, headers) per row."""
+        fixed_topic = self.options.get("topic")
+        has = self.columns.__contains__
+        for row in iterator:
+            topic = fixed_topic or row["topic"]
+            if topic is None:
+                raise _kafka.KafkaSourceError("null topic in a row and no 'topic' option")
+            key = _as_bytes(row["key"]) if has("key") else None
+            partition = int(row["partition"]) if has("partition") and row["partition"] is not None else None
+            headers = [(h["key"], _as_bytes(h["value"])) for h in row["headers"]] \
+                if has("headers") and row["headers"] else None
+            yield topic, key, _as_bytes(row["value"]), partition, headers
+
+    def _write_transactional(self, iterator) -> KafkaCommitMessage:
+        from pyspark import TaskContext
+
+        from kafkapy.client import KafkaProducer
+
+        context = TaskContext.get()
+        transactional_id = f"{self.options['transactionalidprefix']}-{context.partitionId() if context else 0}"
+        settings = {k[len("kafka."):]: v for k, v in self.options.items()
+                    if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+        settings.setdefault("transaction.timeout.ms", "900000")
+        producer = KafkaProducer(bootstrap_servers=_kafka.bootstrap_servers(self.options),
+                                 transactional_id=transactional_id, **settings)
+        failures: list = []
+
+        def on_completion(_metadata, exc):
+            if exc is not None and len(failures) < 10:
+                failures.append(exc)
+
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            records = value_bytes = 0
+            for topic, key, value, partition, headers in self._rows(iterator):
+                producer.send(topic, value, key=key, partition=partition, headers=headers, callback=on_completion)
+                records += 1
+                value_bytes += len(value) if value is not None else 0
+            producer.flush(60)
+            if failures:
+                raise _kafka.KafkaSourceError(f"delivery failed: {failures[0]} ({len(failures)} errors shown at most 10)")
+            transaction = (transactional_id, producer._txn.producer_id, producer._txn.producer_epoch)
+        except BaseException:
+            # Abort now so the partitions' LSO does not wait for the timeout
+            # (a killed task's transaction is aborted by its retry's
+            # init_transactions, or by the coordinator at the timeout).
+            try:
+                if producer._txn.state not in ("UNINITIALIZED", "READY", "FATAL_ERROR"):
+                    producer.abort_transaction(10)
+            except Exception:
+                pass
+            raise
+        finally:
+            producer.close(0)
+        return KafkaCommitMessage(records, value_bytes, transaction)
+
+    def _end_transactions(self, messages, commit: bool) -> list[str]:
+        """EndTxn for every task's transaction (driver side); the failures."""
+        from kafkapy.client import errors
+        from kafkapy.client.conn import KafkaClient
+        from kafkapy.client.transaction_manager import TransactionManager
+
+        transactions = [m.transaction for m in messages if m is not None and getattr(m, "transaction", None)]
+        if not transactions:
+            return []
+        client = KafkaClient(_kafka.bootstrap_servers(self.options), "kafkapy-spark-driver", 30000)
+        failures = []
+        try:
+            for transactional_id, producer_id, epoch in transactions:
+                manager = TransactionManager(transactional_id, 0, client, 60000, 100)
+                try:
+                    manager.end_resumed(producer_id, epoch, commit)
+                except errors.KafkaError as exc:
+                    failures.append(f"{transactional_id}: {exc}")
+        finally:
+            client.close()
+        return failures
+
     def commit(self, messages) -> None:
+        failures = self._end_transactions(messages, True)
+        if failures:
+            raise _kafka.KafkaSourceError(
+                f"{len(failures)} task transaction(s) could not be committed (their rows are not written; "
+                f"the others are committed): {failures[:5]}")
         self.records_written = sum(m.records for m in messages if m is not None)
 
     def abort(self, messages) -> None:
-        # Records already acknowledged cannot be taken back (Kafka has no
-        # undo outside transactions); the retry will send them again.
-        pass
+        # At-least-once: records already acknowledged cannot be taken back
+        # (Kafka has no undo outside transactions); the retry sends them
+        # again.  Exactly-once: the tasks' open transactions are aborted.
+        self._end_transactions(messages, False)
 
 
 def _as_bytes(value):
