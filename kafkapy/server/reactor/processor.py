@@ -70,12 +70,48 @@ _HANDSHAKE, _CLOSING = 4, 5
 _MAX_CACHED_FILES = 256
 _SCRATCH_BYTES = 64 * 1024
 # TLS: response bytes and file regions are copied (os.preadv for regions)
-# into buffers of this size, each written with one SSL_write (16 records).
+# into a buffer of this size, encrypted with one SSL_write (16 records).
 _TLS_CHUNK = 256 * 1024
-# TLS reads per readiness event (a 16 KiB record each): bounded so one busy
-# connection cannot starve the others.
-_TLS_READS = 64
-_TLS_WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError)
+# Ciphertext is received in reads of up to this size (one syscall for many
+# records: with SSLSocket, OpenSSL made two per record, 45 % of a
+# processor's time on produce), at most _TLS_READS per readiness event so
+# one busy connection cannot starve the others.
+_TLS_RAW_BYTES = 256 * 1024
+_TLS_READS = 16
+
+
+class TlsSession:
+    """One connection's TLS state: an ``ssl.SSLObject`` over two memory
+    BIOs, so the processor does the socket I/O itself in large pieces.
+    ``raw_out``/``raw_pos``: ciphertext taken from the outgoing BIO and not
+    yet accepted by the kernel. Owned by the connection's processor."""
+
+    __slots__ = ("obj", "incoming", "outgoing", "raw_out", "raw_pos")
+
+    def __init__(self, context: ssl.SSLContext):
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        self.raw_out = b""
+        self.raw_pos = 0
+
+    def buffered(self) -> bool:
+        """Bytes received but not yet handed out (invisible to the selector)."""
+        return self.incoming.pending > 0 or self.obj.pending() > 0
+
+    def flush(self, sock) -> bool:
+        """Send waiting ciphertext; True when all of it is out (raises
+        BlockingIOError when the kernel takes nothing)."""
+        while True:
+            if self.raw_pos >= len(self.raw_out):
+                if not self.outgoing.pending:
+                    return True
+                self.raw_out = self.outgoing.read()
+                self.raw_pos = 0
+            n = sock.send(memoryview(self.raw_out)[self.raw_pos:])
+            self.raw_pos += n
+            if self.raw_pos < len(self.raw_out):
+                return False
 
 
 class Connection:
@@ -83,7 +119,7 @@ class Connection:
         "conn_id", "sock", "peer", "state", "inbuf", "more", "size", "body", "inline",
         "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
         "last_active", "listener", "api_key", "received_at", "responded_at", "at_worker",
-        "tls", "tls_buf", "tls_len", "tls_sent", "sasl", "principal_bytes", "close_at",
+        "tls", "sasl", "principal_bytes", "close_at",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer):
@@ -113,12 +149,9 @@ class Connection:
         self.api_key = -1
         self.received_at = 0.0
         self.responded_at = 0.0
-        # Security: TLS socket (and the chunk being written through it), the
-        # SASL session until authenticated, the principal handlers see.
-        self.tls = False
-        self.tls_buf = None
-        self.tls_len = 0
-        self.tls_sent = 0
+        # Security: the TLS session (None: plaintext), the SASL session until
+        # authenticated, the principal handlers see.
+        self.tls = None
         self.sasl = None
         # What handlers see as ctx.principal: UTF-8, empty for User:ANONYMOUS
         # (the request queue carries it with each request).
@@ -159,7 +192,11 @@ class Processor:
         self.stopping = False
         # Per listener index (the acceptor's byte): protocol, TLS context, SASL.
         self.security = listener_securities(config)
-        self.tls_free: list[bytearray] = []  # spare _TLS_CHUNK buffers
+        # TLS: the chunk buffer responses are encrypted from, and the one
+        # ciphertext is received into (both reused by every connection).
+        self.tls_chunk = bytearray(_TLS_CHUNK)
+        self.tls_raw = bytearray(_TLS_RAW_BYTES)
+        self.tls_raw_view = memoryview(self.tls_raw)
         self.delayed_closes: deque[Connection] = deque()  # failed authentications, in deadline order
         self.failed_authentications = 0  # TLS handshakes and SASL exchanges that failed
 
@@ -278,14 +315,7 @@ class Processor:
             conn.listener = data[i] if i < len(data) else 0
             security = self.security[conn.listener]
             if security.ssl_context is not None:
-                try:
-                    conn.sock = security.ssl_context.wrap_socket(sock, server_side=True,
-                                                                 do_handshake_on_connect=False)
-                except (OSError, ValueError) as exc:
-                    log.info("closing %s: TLS set-up failed: %s", peer, exc)
-                    sock.close()
-                    continue
-                conn.tls = True
+                conn.tls = TlsSession(security.ssl_context)
                 conn.state = _HANDSHAKE
             if security.sasl is not None:
                 conn.sasl = _sasl.SaslSession(security.sasl)
@@ -471,8 +501,8 @@ class Processor:
                 break
             if conn.state == _READ_BODY and conn.conn_id in self.conns:
                 self._set_events(conn, selectors.EVENT_READ)
-                if conn.tls and conn.sock.pending():
-                    self._read(conn)  # decrypted bytes the selector cannot see
+                if conn.tls and conn.tls.buffered():
+                    self._read(conn)  # bytes in the BIO the selector cannot see
         while self.backlog:
             conn = self.backlog[0]
             if conn.conn_id not in self.conns:
@@ -676,15 +706,27 @@ class Processor:
 
     # -- security: TLS ------------------------------------------------------------
     def _handshake(self, conn: Connection) -> None:
-        """One step of a TLS handshake (any readiness event); on completion
-        the principal from the client certificate (SSL listeners)."""
+        """Drive a TLS handshake (any readiness event) until OpenSSL is done
+        and its last flight is out; then the principal from the client
+        certificate (SSL listeners)."""
+        tls = conn.tls
         sock = conn.sock
         try:
-            sock.do_handshake()
-        except ssl.SSLWantReadError:
+            while True:
+                try:
+                    tls.obj.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    if not tls.flush(sock):
+                        return self._set_events(conn, selectors.EVENT_WRITE)
+                    n = sock.recv_into(self.tls_raw)
+                    if n == 0:
+                        return self._close(conn)
+                    tls.incoming.write(self.tls_raw_view[:n])
+            if not tls.flush(sock):
+                return self._set_events(conn, selectors.EVENT_WRITE)
+        except (BlockingIOError, InterruptedError):
             return self._set_events(conn, selectors.EVENT_READ)
-        except ssl.SSLWantWriteError:
-            return self._set_events(conn, selectors.EVENT_WRITE)
         except (OSError, ValueError) as exc:
             # Garbage instead of a ClientHello, an untrusted certificate, a
             # reset: Kafka's "Failed authentication ... (SSL handshake failed)".
@@ -694,7 +736,7 @@ class Processor:
         conn.last_active = time.monotonic()
         if conn.sasl is None:
             security = self.security[conn.listener]
-            cert = sock.getpeercert()
+            cert = tls.obj.getpeercert()
             if cert:
                 try:
                     name = security.principal_mapper.principal_name(distinguished_name(cert))
@@ -706,82 +748,93 @@ class Processor:
                     return
         conn.state = _READ_HEADER
         self._set_events(conn, selectors.EVENT_READ)
-        if sock.pending():
+        if tls.buffered():
             self._tls_read(conn)
 
     def _tls_read(self, conn: Connection) -> None:
-        """``_read`` through the ssl socket: records of at most 16 KiB, so read
-        until the socket has nothing (or a bound), and note decrypted bytes
-        left inside the ssl object (the selector cannot see them)."""
-        sock = conn.sock
+        """``_read`` through TLS: ciphertext comes in with one large ``recv``
+        (up to ``_TLS_RAW_BYTES``, many records) into the connection's BIO,
+        and is decrypted from there record by record straight into the
+        scratch buffer or the request's body; no syscall per record."""
+        tls = conn.tls
+        obj = tls.obj
         conn.last_active = time.monotonic()
         try:
-            reads = 0
-            # Past the bound, read on only while the ssl object holds
-            # decrypted bytes (the rest of one record): the selector would
-            # never report them.
-            while reads < _TLS_READS or sock.pending():
-                reads += 1
-                if conn.state == _READ_BODY:
-                    n = sock.recv_into(conn.body[conn.got:])
+            for _ in range(_TLS_READS):
+                # Everything the BIO holds is decrypted before reading more.
+                while True:
+                    try:
+                        if conn.state == _READ_BODY:
+                            n = obj.read(conn.size - conn.got, conn.body[conn.got:])
+                        else:
+                            n = obj.read(_SCRATCH_BYTES, self.scratch)
+                    except ssl.SSLWantReadError:
+                        break
                     if n == 0:
                         return self._close(conn)
-                    conn.got += n
-                    if conn.got == conn.size:
-                        self._body_done(conn)
-                else:
-                    n = sock.recv_into(self.scratch)
-                    if n == 0:
-                        return self._close(conn)
-                    self._take(conn, self.scratch_view[:n])
-                    if conn.conn_id not in self.conns:
+                    if conn.state == _READ_BODY:
+                        conn.got += n
+                        if conn.got == conn.size:
+                            self._body_done(conn)
+                    else:
+                        self._take(conn, self.scratch_view[:n])
+                        if conn.conn_id not in self.conns:
+                            return
+                    if conn.state != _READ_HEADER and conn.state != _READ_BODY:
+                        # The rest waits in the BIO until the connection is
+                        # unmuted (conn.more: the selector cannot see it).
+                        conn.more = tls.buffered()
                         return
-                if conn.state != _READ_HEADER and conn.state != _READ_BODY:
-                    break
-        except _TLS_WANT:
-            return
-        except OSError:
+                n = conn.sock.recv_into(self.tls_raw)
+                if n == 0:
+                    return self._close(conn)
+                tls.incoming.write(self.tls_raw_view[:n])
+        except (BlockingIOError, InterruptedError):
+            pass
+        except (OSError, ValueError):
             return self._close(conn)
-        if conn.conn_id in self.conns:
-            conn.more = sock.pending() > 0
+        conn.more = tls.buffered()
 
     def _tls_send(self, conn: Connection) -> None:
-        """Write ``conn.out`` through the ssl socket in ``_TLS_CHUNK`` pieces.
-
-        A chunk is kept until SSL_write took all of it: after a want-write
-        the same bytes must be offered again (OpenSSL resumes the record it
-        was writing)."""
+        """Write ``conn.out`` through TLS: ``_TLS_CHUNK`` bytes at a time are
+        gathered into the processor's chunk buffer, encrypted into the
+        connection's outgoing BIO and sent; the next chunk only once the
+        ciphertext is out (so a slow reader holds at most one chunk)."""
+        tls = conn.tls
         sock = conn.sock
         try:
             while True:
-                if conn.tls_sent == conn.tls_len:
-                    if conn.tls_buf is not None:
-                        self.tls_free.append(conn.tls_buf)
-                        conn.tls_buf = None
-                    if not conn.out:
-                        break
-                    if not self._tls_fill(conn):
-                        return
-                with memoryview(conn.tls_buf) as view:
-                    conn.tls_sent += sock.send(view[conn.tls_sent:conn.tls_len])
-        except _TLS_WANT:
+                if not tls.flush(sock):
+                    return self._set_events(conn, selectors.EVENT_WRITE)
+                if not conn.out:
+                    break
+                filled = self._tls_fill(conn)
+                if filled < 0:
+                    return
+                with memoryview(self.tls_chunk) as view:
+                    tls.obj.write(view[:filled])
+        except (BlockingIOError, InterruptedError):
             return self._set_events(conn, selectors.EVENT_WRITE)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             log.debug("send to %s failed: %s", conn.peer, exc)
             return self._close(conn)
         if conn.state == _CLOSING:
             return self._close(conn)
+        if conn.state != _MUTED:
+            # Only ciphertext of OpenSSL's own was waiting (post-handshake
+            # messages): nothing was in flight.
+            return self._set_events(conn, selectors.EVENT_READ)
         self._request_done(conn)
         self._unmute(conn)
 
-    def _tls_fill(self, conn: Connection) -> bool:
-        """Copy the next ``_TLS_CHUNK`` bytes of ``conn.out`` into a buffer:
-        bytes parts by slice assignment, file regions with one ``preadv``
-        straight into it. False when the connection was closed."""
-        buf = self.tls_free.pop() if self.tls_free else bytearray(_TLS_CHUNK)
+    def _tls_fill(self, conn: Connection) -> int:
+        """Copy the next ``_TLS_CHUNK`` bytes of ``conn.out`` into the chunk
+        buffer: bytes parts by slice assignment, file regions with one
+        ``preadv`` straight into it. Returns the byte count, -1 when the
+        connection was closed."""
         filled = 0
         out = conn.out
-        with memoryview(buf) as view:
+        with memoryview(self.tls_chunk) as view:
             while out and filled < _TLS_CHUNK:
                 part = out[0]
                 pos = conn.out_pos
@@ -789,16 +842,14 @@ class Processor:
                     fd = self._file(part)
                     if fd < 0:
                         log.warning("closing %s: segment %s is gone", conn.peer, part.path)
-                        self.tls_free.append(buf)
                         self._close(conn)
-                        return False
+                        return -1
                     want = min(part.length - pos, _TLS_CHUNK - filled)
                     n = os.preadv(fd, [view[filled:filled + want]], part.position + pos)
                     if n == 0:
                         log.warning("closing %s: short read from %s", conn.peer, part.path)
-                        self.tls_free.append(buf)
                         self._close(conn)
-                        return False
+                        return -1
                     end = part.length
                 else:
                     n = min(len(part) - pos, _TLS_CHUNK - filled)
@@ -810,10 +861,7 @@ class Processor:
                 else:
                     out.popleft()
                     conn.out_pos = 0
-        conn.tls_buf = buf
-        conn.tls_len = filled
-        conn.tls_sent = 0
-        return True
+        return filled
 
     # -- security: SASL -----------------------------------------------------------
     def _sasl_request(self, conn: Connection, inline) -> bool:
