@@ -12,9 +12,10 @@ NOREPLY and the connection is unmuted.
 
 Security (``kafkapy.server.security``, per listener): a connection on an SSL
 or SASL_SSL listener starts in the TLS handshake state, driven by the same
-loop (``do_handshake`` on a non-blocking socket, never blocking another
-connection); its bytes then go through the ``ssl`` socket and its file
-regions are read and written through it (no sendfile: ``_tls_send``). On a
+loop (``do_handshake`` steps between socket reads and writes, never
+blocking another connection); its bytes then go through its ``TlsSession``
+(an SSLObject over memory BIOs, the socket I/O done here in large pieces)
+and its file regions are read and encrypted (no sendfile: ``_tls_send``). On a
 SASL listener every request before authentication completes goes to the
 connection's ``SaslSession`` here, never to a worker (but ApiVersions); a
 failed authentication is answered and closed after
