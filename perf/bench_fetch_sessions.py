@@ -31,16 +31,16 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import struct
 import sys
 import tempfile
-import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "integration")]
 
-from _brokers import make_kafkapy  # noqa: E402
+from _brokers import free_port, make_kafkapy  # noqa: E402
+from fetch_support import RecordingProxy  # noqa: E402
 
 FETCH = 1
 NEW_RECORDS = 10
@@ -84,95 +84,20 @@ class Exchange:
         self.response_session_id = 0
 
 
-class ByteProxy:
-    """Forwards 127.0.0.1 connections to one broker port and records every
-    Fetch exchange (request and response frame sizes; the session id and
-    epoch asked and answered, read from the fixed fields at the front of the
-    frames, so a 10,000-partition Fetch costs the proxy no decoding).
+class ByteProxy(RecordingProxy):
+    """The fetch tests' recording proxy (tests/integration/fetch_support.py:
+    accept, pump, ``close``), recording only what this benchmark needs from
+    each Fetch exchange: frame sizes, the time the request passed, and the
+    session id and epoch asked and answered, read from the fixed fields at
+    the front of the frames, so a 10,000-partition Fetch costs the proxy no
+    decoding. ``exchanges`` holds ``Exchange`` objects of this module.
 
     Ownership: the driver creates and closes it; its pump threads own their
-    sockets and append to ``exchanges`` under ``lock``. Every socket has a
-    timeout and ``close`` ends every thread.
+    sockets and append to ``exchanges`` under ``lock``.
     """
 
-    def __init__(self):
-        self.target_port = 0                 # set once the broker's port is known
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.port = self.listener.getsockname()[1]
-        self.lock = threading.Lock()
-        self.exchanges: list[Exchange] = []
-        self.errors: list[str] = []
-        self._pending: dict = {}             # (connection, correlation id) -> Exchange
-        self._sockets: list = []
-        self._closed = False
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
-
-    def close(self) -> None:
-        self._closed = True
-        for s in [self.listener, *self._sockets]:
-            try:
-                s.close()
-            except OSError:
-                pass
-        for t in self._threads:
-            t.join(5)
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                continue
-            try:
-                server = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            for s in (client, server):
-                s.settimeout(0.5)
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._sockets.append(s)
-            key = object()
-            for src, dst, parse in ((client, server, self._request),
-                                    (server, client, self._response)):
-                t = threading.Thread(target=self._pump, args=(src, dst, parse, key), daemon=True)
-                self._threads.append(t)
-                t.start()
-
-    def _pump(self, src, dst, parse, key) -> None:
-        buf = bytearray()
-        while not self._closed:
-            try:
-                chunk = src.recv(1 << 18)
-            except socket.timeout:
-                continue
-            except OSError:
-                break
-            if not chunk:
-                break
-            buf += chunk
-            while len(buf) >= 4:
-                (size,) = struct.unpack_from(">i", buf, 0)
-                if len(buf) < 4 + size:
-                    break
-                try:
-                    parse(key, bytes(buf[4:4 + min(size, 256)]), 4 + size)
-                except Exception as exc:  # noqa: BLE001 - reported by the driver
-                    self.errors.append(repr(exc))
-                del buf[:4 + size]
-            try:
-                dst.sendall(chunk)
-            except OSError:
-                break
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _request(self, key, head: bytes, frame_bytes: int) -> None:
+    def _request(self, key, head: bytes) -> None:
+        frame_bytes = 4 + len(head)
         api_key, version, correlation_id = struct.unpack_from(">hhi", head, 0)
         if api_key != FETCH:
             return
@@ -188,7 +113,8 @@ class ByteProxy:
         with self.lock:
             self._pending[(key, correlation_id)] = exchange
 
-    def _response(self, key, head: bytes, frame_bytes: int) -> None:
+    def _response(self, key, head: bytes) -> None:
+        frame_bytes = 4 + len(head)
         (correlation_id,) = struct.unpack_from(">i", head, 0)
         with self.lock:
             exchange = self._pending.pop((key, correlation_id), None)
@@ -386,11 +312,11 @@ def main() -> int:
     import confluent_kafka as ck
 
     workdir = tempfile.mkdtemp(prefix="bench-fs-")
-    proxy = ByteProxy()
+    proxy_port = free_port()
     broker = make_kafkapy(workdir, {
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
         "group.initial.rebalance.delay.ms": "0"})
-    proxy.target_port = broker.port
+    proxy = ByteProxy(broker.port, proxy_port)
     rows: list[dict] = []
     try:
         broker.start()
