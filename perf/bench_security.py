@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import ssl
 import struct
@@ -173,6 +174,7 @@ def main(argv=None) -> int:
     finally:
         broker.stop()
         broker.close()
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
