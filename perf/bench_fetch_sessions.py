@@ -11,13 +11,16 @@ get one record in every partition. Then, per partition count and per client:
 
 is assigned every partition from the beginning, reads all records, stays
 caught up and idle for ``--idle-s`` seconds, then one new record goes to each
-of 10 partitions and the time until the consumer has seen all 10 is taken.
+of 10 partitions and the time until the consumer has seen all 10 is taken
+(5 rounds, median and worst).
 
 Figures: Fetch requests per second while idle, mean bytes per Fetch request
 and response while idle (whole frames, size prefix included), the broker's
 CPU seconds per idle second (whole process tree), the catch-up traffic, and
 the time to see the 10 new records. A broker-only idle window (no consumer)
-gives the baseline CPU.
+gives the baseline CPU, and raw Fetch v12 frames on one direct connection
+give the broker CPU per empty incremental fetch of a session holding every
+partition.
 
 Every loop is bounded in count and time; only 127.0.0.1; the broker is the
 only process started and ``BrokerProcess.stop`` signals only its own tree.
@@ -31,6 +34,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import struct
 import sys
 import tempfile
@@ -40,10 +44,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "integration")]
 
 from _brokers import free_port, make_kafkapy  # noqa: E402
-from fetch_support import RecordingProxy  # noqa: E402
+from fetch_support import FETCH, Conn, RecordingProxy, fetch_request  # noqa: E402
 
-FETCH = 1
 NEW_RECORDS = 10
+NEW_ROUNDS = 5
 
 
 # ------------------------------------------------------------------ proxy
@@ -263,21 +267,31 @@ def run_client(broker, proxy: ByteProxy, producer, client: str, topic: str,
             raise RuntimeError(f"{extra} unexpected records while idle")
         res["idle"] = _traffic(proxy.since(t0, t1), t1 - t0)
         res["broker_cpu_per_idle_s"] = round((cpu1 - cpu0) / (t1 - t0), 3)
-        # Ten partitions, spread over the topic, get one record each.
+        # Ten partitions, spread over the topic, get one record each; NEW_ROUNDS
+        # rounds, started at different points of the consumer's long poll
+        # (a pause of 0, 0.1, ... s before each), so the median and the
+        # worst are not one sample of where the poll happened to be.
         step = max(1, partitions // NEW_RECORDS)
-        t_new = time.monotonic()
-        for i in range(NEW_RECORDS):
-            producer.produce(topic, value=b"n" * 100, partition=(i * step) % partitions)
-        producer.flush(10)
-        res["produce_ack_ms"] = round((time.monotonic() - t_new) * 1000, 1)
-        got, deadline = 0, t_new + 30
-        while got < NEW_RECORDS and time.monotonic() < deadline:
-            got += consumer.poll(0.05)
-        t_seen = time.monotonic()
-        if got < NEW_RECORDS:
-            raise TimeoutError(f"saw {got}/{NEW_RECORDS} new records in 30 s")
-        res["new_records_seen_ms"] = round((t_seen - t_new) * 1000, 1)
-        res["new_records"] = _traffic(proxy.since(t_new, t_seen), t_seen - t_new)
+        seen_ms, acks_ms = [], []
+        for rnd in range(NEW_ROUNDS):
+            pause_end = time.monotonic() + 0.1 * rnd
+            while time.monotonic() < pause_end:
+                if consumer.poll(0.05):
+                    raise RuntimeError("unexpected records between rounds")
+            t_new = time.monotonic()
+            for i in range(NEW_RECORDS):
+                producer.produce(topic, value=b"n" * 100, partition=(i * step + rnd) % partitions)
+            producer.flush(10)
+            acks_ms.append((time.monotonic() - t_new) * 1000)
+            got, deadline = 0, t_new + 30
+            while got < NEW_RECORDS and time.monotonic() < deadline:
+                got += consumer.poll(0.05)
+            if got != NEW_RECORDS:
+                raise TimeoutError(f"round {rnd}: saw {got}/{NEW_RECORDS} new records")
+            seen_ms.append((time.monotonic() - t_new) * 1000)
+        res["produce_ack_ms_median"] = round(statistics.median(acks_ms), 1)
+        res["new_records_seen_ms_median"] = round(statistics.median(seen_ms), 1)
+        res["new_records_seen_ms_max"] = round(max(seen_ms), 1)
     except Exception as exc:  # noqa: BLE001 - reported in the row
         res["error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -293,6 +307,33 @@ def broker_idle_cpu(broker, seconds: float) -> float:
     cpu0, t0 = broker.cpu_seconds(), time.monotonic()
     time.sleep(seconds)
     return round((broker.cpu_seconds() - cpu0) / (time.monotonic() - t0), 3)
+
+
+def incremental_fetch_cpu(broker, topic: str, partitions: int, seconds: float = 3.0) -> dict:
+    """Broker CPU (ms) per empty incremental fetch of a session holding every
+    partition (all caught up at offset 1), raw Fetch v12 frames on one direct
+    connection: with ``max_wait`` 0, and with a 500 ms long poll (the parked
+    fetch is run again when its deadline passes). Each loop is bounded by
+    ``seconds`` and 1,000 fetches."""
+    out = {}
+    with Conn(broker.bootstrap) as conn:
+        full = conn.call(FETCH, 12, fetch_request(12, [(topic, [(p, 1) for p in range(partitions)])],
+                                                  epoch=0, max_wait_ms=0))
+        if full.error_code or not full.session_id:
+            return {"error": f"no session: error {full.error_code}"}
+        epoch = 1
+        for max_wait in (0, 500):
+            cpu0, t0, n = broker.cpu_seconds(), time.monotonic(), 0
+            while time.monotonic() < t0 + seconds and n < 1_000:
+                r = conn.call(FETCH, 12, fetch_request(12, [], session_id=full.session_id,
+                                                       epoch=epoch, max_wait_ms=max_wait))
+                epoch, n = epoch + 1, n + 1
+                if r.error_code or r.responses:
+                    return {"error": f"incremental fetch: error {r.error_code}, "
+                                     f"{len(r.responses)} topics"}
+            out[f"max_wait_{max_wait}_ms"] = round((broker.cpu_seconds() - cpu0) / n * 1000, 1)
+        conn.call(FETCH, 12, fetch_request(12, [], session_id=full.session_id, epoch=-1))
+    return out
 
 
 def main() -> int:
@@ -328,20 +369,24 @@ def main() -> int:
             created_s = prepare_topic(broker, proxy_bootstrap(proxy), topic, partitions,
                                       args.timeout_s)
             baseline = broker_idle_cpu(broker, args.idle_s)
+            raw = incremental_fetch_cpu(broker, topic, partitions)
             print(f"{partitions:,} partitions: created+filled in {created_s:.1f} s, "
-                  f"broker idle CPU without consumers {baseline} s/s", flush=True)
+                  f"broker idle CPU without consumers {baseline} s/s; broker CPU per empty "
+                  f"incremental fetch (raw frames) {raw}", flush=True)
             for client in clients:
                 row = run_client(broker, proxy, producer, client, topic, partitions,
                                  args.idle_s, args.timeout_s)
                 row["create_topic_s"] = round(created_s, 2)
                 row["broker_cpu_per_idle_s_no_consumer"] = baseline
+                row["incremental_fetch_cpu_ms"] = raw
                 rows.append(row)
                 idle = row.get("idle", {})
                 print(f"  {client}: {row.get('error', '')} idle {idle.get('fetches_per_s')} "
                       f"fetch/s, req {idle.get('request_bytes_mean')} B, resp "
                       f"{idle.get('response_bytes_mean')} B, sessions {idle.get('sessions')}, "
                       f"v{idle.get('versions')}, broker CPU {row.get('broker_cpu_per_idle_s')} "
-                      f"s/s; 10 new seen in {row.get('new_records_seen_ms')} ms; catch-up "
+                      f"s/s; 10 new seen in {row.get('new_records_seen_ms_median')} ms median, "
+                      f"{row.get('new_records_seen_ms_max')} max; catch-up "
                       f"{row.get('catch_up_s')} s", flush=True)
         del producer
     finally:
@@ -359,7 +404,7 @@ def main() -> int:
 
 def print_table(rows: list[dict]) -> None:
     print("\n| partitions | client | session | idle fetch/s | idle B/request | idle B/response "
-          "| broker CPU s per idle s (no consumer) | 10 new records seen ms | catch-up s, fetches, "
+          "| broker CPU s per idle s (no consumer) | 10 new records seen ms, median / max of 5 | catch-up s, fetches, "
           "response MB |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -367,10 +412,17 @@ def print_table(rows: list[dict]) -> None:
         print(f"| {r['partitions']:,} | {r['client']} | {'yes' if idle.get('sessions') else 'no'} "
               f"| {idle.get('fetches_per_s')} | {idle.get('request_bytes_mean')} "
               f"| {idle.get('response_bytes_mean')} | {r.get('broker_cpu_per_idle_s')} "
-              f"({r.get('broker_cpu_per_idle_s_no_consumer')}) | {r.get('new_records_seen_ms')} "
+              f"({r.get('broker_cpu_per_idle_s_no_consumer')}) | {r.get('new_records_seen_ms_median')} "
+              f"/ {r.get('new_records_seen_ms_max')} "
               f"| {r.get('catch_up_s')}, {cu.get('fetches')}, "
               f"{(cu.get('response_bytes') or 0) / 1e6:.2f} |"
               + (f" error: {r['error']}" if "error" in r else ""))
+    raw = {r["partitions"]: r.get("incremental_fetch_cpu_ms") or {} for r in rows}
+    print("\n| partitions | broker CPU ms per empty incremental fetch, max_wait 0 / 500 ms |")
+    print("|---|---|")
+    for partitions, cost in raw.items():
+        print(f"| {partitions:,} | {cost.get('max_wait_0_ms')} / {cost.get('max_wait_500_ms')}"
+              + (f" error: {cost['error']}" if "error" in cost else "") + " |")
 
 
 if __name__ == "__main__":
