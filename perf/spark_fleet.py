@@ -28,6 +28,21 @@ Stages, per broker:
    topic with the fleet, then time a Spark aggregation that touches every
    value through the data source.
 
+Transactional mode (``--transactional``, kafkapy's client): each task is a
+transactional producer (``transactional.id`` ``fleet-<run_id>-<task>``)
+committing every ``--txn-records`` records, and with each transaction it
+commits its progress (the next seq) as the offset of partition ``<task>`` of
+``<topic>-progress`` for group ``fleet-<run_id>`` (send_offsets_to_transaction,
+so records and progress commit or abort together).  A task attempt first
+calls init_transactions (fencing the previous attempt and aborting its open
+transaction), then reads its committed progress and resumes there.
+``--fail-after N`` makes every task's first attempt raise after N records
+(its last transaction open, flushed), so Spark retries every task
+(``local[*,4]``; on a cluster ``spark.task.maxFailures``, default 4).
+Verification then reads read_committed and checks exactly-once across those
+retries: every seq once, none lost, none twice; the read_uncommitted
+duplicates (the aborted attempts' records) are reported beside it.
+
 Brokers: with ``--bootstrap-servers`` the fleet uses that cluster; otherwise
 it starts kafkapy (and tansu with ``--compare``) through ``perf/_brokers.py``,
 one at a time, and stops each before the next.
@@ -77,6 +92,8 @@ def producer_task(task_id: int, cfg: dict) -> dict:
     """
     client = cfg["client"]
     note = ""
+    if cfg.get("transactional"):
+        return _kafkapy_txn_task(task_id, cfg)
     if client == "kafkapy":
         try:
             return _kafkapy_task(task_id, cfg)
@@ -84,6 +101,66 @@ def producer_task(task_id: int, cfg: dict) -> dict:
             note = f"kafkapy.client not importable ({exc}); used confluent-kafka"
     out = _confluent_task(task_id, cfg)
     out["note"] = note
+    return out
+
+
+def _kafkapy_txn_task(task_id: int, cfg: dict) -> dict:
+    """A transactional fleet member that resumes where its committed output ends
+    (see the module docstring, transactional mode)."""
+    from pyspark import TaskContext
+
+    from kafkapy.client import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+
+    context = TaskContext.get()
+    attempt = context.attemptNumber() if context is not None else 0
+    n, size, topic, run_id = cfg["records"], cfg["record_size"], cfg["topic"], cfg["run_id"]
+    group = f"fleet-{run_id}"
+    progress = TopicPartition(cfg["progress_topic"], task_id)
+    producer = KafkaProducer(bootstrap_servers=cfg["bootstrap"], transactional_id=f"fleet-{run_id}-{task_id}",
+                             linger_ms=cfg["linger_ms"], batch_size=1_000_000)
+    state = {"acked": 0, "errors": 0, "first_error": ""}
+
+    def on_completion(_metadata, exc):
+        if exc is None:
+            state["acked"] += 1
+        else:
+            state["errors"] += 1
+            state["first_error"] = state["first_error"] or repr(exc)
+
+    pad = b"x" * size
+    value_bytes = 0
+    t0 = time.time()
+    try:
+        # First fence the previous attempt (its open transaction is aborted,
+        # with the progress offset it carried), then read the progress.
+        producer.init_transactions()
+        consumer = KafkaConsumer(bootstrap_servers=cfg["bootstrap"], group_id=group, enable_auto_commit=False)
+        try:
+            start = consumer.committed(progress) or 0
+        finally:
+            consumer.close(autocommit=False)
+        fail_at = cfg["fail_after"] if attempt == 0 and cfg["fail_after"] > 0 else None
+        seq = start
+        while seq < n:
+            end = min(n, seq + cfg["txn_records"])
+            producer.begin_transaction()
+            for s in range(seq, end):
+                key = b"%s:%d:%d" % (run_id.encode(), task_id, s)
+                value = _record(key + b"|", pad, size)
+                producer.send(topic, value, key=key, callback=on_completion)
+                value_bytes += len(value)
+                if fail_at is not None and s + 1 - start >= fail_at:
+                    producer.flush()
+                    raise RuntimeError(f"injected failure of task {task_id} attempt {attempt} at seq {s}")
+            producer.send_offsets_to_transaction({progress: OffsetAndMetadata(end, "")}, group)
+            producer.commit_transaction()
+            seq = end
+    finally:
+        t1 = time.time()
+        producer.close(0)
+    out = _task_result(task_id, cfg, "kafkapy-transactional", n - start, state["acked"], value_bytes, t0, t1,
+                       state["errors"], state["first_error"], [])
+    out["note"] = f"task {task_id}: attempt {attempt} resumed at seq {start}" if attempt else ""
     return out
 
 
@@ -235,7 +312,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 def run_fleet(spark, bootstrap: str, topic: str, *, tasks: int, records: int, record_size: int,
               client: str = "kafkapy", acks: str = "all", idempotent: bool = True,
-              linger_ms: int = 5, run_id: str | None = None) -> dict:
+              linger_ms: int = 5, run_id: str | None = None, transactional: bool = False,
+              txn_records: int = 1000, fail_after: int = 0) -> dict:
     """Stage 1 + 2: run the producers as Spark tasks and aggregate with Spark SQL."""
     run_id = run_id or uuid.uuid4().hex[:8]
     if client == "kafkapy":
@@ -248,7 +326,13 @@ def run_fleet(spark, bootstrap: str, topic: str, *, tasks: int, records: int, re
             client = "confluent"
     cfg = {"bootstrap": bootstrap, "topic": topic, "records": records, "record_size": record_size,
            "client": client, "acks": acks, "idempotent": idempotent, "linger_ms": linger_ms,
-           "run_id": run_id}
+           "run_id": run_id, "transactional": transactional, "txn_records": txn_records,
+           "fail_after": fail_after, "progress_topic": f"{topic}-progress"}
+    if transactional:
+        if client != "kafkapy":
+            raise ValueError("--transactional runs kafkapy's client")
+        # One partition per task for the tasks' committed progress.
+        create_topic(bootstrap, cfg["progress_topic"], tasks)
     if __name__ != "__main__":
         # Imported (tests, notebooks): executors cannot import this file by
         # name, so cloudpickle must ship producer_task by value, as it does
@@ -285,13 +369,15 @@ def run_fleet(spark, bootstrap: str, topic: str, *, tasks: int, records: int, re
 
 
 def verify(spark, bootstrap: str, topic: str, run_id: str, tasks: int, records: int,
-           exactly_once: bool) -> dict:
-    """Stage 3: read the topic back through the kafkapy data source and check each task's seqs."""
+           exactly_once: bool, isolation_level: str = "read_uncommitted") -> dict:
+    """Stage 3: read the topic back through the kafkapy data source and check each task's seqs
+    (``isolation_level`` read_committed for a transactional fleet)."""
     t0 = time.time()
     df = (spark.read.format("kafkapy").option("bootstrap.servers", bootstrap)
           .option("subscribe", topic).option("startingOffsets", "earliest")
+          .option("kafka.isolation.level", isolation_level)
           .option("failOnDataLoss", "false").option("kafkaConsumer.pollTimeoutMs", "10000").load())
-    view = f"verify_{run_id}"
+    view = f"verify_{run_id}_{isolation_level}"
     df.selectExpr("split(cast(key AS STRING), ':') AS k").where(f"k[0] = '{run_id}'").selectExpr(
         "CAST(k[1] AS INT) AS task_id", "CAST(k[2] AS BIGINT) AS seq").createOrReplaceTempView(view)
     per_task = {r["task_id"]: r.asDict() for r in spark.sql(f"""
@@ -318,7 +404,8 @@ def verify(spark, bootstrap: str, topic: str, run_id: str, tasks: int, records: 
         high_watermark_total = sum(h for _l, h in planner.watermarks(planner.partitions()).values())
     finally:
         planner.close()
-    return {"mode": "exactly-once" if exactly_once else "at-least-once",
+    return {"mode": ("exactly-once" if exactly_once else "at-least-once")
+            + (" (read_committed)" if isolation_level == "read_committed" else ""),
             "ok": all(r["ok"] for r in report), "lost": lost_total, "duplicates": dup_total,
             "high_watermark_total": high_watermark_total, "expected_total": tasks * records,
             "read_s": time.time() - t0, "tasks": report}
@@ -491,13 +578,22 @@ def run_against(spark, name: str, bootstrap: str, args, results: dict) -> None:
             create_topic(bootstrap, topic, partitions)
         fleet = run_fleet(spark, bootstrap, topic, tasks=args.tasks, records=args.records,
                           record_size=args.record_size, client=args.client, acks=args.acks,
-                          idempotent=args.idempotent, linger_ms=args.linger_ms)
+                          idempotent=args.idempotent, linger_ms=args.linger_ms,
+                          transactional=args.transactional, txn_records=args.txn_records,
+                          fail_after=args.fail_after)
         entry["fleet"] = fleet
         a = fleet["aggregate"]
         print(f"[{name}] fleet: {a['records_per_s']:,.0f} records/s, {a['mb_per_s']:.1f} MB/s, "
               f"p99 {fleet['latency_ms']['p99']} ms, errors {a['errors']}", flush=True)
         if not args.no_verify:
-            v = verify(spark, bootstrap, topic, fleet["run_id"], args.tasks, args.records, args.idempotent)
+            if args.transactional:
+                v = verify(spark, bootstrap, topic, fleet["run_id"], args.tasks, args.records, True,
+                           "read_committed")
+                # The aborted attempts' records, still in the log.
+                v["read_uncommitted_duplicates"] = verify(
+                    spark, bootstrap, topic, fleet["run_id"], args.tasks, args.records, False)["duplicates"]
+            else:
+                v = verify(spark, bootstrap, topic, fleet["run_id"], args.tasks, args.records, args.idempotent)
             entry["verify"] = v
             print(f"[{name}] verify ({v['mode']}): {'ok' if v['ok'] else 'FAILED'}, lost {v['lost']}, "
                   f"duplicates {v['duplicates']}, high watermarks {v['high_watermark_total']:,} "
@@ -538,6 +634,13 @@ def parse_args(argv=None):
     p.add_argument("--acks", default="all", choices=("0", "1", "all"))
     p.add_argument("--idempotent", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument("--transactional", action="store_true",
+                   help="transactional producers (kafkapy's client) that resume from their committed progress; "
+                        "verified read_committed")
+    p.add_argument("--txn-records", type=int, default=1000, help="records per transaction (--transactional)")
+    p.add_argument("--fail-after", type=int, default=0,
+                   help="--transactional: every task's first attempt fails after this many records, so Spark "
+                        "retries it (0: no failure)")
     p.add_argument("--no-verify", action="store_true")
     p.add_argument("--read-mb", type=float, default=-1, help="MB for the read benchmark (default 1000, quick 100; 0 skips)")
     p.add_argument("--read-record-size", type=int, default=1024)
@@ -552,7 +655,10 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    spark = _session(args.master, "kafkapy-spark-fleet")
+    master = args.master
+    if args.fail_after and master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*,4]"  # local mode retries a failed task only with maxFailures in the master
+    spark = _session(master, "kafkapy-spark-fleet")
     if args.tasks <= 0:
         args.tasks = spark.sparkContext.defaultParallelism
     results = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "master": spark.sparkContext.master,
@@ -566,7 +672,16 @@ def main(argv=None) -> int:
             import _brokers
             for name in (("kafkapy", "tansu") if args.compare else ("kafkapy",)):
                 workdir = tempfile.mkdtemp(prefix=f"spark-fleet-{name}-")
-                broker = _brokers.BROKER_FACTORIES[name](workdir)
+                if name == "kafkapy":
+                    # One broker: internal topics with one replica, as Kafka's
+                    # single-node config/server.properties sets them (the
+                    # default 3 makes FindCoordinator answer
+                    # COORDINATOR_NOT_AVAILABLE, as Kafka's does).
+                    broker = _brokers.make_kafkapy(workdir, {"offsets.topic.replication.factor": "1",
+                                                             "transaction.state.log.replication.factor": "1",
+                                                             "transaction.state.log.min.isr": "1"})
+                else:
+                    broker = _brokers.BROKER_FACTORIES[name](workdir)
                 try:
                     broker.start()
                     broker.wait_ready()

@@ -44,7 +44,9 @@ def broker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def spark():
     from kafkapy.spark import local_session
-    session = local_session("kafkapy-tests", master="local[2]", shuffle_partitions=2)
+    # local[2,2]: a failed task is retried once (the transactional fleet's
+    # retry test); local mode takes maxFailures from the master string only.
+    session = local_session("kafkapy-tests", master="local[2,2]", shuffle_partitions=2)
     yield session
     session.stop()
 
@@ -343,3 +345,25 @@ def test_small_fleet_with_verification(spark, broker, client, tmp_path):
     assert "exactly-once: ok" in out.with_suffix(".md").read_text()
     if importlib.util.find_spec("matplotlib") is not None:
         assert out.with_suffix(".png").stat().st_size > 1000
+
+
+def test_transactional_fleet_exactly_once_across_task_retries(spark, broker):
+    """perf/spark_fleet.py --transactional --fail-after: every task's first
+    attempt fails with a transaction open (flushed); Spark retries it, the
+    retry fences it, resumes from the committed progress, and the
+    read_committed output holds every seq exactly once."""
+    if importlib.util.find_spec("kafkapy.client") is None:
+        pytest.skip("kafkapy.client not available")
+    fleet = _load_fleet()
+    topic = "fleet-txn"
+    create_topic(broker.bootstrap, topic, 2)
+    result = fleet.run_fleet(spark, broker.bootstrap, topic, tasks=2, records=1000, record_size=32,
+                             client="kafkapy", linger_ms=1, transactional=True, txn_records=100, fail_after=250)
+    # Attempt 0 committed seqs 0-199 and failed in the transaction of 200-299.
+    assert sorted(result["notes"]) == [f"task {t}: attempt 1 resumed at seq 200" for t in range(2)]
+    assert [t["records_sent"] for t in result["tasks"]] == [800, 800]
+    committed = fleet.verify(spark, broker.bootstrap, topic, result["run_id"], 2, 1000, True, "read_committed")
+    assert committed["ok"] and committed["lost"] == 0 and committed["duplicates"] == 0, committed
+    everything = fleet.verify(spark, broker.bootstrap, topic, result["run_id"], 2, 1000, False)
+    # The aborted transactions' 50 records per task are in the log, read_uncommitted.
+    assert everything["duplicates"] == 100 and everything["lost"] == 0, everything
