@@ -112,26 +112,24 @@ class TransactionLogFormatter:
         from kafkapy.coordinator.records import RecordFormatError
         from kafkapy.coordinator.transaction.state_log import decode_key, decode_value
 
+        def decoded(data, decode):
+            try:
+                return decode(bytes(data))
+            except RecordFormatError:
+                return None
+
         out: dict = {}
         key, value = record.key, record.value
         if key is None:
             out["key"] = None
         else:
-            key = bytes(key)
-            try:
-                transactional_id = decode_key(key)
-            except RecordFormatError:
-                transactional_id = None
+            transactional_id = decoded(key, decode_key)
             out["key"] = {"version": self._version(key),
                           "data": "unknown" if transactional_id is None else {"transactionalId": transactional_id}}
         if value is None:
             out["value"] = None
         else:
-            value = bytes(value)
-            try:
-                txn = decode_value(value)
-            except RecordFormatError:
-                txn = None
+            txn = decoded(value, decode_value)
             if txn is None:
                 data = "unknown"
             else:

@@ -43,31 +43,40 @@ def txn_producer(bootstrap, txn_id, **conf):
     return p
 
 
+def _drain(poll, want, idle_s) -> list:
+    """Values from ``poll()`` (an iterable of (partition, value) per call), in
+    partition then offset order: until ``want`` came (then 0.5 s more shows no
+    extra), nothing new for ``idle_s``, or TIMEOUT_S."""
+    got: dict[int, list] = {}
+    deadline = time.monotonic() + TIMEOUT_S
+    last_new = time.monotonic()
+    count = 0
+    for _ in range(10_000):
+        if time.monotonic() > deadline or time.monotonic() - last_new > idle_s:
+            break
+        if want is not None and count >= want and time.monotonic() - last_new > 0.5:
+            break
+        for partition, value in poll():
+            got.setdefault(partition, []).append(value)
+            count += 1
+            last_new = time.monotonic()
+    return [v for p in sorted(got) for v in got[p]]
+
+
 def consume_confluent(bootstrap, topic, partitions, isolation, want=None, idle_s=2.0):
-    """Values from offset 0 of every partition, partition then offset order."""
     c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{topic}-{isolation}",
                                   "isolation.level": isolation, "enable.auto.commit": False,
                                   "fetch.wait.max.ms": 100})
     c.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: dict[int, list] = {}
+
+    def poll():
+        msg = c.poll(0.2)
+        return [] if msg is None or msg.error() else [(msg.partition(), msg.value())]
+
     try:
-        deadline = time.monotonic() + TIMEOUT_S
-        last_new = time.monotonic()
-        count = 0
-        for _ in range(10_000):
-            if time.monotonic() > deadline or time.monotonic() - last_new > idle_s:
-                break
-            if want is not None and count >= want and time.monotonic() - last_new > 0.5:
-                break
-            msg = c.poll(0.2)
-            if msg is None or msg.error():
-                continue
-            got.setdefault(msg.partition(), []).append(msg.value())
-            count += 1
-            last_new = time.monotonic()
+        return _drain(poll, want, idle_s)
     finally:
         c.close()
-    return [v for p in sorted(got) for v in got[p]]
 
 
 def consume_kafkapy(bootstrap, topic, partitions, isolation, want=None, idle_s=2.0):
@@ -75,24 +84,11 @@ def consume_kafkapy(bootstrap, topic, partitions, isolation, want=None, idle_s=2
                       auto_offset_reset="earliest", fetch_max_wait_ms=100)
     c.assign([TopicPartition(topic, p) for p in range(partitions)])
     c.seek_to_beginning()
-    got: dict[int, list] = {}
     try:
-        deadline = time.monotonic() + TIMEOUT_S
-        last_new = time.monotonic()
-        count = 0
-        for _ in range(10_000):
-            if time.monotonic() > deadline or time.monotonic() - last_new > idle_s:
-                break
-            if want is not None and count >= want and time.monotonic() - last_new > 0.5:
-                break
-            for tp, records in c.poll(200).items():
-                for r in records:
-                    got.setdefault(tp.partition, []).append(r.value)
-                    count += 1
-                    last_new = time.monotonic()
+        return _drain(lambda: [(tp.partition, r.value) for tp, rs in c.poll(200).items() for r in rs],
+                      want, idle_s)
     finally:
         c.close(autocommit=False)
-    return [v for p in sorted(got) for v in got[p]]
 
 
 def test_commit_and_abort_read_committed(kbroker):

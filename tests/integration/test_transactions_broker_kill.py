@@ -39,8 +39,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from clients_support import create_topic  # noqa: E402
-from support.broker import BrokerProcess  # noqa: E402
+from clients_support import create_topic, module_broker  # noqa: E402
 
 from kafkapy.client import KafkaProducer, errors  # noqa: E402
 from kafkapy.coordinator.transaction.state_log import partition_for  # noqa: E402
@@ -62,14 +61,9 @@ STATES = {"Ongoing": "abort", "PrepareCommit": "commit", "CompleteCommit": "comm
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("txn-kill"), overrides={
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"})
-    b.start()
-    try:
+    with module_broker(tmp_path_factory, {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"}) \
+            as b:
         yield b
-    finally:
-        b.close()
-        assert not b.leaked, f"broker processes outlived the module: {b.leaked}"
 
 
 def crash(broker) -> None:
