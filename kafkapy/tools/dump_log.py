@@ -347,15 +347,14 @@ def dump_log(path: str, opts: DumpOptions, out, problems: Problems) -> None:
                                 sys.stderr.write(f"Cannot decode the record at offset {offset}: {exc}\n")
                                 problems.errors += 1
                                 key_text, value_text = None, None
-                            if key_text is not None:
-                                parts.append(f"{prefix}key: {key_text}")
-                            if value_text is not None:
-                                parts.append(f" payload: {value_text}")
-                        elif key is not None:
-                            parts.append(f"{prefix}key: {_text(key)}")
+                        else:
+                            key_text = None if key is None else _text(key)
+                            value_text = None if value is None else _text(value)
+                        if key_text is not None:
+                            parts.append(f"{prefix}key: {key_text}")
                             prefix = " "
-                        if value is not None:
-                            parts.append(f"{prefix}payload: {_text(value)}")
+                        if value_text is not None:
+                            parts.append(f"{prefix}payload: {value_text}")
                     lines.append("".join(parts))
             out.write("\n".join(lines) + "\n")
             valid_bytes += batch.size

@@ -285,7 +285,7 @@ def test_tools_show_and_abort_a_hanging_transaction(kbroker):
     decoded = tool("dump_log", "--files", ",".join(map(str, segments)), "--transaction-log-decoder").stdout
     assert f"key: transaction_metadata::transactionalId={txn_id} payload: producerId:" in decoded
     assert re.search(rf"transactionalId={txn_id} payload: producerId:\d+,producerEpoch:\d+,state=Ongoing,"
-                     rf"partitions=\[{topic}-0\],txnLastUpdateTimestamp=\d+,txnTimeoutMs=60000", decoded), decoded
+                     rf"partitions=\[{topic}-0\],txnLastUpdateTimestamp=\d+,txnTimeoutMs=60000$", decoded, re.M), decoded
 
     out = tool("console_consumer", "--bootstrap-server", kbroker.bootstrap, "--topic", "__transaction_state",
                "--from-beginning", "--timeout-ms", "2000", "--formatter",

@@ -169,3 +169,24 @@ def test_errors_are_one_line(argv, message, capsys):
     assert code == 1
     assert message in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_transaction_log_decoder(tmp_path, capsys):
+    """--transaction-log-decoder prints __transaction_state records as Kafka's
+    TransactionLog.formatRecordKeyAndValue: an Ongoing value, a tombstone
+    (<DELETE>) and a key version it does not know (no payload)."""
+    from kafkapy.coordinator.transaction.state_log import TxnLogValue, encode_key, encode_value
+    ongoing = TxnLogValue(42, 3, 60000, 1, frozenset({("b", 1), ("a", 0)}), 1_700_000_000_123, 1_700_000_000_000)
+    batch = build_batch([(encode_key("tx-1"), encode_value(ongoing), [], 1000),
+                         (encode_key("tx-1"), None, [], 1001),
+                         (struct.pack(">h", 9) + b"junk", b"x", [], 1002)], base_offset=0)
+    log = tmp_path / f"{0:020d}.log"
+    log.write_bytes(batch)
+    code, out, err = _run(capsys, "--files", str(log), "--transaction-log-decoder")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[-3].endswith(" key: transaction_metadata::transactionalId=tx-1 payload: producerId:42,"
+                              "producerEpoch:3,state=Ongoing,partitions=[a-0,b-1],"
+                              "txnLastUpdateTimestamp=1700000000123,txnTimeoutMs=60000")
+    assert lines[-2].endswith(" key: transaction_metadata::transactionalId=tx-1 payload: <DELETE>")
+    assert lines[-1].endswith(" key: unknown::version=9")
