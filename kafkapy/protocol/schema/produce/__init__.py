@@ -1,0 +1,1 @@
+"""produce: the Kafka 3.9 versions kio lacks (v0-v2, message formats v0/v1; written for kafkapy, see the version modules)."""

@@ -1,0 +1,7 @@
+from .request import ProduceRequest
+from .response import ProduceResponse
+
+__all__ = (
+    "ProduceRequest",
+    "ProduceResponse",
+)
