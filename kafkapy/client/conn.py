@@ -74,12 +74,22 @@ CLIENT_APIS: dict[int, ApiSpec] = {
         ApiSpec(20, "DeleteTopics", "delete_topics", 1, 6, 1),
         ApiSpec(21, "DeleteRecords", "delete_records", 0, 2, 0),
         ApiSpec(22, "InitProducerId", "init_producer_id", 0, 4, 0),
+        # Transactions (client.transaction_manager; AddPartitionsToTxn v4+ is
+        # broker-only) and their admin side (tools.transactions).
+        ApiSpec(24, "AddPartitionsToTxn", "add_partitions_to_txn", 0, 3, 0),
+        ApiSpec(25, "AddOffsetsToTxn", "add_offsets_to_txn", 0, 3, 0),
+        ApiSpec(26, "EndTxn", "end_txn", 0, 3, 0),
+        ApiSpec(27, "WriteTxnMarkers", "write_txn_markers", 0, 1, 0, own_below=1),
+        ApiSpec(28, "TxnOffsetCommit", "txn_offset_commit", 0, 3, 0),
         ApiSpec(32, "DescribeConfigs", "describe_configs", 1, 4, 1),
         ApiSpec(33, "AlterConfigs", "alter_configs", 0, 2, 0),
         ApiSpec(37, "CreatePartitions", "create_partitions", 0, 3, 0),
         ApiSpec(42, "DeleteGroups", "delete_groups", 0, 2, 0),
         ApiSpec(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1, 0),
         ApiSpec(60, "DescribeCluster", "describe_cluster", 0, 1, 0),
+        ApiSpec(61, "DescribeProducers", "describe_producers", 0, 0, 0),
+        ApiSpec(65, "DescribeTransactions", "describe_transactions", 0, 0, 0),
+        ApiSpec(66, "ListTransactions", "list_transactions", 0, 1, 0),
     )
 }
 API_VERSIONS = 18

@@ -27,7 +27,6 @@ from __future__ import annotations
 import threading
 import time
 
-from kafkapy.protocol.api import ApiSpec
 
 from . import conn as _conn
 from . import errors
@@ -36,16 +35,6 @@ from .structs import TopicPartition
 FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 
-# The client's side of the transactional APIs.  conn.CLIENT_APIS is the
-# lead's table; the four transactional APIs are registered into it here, at
-# import of this module (before any connection negotiates versions), so the
-# table need not change.  AddPartitionsToTxn stops at v3: v4+ are broker-only.
-for _spec in (ApiSpec(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", "add_partitions_to_txn", 0, 3, 0),
-              ApiSpec(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", "add_offsets_to_txn", 0, 3, 0),
-              ApiSpec(END_TXN, "EndTxn", "end_txn", 0, 3, 0),
-              ApiSpec(TXN_OFFSET_COMMIT, "TxnOffsetCommit", "txn_offset_commit", 0, 3, 0)):
-    _conn.CLIENT_APIS.setdefault(_spec.api_key, _spec)
-del _spec
 
 UNINITIALIZED, INITIALIZING, READY, IN_TRANSACTION = "UNINITIALIZED", "INITIALIZING", "READY", "IN_TRANSACTION"
 COMMITTING, ABORTING = "COMMITTING_TRANSACTION", "ABORTING_TRANSACTION"

@@ -34,20 +34,11 @@ from typing import Optional, Sequence
 
 from kafkapy.client import conn as _conn
 from kafkapy.client import errors
-from kafkapy.protocol.api import ApiSpec
 from kafkapy.tools._cli import ToolError, load_properties_file, parser, run
 
 FIND_COORDINATOR, METADATA = 10, 3
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
 
-# The admin side of the transactional APIs, registered into the client's
-# version table (conn.CLIENT_APIS, the lead's) when this tool is imported.
-for _spec in (ApiSpec(WRITE_TXN_MARKERS, "WriteTxnMarkers", "write_txn_markers", 0, 1, 0, own_below=1),
-              ApiSpec(DESCRIBE_PRODUCERS, "DescribeProducers", "describe_producers", 0, 0, 0),
-              ApiSpec(DESCRIBE_TRANSACTIONS, "DescribeTransactions", "describe_transactions", 0, 0, 0),
-              ApiSpec(LIST_TRANSACTIONS, "ListTransactions", "list_transactions", 0, 1, 0)):
-    _conn.CLIENT_APIS.setdefault(_spec.api_key, _spec)
-del _spec
 
 
 def pretty_print_table(headers, rows, out) -> None:
