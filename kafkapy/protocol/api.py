@@ -4,10 +4,9 @@ Dispatch (``kafkapy.server.handlers``) and the ApiVersions response are both
 derived from ``API_TABLE``; nothing else lists versions.
 
 ``min_version``/``max_version`` are what ApiVersions advertises.
-``served_from`` is the lowest version actually answered: Produce is advertised
-from v0 because librdkafka before 2.11 (Debian's kcat links 2.0.2) only enables
-message format v2 when Produce v3 *and* the old versions are inside the range,
-but v0-v2 (message format v0/v1) are refused at request time, as Kafka 4 does.
+``served_from`` is the lowest version actually answered (the default: the
+lowest advertised). Produce v0-v2 (message format v0/v1) are served as Kafka
+3.9 serves them, converted to v2 batches on append (``storage.legacy_records``).
 ``own_below``: kio is generated from Kafka 4.x, which dropped the oldest
 versions of some APIs (KIP-896) that Kafka 3.9 still serves; versions below
 it come from kafkapy's own kio-shaped schemas (``kafkapy.protocol.schema``).
@@ -73,7 +72,7 @@ def _spec(key, name, module, lo, hi, served_from=None, owner="worker", package="
 API_TABLE: dict[int, ApiSpec] = {
     s.api_key: s
     for s in (
-        _spec(0, "Produce", "produce", 0, 11, served_from=3),
+        _spec(0, "Produce", "produce", 0, 11, own_below=3),
         _spec(1, "Fetch", "fetch", 4, 17),
         _spec(2, "ListOffsets", "list_offsets", 1, 10),
         _spec(3, "Metadata", "metadata", 0, 13),

@@ -19,7 +19,6 @@ One broker serves the whole module.
 from __future__ import annotations
 
 import datetime
-import struct
 import sys
 import time
 import uuid
@@ -33,10 +32,10 @@ from clients_support import module_broker  # noqa: E402
 
 from raw_api import TIMEOUT_S, call, call_raw  # noqa: E402
 
+from support.legacy_messages import message  # noqa: E402
+
 from kafkapy._core.records_py import build_batch  # noqa: E402
 from kafkapy.protocol.api import API_TABLE  # noqa: E402
-from kafkapy.protocol.codec import encode_to_bytes  # noqa: E402
-from kafkapy.protocol.entities import construct  # noqa: E402
 from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
@@ -102,20 +101,10 @@ def _produce(s, v):
     data = {"acks": 1, "timeout": 10000, "transactional_id": None, "topic_data": [
         {"name": TOPIC, "partition_data": [{"index": 0, "records": _batch()}]}]}
     if v < PRODUCE_V3:
-        # Produce v0-v2 (message format v0/v1) have no kio schema: the body is
-        # v3's without the transactional id. Kafka 4's answer (and ours):
-        # UNSUPPORTED_VERSION per partition, base offset -1.
-        body = encode_to_bytes(construct(API_TABLE[0].request_class(3), data))[2:]
-        raw = s.call_raw(0, v, body)
-        (n_topics,) = struct.unpack_from(">i", raw, 0)
-        (name_len,) = struct.unpack_from(">h", raw, 4)
-        pos = 6 + name_len
-        (n_parts,) = struct.unpack_from(">i", raw, pos)
-        index, code, base_offset = struct.unpack_from(">ihq", raw, pos + 4)
-        assert (n_topics, raw[6:pos].decode(), n_parts, index) == (1, TOPIC, 1, 0)
-        assert (code, base_offset) == (E.UNSUPPORTED_VERSION, -1)
-        assert len(raw) == pos + 4 + 14 + (8 if v >= 2 else 0) + (4 if v >= 1 else 0)
-        return
+        # Produce v0-v2 carry message format v0/v1 (v2: magic 1), up-converted
+        # to a v2 batch on append as Kafka 3.9 does.
+        data["topic_data"][0]["partition_data"][0]["records"] = message(1 if v == 2 else 0, b"k", b"v",
+                                                                         int(time.time() * 1000))
     r = s.call(0, v, data)
     (p,) = r.responses[0].partition_responses
     assert (r.responses[0].name, p.index, p.error_code) == (TOPIC, 0, E.NONE)

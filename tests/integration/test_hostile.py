@@ -12,7 +12,8 @@ a bad size prefix or an unparseable header closes the connection at once
 without allocating the claimed size; an unknown API key or an unsupported
 version of an API closes it, except ApiVersions, which is answered in v0
 format with UNSUPPORTED_VERSION (35) and the broker's range; bad record
-batches are per-partition errors and append nothing.
+batches (and Produce v0-v2 message sets) are per-partition errors and
+append nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kio.schema.produce.v8.response import ProduceResponse
 from kafkapy._core import batch_py, records_py
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from support.broker import BrokerProcess
+from support.legacy_messages import message as legacy_message
 from support.rawclient import (API_VERSIONS, ConnectionClosed, FrameTimeout, RawClient, encode_request,
                                parse_api_versions_v0_response)
 
@@ -319,30 +321,30 @@ def test_api_versions_unsupported_version_answered_in_v0(hostile_broker, bystand
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_produce_v0_to_v2_rejected(hostile_broker, bystander, version):
+def test_produce_v0_to_v2_corrupt_message_sets_append_nothing(hostile_broker, bystander, version):
     topic = "old-produce"
     with RawClient.connect(hostile_broker.bootstrap) as client:
         ensure_topic(client, topic)
         assert produce(client, topic, 0, batch([b"seed"]))[0] == NONE
         before = high_watermark(client, topic, 0)
-        # Produce v0-v2 (kio has no schema for them): acks i16, timeout i32,
-        # [topic string, [partition i32, message_set bytes]].
-        records = batch([b"old"])
+        good = legacy_message(1, b"k", b"v", int(time.time() * 1000))
         name = topic.encode()
-        body = (struct.pack(">hii", -1, 5000, 1) + struct.pack(">h", len(name)) + name
-                + struct.pack(">iii", 1, 0, len(records)) + records)
-        correlation_id = client.send_request(PRODUCE, version, body)
-        try:
+        # Message format v0/v1 (up-converted on append): a flipped CRC, a size
+        # below the v0 overhead, a gzip wrapper of garbage.
+        for records, code in ((good[:-1] + bytes([good[-1] ^ 0xFF]), CORRUPT_MESSAGE),
+                              (struct.pack(">qi", 0, 3) + b"\x00" * 3, CORRUPT_MESSAGE),
+                              (legacy_message(1, None, b"not gzip", 1, attributes=1), CORRUPT_MESSAGE)):
+            # Produce v0-v2: acks i16, timeout i32, [topic string, [partition i32, message_set bytes]].
+            body = (struct.pack(">hii", -1, 5000, 1) + struct.pack(">h", len(name)) + name
+                    + struct.pack(">iii", 1, 0, len(records)) + records)
+            correlation_id = client.send_request(PRODUCE, version, body)
             frame = client.recv_frame(PROMPT_S)
-        except ConnectionClosed:
-            frame = None  # closing is an acceptable rejection
-        if frame is not None:
             assert struct.unpack_from(">i", frame)[0] == correlation_id
             # v0-v2 response: [topic: name, [partition: index i32, error i16, base_offset i64, ...]]
             (n_topics,) = struct.unpack_from(">i", frame, 4)
             (name_len,) = struct.unpack_from(">h", frame, 8)
-            _n_parts, _index, error_code = struct.unpack_from(">iih", frame, 10 + name_len)
-            assert n_topics == 1 and error_code == UNSUPPORTED_VERSION
+            _n_parts, _index, error_code, base_offset = struct.unpack_from(">iihq", frame, 10 + name_len)
+            assert (n_topics, error_code, base_offset) == (1, code, -1)
     with RawClient.connect(hostile_broker.bootstrap) as client:
         assert high_watermark(client, topic, 0) == before
 

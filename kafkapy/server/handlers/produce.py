@@ -1,4 +1,4 @@
-"""Produce (key 0), served v3-v11 (advertised from v0, see protocol.api).
+"""Produce (key 0), served v0-v11.
 
 Contract:
 - acks: 0 = no response (if any partition failed, the connection is closed,
@@ -18,48 +18,58 @@ Contract:
   when ``min.insync.replicas`` exceeds the ISR (one replica here). A duplicate idempotent batch is
   acknowledged with the offsets it got the first time.
 - ``log_append_time`` is -1 unless the topic uses LogAppendTime.
+- v0-v2 carry message format v0/v1 (MessageSets): each partition's set is
+  converted to one v2 batch (``storage.legacy_records``, Kafka's LogValidator
+  up-conversion) and then appended like any other; a set with no complete
+  message appends nothing and answers NONE with base offset -1, as Kafka.
+  Their responses are kafkapy's own schemas (v0: no throttle_time, v2 adds
+  log_append_time).
 - Records stay a memoryview of the request buffer: offsets are assigned in
   place and the bytes written to the segment as they arrived.
 """
 
 import dataclasses
 import logging
-import struct
 from functools import cache
 
-from kafkapy.protocol.codec import decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import DelayedProduce
 from kafkapy.server.handlers import CloseConnection, NoResponse, _plan
+from kafkapy.storage import legacy_records
 
 API_KEY = 0
 HIGH_WATERMARK = "high_watermark"
 log = logging.getLogger("kafkapy.request")
 
 _VALID_ACKS = (-1, 0, 1)
+# The first version whose records are message format v2 (older: v0/v1).
+_FIRST_V2_VERSION = 3
 
 
 @cache
 def _response_classes(cls):
-    """``(topic class, partition builder)`` of one version's ProduceResponse.
+    """``(topic class, partition builder, response builder)`` of one version's ProduceResponse.
 
     The entities are built directly rather than through ``construct``'s
     per-dict walk: with 16 partitions per request (a confluent-kafka
     producer at linger 5 ms) the dicts and ``construct`` were ~2.5 us of the
     ~20 us each partition cost a worker.  The builder takes the fields every
     version has and passes on only those this version's class declares
-    (log_append_time from v2, log_start_offset from v5, error_message from v8).
+    (log_append_time from v2, log_start_offset from v5, error_message from v8),
+    and the response builder throttle_time from v1.
     """
     topic_cls = next(n[1] for name, n, _ in _plan(cls) if name == "responses")
     part_cls = next(n[1] for name, n, _ in _plan(topic_cls) if name == "partition_responses")
     fields = frozenset(f.name for f in dataclasses.fields(part_cls))
+    has_append_time = "log_append_time" in fields
     has_start = "log_start_offset" in fields
     has_message = "error_message" in fields
     has_record_errors = "record_errors" in fields
 
     def partition(index, error_code, base_offset, log_append_time, log_start_offset, message):
-        kw = {"index": index, "error_code": error_code, "base_offset": base_offset,
-              "log_append_time": log_append_time}
+        kw = {"index": index, "error_code": error_code, "base_offset": base_offset}
+        if has_append_time:
+            kw["log_append_time"] = log_append_time
         if has_start:
             kw["log_start_offset"] = log_start_offset
         if has_record_errors:
@@ -68,7 +78,12 @@ def _response_classes(cls):
             kw["error_message"] = message
         return part_cls(**kw)
 
-    return topic_cls, partition
+    has_throttle = any(f.name == "throttle_time" for f in dataclasses.fields(cls))
+
+    def response(topics):
+        return cls(responses=topics, throttle_time=0) if has_throttle else cls(responses=topics)
+
+    return topic_cls, partition, response
 
 
 def handle(ctx, request):
@@ -78,8 +93,9 @@ def handle(ctx, request):
     appended = []  # the slots appended to: what parked operations may wait on
     get_partition = replica_manager.get_partition
     cls = ctx.response_class()
-    topic_cls, partition = _response_classes(cls)
+    topic_cls, partition, response = _response_classes(cls)
     append = replica_manager.append_records
+    legacy = ctx.api_version < _FIRST_V2_VERSION
     valid_acks = acks in _VALID_ACKS
     # acks=-1: {slot: ("high_watermark", last offset + 1)} of the partitions
     # whose high watermark has not passed their records yet.
@@ -91,7 +107,14 @@ def handle(ctx, request):
         for pdata in topic.partition_data:
             index = pdata.index
             if valid_acks:
-                code, result, message = append(name, index, pdata.records, acks)
+                records = pdata.records
+                if legacy:
+                    code, records, message = _up_convert(records)
+                    if code or not records:
+                        any_error = any_error or bool(code)
+                        partitions.append(partition(index, int(code), -1, -1, -1, message))
+                        continue
+                code, result, message = append(name, index, records, acks)
             else:
                 code, result, message = ErrorCode.INVALID_REQUIRED_ACKS, None, None
             if code:
@@ -113,7 +136,19 @@ def handle(ctx, request):
         return CloseConnection if any_error else NoResponse
     if watch:
         return _delayed(ctx, request, watch, topics)
-    return cls(responses=tuple(topics), throttle_time=0)
+    return response(tuple(topics))
+
+
+def _up_convert(records):
+    """``(error code, v2 records, message)`` for a Produce v0-v2 partition's
+    MessageSet; v2 batches sent in an old version pass as they are (Kafka's
+    validator takes any magic below v3)."""
+    if records is None or not legacy_records.is_legacy(records):
+        return ErrorCode.NONE, records, None
+    try:
+        return ErrorCode.NONE, memoryview(bytearray(legacy_records.to_v2_batch(records))), None
+    except legacy_records.LegacyRecordError as exc:
+        return exc.error_code, None, str(exc)
 
 
 def _delayed(ctx, request, watch: dict, topics) -> DelayedProduce:
@@ -144,39 +179,11 @@ def delayed_produce_response(op: DelayedProduce, read_field):
     from kafkapy.protocol.api import API_TABLE
 
     cls = API_TABLE[API_KEY].response_class(op.api_version)
-    topic_cls, partition = _response_classes(cls)
+    topic_cls, partition, response = _response_classes(cls)
     topics = tuple(
         topic_cls(name=name, partition_responses=tuple(
             partition(index, int(code), base, append_time, start, message)
             for index, code, base, append_time, start, message, _slot in parts))
         for name, parts in op.final_results(read_field))
-    return cls(responses=topics, throttle_time=0)
+    return response(topics)
 
-
-def reject_old_version(version: int, buf, offset: int) -> bytes:
-    """Answer Produce v0-v2 (message format v0/v1) with UNSUPPORTED_VERSION.
-
-    Their request body is v3's without the leading transactional id, so it is
-    decoded as v3 behind a null one (0xFFFF); the response is written by hand
-    because v0/v1 responses predate kio's schemas: per partition
-    (index, error, base_offset[, log_append_time v2]), then throttle_time (v1+).
-    Returns the response body; raises DecodeError on a malformed request.
-    """
-    from kafkapy.protocol.api import API_TABLE
-
-    body = b"\xff\xff" + bytes(buf[offset:])
-    request, _ = decode(API_TABLE[API_KEY].request_class(3), memoryview(body), 0)
-    if request.acks == 0:
-        return None
-    out = [struct.pack(">i", len(request.topic_data))]
-    for topic in request.topic_data:
-        name = topic.name.encode()
-        out.append(struct.pack(">h", len(name)) + name)
-        out.append(struct.pack(">i", len(topic.partition_data)))
-        for pdata in topic.partition_data:
-            out.append(struct.pack(">ihq", pdata.index, ErrorCode.UNSUPPORTED_VERSION, -1))
-            if version >= 2:
-                out.append(struct.pack(">q", -1))
-    if version >= 1:
-        out.append(struct.pack(">i", 0))
-    return b"".join(out)

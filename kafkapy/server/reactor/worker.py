@@ -13,7 +13,6 @@ import logging
 import pickle
 import queue
 import signal
-import struct
 import time
 
 from kafkapy.metrics import probes
@@ -29,7 +28,6 @@ from kafkapy.server.handlers import (
     RequestContext,
     api_versions_response,
 )
-from kafkapy.server.handlers.produce import reject_old_version
 from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
 
 log = logging.getLogger("kafkapy.request")
@@ -54,7 +52,7 @@ def prepare_request(buf: memoryview):
     Returns a ``Decoded``, or ``(kind, payload)`` when the request is answered
     (or the connection closed) without reaching a handler: undecodable
     header or body, unknown key, unsupported version, ApiVersions outside its
-    range, Produce v0-v2. Shared by the handler workers and the group
+    range. Shared by the handler workers and the group
     coordinator process, so both treat malformed input alike.
     """
     try:
@@ -72,17 +70,6 @@ def prepare_request(buf: memoryview):
         # UNSUPPORTED_VERSION and its own range, so the client can downgrade.
         body = api_versions_response(0, ErrorCode.UNSUPPORTED_VERSION)
         return SEND, encode_response(header.correlation_id, body, False)
-    if spec.min_version <= version < spec.served_from:
-        # Advertised for old clients' feature detection, refused here: only
-        # Produce v0-v2 (message format v0/v1).
-        try:
-            body = reject_old_version(version, buf, header.offset)
-        except DecodeError:
-            return CLOSE, None
-        if body is None:
-            return NOREPLY, None
-        size = len(body) + 4
-        return SEND, [struct.pack(">ii", size, header.correlation_id) + body]
     if not spec.served_from <= version <= spec.max_version:
         log.info("closing connection: %s v%d is not supported", spec.name, version)
         return CLOSE, None

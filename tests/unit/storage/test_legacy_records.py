@@ -1,60 +1,20 @@
 """storage.legacy_records: v0/v1 MessageSets (Produce v0-v2) to one v2 batch.
 
-The message sets are built by hand here from Kafka's LegacyRecord layout
-(offset i64, size i32, crc i32 = CRC-32 of the rest, magic i8, attributes i8,
-[timestamp i64 for v1], key bytes, value bytes); the results are read back
+The message sets are built by hand (``support.legacy_messages``); the results are read back
 with ``records_py`` (kafkapy's v2 decoder, which checks the CRC-32C).
 """
 
-import gzip
 import struct
 import zlib
 
 import cramjam
 import pytest
+from support.legacy_messages import GZIP, LZ4, SNAPPY, message, message_set, wrapper
 
 from kafkapy._core import batch_py, records_py
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.storage import legacy_records
 from kafkapy.storage.legacy_records import LegacyRecordError, to_v2_batch
-
-NONE, GZIP, SNAPPY, LZ4 = 0, 1, 2, 3
-
-
-def message(magic, key, value, timestamp=-1, attributes=0, offset=0, crc=None):
-    body = struct.pack(">bb", magic, attributes)
-    if magic == 1:
-        body += struct.pack(">q", timestamp)
-    for field in (key, value):
-        body += struct.pack(">i", -1) if field is None else struct.pack(">i", len(field)) + field
-    crc = zlib.crc32(body) if crc is None else crc
-    return struct.pack(">qiI", offset, len(body) + 4, crc) + body
-
-
-def message_set(magic, pairs, timestamps=None):
-    """Inner offsets as the clients write them: v1 relative (0..n-1), v0 too
-    (the broker ignores them either way)."""
-    timestamps = timestamps or [-1] * len(pairs)
-    return b"".join(message(magic, k, v, t, offset=i) for i, ((k, v), t) in enumerate(zip(pairs, timestamps)))
-
-
-def compress_legacy(codec, magic, data):
-    if codec == GZIP:
-        return gzip.compress(data)
-    if codec == SNAPPY:
-        return records_py.compress(SNAPPY, data)  # xerial framing, as the Java client wrote
-    compressed = bytes(cramjam.lz4.compress(data))
-    if magic == 0:
-        # Kafka's v0 LZ4 bug: the header checksum byte computed over the
-        # frame magic too, i.e. wrong; the broker must not check it.
-        flg_end = 6 + (8 if compressed[4] & 0x08 else 0)
-        compressed = compressed[:flg_end] + bytes([compressed[flg_end] ^ 0x5A]) + compressed[flg_end + 1:]
-    return compressed
-
-
-def wrapper(codec, magic, inner, timestamp=-1, timestamp_type_bit=0):
-    return message(magic, None, compress_legacy(codec, magic, inner), timestamp,
-                   attributes=codec | timestamp_type_bit, offset=0)
 
 
 def decoded(v2):
