@@ -324,7 +324,8 @@ cdef object _check_append(const unsigned char* data, Py_ssize_t size_of_buf, Py_
         max_ts = _i64(p + C_MAX_TIMESTAMP_AT)
         if timestamp_diff_max_ms >= 0 and records_count != 0:
             for ts in (base_timestamp, max_ts):
-                if _too_far(ts, now_ms, timestamp_diff_max_ms):
+                # NO_TIMESTAMP (-1, e.g. up-converted v0 messages) is not checked, as in Kafka.
+                if ts != -1 and _too_far(ts, now_ms, timestamp_diff_max_ms):
                     raise _AppendCheckError(
                         INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_diff_max_ms} ms "
                                            f"away from the broker's time {now_ms}")

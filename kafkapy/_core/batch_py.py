@@ -206,7 +206,8 @@ def check_append(buf, max_batch_size=-1, now_ms=0, timestamp_diff_max_ms=-1):
             raise AppendCheckError(INVALID_RECORD, "a transactional batch needs a producer id")
         if timestamp_diff_max_ms >= 0 and h.records_count != 0:
             for ts in (h.base_timestamp, h.max_timestamp):
-                if abs(ts - now_ms) > timestamp_diff_max_ms:
+                # NO_TIMESTAMP (-1, e.g. up-converted v0 messages) is not checked, as in Kafka.
+                if ts != -1 and abs(ts - now_ms) > timestamp_diff_max_ms:
                     raise AppendCheckError(
                         INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_diff_max_ms} ms "
                                            f"away from the broker's time {now_ms}")

@@ -79,6 +79,10 @@ def test_timestamps(batch_mod):
     assert _error(batch_mod, _batch((NOW_MS, NOW_MS + 1001)), -1, NOW_MS, 1000)[0] == INVALID_TIMESTAMP
     # -1: no check at all (LogAppendTime, or the default Long.MAX_VALUE).
     assert batch_mod.check_append(_batch((0,)), -1, NOW_MS, -1)[1] == 1
+    # A record without a timestamp (-1: NO_TIMESTAMP, e.g. an up-converted v0
+    # message) is not checked, as Kafka's LogValidator skips it.
+    no_ts = _with_timestamps(bytearray(_batch((NOW_MS,))), -1, -1)
+    assert batch_mod.check_append(no_ts, -1, NOW_MS, 1000)[1] == 1
     # Far-apart int64 extremes do not overflow the distance.
     far = bytearray(_batch((NOW_MS,)))
     assert _error(batch_mod, _with_timestamps(far, -2**63, 2**63 - 1), -1, 2**62, 2**62)[0] \
