@@ -14,6 +14,10 @@ Named after what Kafka keeps in ZooKeeper (kafka.zk.KafkaZkClient's znodes):
 * ``controller_id`` / ``controller_epoch`` — ``/controller``,
   ``/controller_epoch``;
 * ``broker_configs`` — ``/config/brokers/<entity>`` (``<default>`` or an id);
+* ``entity_configs`` — the user and client entities (``/config/users/<user>``,
+  ``/config/clients/<client-id>``, ``/config/users/<user>/clients/<client-id>``,
+  any name possibly ``<default>``): client quotas and SCRAM credentials
+  (contract below);
 * ``producer_id_block_end`` — the end of ``/latest_producer_id_block``.
 
 Standalone (the embedded store) the one broker is the controller and leads
@@ -27,6 +31,26 @@ partitions whose state was set explicitly (a ZooKeeper store sets all), and
 Which shared-table slot holds a partition is not metadata: the slot map of
 ``kafkapy.storage.shared.SharedPartitionTable`` (``slot_for``) says.
 
+User and client entity configs (Kafka's ConfigType.USER / CLIENT entities).
+``Metadata.entity_configs`` maps an entity key to its ``{key: value}`` config
+(strings, as in the znode). A key is ``(entity_type, name)`` where the pair
+is the znode path below ``/config`` with names sanitized as Kafka stores them
+(``sanitize``; ``<default>`` as it is): build keys with ``user_entity(user)``,
+``client_entity(client_id)``, ``user_client_entity(user, client_id)`` (None
+or ``DEFAULT_ENTITY`` for a default name) and read them back with
+``entity_names(key)`` -> ``(user, client_id)`` (unsanitized; None for a part
+the entity does not have). Examples: ``("users", "alice")``, ``("clients",
+"c1")``, ``("users", "alice/clients/c1")``, ``("users",
+"<default>/clients/<default>")``. An entity with no config is absent (never
+an empty dict). Quota keys (``producer_byte_rate``, ...) and SCRAM keys
+(``SCRAM-SHA-256`` = ``salt=...,stored_key=...,server_key=...,iterations=N``)
+share a user's entity, so change them only key by key, through
+``MetadataStore.alter_entity_configs(entity, set, delete)`` (atomic, other
+keys of the entity untouched, every process sees it through the generation).
+Standalone they are persisted in the embedded store's file (``"entity_configs":
+{"users/alice": {...}}``); in a cluster in ZooKeeper, followed by every broker
+from ``/config/changes`` into its image.
+
 Ownership: a ``Metadata`` returned by a store's ``current()`` is shared by
 every caller in the process; treat it as read-only and change metadata only
 through ``MetadataStore.update``.
@@ -34,6 +58,7 @@ through ``MetadataStore.update``.
 
 from __future__ import annotations
 
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 
@@ -42,6 +67,85 @@ from dataclasses import dataclass, field
 INITIAL_CONTROLLER_EPOCH = 1
 # Kafka's "no broker" for a leader or controller id.
 NO_BROKER = -1
+
+# Kafka's config entity types of users and clients (ConfigType) and the name of
+# a default entity (ZooKeeperInternals.DEFAULT_STRING).
+ENTITY_USERS = "users"
+ENTITY_CLIENTS = "clients"
+DEFAULT_ENTITY = "<default>"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user principal or client id as a znode name
+    (URL-encoded as Java's URLEncoder does, with ``*`` -> ``%2A`` and space -> ``%20``)."""
+    # Java's URLEncoder leaves [A-Za-z0-9.*_-] alone and encodes space as '+';
+    # Kafka then rewrites '*' and '+' so the result also is a legal JMX name.
+    # Python's quote differs only in leaving '~' alone (and encodes '*' and ' ' as Kafka ends up).
+    return urllib.parse.quote(name, safe="", encoding="utf-8").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    """Kafka's Sanitizer.desanitize (Java's URLDecoder: '+' is a space)."""
+    return urllib.parse.unquote_plus(name, encoding="utf-8", errors="strict")
+
+
+def _entity_name(name: str | None) -> str:
+    return DEFAULT_ENTITY if name is None or name == DEFAULT_ENTITY else sanitize(name)
+
+
+def user_entity(user: str | None) -> tuple:
+    """The entity key of ``/config/users/<user>`` (None: the default user)."""
+    return (ENTITY_USERS, _entity_name(user))
+
+
+def client_entity(client_id: str | None) -> tuple:
+    """The entity key of ``/config/clients/<client-id>`` (None: the default client)."""
+    return (ENTITY_CLIENTS, _entity_name(client_id))
+
+
+def user_client_entity(user: str | None, client_id: str | None) -> tuple:
+    """The entity key of ``/config/users/<user>/clients/<client-id>``."""
+    return (ENTITY_USERS, f"{_entity_name(user)}/{ENTITY_CLIENTS}/{_entity_name(client_id)}")
+
+
+def entity_key(user: str | None = None, client_id: str | None = None, *,
+               user_default: bool = False, client_default: bool = False) -> tuple:
+    """The key of the entity naming ``user`` and/or ``client_id`` (``*_default``: the
+    default of that part); ValueError when it names neither."""
+    has_user, has_client = user is not None or user_default, client_id is not None or client_default
+    if has_user and has_client:
+        return user_client_entity(user, client_id)
+    if has_user:
+        return user_entity(user)
+    if has_client:
+        return client_entity(client_id)
+    raise ValueError("an entity names a user, a client id or both")
+
+
+def entity_names(key: tuple) -> tuple:
+    """``(user, client_id)`` of an entity key, unsanitized; ``DEFAULT_ENTITY`` for a
+    default part and None for a part the entity does not have."""
+    entity_type, name = key
+    unname = lambda n: n if n == DEFAULT_ENTITY else desanitize(n)  # noqa: E731
+    if entity_type == ENTITY_CLIENTS:
+        return None, unname(name)
+    if entity_type != ENTITY_USERS:
+        raise ValueError(f"not a user or client entity: {key!r}")
+    user, sep, client = name.partition(f"/{ENTITY_CLIENTS}/")
+    return unname(user), (unname(client) if sep else None)
+
+
+def entity_path(key: tuple) -> str:
+    """``users/alice/clients/c1``: the entity's path below ``/config`` (the
+    ``entity_path`` of its change notification; the embedded file's key)."""
+    return f"{key[0]}/{key[1]}"
+
+
+def entity_from_path(path: str) -> tuple:
+    entity_type, sep, name = path.partition("/")
+    if not sep or entity_type not in (ENTITY_USERS, ENTITY_CLIENTS) or not name:
+        raise ValueError(f"not a user or client entity path: {path!r}")
+    return (entity_type, name)
 
 
 @dataclass(frozen=True)
@@ -127,6 +231,9 @@ class Metadata:
     brokers: dict = field(default_factory=dict)  # broker_id -> BrokerInfo (live registrations)
     controller_id: int = NO_BROKER
     controller_epoch: int = 0
+    # user/client entity key -> {key: value}: quotas and SCRAM credentials
+    # (module docstring); only entities with a config
+    entity_configs: dict = field(default_factory=dict)
     # Cluster mode (the broker's metadata image): every partition's state is
     # explicit, and one the controller has not sent yet is unknown (leader
     # -1), never derived from the standalone rule.
@@ -189,6 +296,8 @@ class Metadata:
             "broker_configs": {entity: dict(c) for entity, c in self.broker_configs.items() if c},
             "topics": topics,
         }
+        if self.entity_configs:
+            out["entity_configs"] = {entity_path(k): dict(c) for k, c in sorted(self.entity_configs.items()) if c}
         if live:
             out["controller_id"] = self.controller_id
             out["controller_epoch"] = self.controller_epoch
@@ -205,6 +314,7 @@ class Metadata:
             partitions = {int(p): PartitionState.from_json(s) for p, s in t.get("partitions", {}).items()}
             md.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), t["num_partitions"],
                                         dict(t.get("configs", {})), partitions)
+        md.entity_configs = {entity_from_path(p): dict(c) for p, c in data.get("entity_configs", {}).items() if c}
         if "brokers" in data:
             md.controller_id = data.get("controller_id", NO_BROKER)
             md.controller_epoch = data.get("controller_epoch", 0)

@@ -85,8 +85,41 @@ class MetadataStore(ABC):
             current.topics = md.topics
             current.producer_id_block_end = md.producer_id_block_end
             current.broker_configs = md.broker_configs
+            current.entity_configs = md.entity_configs
 
         self.update(change)
+
+    def alter_entity_configs(self, entity: tuple, set=None, delete=()) -> dict:
+        """Set keys ``set`` and remove keys ``delete`` of one user/client entity
+        (``metadata.user_entity`` ...), atomically, leaving its other keys as they
+        are; returns the entity's new config. See ``alter_entity_configs_batch``."""
+        return self.alter_entity_configs_batch({entity: (set or {}, delete)})[entity]
+
+    def alter_entity_configs_batch(self, alterations, validate=None) -> dict:
+        """``alterations``: ``{entity key: (keys to set, keys to delete)}``, applied in
+        one ``update`` (all or none; in a cluster one ZooKeeper multi-op with a
+        ``/config/changes`` notification per entity). ``validate(entity, new
+        config)`` may raise to abort everything. An entity left without keys is
+        removed. Returns ``{entity key: new config}``."""
+        out = {}
+
+        def change(md: Metadata) -> None:
+            out.clear()
+            for entity, (to_set, to_delete) in alterations.items():
+                config = dict(md.entity_configs.get(entity) or {})
+                for key in to_delete:
+                    config.pop(key, None)
+                config.update({k: str(v) for k, v in (to_set or {}).items()})
+                if validate is not None:
+                    validate(entity, config)
+                if config:
+                    md.entity_configs[entity] = config
+                elif entity in md.entity_configs:
+                    del md.entity_configs[entity]
+                out[entity] = config
+
+        self.update(change)
+        return out
 
     def new_producer_id_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK) -> ProducerIdsBlock:
         """Reserve the next ``size`` producer ids for ``broker_id`` (Kafka's

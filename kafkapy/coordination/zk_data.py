@@ -38,12 +38,17 @@ from __future__ import annotations
 import base64
 import json
 import re
-import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, PartitionState
+from kafkapy.coordination.metadata import (  # noqa: F401  (sanitize, desanitize: re-exported)
+    BrokerInfo,
+    EndPoint,
+    PartitionState,
+    desanitize,
+    sanitize,
+)
 from kafkapy.coordination.store import ProducerIdsBlock
 from kafkapy.storage.checkpoints import topic_id_to_str
 
@@ -135,6 +140,16 @@ def user_config_path(user: str) -> str:
     return config_entity_path(CONFIG_TYPE_USER, name)
 
 
+def config_entity_parents(key: tuple) -> tuple:
+    """The znodes a (user, client-id) entity goes under (``/config/users/<u>``,
+    ``/config/users/<u>/clients``), parents first; () for other entities."""
+    entity_type, name = key
+    user, sep, _ = name.partition("/clients/")
+    if entity_type != CONFIG_TYPE_USER or not sep:
+        return ()
+    return (config_entity_path(CONFIG_TYPE_USER, user), config_entity_path(CONFIG_TYPE_USER, f"{user}/clients"))
+
+
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS_PATH}/{topic}"
 
@@ -160,20 +175,6 @@ def sequence_number(name: str, prefix: str) -> int:
     if at < 0 or not digits.isascii() or not digits.isdigit():
         raise ValueError(f"{name!r} is not a {prefix}<sequence> znode")
     return int(digits)
-
-
-def sanitize(name: str) -> str:
-    """Kafka's Sanitizer.sanitize: a user principal or client id as a znode name
-    (URL-encoded as Java's URLEncoder does, with ``*`` -> ``%2A`` and space -> ``%20``)."""
-    # Java's URLEncoder leaves [A-Za-z0-9.*_-] alone and encodes space as '+';
-    # Kafka then rewrites '*' and '+' so the result also is a legal JMX name.
-    # Python's quote differs only in leaving '~' alone (and encodes '*' and ' ' as Kafka ends up).
-    return urllib.parse.quote(name, safe="", encoding="utf-8").replace("~", "%7E")
-
-
-def desanitize(name: str) -> str:
-    """Kafka's Sanitizer.desanitize (Java's URLDecoder: '+' is a space)."""
-    return urllib.parse.unquote_plus(name, encoding="utf-8", errors="strict")
 
 
 # ------------------------------------------------------------------ zookeeper.connect

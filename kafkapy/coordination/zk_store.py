@@ -18,6 +18,11 @@ one multi-op conditional on the versions read (``ZkClient.AdminWrites``):
   not in the model: deleting again is nothing to do);
 * changed topic or broker configs -> ``/config/<type>/<name>`` plus a
   ``/config/changes/config_change_<seq>`` notification;
+* changed user/client entity configs (quotas, SCRAM credentials:
+  ``Metadata.entity_configs``, read lazily per entity as ``change`` looks
+  them up, ``ZkEntityConfigs``) -> ``/config/users/<u>[/clients/<c>]`` or
+  ``/config/clients/<c>`` (missing parents created empty) plus a
+  notification with Kafka's ``entity_path`` (``users/alice/clients/c1``);
 * a moved ``producer_id_block_end`` -> ``/latest_producer_id_block``
   (ZkProducerIdManager's block, assigned to this broker).
 
@@ -126,6 +131,7 @@ class ZkMetadataStore(MetadataImage):
         md = Metadata(brokers=dict(image.brokers), controller_id=image.controller_id,
                       controller_epoch=image.controller_epoch, cluster_mode=True)
         md.topics = ZkTopics(state)
+        md.entity_configs = ZkEntityConfigs(state)
         md.broker_configs = {entity: dict(c.configs) for entity, c in state.broker_configs.items() if c.configs}
         block = state.producer_id_block
         md.producer_id_block_end = block.next_block_first_id if block is not None else 0
@@ -168,6 +174,17 @@ class ZkMetadataStore(MetadataImage):
                 config = state.broker_configs.get(entity)
                 batch.set_entity_config(zk_data.CONFIG_TYPE_BROKER, entity, configs,
                                         config.version if config else -1)
+        created = set()
+        for key in sorted(_entity_keys(before, after)):
+            configs = after.entity_configs.get(key) or {}
+            if configs == (before.entity_configs.get(key) or {}):
+                continue
+            for parent in zk_data.config_entity_parents(key):
+                if parent in state.absent_paths and parent not in created:
+                    created.add(parent)
+                    batch.create_config_parent(parent)
+            config = state.entity_configs.get(key)
+            batch.set_entity_config(key[0], key[1], configs, config.version if config else -1)
         if after.producer_id_block_end != before.producer_id_block_end:
             size = after.producer_id_block_end - before.producer_id_block_end
             if size <= 0 or after.producer_id_block_end - 1 > zk_data.INT64_MAX:
@@ -185,8 +202,61 @@ class ZkMetadataStore(MetadataImage):
             if info is not None and old is not None and info.configs != old.configs:
                 topics[name] = info.configs
         brokers = after.broker_configs if after.broker_configs != before.broker_configs else None
-        if topics or brokers is not None:
-            self.apply(lambda md: apply_configs(md, topics, brokers))
+        entities = {}
+        for key in _entity_keys(before, after):
+            configs = after.entity_configs.get(key) or {}
+            if configs != (before.entity_configs.get(key) or {}):
+                entities[key] = configs
+        if topics or brokers is not None or entities:
+            self.apply(lambda md: apply_configs(md, topics, brokers, entities))
+
+
+def _entity_keys(before: Metadata, after: Metadata):
+    """The user/client entities a change may have altered: those it looked at."""
+    if isinstance(after.entity_configs, ZkEntityConfigs):
+        return set(after.entity_configs.touched)
+    return set(after.entity_configs) | set(before.entity_configs)
+
+
+class ZkEntityConfigs(MutableMapping):
+    """The admin model's user/client entity configs (``Metadata.entity_configs``),
+    read from ZooKeeper per entity as they are asked for (``ZkTopics``' rule);
+    iterating reads them all. Entities without keys are absent."""
+
+    def __init__(self, state):
+        self.state = state
+        self.touched: set = set()
+        self._configs: dict = {}
+
+    def _read(self, key: tuple) -> None:
+        if key in self.touched:
+            return
+        self.touched.add(key)
+        self.state.read_entities([key])
+        config = self.state.entity_configs.get(key)
+        if config is not None and config.configs:
+            self._configs[key] = dict(config.configs)
+
+    def __getitem__(self, key: tuple) -> dict:
+        self._read(key)
+        return self._configs[key]
+
+    def __setitem__(self, key: tuple, configs: dict) -> None:
+        self._read(key)
+        self._configs[key] = configs
+
+    def __delitem__(self, key: tuple) -> None:
+        self._read(key)
+        del self._configs[key]
+
+    def __iter__(self):
+        self.state.read_all_entities()
+        for key in sorted(self.state.entity_configs):
+            self._read(key)
+        return iter(list(self._configs))
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
 
 
 class ZkTopics(MutableMapping):
@@ -255,9 +325,20 @@ def topic_assignment(info: TopicInfo) -> dict:
     return out
 
 
-def apply_configs(md: Metadata, topics: dict, brokers: dict | None) -> None:
+def apply_configs(md: Metadata, topics: dict, brokers: dict | None, entities: dict | None = None,
+                  all_entities: bool = False) -> None:
     """Set the overrides of the topics in ``topics`` that ``md`` has, and (unless
-    None) replace the dynamic broker configs with ``brokers``."""
+    None) replace the dynamic broker configs with ``brokers``; set the user/client
+    entities in ``entities`` (an empty config removes one), or with ``all_entities``
+    make ``entities`` the whole of them."""
+    if entities is not None:
+        if all_entities:
+            md.entity_configs = {}
+        for key, configs in entities.items():
+            if configs:
+                md.entity_configs[key] = dict(configs)
+            else:
+                md.entity_configs.pop(key, None)
     for name, configs in topics.items():
         info = md.topics.get(name)
         if info is not None:
@@ -269,7 +350,7 @@ def apply_configs(md: Metadata, topics: dict, brokers: dict | None) -> None:
 # --------------------------------------------------------------------- following /config
 
 class ConfigFollower:
-    """Keeps an image's topic and broker configs equal to ZooKeeper's ``/config``.
+    """Keeps an image's topic, broker and user/client configs equal to ZooKeeper's ``/config``.
 
     Kafka's brokers learn configs from ZooKeeper (ZkConfigManager) rather than
     from the controller; so does the image here. Kazoo's callback thread keeps
@@ -281,7 +362,9 @@ class ConfigFollower:
     its own applies the differences to the image, when told or when the image's
     generation moved (a topic the controller just announced gets its configs
     from what was read before). Processed notifications older than 15 minutes
-    are deleted, as every Kafka broker does.
+    are deleted, as every Kafka broker does. User and client entities
+    (quotas, SCRAM credentials) are read in full at start and then only as
+    notifications name them (every write of one comes with a notification).
     """
 
     def __init__(self, zk_client, image, poll_s: float = 0.2, clock_ms=None):
@@ -291,6 +374,7 @@ class ConfigFollower:
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.topics: dict = {}
         self.brokers: dict = {}
+        self.entities: dict = {}  # user/client entity key -> configs
         self.last_change = -1  # sequence number of the last notification processed
         self._lock = threading.Lock()
         self._dirty = threading.Event()
@@ -304,6 +388,11 @@ class ConfigFollower:
                                    (zk_data.CONFIG_TYPE_BROKER, self.brokers)):
             self.zk.watch_children(zk_data.config_entity_type_path(entity_type), self._guarded(
                 lambda names, t=entity_type, k=known: self._on_entities(t, k, names)))
+        # after the first notifications call (it sets last_change), so a change
+        # missed by this read has a later notification
+        read = self.zk.read_user_client_entities(None)
+        with self._lock:
+            self.entities.update({k: c.configs for k, c in read.items()})
         self.sync()
         self._thread.start()
         return self
@@ -358,6 +447,7 @@ class ConfigFollower:
         paths = [zk_data.CONFIG_CHANGES_PATH + "/" + seqs[s] for s in new]
         found = self.zk.get_with_stat(paths)
         entities = {zk_data.CONFIG_TYPE_TOPIC: set(), zk_data.CONFIG_TYPE_BROKER: set()}
+        user_client = set()
         for path in paths:
             if path not in found:
                 continue
@@ -366,8 +456,15 @@ class ConfigFollower:
             except ValueError as exc:
                 log.warning("ignoring config change notification %s: %s", path, exc)
                 continue
-            if entity_type in entities:  # quotas (clients, users, ips) are not applied here
+            if entity_type in entities:
                 entities[entity_type].add(name)
+            elif entity_type in (zk_data.CONFIG_TYPE_USER, zk_data.CONFIG_TYPE_CLIENT):
+                user_client.add((entity_type, name))  # ips are not applied here
+        if user_client:
+            read = self.zk.read_user_client_entities(sorted(user_client))
+            with self._lock:
+                for key in user_client:
+                    self.entities[key] = read[key].configs if key in read else {}
         for entity_type, known in ((zk_data.CONFIG_TYPE_TOPIC, self.topics),
                                    (zk_data.CONFIG_TYPE_BROKER, self.brokers)):
             names = entities[entity_type]
@@ -418,16 +515,19 @@ class ConfigFollower:
             topics = {name: dict(c) for name, c in self.topics.items()
                       if name in md.topics and md.topics[name].configs != c}
             brokers = {entity: dict(c) for entity, c in self.brokers.items() if c}
+            entities = {key: dict(c) for key, c in self.entities.items() if c}
         if brokers == md.broker_configs:
             brokers = None
-        if not topics and brokers is None:
+        if entities == md.entity_configs:
+            entities = None
+        if not topics and brokers is None and entities is None:
             return False
-        self.image.apply(lambda m: apply_configs(m, topics, brokers))
+        self.image.apply(lambda m: apply_configs(m, topics, brokers, entities, all_entities=True))
         return True
 
 
 def follow_config_changes(zk_client, image) -> ConfigFollower:
-    """Read every ``/config/topics/*`` and ``/config/brokers/*`` into ``image`` and keep
+    """Read every ``/config/topics/*``, ``/config/brokers/*`` and user/client entity into ``image`` and keep
     them current from ``/config/changes`` (``ConfigFollower``); the controller
     child calls this once after connecting. Returns the follower (``stop()``)."""
     return ConfigFollower(zk_client, image).start()

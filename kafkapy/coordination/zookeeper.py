@@ -282,6 +282,32 @@ class ZkClient:
         """One entity's overrides and znode version (-1: no znode)."""
         return self.read_entity_configs(entity_type, [name]).get(name, EntityConfig({}, -1))
 
+    def read_user_client_entities(self, keys=None, absent=None) -> dict:
+        """``{entity key: EntityConfig}`` of user and client entities (``metadata.user_entity``
+        ...; ``/config/users/<u>``, ``/config/users/<u>/clients/<c>``, ``/config/clients/<c>``):
+        of ``keys`` (absent ones left out), or every one (None). With ``absent`` (a
+        set), the paths of missing parents of user/client entities among ``keys`` are
+        added to it (a new one is created under them)."""
+        if keys is None:
+            users = self._children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_USER))
+            keys = [(zk_data.CONFIG_TYPE_USER, u) for u in users]
+            keys += [(zk_data.CONFIG_TYPE_CLIENT, c)
+                     for c in self._children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_CLIENT))]
+            pending = [(u, self.zk.get_children_async(
+                zk_data.config_entity_path(zk_data.CONFIG_TYPE_USER, f"{u}/clients"))) for u in users]
+            for user, result in pending:
+                try:
+                    keys += [(zk_data.CONFIG_TYPE_USER, f"{user}/clients/{c}") for c in result.get()]
+                except NoNodeError:
+                    continue
+        paths = {zk_data.config_entity_path(*k): k for k in keys}
+        parents = [p for p in {zk_data.config_entity_parents(k) for k in keys} if p]
+        wanted = list(paths) + [path for pair in parents for path in pair]
+        found = self.get_with_stat(wanted)
+        if absent is not None:
+            absent.update(p for pair in parents for p in pair if p not in found)
+        return {k: self._entity_config(k[0], k[1], *found[p]) for p, k in paths.items() if p in found}
+
     def get_producer_id_block(self) -> tuple:
         """``(ProducerIdsBlock or None, znode version)``: None while no block was
         written (the znode empty, as created among the persistent paths)."""
@@ -443,7 +469,7 @@ class AdminState:
 
     def __init__(self, client=None, broker_configs=None, producer_id_block: ProducerIdsBlock | None = None,
                  producer_id_block_version: int = -1, topics=None, topic_configs=None,
-                 marked_for_deletion=None):
+                 marked_for_deletion=None, entity_configs=None, absent_paths=None):
         self.client = client
         self.broker_configs = dict(broker_configs or {})  # entity -> EntityConfig
         self.producer_id_block = producer_id_block
@@ -453,6 +479,31 @@ class AdminState:
         self.marked_for_deletion = set(marked_for_deletion or ())
         self.read: set = set()  # topic names read, present or not
         self.complete = client is None
+        # user/client entities (metadata.user_entity ...): key -> EntityConfig, as read
+        self.entity_configs = dict(entity_configs or {})
+        self.entities_read: set = set()
+        self.entities_complete = client is None
+        # parents (/config/users/<u>, .../clients) of user/client entities read, found absent
+        self.absent_paths = set(absent_paths or ())
+
+    def read_entities(self, keys) -> None:
+        """Read the user/client entities ``keys`` not read yet (one round trip)."""
+        if self.entities_complete:
+            return
+        keys = [k for k in dict.fromkeys(keys) if k not in self.entities_read]
+        if keys:
+            self.entities_read.update(keys)
+            self.entity_configs.update(self.client.read_user_client_entities(keys, self.absent_paths))
+
+    def read_all_entities(self) -> None:
+        if self.entities_complete:
+            return
+        found = self.client.read_user_client_entities(None)
+        for key, config in found.items():
+            if key not in self.entities_read:
+                self.entities_read.add(key)
+                self.entity_configs[key] = config
+        self.entities_complete = True
 
     def read_topics(self, names) -> None:
         """Read topics ``names`` not read yet (one round trip for all of them)."""
@@ -519,6 +570,11 @@ class AdminWrites:
         self._set(zk_data.config_entity_path(entity_type, name), zk_data.encode_config(configs), version)
         self._create(zk_data.config_change_path(), zk_data.encode_config_change(entity_type, name),
                      sequence=True)
+
+    def create_config_parent(self, path: str) -> None:
+        """An empty znode a user/client entity goes under (``/config/users/<u>`` and
+        ``.../clients``), as Kafka's recursive create leaves them."""
+        self._create(path, b"")
 
     def set_producer_id_block(self, block: ProducerIdsBlock, version: int) -> None:
         self._set(zk_data.LATEST_PRODUCER_ID_BLOCK_PATH, zk_data.encode_producer_id_block(block), version)
