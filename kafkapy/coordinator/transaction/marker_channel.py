@@ -3,20 +3,26 @@ its completion handler), for the transaction coordinator's one thread.
 
 ``TransactionMarkerChannel`` keeps, per transaction, the partitions whose
 COMMIT/ABORT marker is not written yet; ``send`` tries them all and
-``retry`` tries the rest again (the coordinator calls it from its timer).
-Each partition's outcome is Kafka's: written, dropped (its topic is gone, or
-the marker format is not supported), retried (no leader here yet, not
-enough replicas, timed out) or fatal for the whole transaction's sending
-(the coordinator or the producer was fenced: a newer coordinator owns the
-transaction now). When every partition is written the transaction is
-``done`` and the coordinator persists CompleteCommit / CompleteAbort.
+``retry`` tries every pending transaction's rest again in one pass (the
+coordinator calls it from its timer). Each partition's outcome is Kafka's:
+written, dropped (its topic is gone, or the marker format is not supported),
+retried (no leader here yet, not enough replicas, timed out) or fatal for the
+whole transaction's sending (the coordinator or the producer was fenced: a
+newer coordinator owns the transaction now). When every partition is written
+the transaction is ``done`` and the coordinator persists CompleteCommit /
+CompleteAbort.
 
-``write_marker(topic, partition, markers) -> error_code`` does the write:
-``MarkerWriter`` appends to a partition this broker leads
-(``LocalMarkerWriter``; standalone, every partition) and sends
-WriteTxnMarkers to the leader of any other (whose handler makes the same
-local append); a partition without a live leader answers
+The writer does the writes, a pass at a time: ``write_all([(markers,
+[(topic, partition), ...]), ...]) -> [{(topic, partition): error_code}, ...]``.
+``MarkerWriter`` appends to the partitions this broker leads
+(``LocalMarkerWriter``; standalone, every partition: no request is sent) and
+sends each other leader ONE WriteTxnMarkers request holding all of the
+pass's markers for it (Kafka batches per destination broker the same way),
+to every such leader before reading any answer; the leader's handler makes
+the same local appends. A partition without a live leader answers
 NOT_LEADER_OR_FOLLOWER and is retried (docs/architecture.md, "Transactions").
+A plain ``write_marker(topic, partition, markers) -> error_code`` callable is
+accepted too (one partition at a time; the unit tests' writers).
 """
 
 from __future__ import annotations
@@ -42,9 +48,16 @@ _ABORT_SENDING = frozenset({E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_
 _SKIP = frozenset({E.UNSUPPORTED_FOR_MESSAGE_FORMAT, E.UNSUPPORTED_VERSION})
 
 
+def _one_by_one(write_marker):
+    """``write_all`` over a per-partition ``write_marker`` callable."""
+    def write_all(batch):
+        return [{tp: write_marker(tp[0], tp[1], markers) for tp in tps} for markers, tps in batch]
+    return write_all
+
+
 class TransactionMarkerChannel:
-    def __init__(self, write_marker, on_written=None):
-        self.write_marker = write_marker
+    def __init__(self, writer, on_written=None):
+        self.write_all = getattr(writer, "write_all", None) or _one_by_one(writer)
         # (topic, partition), markers -> None, after each marker is written:
         # the group coordinator's seam for TxnOffsetCommit (Kafka's
         # handleTxnCompletion: a marker on a __consumer_offsets partition
@@ -56,38 +69,40 @@ class TransactionMarkerChannel:
     def send(self, markers: WriteMarkers) -> bool:
         """Start writing ``markers``; True when all are written now."""
         self.pending[markers.transactional_id] = (markers, set(markers.partitions))
-        return self._attempt(markers.transactional_id)
+        return bool(self._attempt([markers.transactional_id]))
 
     def retry(self) -> list[WriteMarkers]:
-        """Try the unwritten partitions again; the transactions now complete."""
-        done = []
-        for txn_id in list(self.pending):
-            markers = self.pending[txn_id][0]
-            if self._attempt(txn_id):
-                done.append(markers)
-        return done
+        """Try every pending transaction's unwritten partitions again (one
+        pass: one request per leader); the transactions now complete."""
+        return self._attempt(list(self.pending)) if self.pending else []
 
-    def _attempt(self, txn_id: str) -> bool:
-        markers, remaining = self.pending[txn_id]
-        for tp in sorted(remaining):
-            error = self.write_marker(tp[0], tp[1], markers)
-            if error == E.NONE and self.on_written is not None:
-                self.on_written(tp, markers)
-            if error == E.NONE or error in _SKIP:
-                remaining.discard(tp)
-            elif error in _ABORT_SENDING:
-                log.warning("markers of %s stop at %s-%d: %s (a newer coordinator or producer epoch owns it)",
-                            txn_id, tp[0], tp[1], E(error).name)
-                del self.pending[txn_id]
-                return False
-            elif error not in _RETRY:
-                # Kafka treats the rest as a bug (IllegalStateException); a
-                # marker is never dropped silently: log and retry.
-                log.error("marker of %s for %s-%d failed with %s; retrying", txn_id, tp[0], tp[1], error)
-        if remaining:
-            return False
-        del self.pending[txn_id]
-        return True
+    def _attempt(self, txn_ids) -> list[WriteMarkers]:
+        batch = [(self.pending[t][0], sorted(self.pending[t][1])) for t in txn_ids]
+        done = []
+        for (markers, tps), errors in zip(batch, self.write_all(batch)):
+            txn_id = markers.transactional_id
+            remaining = self.pending[txn_id][1]
+            for tp in tps:
+                error = errors.get(tp, E.REQUEST_TIMED_OUT)
+                if error == E.NONE and self.on_written is not None:
+                    self.on_written(tp, markers)
+                if error == E.NONE or error in _SKIP:
+                    remaining.discard(tp)
+                elif error in _ABORT_SENDING:
+                    log.warning("markers of %s stop at %s-%d: %s (a newer coordinator or producer epoch owns it)",
+                                txn_id, tp[0], tp[1], E(error).name)
+                    break
+                elif error not in _RETRY:
+                    # Kafka treats the rest as a bug (IllegalStateException); a
+                    # marker is never dropped silently: log and retry.
+                    log.error("marker of %s for %s-%d failed with %s; retrying", txn_id, tp[0], tp[1], error)
+            else:
+                if not remaining:
+                    del self.pending[txn_id]
+                    done.append(markers)
+                continue
+            del self.pending[txn_id]  # sending stopped (fenced)
+        return done
 
     def remove_for(self, still_owned) -> None:
         """Forget the transactions ``still_owned(transactional_id)`` rejects
@@ -97,28 +112,50 @@ class TransactionMarkerChannel:
 
 
 class LocalMarkerWriter:
-    """Appends a marker to a partition this broker leads
+    """Appends markers to partitions this broker leads
     (``Partition.append_control_batch_to_leader``: a produce's leader and
     min.insync.replicas checks, acks=-1 as Kafka's coordinator writes it),
-    waiting for the high watermark at most ``timeout_ms``."""
+    waiting for the high watermark at most ``timeout_ms``. ``write_all``
+    appends every marker of the pass first, then waits for them (in a
+    cluster the followers fetch them all in the same rounds)."""
 
     def __init__(self, broker, timeout_ms: int = 30000):
         self.broker = broker
         self.timeout_ms = timeout_ms
 
-    def __call__(self, topic: str, partition_id: int, markers: WriteMarkers) -> int:
+    def append(self, topic: str, partition_id: int, markers: WriteMarkers):
+        """``(error_code, partition, offset the high watermark must pass)``;
+        partition None when there is nothing to wait for."""
         info = self.broker.metadata().topics.get(topic)
         if info is None or partition_id >= info.num_partitions:
             # Deleted with its data: there is nothing to mark (Kafka drops it).
-            return E.NONE
+            return E.NONE, None, 0
         partition = self.broker.replica_manager.get_partition(topic, partition_id)
         if partition is None:
-            return E.UNKNOWN_TOPIC_OR_PARTITION
+            return E.UNKNOWN_TOPIC_OR_PARTITION, None, 0
         error, result = partition.append_control_batch_to_leader(
             markers.producer_id, markers.producer_epoch, markers.coordinator_epoch, markers.commit)
         if error:
-            return error
-        return await_replication(self.broker, partition, result.last_offset + 1, self.timeout_ms)
+            return error, None, 0
+        return E.NONE, partition, result.last_offset + 1
+
+    def __call__(self, topic: str, partition_id: int, markers: WriteMarkers) -> int:
+        return self.write_all([(markers, [(topic, partition_id)])])[0][(topic, partition_id)]
+
+    def write_all(self, batch) -> list[dict]:
+        appended = []
+        results = []
+        for markers, tps in batch:
+            errors = {}
+            for tp in tps:
+                error, partition, offset = self.append(tp[0], tp[1], markers)
+                errors[tp] = error
+                if partition is not None:
+                    appended.append((errors, tp, partition, offset))
+            results.append(errors)
+        for errors, tp, partition, offset in appended:
+            errors[tp] = await_replication(self.broker, partition, offset, self.timeout_ms)
+        return results
 
 
 WRITE_TXN_MARKERS = 27
@@ -133,11 +170,13 @@ _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id 
 class MarkerWriter:
     """Where each marker goes (Kafka's TransactionMarkerChannelManager
     destinations): a partition this broker leads is appended here
-    (``LocalMarkerWriter``), one led by another live broker is sent there as
-    WriteTxnMarkers (one blocking round trip on the coordinator's thread, a
-    connection kept per broker; ``address_of(broker_id)`` is its
-    inter-broker endpoint or None); no live leader: NOT_LEADER_OR_FOLLOWER,
-    retried. A failed connection answers REQUEST_TIMED_OUT, retried."""
+    (``LocalMarkerWriter``), those led by another live broker go there in one
+    WriteTxnMarkers request per broker and pass (a connection kept per
+    broker; ``address_of(broker_id)`` is its inter-broker endpoint or None);
+    no live leader: NOT_LEADER_OR_FOLLOWER, retried. A failed connection
+    answers REQUEST_TIMED_OUT for its partitions, retried. The requests of a
+    pass are all sent before the local appends and before any answer is
+    read, so the leaders write in parallel with each other and with this one."""
 
     def __init__(self, broker, address_of, local=None):
         self.broker = broker
@@ -148,36 +187,88 @@ class MarkerWriter:
         self._client_id = f"transaction-coordinator-{broker.broker_id}".encode()
 
     def __call__(self, topic: str, partition_id: int, markers: WriteMarkers) -> int:
-        state = self.broker.metadata().partition_state(topic, partition_id)
-        if state is None or state.leader == self.broker.broker_id:
-            return self.local(topic, partition_id, markers)
-        address = self.address_of(state.leader) if state.leader >= 0 else None
-        if address is None:
-            return E.NOT_LEADER_OR_FOLLOWER
-        try:
-            return self._send(state.leader, address, topic, partition_id, markers)
-        except (OSError, ValueError) as exc:
-            log.warning("WriteTxnMarkers to broker %d for %s-%d failed: %s", state.leader, topic, partition_id, exc)
-            self.close(state.leader)
-            return E.REQUEST_TIMED_OUT
+        return self.write_all([(markers, [(topic, partition_id)])])[0][(topic, partition_id)]
 
-    def _send(self, leader: int, address, topic: str, partition_id: int, markers: WriteMarkers) -> int:
+    def write_all(self, batch) -> list[dict]:
+        metadata = self.broker.metadata()
+        results = [{} for _ in batch]
+        local = []
+        remote: dict[int, list] = {}  # leader -> [(batch index, markers, tp)]
+        for i, (markers, tps) in enumerate(batch):
+            mine = []
+            for tp in tps:
+                state = metadata.partition_state(*tp)
+                if state is None or state.leader == self.broker.broker_id:
+                    mine.append(tp)
+                elif state.leader < 0 or self.address_of(state.leader) is None:
+                    results[i][tp] = E.NOT_LEADER_OR_FOLLOWER
+                else:
+                    remote.setdefault(state.leader, []).append((i, markers, tp))
+            if mine:
+                local.append((i, markers, mine))
+        sent = []
+        for leader, items in remote.items():
+            try:
+                sent.append((leader, self._send(leader, self.address_of(leader), items), items))
+            except (OSError, ValueError) as exc:
+                self._failed(leader, exc, items, results)
+        if local:
+            for (i, _, _), errors in zip(local, self.local.write_all([(m, tps) for _, m, tps in local])):
+                results[i].update(errors)
+        for leader, correlation_id, items in sent:
+            try:
+                for (i, _, tp), error in zip(items, self._receive(leader, correlation_id, items)):
+                    results[i][tp] = error
+            except (OSError, ValueError) as exc:
+                self._failed(leader, exc, items, results)
+        return results
+
+    def _failed(self, leader: int, exc, items, results) -> None:
+        log.warning("WriteTxnMarkers to broker %d for %d partition(s) failed: %s", leader, len(items), exc)
+        self.close(leader)
+        for i, _, tp in items:
+            results[i][tp] = E.REQUEST_TIMED_OUT
+
+    @staticmethod
+    def _request_markers(items) -> list:
+        """One WritableTxnMarker per transaction of ``items``, in their order."""
+        grouped: dict[int, tuple] = {}  # id(markers) -> (markers, {topic: [partitions]})
+        for _, markers, (topic, p) in items:
+            grouped.setdefault(id(markers), (markers, {}))[1].setdefault(topic, []).append(p)
+        return [{"producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "transaction_result": m.commit,
+                 "coordinator_epoch": m.coordinator_epoch,
+                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+                for m, topics in grouped.values()]
+
+    def _send(self, leader: int, address, items) -> int:
         sock = self._socket(leader, address)
         spec = API_TABLE[WRITE_TXN_MARKERS]
-        body = encode_to_bytes(construct(spec.request_class(_WRITE_TXN_MARKERS_VERSION), {"markers": [{
-            "producer_id": markers.producer_id, "producer_epoch": markers.producer_epoch,
-            "transaction_result": markers.commit, "coordinator_epoch": markers.coordinator_epoch,
-            "topics": [{"name": topic, "partition_indexes": [partition_id]}]}]}))
+        body = encode_to_bytes(construct(spec.request_class(_WRITE_TXN_MARKERS_VERSION),
+                                         {"markers": self._request_markers(items)}))
         self._correlation_id = correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         frame = _HEADER.pack(WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, correlation_id,
                              len(self._client_id)) + self._client_id + body
         sock.sendall(_SIZE.pack(len(frame)) + frame)
+        return correlation_id
+
+    def _receive(self, leader: int, correlation_id: int, items) -> list[int]:
+        """The error of each of ``items``' partitions, in their order."""
+        sock = self.connections[leader][1]
         (size,) = _SIZE.unpack(_recv_exactly(sock, 4))
         data = _recv_exactly(sock, size)
         if _SIZE.unpack_from(data)[0] != correlation_id:
             raise ValueError("WriteTxnMarkers answer with another correlation id")
+        spec = API_TABLE[WRITE_TXN_MARKERS]
         response, _ = decode(spec.response_class(_WRITE_TXN_MARKERS_VERSION), memoryview(data)[4:], 0)
-        return response.markers[0].topics[0].partitions[0].error_code
+        errors = {}
+        requested = self._request_markers(items)
+        if len(response.markers) != len(requested):
+            raise ValueError("WriteTxnMarkers answer with another number of markers")
+        for asked, answered in zip(requested, response.markers):
+            for t in answered.topics:
+                for p in t.partitions:
+                    errors[asked["producer_id"], t.name, p.partition_index] = p.error_code
+        return [errors.get((m.producer_id, tp[0], tp[1]), E.REQUEST_TIMED_OUT) for _, m, tp in items]
 
     def _socket(self, leader: int, address):
         known = self.connections.get(leader)

@@ -29,18 +29,30 @@ MARKER_WAIT_MS = 10_000
 def handle(ctx, request):
     broker = ctx.broker
     topics_md = broker.metadata().topics
-    write = LocalMarkerWriter(broker, MARKER_WAIT_MS)
-    results = []
+    batch = []
+    unknown = []  # per marker: partitions the metadata does not have
     for m in request.markers:
         markers = WriteMarkers("", m.coordinator_epoch, m.producer_id, m.producer_epoch,
                                bool(m.transaction_result), frozenset(), None)
-        topics = []
+        known, missing = [], set()
         for t in m.topics:
             info = topics_md.get(t.name)
-            topics.append({"name": t.name, "partitions": [
+            for p in t.partition_indexes:
+                if info is not None and 0 <= p < info.num_partitions:
+                    known.append((t.name, p))
+                else:
+                    missing.add((t.name, p))
+        batch.append((markers, list(dict.fromkeys(known))))
+        unknown.append(missing)
+    # Every marker of the request is appended before any is waited for:
+    # one request carries all of a coordinator's markers for this broker.
+    written = LocalMarkerWriter(broker, MARKER_WAIT_MS).write_all(batch)
+    results = []
+    for m, errors, missing in zip(request.markers, written, unknown):
+        results.append({"producer_id": m.producer_id, "topics": [
+            {"name": t.name, "partitions": [
                 {"partition_index": p, "error_code": int(
-                    write(t.name, p, markers) if info is not None and 0 <= p < info.num_partitions
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
-                for p in t.partition_indexes]})
-        results.append({"producer_id": m.producer_id, "topics": topics})
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p) in missing else errors[(t.name, p)])}
+                for p in t.partition_indexes]}
+            for t in m.topics]})
     return construct(ctx.response_class(), {"markers": results})
