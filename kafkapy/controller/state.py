@@ -78,6 +78,7 @@ from kafkapy.coordination.assignment import (
     initial_leader_and_isr,
     preferred_leader,
 )
+from kafkapy.controller.reassignment import ReassignmentMixin
 from kafkapy.coordination.metadata import NO_BROKER, PartitionState
 from kafkapy.protocol.errors import ErrorCode
 
@@ -135,7 +136,7 @@ LEADER_DURING_DELETE = -2
 
 
 @dataclass
-class ControllerState:
+class ControllerState(ReassignmentMixin):
     controller_epoch: int
     live_brokers: set = field(default_factory=set)
     assignments: dict = field(default_factory=dict)  # (topic, partition) -> replicas tuple
@@ -147,6 +148,8 @@ class ControllerState:
     deleting: dict = field(default_factory=dict)
     # brokers in controlled shutdown (Kafka's shuttingDownBrokerIds): live, never elected
     shutting_down: set = field(default_factory=set)
+    # partitions being reassigned -> (adding, removing) replicas (controller/reassignment.py)
+    reassigning: dict = field(default_factory=dict)
 
     # -- events ------------------------------------------------------------------------------
     def on_new_partitions(self, assignments: dict) -> list:

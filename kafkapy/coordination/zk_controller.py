@@ -17,6 +17,8 @@ format (``kafkapy.coordination.zk_data``).
   MultiRequests), all sent before any answer is read: a lost znode version
   fails that partition only (returned; the caller re-reads and decides again).
 * ``/admin/preferred_replica_election`` read and, once acted on, deleted (fenced).
+* Partition reassignment: ``/brokers/topics/<t>`` set with adding/removing
+  replicas, ``/admin/reassign_partitions`` read and trimmed (fenced).
 * Topic deletion removes ``/brokers/topics/<t>`` with its partition znodes,
   ``/config/topics/<t>`` and ``/admin/delete_topics/<t>`` in one fenced multi-op.
 * The leader's ISR writes (``LeaderIsrWriter``, not the controller's): the state
@@ -47,6 +49,29 @@ log = logging.getLogger("kafkapy.controller")
 # Kafka's PreferredReplicaElectionZNode: a ZooKeeper-triggered preferred election
 # (the old kafka-preferred-replica-election tool, or a hand-written znode).
 PREFERRED_REPLICA_ELECTION_PATH = zk_data.ADMIN_PATH + "/preferred_replica_election"
+
+
+# Kafka's ReassignPartitionsZNode: a reassignment written straight to ZooKeeper
+# (the old kafka-reassign-partitions tool, or by hand): {"version":1,"partitions":
+# [{"topic":t,"partition":p,"replicas":[..]}]}; the controller deletes each entry as
+# its partition completes, and the znode with the last one.
+REASSIGN_PARTITIONS_PATH = zk_data.ADMIN_PATH + "/reassign_partitions"
+
+
+def encode_partition_reassignment(entries) -> bytes:
+    """``{(topic, partition): replicas}`` as ReassignPartitionsZNode's JSON."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(entries.items())]},
+        separators=(",", ":")).encode()
+
+
+def decode_partition_reassignment(data: bytes) -> dict:
+    """ReassignPartitionsZNode's JSON -> ``{(topic, partition): replicas}``; ValueError if unreadable."""
+    try:
+        return {(str(e["topic"]), int(e["partition"])): tuple(int(b) for b in e["replicas"])
+                for e in json.loads(data)["partitions"]}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"unreadable {REASSIGN_PARTITIONS_PATH}: {exc}") from None
 
 
 class ControllerMoved(Exception):
@@ -178,6 +203,72 @@ class ZkController:
         results = txn.commit()
         self._raise_if_moved(results)
 
+    # -- partition reassignment (controller/reassignment.py) ---------------------------------
+    def partition_reassignment(self, with_czxid: bool = False):
+        """``{(topic, partition): replicas}`` of ``/admin/reassign_partitions`` (with
+        ``with_czxid``: and the znode's creation zxid), or None when it is absent; an
+        unreadable one is deleted (Kafka logs and drops it)."""
+        try:
+            data, stat = self.zk.get(REASSIGN_PARTITIONS_PATH)
+        except NoNodeError:
+            return None
+        try:
+            entries = decode_partition_reassignment(data)
+        except ValueError as exc:
+            log.warning("%s; deleting it", exc)
+            self._set_or_delete_reassignment({})
+            return None
+        return (entries, stat.czxid) if with_czxid else entries
+
+    def watch_creation(self, path: str, callback, active) -> None:
+        """``callback()`` when ``path`` is created (and now, if it exists), not on its
+        data changes (Kafka's ZNodeChangeHandler.handleCreation), while ``active()``."""
+        seen = [None]
+
+        def on_data(_data, stat, _event=None):
+            if not active():
+                return False
+            czxid = None if stat is None else stat.czxid
+            if czxid is not None and czxid != seen[0]:
+                callback()
+            seen[0] = czxid
+            return None
+
+        self.zk.DataWatch(path, on_data)
+
+    def remove_from_zk_reassignment(self, entries) -> None:
+        """Kafka's maybeRemoveFromZkReassignment: ``entries`` ``((topic, partition,
+        replicas or None), ...)`` leave the znode (None: whatever their target)."""
+        current = self.partition_reassignment()
+        if not current:
+            return
+        left = {tp: r for tp, r in current.items()
+                if not any(tp == (t, p) and (want is None or tuple(want) == tuple(r)) for t, p, want in entries)}
+        if left != current:
+            self._set_or_delete_reassignment(left)
+
+    def _set_or_delete_reassignment(self, left: dict) -> None:
+        txn = self._fenced()
+        if left:
+            txn.set_data(REASSIGN_PARTITIONS_PATH, encode_partition_reassignment(left))
+        else:
+            txn.delete(REASSIGN_PARTITIONS_PATH)
+        results = txn.commit()
+        self._raise_if_moved(results)
+
+    def write_topic_assignment(self, effect) -> None:
+        """``/brokers/topics/<t>`` with the replicas, adding and removing replicas of
+        ``effect`` (a ``WriteTopicAssignment``), fenced by the controller epoch
+        (Kafka's setTopicAssignmentRaw)."""
+        txn = self._fenced()
+        txn.set_data(zk_data.topic_path(effect.topic), zk_data.encode_topic(
+            effect.topic_id, dict(effect.partitions), dict(effect.adding), dict(effect.removing)))
+        results = txn.commit()
+        self._raise_if_moved(results)
+        failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failed:
+            raise failed[0]
+
     def _children(self, path: str) -> list:
         try:
             return self.zk.get_children(path)
@@ -269,6 +360,33 @@ class ZkController:
             # one went meanwhile (a previous controller's cleanup): delete the rest one by one
             self.client.delete_quietly([zk_data.ISR_CHANGE_NOTIFICATION_PATH + "/" + c for c in children])
 
+    def log_dir_event_notifications(self) -> tuple:
+        """``(children, {broker id})``: the log-dir event notifications there now
+        and the brokers they name (Kafka's getBrokerIdsFromLogDirEvents;
+        unreadable ones are skipped, and deleted too)."""
+        root = zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH
+        children = self._children(root)
+        brokers = set()
+        for path, (data, _stat) in self._get_many([root + "/" + c for c in children]).items():
+            try:
+                brokers.add(zk_data.decode_log_dir_event(data))
+            except ValueError as exc:
+                log.warning("ignoring log dir event notification %s: %s", path, exc)
+        return children, brokers
+
+    def delete_log_dir_event_notifications(self, children) -> None:
+        """Processed notifications go (Kafka's deleteLogDirEventNotifications, fenced)."""
+        if not children:
+            return
+        root = zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH
+        txn = self._fenced()
+        for child in children:
+            txn.delete(root + "/" + child)
+        results = txn.commit()
+        self._raise_if_moved(results)
+        if any(isinstance(r, NoNodeError) for r in results):
+            self.client.delete_quietly([root + "/" + c for c in children])
+
     # -- watches --------------------------------------------------------------------------
     def watch_children(self, path: str, callback, active) -> None:
         """``callback(children)`` now and on every change while ``active()``."""
@@ -340,6 +458,11 @@ class LeaderIsrWriter:
         except (BadVersionError, NoNodeError):
             return None
         return stat.version
+
+    def notify_log_dir_event(self, broker_id: int) -> None:
+        """``/log_dir_event_notification/log_dir_event_<seq>`` for this broker
+        (Kafka's propagateLogDirEvent): a log dir of it went offline."""
+        self.zk.create(zk_data.log_dir_event_path(), zk_data.encode_log_dir_event(broker_id), sequence=True)
 
     def notify_isr_change(self, partitions) -> None:
         """``/isr_change_notification/isr_change_<seq>`` naming ``partitions``."""

@@ -122,6 +122,9 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(37, "CreatePartitions", "create_partitions", 0, 3),
         _spec(43, "ElectLeaders", "elect_leaders", 0, 2),
         _spec(44, "IncrementalAlterConfigs", "incremental_alter_configs", 0, 1),
+        # Decided by the controller (docs/architecture.md, "Partition reassignment")
+        _spec(45, "AlterPartitionReassignments", "alter_partition_reassignments", 0, 0),
+        _spec(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0),
         _spec(60, "DescribeCluster", "describe_cluster", 0, 1),
         _spec(61, "DescribeProducers", "describe_producers", 0, 0),
         _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", 0, 0),

@@ -567,6 +567,14 @@ _BROKER_KEYS = [
        "Socket timeout of replica fetch connections."),
     _k("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, None, HIGH, _REPLICATION,
        "How often high watermarks are checkpointed to disk."),
+    # Kafka's dynamic-only broker quotas (DynamicConfig.Broker): set with AlterConfigs
+    # on the broker (replication.quota: docs/architecture.md, "Partition reassignment")
+    _k("leader.replication.throttled.rate", LONG, LONG_MAX, _at_least(0), MEDIUM, _REPLICATION,
+       "Bytes/s this broker sends as leader for leader.replication.throttled.replicas."),
+    _k("follower.replication.throttled.rate", LONG, LONG_MAX, _at_least(0), MEDIUM, _REPLICATION,
+       "Bytes/s this broker's fetchers take in for follower.replication.throttled.replicas."),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, _at_least(0), MEDIUM, _REPLICATION,
+       "Bytes/s of replica moves between log dirs (accepted; such moves are not supported)."),
     # --- ZooKeeper
     _k("zookeeper.max.in.flight.requests", INT, 10, _at_least(1), HIGH, _ZOOKEEPER,
        "Unacknowledged requests the ZooKeeper client sends before blocking."),
@@ -933,6 +941,16 @@ class BrokerConfig:
 # ---------------------------------------------------------------------------
 
 
+def _throttled_replicas(name: str, value) -> None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker,...``."""
+    from kafkapy.replication.quota import parse_throttled_replicas
+
+    try:
+        parse_throttled_replicas(",".join(value or ()), -1)
+    except ValueError as exc:
+        raise ConfigException(name, ",".join(value or ()), str(exc)) from None
+
+
 def _t(name, type_, default, validator, synonym, doc) -> TopicConfigKey:
     return TopicConfigKey(name, type_, default, validator, synonym, doc)
 
@@ -985,6 +1003,10 @@ _TOPIC_KEYS = [
        "Allow an out-of-sync replica to become leader (accepted, not enforced)."),
     _t("message.downconversion.enable", BOOLEAN, True, None, "log.message.downconversion.enable",
        "Allow conversion to older formats for old fetch versions (accepted, not enforced)."),
+    _t("leader.replication.throttled.replicas", LIST, [], _throttled_replicas, None,
+       "Replicas (partition:broker or *) whose leader-side replication is throttled."),
+    _t("follower.replication.throttled.replicas", LIST, [], _throttled_replicas, None,
+       "Replicas (partition:broker or *) whose follower-side replication is throttled."),
 ]
 
 TOPIC_CONFIGS: dict[str, TopicConfigKey] = {key.name: key for key in _TOPIC_KEYS}
@@ -1313,7 +1335,10 @@ DEFAULT_BROKER_ENTITY = "<default>"
 # (num.io.threads, max.connections, listeners, ...) size processes forked at
 # start-up here, so they are refused like any read-only key.
 DYNAMIC_BROKER_CONFIGS = frozenset(
-    key.synonym for key in _TOPIC_KEYS if key.synonym is not None and key.synonym in BROKER_CONFIGS)
+    key.synonym for key in _TOPIC_KEYS if key.synonym is not None and key.synonym in BROKER_CONFIGS) | {
+    # the replication throttles (kafkapy.replication.quota), read per request
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second"}
 
 # Broker keys whose value falls back through other keys (Kafka's
 # DynamicBrokerConfig.brokerConfigSynonyms), most specific first.

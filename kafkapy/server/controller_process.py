@@ -57,7 +57,7 @@ import uuid
 
 from kafkapy.coordination import zk_data
 from kafkapy.metrics import probes
-from kafkapy.coordination.zk_controller import PREFERRED_REPLICA_ELECTION_PATH
+from kafkapy.coordination.zk_controller import PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH
 from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient, ZkError
 from kafkapy.protocol.errors import ErrorCode
 
@@ -223,6 +223,7 @@ class Controller:
         self.rebalance_every_s = (config["leader.imbalance.check.interval.seconds"]
                                   if config["auto.leader.rebalance.enable"] else None)
         self.next_rebalance = time.monotonic() + _FIRST_REBALANCE_S
+        self._zk_reassignment_seen = None  # czxid of the /admin/reassign_partitions acted on
 
     def start(self) -> "Controller":
         self.thread.start()
@@ -330,6 +331,7 @@ class Controller:
         log.info("controller %d (epoch %d) started: %d live brokers, %d partitions", self.broker_id, self.epoch,
                  len(self.live), len(self.state.assignments))
         self._execute(effects)
+        self._resume_reassignments_at_failover()
 
     def _watch(self) -> None:
         zk = self.zk
@@ -341,6 +343,7 @@ class Controller:
                           self._active)
         zk.watch_exists(PREFERRED_REPLICA_ELECTION_PATH, lambda: self._enqueue(("preferred_replica_election",)),
                         self._active)
+        zk.watch_creation(REASSIGN_PARTITIONS_PATH, lambda: self._enqueue(("zk_reassignment",)), self._active)
 
     def _on_broker_change(self) -> None:
         """Kafka's BrokerChange: failed, started and bounced brokers."""
@@ -360,6 +363,7 @@ class Controller:
             self._execute(self.state.on_brokers_failed(dead + bounced))
         if new or bounced:
             self._execute(self.state.on_brokers_started(new + bounced))
+            self._resume_reassignments(new + bounced)
 
     def _on_topic_change(self) -> None:
         names = set(self.zk.topic_names())
@@ -393,6 +397,9 @@ class Controller:
             for p, replicas in topic.partitions.items():
                 if (name, p) not in state.assignments and name not in state.deleting:
                     added[(name, p)] = tuple(replicas)
+                    if topic.adding_replicas.get(p) or topic.removing_replicas.get(p):  # a reassignment runs
+                        state.reassigning[(name, p)] = (tuple(topic.adding_replicas.get(p, ())),
+                                                        tuple(topic.removing_replicas.get(p, ())))
         if not added:
             return
         if not announce:
@@ -428,6 +435,7 @@ class Controller:
         known = {tp: self.state.assignments[tp] for tp in partitions if tp in self.state.assignments}
         if known:
             self._execute(self.state.on_isr_changed(self.zk.read_partition_states(known)))
+            self._maybe_complete_reassignments(known)
         self.zk.delete_isr_change_notifications(children)
 
     def _on_preferred_replica_election(self) -> None:
@@ -491,6 +499,148 @@ class Controller:
         return [(t, p, int(error), -1 if leader is None else leader)
                 for (t, p), (error, leader) in sorted(results.items())]
 
+    # -- partition reassignment (controller/reassignment.py) ----------------------------------
+    def _request_alter_reassignments(self, entries) -> list:
+        """Kafka's processApiPartitionReassignment: ``entries`` ``[(topic, partition,
+        replicas or None)]`` -> ``[(topic, partition, error code, message or None)]``."""
+        state = self.state
+        results, wanted = {}, {}
+        for topic, p, replicas in entries:
+            tp = (topic, p)
+            replicas = None if replicas is None else tuple(replicas)
+            refused = None if replicas is None else state.validate_reassignment(tp, replicas)
+            if refused is not None:
+                results[tp] = refused
+                continue
+            new = state.build_reassignment(tp, replicas)
+            if new is None:
+                results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+            else:
+                wanted[tp] = new
+        # the latest reassignment wins over one written to /admin/reassign_partitions
+        if wanted:
+            self.zk.remove_from_zk_reassignment(tuple((t, p, None) for t, p in wanted))
+        results.update(self._trigger_reassignments(wanted))
+        return [(t, p, int(code), message) for (t, p), (code, message) in sorted(results.items())]
+
+    def _request_list_reassignments(self, partitions) -> list:
+        """Kafka's processListPartitionReassignments: ``[(topic, partition, replicas,
+        adding, removing)]`` of the partitions asked (None: all) being reassigned."""
+        wanted = None if partitions is None else [tuple(tp) for tp in partitions]
+        return [(t, p, list(rs), list(ar), list(rr))
+                for (t, p), (rs, ar, rr) in sorted(self.state.list_reassignments(wanted).items())]
+
+    def _on_zk_reassignment(self) -> None:
+        """Kafka's processZkPartitionReassignment: the partitions of a newly created
+        ``/admin/reassign_partitions``; those refused leave the znode."""
+        self._zk_reassignment()
+
+    def _zk_reassignment(self) -> set:
+        read = self.zk.partition_reassignment(with_czxid=True)
+        if read is None:
+            return set()
+        entries, czxid = read
+        if czxid == self._zk_reassignment_seen:
+            return set()  # this znode was acted on already (its creation event came after failover)
+        self._zk_reassignment_seen = czxid
+        wanted, failed = {}, {}
+        for tp, replicas in sorted(entries.items()):
+            # Kafka runs no validateReplicas on this path; a list no broker could
+            # hold (empty, duplicates, negative ids) is refused here all the same
+            if not replicas or len(set(replicas)) != len(replicas) or min(replicas) < 0:
+                failed[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, None)
+            else:
+                wanted[tp] = self.state.build_reassignment(tp, replicas)
+        results = self._trigger_reassignments(wanted)
+        failed.update({tp: r for tp, r in results.items() if r[0] != ErrorCode.NONE})
+        if failed:
+            log.warning("reassignment through ZooKeeper failed: %s",
+                        {f"{t}-{p}": ErrorCode(code).name for (t, p), (code, _m) in sorted(failed.items())})
+            self.zk.remove_from_zk_reassignment(tuple((t, p, None) for t, p in failed))
+        return {tp for tp, r in results.items() if r[0] == ErrorCode.NONE}
+
+    def _trigger_reassignments(self, wanted: dict) -> dict:
+        """Kafka's maybeTriggerPartitionReassignment: ``{tp: (RS, AR, RR)}`` ->
+        ``{tp: (error code, message or None)}``."""
+        results = {}
+        for tp, new in sorted(wanted.items()):
+            refused = self.state.reassignment_refused(tp)
+            if refused is not None:
+                results[tp] = (refused, "The partition does not exist.")
+                continue
+            log.info("reassigning %s-%d: replicas %s, adding %s, removing %s", tp[0], tp[1], *map(list, new))
+            self._execute(self.state.update_current_reassignment(tp, new))
+            self._reassignment_step(tp)
+            results[tp] = (ErrorCode.NONE, None)
+        return results
+
+    def _reassignment_step(self, tp) -> None:
+        """Step A or B for ``tp`` (``ControllerState.reassignment_step``); a state write
+        that lost its version to a leader's ISR change is re-read and the step decided
+        again (at most 3 times; the next ISR notification tries again anyway)."""
+        for _attempt in range(3):
+            chunks = self.state.reassignment_step(tp)
+            if not chunks:
+                return
+            if tp not in self._execute(chunks[0]):
+                for chunk in chunks[1:]:
+                    self._execute(chunk)
+                if len(chunks) > 1:
+                    log.info("reassignment of %s-%d completed: replicas %s", tp[0], tp[1],
+                             list(self.state.assignments.get(tp, ())))
+                return
+            if tp not in self.state.assignments:
+                return
+            if len(chunks) > 1:  # phase B was undone in memory: put the reassignment back from ZooKeeper
+                self._reread_reassignment(tp)
+        log.warning("reassignment step of %s-%d keeps losing its partition state version", *tp)
+
+    def _reread_reassignment(self, tp) -> None:
+        found = self.zk.read_topics([tp[0]]).get(tp[0])
+        if found is None:
+            return
+        topic = found[0]
+        if tp[1] in topic.partitions:
+            self.state.assignments[tp] = tuple(topic.partitions[tp[1]])
+            adding, removing = topic.adding_replicas.get(tp[1], ()), topic.removing_replicas.get(tp[1], ())
+            if adding or removing:
+                self.state.reassigning[tp] = (tuple(adding), tuple(removing))
+        state = self.zk.read_partition_states({tp: self.state.assignments[tp]}).get(tp)
+        if state is not None:
+            self.state.states[tp] = state
+
+    def _maybe_complete_reassignments(self, partitions) -> None:
+        """Kafka's maybeCompleteReassignment after ISR changes: phase B for the
+        reassigning partitions whose targets are all in the ISR now."""
+        for tp in sorted(set(partitions) & set(self.state.reassigning)):
+            if self.state.reassignment_complete(tp):
+                log.info("target replicas %s of %s-%d are all in the ISR", list(self.state.target_replicas(tp)),
+                         tp[0], tp[1])
+                self._reassignment_step(tp)
+
+    def _resume_reassignments(self, started=None, skip=()) -> None:
+        """Kafka's maybeResumeReassignments (onPartitionReassignment with the current
+        assignment): at failover all, when brokers start those whose targets have them."""
+        for tp in self.state.reassignments_to_resume(started):
+            if tp not in skip:
+                log.info("resuming the reassignment of %s-%d", *tp)
+                self._reassignment_step(tp)
+
+    def _resume_reassignments_at_failover(self) -> None:
+        """Kafka's initializePartitionReassignments: ``/admin/reassign_partitions``
+        first, then the API reassignments it did not supplant."""
+        self._resume_reassignments(skip=self._zk_reassignment())
+
+    def _execute_reassignment_effect(self, effect) -> None:
+        from kafkapy.controller.reassignment import RemoveZkReassignment, WriteTopicAssignment
+
+        if isinstance(effect, WriteTopicAssignment):
+            self.zk.write_topic_assignment(effect)
+        elif isinstance(effect, RemoveZkReassignment):
+            self.zk.remove_from_zk_reassignment(effect.entries)
+        else:
+            raise TypeError(f"unknown controller effect {effect!r}")
+
     def _on_auto_leader_rebalance(self) -> None:
         """Kafka's checkAndTriggerAutoLeaderRebalance, every
         leader.imbalance.check.interval.seconds."""
@@ -529,12 +679,15 @@ class Controller:
             elif isinstance(effect, DeleteTopic):
                 self.zk.delete_topic(effect.topic)
                 log.info("topic %s deleted", effect.topic)
+            elif not isinstance(effect, WritePartitionState):
+                self._execute_reassignment_effect(effect)
         if lost:
             if depth >= 3:
                 log.error("partition state writes keep losing their versions: %s", sorted(lost))
-                return
+                return lost
             assignments = {tp: self.state.assignments[tp] for tp in lost if tp in self.state.assignments}
             self._execute(self.state.on_conflicts(self.zk.read_partition_states(assignments)), depth + 1)
+        return lost
 
     def _broker_epoch(self, broker_id: int) -> int:
         live = self.live.get(broker_id)

@@ -91,6 +91,7 @@ from kafkapy.client import errors as client_errors
 from kafkapy.client.conn import Connection
 from kafkapy.metrics import probes
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.replication.quota import throttle_for
 from kafkapy.server.fetch_session import INITIAL_EPOCH, next_epoch
 from kafkapy.storage.errors import OffsetsOutOfOrder, StorageError
 
@@ -320,6 +321,7 @@ class ReplicaFetcher:
         # (topic, partition) -> records behind the leader's high watermark
         # after its last fetch answer (the MaxLag metric)
         self.lags: dict[tuple, int] = {}
+        self.throttle = None  # this round's follower Throttle (send_fetches)
 
     # -- which partitions ----------------------------------------------------------
     def _mine(self, topic: str, partition: int) -> bool:
@@ -413,12 +415,16 @@ class ReplicaFetcher:
         Only what the session does not hold yet goes in the request."""
         sent = {}
         wanted = {}
+        throttle = self.throttle
         for key, state in self.by_leader.get(leader, {}).items():
             if state.fenced or state.delayed_until > now:
                 continue
             partition = self._local(state)
             if partition is None:
                 continue
+            if throttle is not None and self.lags.get(key, 1) > 0 and throttle.is_throttled(*key) \
+                    and throttle.exceeded():
+                continue  # Kafka's shouldFollowerThrottle: behind, throttled, over the quota
             fetch_offset = partition.log_end_offset
             sent[key] = (state, fetch_offset)
             # The slot mirrors the latest epoch of the local leader-epoch cache.
@@ -446,6 +452,8 @@ class ReplicaFetcher:
 
     def send_fetches(self) -> None:
         now = self.clock()
+        # follower.replication.throttled.rate (replication/quota.py): None unless set
+        self.throttle = throttle_for(self.broker, leader=False)
         for leader, endpoint in list(self.endpoints.items()):
             if leader in self.in_flight:
                 continue
@@ -567,6 +575,9 @@ class ReplicaFetcher:
             records = whole_batches(part.records)
             before = partition.log_end_offset
             self.append(state, partition, records, part.high_watermark, part.log_start_offset)
+            if self.throttle is not None and len(records) and self.throttle.is_throttled(state.topic,
+                                                                                       state.partition):
+                self.throttle.record(len(records))  # in sync or not, as Kafka's processPartitionData
             self.lags[(state.topic, state.partition)] = max(0, part.high_watermark - partition.log_end_offset)
             return partition.log_end_offset > before
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -85,6 +85,7 @@ from kafkapy.metrics import probes
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import DelayedFetch
+from kafkapy.replication.quota import throttle_for
 from kafkapy.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, Entry
 from kafkapy.server.handlers import _plan
 
@@ -309,6 +310,8 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
     readable = False
     watch = {}  # slot -> (field, value): what a DelayedFetch waits for
     high_watermark_moved = []  # slots whose high watermark a follower's fetch moved
+    # leader.replication.throttled.rate (replication/quota.py): None unless set
+    throttle = throttle_for(broker, leader=True) if replica_id >= 0 else None
     results = []
     for key, e in zip(keys, wanted):
         name = key if names is None else names.get(key)
@@ -360,6 +363,13 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
                 replica_id, e.fetch_offset, max_bytes, total == 0, ctx.now_ms)
             if high_watermark > before:
                 high_watermark_moved.append(partition.slot)
+            if throttle is not None and data is not None and data.size and throttle.is_throttled(name, e.partition):
+                # Kafka's shouldLeaderThrottle: held back only out of the ISR; not waited for
+                if replica_id not in partition.isr and throttle.exceeded():
+                    results.append((name, ErrorCode.NONE, high_watermark, log_start_offset, b"", 0, None,
+                                    partition, None))
+                    continue
+                throttle.recorded += data.size
             watch[partition.slot] = (LOG_END_OFFSET, e.fetch_offset + 1)
         if data is None:
             failed = True
@@ -371,6 +381,8 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
         remaining -= size
         results.append((name, ErrorCode.NONE, high_watermark, log_start_offset,
                         RecordsRegions(data.regions, size) if size else b"", size, None, partition, txn))
+    if throttle is not None and throttle.recorded:
+        throttle.record(throttle.recorded)
     if high_watermark_moved:
         # Wakes only processors whose parked operations (an acks=all
         # produce, a consumer's fetch) watch these partitions.
