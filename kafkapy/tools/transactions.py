@@ -20,6 +20,19 @@ each cell followed by a tab):
   coordinator epoch) to the partition's leader, as Kafka's
   Admin.abortTransaction does.  A coordinator epoch below 0 is sent as 0,
   as Kafka's tool does.
+* ``find-hanging (--broker-id B | --topic T [--partition P])
+  [--max-transaction-timeout MIN]`` (KIP-664): the open transactions of the
+  partitions searched (those with a replica on B, or of T) older than the
+  timeout (minutes, default 15) by their producer's last timestamp
+  (DescribeProducers, to B when given, else to each leader), whose producer
+  id no coordinator lists (ListTransactions with a producer-id filter to
+  every broker), or whose transactional id's coordinator does not know it
+  (DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND) or does not have the
+  partition in its transaction; columns Topic, Partition, ProducerId,
+  ProducerEpoch, CoordinatorEpoch, StartOffset, LastTimestamp, Duration(min).
+  Kafka 3.9's tool has no ``force-terminate`` (it came with KIP-939 after
+  3.9); an id's open transaction is ended by its coordinator's timeout or by
+  ``abort``.
 
 It speaks the protocol with kafkapy's own client connections (``KafkaClient``),
 so it works against any Kafka-compatible broker.  Errors: one line on stderr,
@@ -93,6 +106,23 @@ class Admin:
         self.client.metadata.brokers[entry.node_id] = _conn.BrokerMetadata(entry.node_id, entry.host, entry.port)
         return entry.node_id
 
+    def all_topics(self) -> list[str]:
+        """Every topic, internal ones included (Kafka's listTopics with listInternal)."""
+        conn = self.client.least_loaded_connection()
+        response = conn.request(METADATA, _conn.metadata_request(None, False))
+        self.client.metadata.update(response, None)
+        return sorted(self.client.metadata.partitions)
+
+    def describe_transaction(self, transactional_id: str, message: str):
+        """``(coordinator node, TransactionState)`` of DescribeTransactions
+        (FindCoordinator key type 1 first); a request failure is ``message``'s ToolError."""
+        try:
+            node = self.find_transaction_coordinator(transactional_id)
+            response = self.client.request(node, DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]})
+        except errors.KafkaError as exc:
+            raise _fail(message, exc) from None
+        return node, response.transaction_states[0]
+
     def describe_producers(self, topic: str, partition: int):
         node = self.leader(topic, partition)
         response = self.client.request(node, DESCRIBE_PRODUCERS,
@@ -124,12 +154,7 @@ def cmd_list(admin: Admin, args, out) -> None:
 def cmd_describe(admin: Admin, args, out) -> None:
     txn_id = args.transactional_id
     message = f"Failed to describe transaction state of transactional-id `{txn_id}`"
-    try:
-        node = admin.find_transaction_coordinator(txn_id)
-        response = admin.client.request(node, DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})
-    except errors.KafkaError as exc:
-        raise _fail(message, exc) from None
-    state = response.transaction_states[0]
+    node, state = admin.describe_transaction(txn_id, message)
     _check(state.error_code, message)
     start_ms = _ms(state.transaction_start_time)
     if start_ms < 0:
@@ -198,8 +223,122 @@ def cmd_abort(admin: Admin, args, out) -> None:
                 _check(p.error_code, f"Failed to abort transaction {spec}")
 
 
+# find-hanging: Kafka's FindHangingTransactionsCommand (KIP-664).
+FIND_HANGING_BATCH = 500  # partitions per DescribeProducers, as Kafka's MAX_BATCH_SIZE
+HANGING_HEADERS = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                   "LastTimestamp", "Duration(min)"]
+
+
+def _partitions_to_search(admin: Admin, topic, partition, broker_id) -> list[tuple[str, int]]:
+    try:
+        if topic is not None:
+            admin.client.refresh_metadata(topics=[topic])  # the leaders DescribeProducers goes to
+            topics = [topic]
+        else:
+            topics = admin.all_topics()
+    except errors.KafkaError as exc:
+        raise _fail("Failed to list topics", exc) from None
+    if topic is not None and partition is not None:
+        return [(topic, partition)]
+    found = []
+    for name in topics:
+        code = admin.client.metadata.topic_errors.get(name)
+        if code:
+            raise _fail(f"Failed to describe {len(topics)} topics", errors.for_code(code))
+        for p, meta in sorted(admin.client.metadata.partitions.get(name, {}).items()):
+            if broker_id is None or broker_id in meta.replicas:
+                found.append((name, p))
+    return found
+
+
+def _open_transactions(admin: Admin, partitions, broker_id, max_timeout_ms: int) -> list:
+    """``(topic, partition, producer state)`` of each open transaction whose
+    producer wrote nothing for longer than ``max_timeout_ms``."""
+    by_node: dict[int, list] = {}
+    for topic, p in partitions:
+        node = broker_id if broker_id is not None else admin.client.metadata.leader_for(topic, p)
+        by_node.setdefault(node, []).append((topic, p))
+    where = f"Optional[{broker_id}]" if broker_id is not None else "Optional.empty"
+    found = []
+    for node, tps in sorted(by_node.items()):
+        for i in range(0, len(tps), FIND_HANGING_BATCH):
+            batch = tps[i:i + FIND_HANGING_BATCH]
+            message = f"Failed to describe producers for {len(batch)} partitions on broker {where}"
+            if node is None or node < 0:
+                raise _fail(message, errors.for_code(6))  # NOT_LEADER_OR_FOLLOWER: no leader
+            topics: dict[str, list[int]] = {}
+            for topic, p in batch:
+                topics.setdefault(topic, []).append(p)
+            try:
+                response = admin.client.request(node, DESCRIBE_PRODUCERS, {"topics": [
+                    {"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+            except errors.KafkaError as exc:
+                raise _fail(message, exc) from None
+            now_ms = int(time.time() * 1000)
+            for t in response.topics:
+                for p in t.partitions:
+                    _check(p.error_code, message, p.error_message)
+                    for state in p.active_producers:
+                        if state.current_txn_start_offset >= 0 and now_ms - _ms(state.last_timestamp) > max_timeout_ms:
+                            found.append((t.name, p.partition_index, state))
+    return found
+
+
+def _transactional_ids(admin: Admin, producer_ids) -> dict[int, str]:
+    """producer id -> transactional id, from every broker's ListTransactions."""
+    out = {}
+    for node in sorted(admin.client.metadata.brokers):
+        try:
+            response = admin.client.request(node, LIST_TRANSACTIONS, {
+                "state_filters": [], "producer_id_filters": sorted(producer_ids), "duration_filter": -1})
+        except errors.KafkaError as exc:
+            raise _fail(f"Failed to list transactions for {len(producer_ids)} producers", exc) from None
+        _check(response.error_code, f"Failed to list transactions for {len(producer_ids)} producers")
+        for state in response.transaction_states:
+            if state.producer_id in producer_ids:
+                out[state.producer_id] = state.transactional_id
+    return out
+
+
+def _transaction_partitions(admin: Admin, txn_id: str):
+    """The partitions of ``txn_id``'s transaction by its coordinator, or
+    None when the coordinator does not know the id."""
+    message = "Failed to describe 1 transactions"
+    _node, state = admin.describe_transaction(txn_id, message)
+    if state.error_code == 105:  # TRANSACTIONAL_ID_NOT_FOUND
+        return None
+    _check(state.error_code, message)
+    return {(t.topic, p) for t in state.topics for p in t.partitions}
+
+
+def cmd_find_hanging(admin: Admin, args, out) -> None:
+    if args.topic is None and args.broker_id is None:
+        raise ToolError("The `find-hanging` command requires either --topic or --broker-id to limit the scope of "
+                        "the search")
+    if args.partition is not None and args.topic is None:
+        raise ToolError("The --partition argument requires --topic to be provided")
+    partitions = _partitions_to_search(admin, args.topic, args.partition, args.broker_id)
+    candidates = _open_transactions(admin, partitions, args.broker_id, args.max_transaction_timeout * 60_000)
+    hanging = []
+    if candidates:
+        txn_ids = _transactional_ids(admin, {state.producer_id for _, _, state in candidates})
+        described = {txn_id: _transaction_partitions(admin, txn_id) for txn_id in sorted(set(txn_ids.values()))}
+        for topic, p, state in candidates:
+            txn_id = txn_ids.get(state.producer_id)
+            in_txn = described.get(txn_id) if txn_id is not None else None
+            # The coordinator still lists the partition (Ongoing, or its
+            # marker not written yet): it will write the marker itself.
+            if in_txn is None or (topic, p) not in in_txn:
+                hanging.append((topic, p, state))
+    now_ms = int(time.time() * 1000)
+    rows = [[topic, str(p), str(s.producer_id), str(s.producer_epoch), str(s.coordinator_epoch),
+             str(s.current_txn_start_offset), str(_ms(s.last_timestamp)),
+             str((now_ms - _ms(s.last_timestamp)) // 60_000)] for topic, p, s in hanging]
+    pretty_print_table(HANGING_HEADERS, rows, out)
+
+
 COMMANDS = {"list": cmd_list, "describe": cmd_describe, "describe-producers": cmd_describe_producers,
-            "abort": cmd_abort}
+            "abort": cmd_abort, "find-hanging": cmd_find_hanging}
 
 
 def _body(argv: Sequence[str]) -> int:
@@ -226,6 +365,13 @@ def _body(argv: Sequence[str]) -> int:
     sp.add_argument("--producer-id", type=int, help="producer id")
     sp.add_argument("--producer-epoch", type=int, help="producer epoch")
     sp.add_argument("--coordinator-epoch", type=int, help="coordinator epoch")
+    sp = sub.add_parser("find-hanging", help="find hanging transactions")
+    sp.add_argument("--broker-id", type=int, help="broker id to search for hanging transactions")
+    sp.add_argument("--max-transaction-timeout", type=int, default=15,
+                    help="maximum transaction timeout in minutes to limit the scope of the search (15 minutes by "
+                         "default)")
+    sp.add_argument("--topic", help="topic name to limit search to (required if --partition is specified)")
+    sp.add_argument("--partition", type=int, help="partition number")
     args = p.parse_args(argv)
     props = load_properties_file(args.command_config)
     timeout_ms = int(props.get("request.timeout.ms", 30000))

@@ -296,3 +296,67 @@ def test_tools_show_and_abort_a_hanging_transaction(kbroker):
     assert ongoing and ongoing[0]["value"]["data"]["transactionPartitions"] == [
         {"topic": topic, "partitionIds": [0]}]
     assert ongoing[0]["key"]["version"] == 0 and ongoing[0]["value"]["version"] in (0, 1)
+
+
+def _raw_transactional_batch(bootstrap, topic, partition, producer_id, epoch, txn_id, value):
+    """A transactional batch written as a client that skipped AddPartitionsToTxn would."""
+    from raw_api import call
+
+    from kafkapy._core.records_py import build_batch
+
+    batch = build_batch([(None, value, [], int(time.time() * 1000))], producer_id=producer_id,
+                        producer_epoch=epoch, base_sequence=0, is_transactional=True)
+    r = call(bootstrap, 0, 9, {"acks": -1, "timeout": 10000, "transactional_id": txn_id, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": bytes(batch)}]}]})
+    assert r.responses[0].partition_responses[0].error_code == 0
+
+
+def test_find_hanging_reports_only_transactions_no_coordinator_will_end(kbroker):
+    """KIP-664's find-hanging: an open transaction is hanging when no
+    coordinator lists its producer id, or the id's coordinator does not have
+    the partition in its transaction; a live transaction is not."""
+    from raw_api import call
+
+    bs, topic = kbroker.bootstrap, "kc-find-hanging"
+    create_topic(bs, topic, 3)
+    p = txn_producer(bs, "kc-hang-live")
+    try:
+        p.begin_transaction()
+        p.send(topic, b"live", partition=0)
+        p.flush(TIMEOUT_S)
+        pid, epoch = p._txn.producer_id, p._txn.producer_epoch
+        # The live producer's id writes to partition 1 outside its transaction's partitions.
+        _raw_transactional_batch(bs, topic, 1, pid, epoch, "kc-hang-live", b"stray")
+        # A producer id that no transactional id owns opens a transaction on partition 2.
+        orphan = call(bs, 22, 4, {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1,
+                                  "producer_epoch": -1}).producer_id
+        _raw_transactional_batch(bs, topic, 2, orphan, 0, None, b"orphan")
+        time.sleep(0.05)  # older than a 0-minute timeout
+
+        def hanging(*args):
+            rows = table(tool("transactions", "--bootstrap-server", bs, "find-hanging", *args).stdout)
+            return sorted((r["Topic"].strip(), int(r["Partition"]), int(r["ProducerId"]), int(r["StartOffset"]),
+                           int(r["CoordinatorEpoch"]), int(r["Duration(min)"])) for r in rows)
+
+        expected = [(topic, 1, pid, 0, -1, 0), (topic, 2, orphan, 0, -1, 0)]
+        assert hanging("--topic", topic, "--max-transaction-timeout", "0") == expected
+        assert hanging("--broker-id", "0", "--max-transaction-timeout", "0") == expected
+        assert hanging("--topic", topic, "--partition", "0", "--max-transaction-timeout", "0") == []
+        # The default 15 minutes: nothing this young is a candidate.
+        assert hanging("--topic", topic) == []
+        empty = tool("transactions", "--bootstrap-server", bs, "find-hanging", "--topic", topic, "--partition", "2")
+        assert empty.stdout.split() == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+                                        "StartOffset", "LastTimestamp", "Duration(min)"]
+        for args, message in [((), "requires either --topic or --broker-id"),
+                              (("--broker-id", "0", "--partition", "1"), "The --partition argument requires --topic")]:
+            bad = tool("transactions", "--bootstrap-server", bs, "find-hanging", *args, check=False)
+            assert bad.returncode == 1 and message in bad.stderr, bad.stderr
+        # Aborting what it found by hand ends them; the live transaction commits.
+        for partition in (1, 2):
+            tool("transactions", "--bootstrap-server", bs, "abort", "--topic", topic, "--partition",
+                 str(partition), "--start-offset", "0")
+        assert hanging("--topic", topic, "--max-transaction-timeout", "0") == []
+        p.commit_transaction(TIMEOUT_S)
+    finally:
+        p.close(0)
+    assert consume_confluent(bs, topic, 3, "read_committed", want=1) == [b"live"]
