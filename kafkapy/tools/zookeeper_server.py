@@ -83,9 +83,9 @@ def write_config(work_dir: Path, port: int, tick_time_ms: int = 2000, extra=None
     return config
 
 
-def four_letter_word(port: int, word: str, timeout_s: float = 2.0) -> str:
+def four_letter_word(port: int, word: str, timeout_s: float = 2.0, host: str = "127.0.0.1") -> str:
     """Send a four-letter command (only ``ruok`` and ``srvr`` are enabled)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
         s.sendall(word.encode())
         chunks = []
         while True:  # ends when the server closes the connection (or the timeout raises)
@@ -96,10 +96,10 @@ def four_letter_word(port: int, word: str, timeout_s: float = 2.0) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def serving(port: int) -> bool:
+def serving(port: int, host: str = "127.0.0.1") -> bool:
     """The server answers ``srvr`` with a mode: it has loaded its database and
     takes sessions (it binds its port before that and drops sessions meanwhile)."""
     try:
-        return "Mode: " in four_letter_word(port, "srvr", timeout_s=1.0)
+        return "Mode: " in four_letter_word(port, "srvr", timeout_s=1.0, host=host)
     except OSError:
         return False

@@ -150,8 +150,11 @@ class BrokerProcess(ProcessWithLog):
 
     def __init__(self, work_dir: Path, overrides: Optional[Mapping[str, object]] = None,
                  port: Optional[int] = None, start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 env: Optional[Mapping[str, str]] = None, command: Optional[list[str]] = None):
+                 env: Optional[Mapping[str, str]] = None, command: Optional[list[str]] = None,
+                 host: str = "127.0.0.1"):
         self.work_dir = Path(work_dir)
+        # The listener's address: 127.0.0.1, or one a network-namespace test made.
+        self.host = host
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.port = port if port is not None else free_port()
         self.start_timeout_s = start_timeout_s
@@ -173,7 +176,7 @@ class BrokerProcess(ProcessWithLog):
         # up, RF 1 partitions) asks the controller max.retries times, Kafka's 5 s
         # apart: 0.2 s keeps test teardowns short.
         props.setdefault("controlled.shutdown.retry.backoff.ms", "200")
-        address = f"PLAINTEXT://127.0.0.1:{self.port}"
+        address = f"PLAINTEXT://{host}:{self.port}"
         props["listeners"] = address
         props["advertised.listeners"] = address
         props["log.dirs"] = str(self.work_dir / "logs")
@@ -191,7 +194,7 @@ class BrokerProcess(ProcessWithLog):
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -234,7 +237,7 @@ class BrokerProcess(ProcessWithLog):
                 self._reap_group()
                 raise BrokerStartError(f"broker exited with code {code} before it was ready; "
                                        f"log tail:\n{self.log_tail()}")
-            if probe_api_versions("127.0.0.1", self.port, correlation_id, timeout_s=2.0):
+            if probe_api_versions(self.host, self.port, correlation_id, timeout_s=2.0):
                 return
             correlation_id += 1
             if time.monotonic() >= deadline:

@@ -13,18 +13,29 @@ values, recording which were acknowledged; ``consume_all`` reads a topic to
 its end; ``validate`` checks acknowledged ⊆ consumed, no duplicates and
 per-partition order.
 
+Namespace mode (opt-in, ``Cluster(..., lab=NetworkLab)``): each broker runs
+in its own network namespace that the test made, joined to a bridge in the
+root namespace by a veth pair (``NetworkLab`` below); ZooKeeper and the
+clients stay in the root namespace and reach the brokers through the bridge,
+so a test can cut one broker off from the others and from ZooKeeper while
+clients still reach it (``NetworkLab.isolate``), and heal it again.
+
 Ownership: one ``Cluster`` per test, driven by the test's thread; it ends
 only the processes it started (each ``BrokerProcess`` by its PID).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Mapping, Optional
 
-from .broker import BrokerProcess
+import pytest
+
+from .broker import BrokerProcess, server_start_command
 
 # Short enough that a SIGKILLed broker's registration and leaderships move in
 # seconds (Kafka's defaults are 18 s and 30 s).
@@ -48,10 +59,184 @@ def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition", interv
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last: {last!r})")
 
 
+class NetworkLab:
+    """Network namespaces for a cluster's brokers, made and removed by the test.
+
+    In the root namespace a bridge ``kpf<x>br`` holds 10.213.<x>.1/24 (the
+    address clients connect from: the first, primary one), 10.213.<x>.2/24
+    (ZooKeeper's ``clientPortAddress``) and 10.213.<x>.3/24 (the source address
+    of a client on a partition's minority side, ``PinnedClient``); broker ``i`` runs in namespace
+    ``kpf<x>-b<i>`` with 10.213.<x>.<10+i>/24 on its end of a veth pair whose
+    other end is in the bridge. ``<x>`` is a subnet no interface here uses
+    yet. No address outside 127.0.0.0/8 and this /24 is ever used.
+
+    Faults: ``cut(i, peers, zookeeper)`` adds blackhole routes in broker
+    ``i``'s namespace to the peers' (and ZooKeeper's, and the majority
+    clients') addresses, so every packet it sends them is dropped as on a
+    partitioned network (nftables, iptables and tc's drop action are not
+    available in every container; routes are); a client bound to
+    ``minority_client_address`` keeps reaching it. ``link_down(i)`` takes its veth
+    down (cut from everything). ``heal`` undoes both. ``close`` removes the
+    namespaces and the bridge, whatever state a failed test left them in."""
+
+    def __init__(self, broker_ids=(1, 2, 3)):
+        self.broker_ids = tuple(broker_ids)
+        self.subnet = None
+        self.routes: dict = {}  # broker id -> addresses blackholed in its namespace
+        self.down: set = set()
+        self.made: list = []  # ("netns", name) / ("link", name): what close removes
+
+    @staticmethod
+    def unavailable() -> Optional[str]:
+        """Why network namespaces cannot be made here (not root, no ``ip``), or None."""
+        probe = f"kpf-probe-{os.getpid()}"
+        try:
+            out = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"`ip netns add` cannot run: {exc}"
+        if out.returncode != 0:
+            return f"`ip netns add` is not permitted here: {out.stderr.strip()}"
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
+        return None
+
+    @staticmethod
+    def _ip(*args, check: bool = True) -> subprocess.CompletedProcess:
+        out = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
+        if check and out.returncode != 0:
+            raise RuntimeError(f"ip {' '.join(args)}: {out.stderr.strip()}")
+        return out
+
+    def _free_subnet(self) -> int:
+        used = self._ip("-o", "addr").stdout + self._ip("-o", "link").stdout
+        start = os.getpid() % 200
+        for k in range(250):  # bounded: every /24 of 10.213.0.0/16 but a few
+            x = 2 + (start + k) % 250
+            if f"10.213.{x}." not in used and f"kpf{x}" not in used:
+                return x
+        raise RuntimeError("no free 10.213.x.0/24 subnet for the network lab")
+
+    def create(self) -> "NetworkLab":
+        x = self.subnet = self._free_subnet()
+        try:
+            bridge = f"kpf{x}br"
+            self._ip("link", "add", bridge, "type", "bridge")
+            self.made.append(("link", bridge))
+            self._ip("addr", "add", f"{self.client_address}/24", "dev", bridge)
+            self._ip("addr", "add", f"{self.zookeeper_address}/24", "dev", bridge)
+            self._ip("addr", "add", f"{self.minority_client_address}/24", "dev", bridge)
+            self._ip("link", "set", bridge, "up")
+            for i in self.broker_ids:
+                ns, veth = self.namespace(i), f"kpf{x}b{i}"
+                self._ip("netns", "add", ns)
+                self.made.append(("netns", ns))
+                self._ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+                self.made.append(("link", veth))
+                self._ip("link", "set", veth, "master", bridge, "up")
+                self._ip("-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
+                self._ip("-n", ns, "link", "set", "eth0", "up")
+                self._ip("-n", ns, "link", "set", "lo", "up")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Remove what ``create`` made (a namespace's veth end goes with it). Never raises."""
+        for kind, name in reversed(self.made):
+            if kind == "netns":
+                self._ip("netns", "del", name, check=False)
+            else:
+                self._ip("link", "del", name, check=False)
+        self.made.clear()
+        self.routes.clear()
+        self.down.clear()
+
+    # -- addresses --------------------------------------------------------------------
+    @property
+    def client_address(self) -> str:
+        return f"10.213.{self.subnet}.1"
+
+    @property
+    def zookeeper_address(self) -> str:
+        return f"10.213.{self.subnet}.2"
+
+    @property
+    def minority_client_address(self) -> str:
+        return f"10.213.{self.subnet}.3"
+
+    def address(self, broker_id: int) -> str:
+        return f"10.213.{self.subnet}.{10 + broker_id}"
+
+    def namespace(self, broker_id: int) -> str:
+        return f"kpf{self.subnet}-b{broker_id}"
+
+    def command(self, broker_id: int) -> list:
+        """The broker's argv prefix: the real entry point inside its namespace."""
+        argv, _env = server_start_command(Path("server.properties"))
+        return ["ip", "netns", "exec", self.namespace(broker_id), *argv[:-1]]
+
+    # -- faults -------------------------------------------------------------------------
+    def cut(self, broker_id: int, peers=(), zookeeper: bool = False, clients: bool = False) -> None:
+        """Drop what ``broker_id`` sends to ``peers`` (and ZooKeeper, and the
+        majority's clients): a partition."""
+        targets = [self.address(p) for p in peers if p != broker_id]
+        if zookeeper:
+            targets.append(self.zookeeper_address)
+        if clients:
+            targets.append(self.client_address)
+        held = self.routes.setdefault(broker_id, set())
+        for address in targets:
+            if address not in held:
+                self._ip("-n", self.namespace(broker_id), "route", "add", "blackhole", f"{address}/32")
+                held.add(address)
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut ``broker_id`` off from every other broker, from ZooKeeper and from
+        the majority's clients; a ``PinnedClient`` on the minority side still reaches it."""
+        self.cut(broker_id, self.broker_ids, zookeeper=True, clients=True)
+
+    def link_down(self, broker_id: int) -> None:
+        self._ip("link", "set", f"kpf{self.subnet}b{broker_id}", "down")
+        self.down.add(broker_id)
+
+    def heal(self, broker_id: Optional[int] = None) -> None:
+        """Undo the cuts and downed links of one broker (or all)."""
+        for i in [broker_id] if broker_id is not None else list(self.broker_ids):
+            for address in sorted(self.routes.pop(i, set())):
+                self._ip("-n", self.namespace(i), "route", "del", "blackhole", f"{address}/32", check=False)
+            if i in self.down:
+                self._ip("link", "set", f"kpf{self.subnet}b{i}", "up", check=False)
+                self.down.discard(i)
+
+
+@pytest.fixture(scope="module")
+def network_lab(tmp_path_factory):
+    """``(NetworkLab, ZooKeeperProcess on its bridge)`` for a module's tests; skips
+    with the reason when namespaces cannot be made here. Each test gives its
+    ``Cluster(..., lab=lab)`` its own chroot and ``lab.heal()``s at its end."""
+    from .zookeeper import ZooKeeperProcess, _skip_if_missing
+
+    reason = NetworkLab.unavailable()
+    if reason:
+        pytest.skip(f"network-namespace fault tests need `ip netns` (root): {reason}")
+    _skip_if_missing()
+    lab = NetworkLab().create()
+    server = None
+    try:
+        server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper-netns"), host=lab.zookeeper_address)
+        server.start()
+        yield lab, server
+    finally:
+        if server is not None:
+            server.close()
+        lab.close()
+
+
 class Cluster:
     def __init__(self, zookeeper, work_dir: Path, chroot: str, broker_ids=(1, 2, 3),
-                 overrides: Optional[Mapping[str, object]] = None):
+                 overrides: Optional[Mapping[str, object]] = None, lab: Optional[NetworkLab] = None):
         self.zookeeper = zookeeper
+        self.lab = lab
         self.chroot = chroot
         base = {"zookeeper.connect": zookeeper.connect_string(chroot),
                 "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
@@ -60,8 +245,13 @@ class Cluster:
                 "offsets.topic.replication.factor": min(3, len(broker_ids)),
                 "default.replication.factor": 1}
         base.update(overrides or {})
-        self.brokers = {i: BrokerProcess(Path(work_dir) / f"broker-{i}", {**base, "broker.id": i})
-                        for i in broker_ids}
+        if lab is None:
+            self.brokers = {i: BrokerProcess(Path(work_dir) / f"broker-{i}", {**base, "broker.id": i})
+                            for i in broker_ids}
+        else:  # each in its namespace, on its own address (one port for all)
+            self.brokers = {i: BrokerProcess(Path(work_dir) / f"broker-{i}", {**base, "broker.id": i}, port=9092,
+                                             host=lab.address(i), command=lab.command(i))
+                            for i in broker_ids}
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "Cluster":
@@ -203,6 +393,14 @@ class BackgroundProducer:
         remaining = self.producer.flush(flush_timeout_s)
         assert remaining == 0, f"{remaining} messages still unacknowledged after {flush_timeout_s} s"
 
+    def close(self) -> None:
+        """Drop what is unsent and end librdkafka's threads (its connections with
+        them): a namespace test's producer must not outlive the addresses it uses."""
+        self.halt()
+        self._thread.join(30)
+        self.producer.purge()
+        self.producer.close()
+
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected_end: Optional[dict] = None,
                 timeout_s: float = 60.0) -> dict:
@@ -252,6 +450,32 @@ def validate(acked: dict, consumed: dict) -> None:
 def controller_id(cluster: Cluster) -> int:
     """The controller as Metadata answers it (-1 while there is none)."""
     return cluster.metadata().controller_id
+
+
+def zk_controller(zk) -> Optional[tuple]:
+    """``(controller broker id, controller epoch)`` from ZooKeeper, or None while there is none."""
+    from kafkapy.coordination import zk_data
+
+    if zk.exists(zk_data.CONTROLLER_PATH) is None:
+        return None
+    broker_id = zk_data.decode_controller(zk.get(zk_data.CONTROLLER_PATH)[0]).broker_id
+    return broker_id, zk_data.decode_controller_epoch(zk.get(zk_data.CONTROLLER_EPOCH_PATH)[0])
+
+
+def progress(producer: BackgroundProducer, more: int, what: str, timeout_s: float = 30.0) -> None:
+    """Until ``more`` further records are acknowledged, with no delivery error so far."""
+    target = producer.acked_count() + more
+    wait_for(lambda: producer.errors or producer.acked_count() >= target, timeout_s, what)
+    assert producer.errors == [], producer.errors[:5]
+
+
+def finish(cluster: Cluster, producer: BackgroundProducer, topic: str, partitions: int) -> dict:
+    """Stop the producer, consume everything, validate; returns what was consumed."""
+    producer.stop()
+    assert producer.errors == [], producer.errors[:5]
+    consumed = consume_all(cluster.bootstrap, topic, partitions)
+    validate(producer.acked, consumed)
+    return consumed
 
 
 def wait_new_leader(cluster: Cluster, topic: str, partition: int, not_in, timeout_s: float = 30.0) -> int:
@@ -354,3 +578,58 @@ def group_coordinated_outside(cluster: Cluster, avoid, offsets_partitions: int, 
         if coordinator not in avoid:
             return group, coordinator
     raise AssertionError(f"no group id coordinated outside {sorted(avoid)}")
+
+
+class PinnedClient:
+    """Produce and Fetch to one broker only, whatever the cluster's metadata says:
+    the client on a partition's minority side (Jepsen's), which real clients
+    cannot be pinned to (they follow the leader in any broker's Metadata).
+    Raw frames through ``integration.fetch_support.Conn``; one test thread."""
+
+    PRODUCE, FETCH = 0, 1
+
+    def __init__(self, broker: BrokerProcess, timeout_s: float = 30.0, source_address: Optional[str] = None):
+        from integration.fetch_support import Conn
+
+        from .rawclient import RawClient
+
+        self.conn = Conn(broker.bootstrap)
+        if source_address is not None:  # the minority side's own address (NetworkLab)
+            self.conn.client.close()
+            self.conn.client = RawClient(broker.host, broker.port, timeout_s, source_address=(source_address, 0))
+        self.timeout_s = timeout_s
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def produce(self, topic: str, partition: int, values, acks: int = -1, timeout_ms: int = 2000) -> tuple:
+        """``(error code, base offset)`` of one batch of ``values`` (ints, written as text)."""
+        from kafkapy._core.records_py import build_batch
+
+        now = int(time.time() * 1000)
+        batch = bytes(build_batch([(None, str(v).encode(), [], now) for v in values]))
+        response = self.conn.call(self.PRODUCE, 9, {
+            "transactional_id": None, "acks": acks, "timeout": timeout_ms,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]},
+            timeout_s=timeout_ms / 1000 + self.timeout_s)
+        p = response.responses[0].partition_responses[0]
+        return p.error_code, p.base_offset
+
+    def fetch(self, topic: str, partition: int, offset: int = 0) -> tuple:
+        """``(error code, high watermark, [(offset, int value), ...])`` as this broker answers."""
+        from integration.fetch_support import fetch_request
+
+        from kafkapy._core.records_py import decode_records
+
+        response = self.conn.call(self.FETCH, 12, fetch_request(12, [(topic, [(partition, offset)])]),
+                                  timeout_s=self.timeout_s)
+        p = response.responses[0].partitions[0]
+        records, data, position = [], bytes(p.records or b""), 0
+        while position + 12 <= len(data):  # bounded by the response's size
+            length = int.from_bytes(data[position + 8:position + 12], "big")
+            if position + 12 + length > len(data):
+                break  # a partial batch at the end of the response
+            records += [(o, int(v)) for o, _t, _k, v, _h in decode_records(data[position:position + 12 + length])
+                        if o >= offset]
+            position += 12 + length
+        return p.error_code, p.high_watermark, records

@@ -71,8 +71,10 @@ class ZooKeeperProcess(ProcessWithLog):
     def __init__(self, work_dir: Path, port: Optional[int] = None,
                  tick_time_ms: int = DEFAULT_TICK_TIME_MS,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 extra_config: Optional[Mapping[str, object]] = None):
+                 extra_config: Optional[Mapping[str, object]] = None, host: str = "127.0.0.1"):
         self.work_dir = Path(work_dir)
+        # clientPortAddress: 127.0.0.1, or an address a network-namespace test made.
+        self.host = host
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.work_dir / "data"
         self.data_dir.mkdir(exist_ok=True)
@@ -89,13 +91,14 @@ class ZooKeeperProcess(ProcessWithLog):
         # No fsync per transaction: test data need not survive a power cut,
         # and an fsync per znode write costs milliseconds on a shared disk.
         self.config = zookeeper_server.write_config(self.work_dir, self.port, tick_time_ms,
-                                                    {"forceSync": "no", **(extra_config or {})})
+                                                    {"forceSync": "no", "clientPortAddress": host,
+                                                     **(extra_config or {})})
 
     # -- facts -------------------------------------------------------------------
 
     @property
     def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def connect_string(self, chroot: str = "") -> str:
         """Kafka's ``zookeeper.connect`` form: ``127.0.0.1:PORT[/chroot]``."""
@@ -162,7 +165,7 @@ class ZooKeeperProcess(ProcessWithLog):
             # srvr first: ZooKeeper binds its port before it loads its
             # database and drops sessions until then ("ZooKeeperServer not
             # running"), which would leave kazoo waiting out its timeout.
-            if not zookeeper_server.serving(self.port):
+            if not zookeeper_server.serving(self.port, self.host):
                 last_error = "srvr: not serving"
                 time.sleep(0.05)
                 continue

@@ -30,20 +30,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kafkapy.coordination import zk_data
 from support.cluster import (
     SESSION_TIMEOUT_MS,
     BackgroundProducer,
     Cluster,
-    consume_all,
     controller_id,
     create_topic_assigned,
+    finish,
     group_coordinated_outside,
-    validate,
+    progress,
     wait_for,
     wait_full_isr,
     wait_new_leader,
     wait_replicas_identical,
+    zk_controller,
     zk_partition_state,
 )
 from support.java_client import java_client  # noqa: F401
@@ -80,14 +80,6 @@ def make_cluster(zookeeper, tmp_path, request):  # noqa: F811
         zk.close()
 
 
-def _zk_controller(zk):
-    """``(controller broker id, controller epoch)`` from ZooKeeper, or None while there is none."""
-    if zk.exists(zk_data.CONTROLLER_PATH) is None:
-        return None
-    broker_id = zk_data.decode_controller(zk.get(zk_data.CONTROLLER_PATH)[0]).broker_id
-    return broker_id, zk_data.decode_controller_epoch(zk.get(zk_data.CONTROLLER_EPOCH_PATH)[0])
-
-
 def _each_leads_one(first: int, second: int, third: int) -> list:
     """Three partitions, RF 3, led by ``first``, ``second``, ``third``; each
     partition's next replica is the next broker of that order."""
@@ -95,32 +87,16 @@ def _each_leads_one(first: int, second: int, third: int) -> list:
     return [order[i:] + order[:i] for i in range(3)]
 
 
-def _progress(producer: BackgroundProducer, more: int, what: str, timeout_s: float = 30.0) -> None:
-    """Until ``more`` further records are acknowledged, with no delivery error so far."""
-    target = producer.acked_count() + more
-    wait_for(lambda: producer.errors or producer.acked_count() >= target, timeout_s, what)
-    assert producer.errors == [], producer.errors[:5]
-
-
-def _finish(cluster: Cluster, producer: BackgroundProducer, topic: str, partitions: int) -> dict:
-    """Stop the producer, consume everything, validate; returns what was consumed."""
-    producer.stop()
-    assert producer.errors == [], producer.errors[:5]
-    consumed = consume_all(cluster.bootstrap, topic, partitions)
-    validate(producer.acked, consumed)
-    return consumed
-
-
 def test_controller_sigkill_then_a_leader_sigkill(make_cluster):
     c, zk = make_cluster()
-    old, epoch = wait_for(lambda: _zk_controller(zk), 20, "a controller")
+    old, epoch = wait_for(lambda: zk_controller(zk), 20, "a controller")
     new_expected = [i for i in (1, 2, 3) if i != old]
     create_topic_assigned(c, "ctl", _each_leads_one(old, *new_expected))
     producer = BackgroundProducer(c.bootstrap, "ctl", 3, rate_per_s=300).start()
     try:
-        _progress(producer, 200, "200 acknowledged before the faults")
+        progress(producer, 200, "200 acknowledged before the faults")
         c.brokers[old].kill()
-        new, new_epoch = wait_for(lambda: (z := _zk_controller(zk)) and z[0] != old and z, NEW_LEADER_S,
+        new, new_epoch = wait_for(lambda: (z := zk_controller(zk)) and z[0] != old and z, NEW_LEADER_S,
                                   "another controller")
         assert new_epoch > epoch
         wait_for(lambda: controller_id(c) == new, 20, "Metadata to name the new controller")
@@ -129,24 +105,24 @@ def test_controller_sigkill_then_a_leader_sigkill(make_cluster):
         # death is the new controller's first election of a live partition.
         third = next(i for i in new_expected if i != new)
         partition = next(p for p, (leader, _, _) in c.partitions("ctl").items() if leader == third)
-        _progress(producer, 100, "progress under the new controller")
+        progress(producer, 100, "progress under the new controller")
         c.brokers[third].kill()
         assert wait_new_leader(c, "ctl", partition, {third}, NEW_LEADER_S) == new
-        assert _zk_controller(zk) == (new, new_epoch)
-        _progress(producer, 200, "progress with one broker left")
+        assert zk_controller(zk) == (new, new_epoch)
+        progress(producer, 200, "progress with one broker left")
         c.brokers[old].start()
         c.brokers[third].start()
         wait_full_isr(c, zk, "ctl", 3, 3)
     finally:
         producer.halt()
-    _finish(c, producer, "ctl", 3)
+    finish(c, producer, "ctl", 3)
 
 
 def test_a_paused_follower_leaves_the_isr_while_acks_all_goes_on(make_cluster):
     # The session (capped at 10 s by the fixture's ZooKeeper) outlives the pause:
     # only the leaders' ISR jobs see the follower stop fetching.
     c, zk = make_cluster(**{"replica.lag.time.max.ms": 1000, "zookeeper.session.timeout.ms": 10000})
-    controller, _ = wait_for(lambda: _zk_controller(zk), 20, "a controller")
+    controller, _ = wait_for(lambda: zk_controller(zk), 20, "a controller")
     # The paused broker follows every partition and is not the controller (a
     # paused controller would leave the ISR changes unannounced to Metadata).
     paused = next(i for i in (3, 2, 1) if i != controller)
@@ -155,22 +131,22 @@ def test_a_paused_follower_leaves_the_isr_while_acks_all_goes_on(make_cluster):
                           config={"min.insync.replicas": "2"})
     producer = BackgroundProducer(c.bootstrap, "lag", 3, rate_per_s=300).start()
     try:
-        _progress(producer, 200, "200 acknowledged before the pause")
+        progress(producer, 200, "200 acknowledged before the pause")
         broker = c.brokers[paused]
         os.killpg(broker.pgid, signal.SIGSTOP)
         try:
             wait_for(lambda: all(paused not in isr and len(isr) == 2 for _, _, isr in c.partitions("lag").values()),
                      15, "every ISR to shrink to two")
             # acks=all is answered by the two left (min.insync.replicas=2).
-            _progress(producer, 300, "progress while the follower is paused", timeout_s=15)
+            progress(producer, 300, "progress while the follower is paused", timeout_s=15)
             assert broker.running
         finally:
             os.killpg(broker.pgid, signal.SIGCONT)
         wait_full_isr(c, zk, "lag", 3, 3, timeout_s=30)  # caught up and back in every ISR
-        _progress(producer, 100, "progress after the follower's return")
+        progress(producer, 100, "progress after the follower's return")
     finally:
         producer.halt()
-    _finish(c, producer, "lag", 3)
+    finish(c, producer, "lag", 3)
     for p in range(3):
         wait_replicas_identical(c, "lag", p)
 
@@ -179,7 +155,7 @@ def test_java_client_through_a_leader_sigkill(make_cluster, java_client):  # noq
     """kafka-clients 3.9 with its defaults (idempotent, acks=all) producing, and
     consuming in a group, while a partition leader is SIGKILLed."""
     c, zk = make_cluster()
-    controller, _ = wait_for(lambda: _zk_controller(zk), 20, "a controller")
+    controller, _ = wait_for(lambda: zk_controller(zk), 20, "a controller")
     victim, other = [i for i in (1, 2, 3) if i != controller]
     topic, count = "java-fault", 20000
     create_topic_assigned(c, topic, _each_leads_one(victim, other, controller))
@@ -225,24 +201,24 @@ def test_two_leaders_killed_in_quick_succession_leave_identical_replicas(make_cl
     """KIP-101's shape: the first leader may hold records past the high watermark
     that the second never had; both come back and truncate by leader epoch."""
     c, zk = make_cluster()
-    controller, _ = wait_for(lambda: _zk_controller(zk), 20, "a controller")
+    controller, _ = wait_for(lambda: zk_controller(zk), 20, "a controller")
     first, second = [i for i in (1, 2, 3) if i != controller]
     create_topic_assigned(c, "kip101", _each_leads_one(first, second, controller))
     producer = BackgroundProducer(c.bootstrap, "kip101", 3, rate_per_s=500).start()
     try:
-        _progress(producer, 300, "300 acknowledged before the faults")
+        progress(producer, 300, "300 acknowledged before the faults")
         c.brokers[first].kill()
         assert wait_new_leader(c, "kip101", 0, {first}, NEW_LEADER_S) == second
         c.brokers[second].kill()
         assert wait_new_leader(c, "kip101", 0, {first, second}, NEW_LEADER_S) == controller
-        _progress(producer, 300, "progress on the last broker")
+        progress(producer, 300, "progress on the last broker")
         c.brokers[first].start()
         c.brokers[second].start()
         wait_full_isr(c, zk, "kip101", 3, 3)
-        _progress(producer, 100, "progress with every replica back")
+        progress(producer, 100, "progress with every replica back")
     finally:
         producer.halt()
-    consumed = _finish(c, producer, "kip101", 3)
+    consumed = finish(c, producer, "kip101", 3)
     for p in range(3):
         batches = wait_replicas_identical(c, "kip101", p)
         assert batches, f"kip101-{p} is empty"
@@ -251,12 +227,12 @@ def test_two_leaders_killed_in_quick_succession_leave_identical_replicas(make_cl
 
 def test_repeated_leader_sigkill_and_restart_under_load(make_cluster):
     c, zk = make_cluster()
-    controller, _ = wait_for(lambda: _zk_controller(zk), 20, "a controller")
+    controller, _ = wait_for(lambda: zk_controller(zk), 20, "a controller")
     others = [i for i in (1, 2, 3) if i != controller]
     create_topic_assigned(c, "rounds", _each_leads_one(*others, controller))
     producer = BackgroundProducer(c.bootstrap, "rounds", 3, rate_per_s=300).start()
     try:
-        _progress(producer, 200, "200 acknowledged before the faults")
+        progress(producer, 200, "200 acknowledged before the faults")
         for round_ in range(3):  # bounded: three rounds
             # Whoever leads partition round_ now (ZooKeeper's word), the controller included.
             partition = round_
@@ -267,9 +243,9 @@ def test_repeated_leader_sigkill_and_restart_under_load(make_cluster):
             elected_after = time.monotonic() - killed_at
             assert elected_after < NEW_LEADER_S, f"round {round_}: a new leader after {elected_after:.1f} s"
             assert zk_partition_state(zk, "rounds", partition)["leader"] not in (victim, -1)
-            _progress(producer, 150, f"round {round_}: progress without broker {victim}")
+            progress(producer, 150, f"round {round_}: progress without broker {victim}")
             c.brokers[victim].start()
             wait_full_isr(c, zk, "rounds", 3, 3, timeout_s=40)  # the restarted broker rejoined every ISR
     finally:
         producer.halt()
-    _finish(c, producer, "rounds", 3)
+    finish(c, producer, "rounds", 3)
