@@ -453,13 +453,18 @@ _BROKER_KEYS = [
     _k("ssl.principal.mapping.rules", STRING, "DEFAULT", None, LOW, _SECURITY,
        "Rules mapping a client certificate's distinguished name to a user name (Kafka's syntax)."),
     _k("sasl.enabled.mechanisms", LIST, ["GSSAPI"], None, MEDIUM, _SECURITY,
-       "SASL mechanisms offered on SASL listeners; kafkapy implements PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+       "SASL mechanisms offered on SASL listeners; kafkapy implements PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+       "OAUTHBEARER (unsecured JWS validator)."),
     _k("sasl.jaas.config", PASSWORD, None, None, MEDIUM, _SECURITY,
        "JAAS login module configuration (PLAIN users: user_<name>=\"<password>\")."),
     _k("sasl.server.max.receive.size", INT, 524288, None, LOW, _SECURITY,
        "Largest request accepted before a SASL connection has authenticated."),
     _k("connection.failed.authentication.delay.ms", INT, 100, _at_least(0), LOW, _SECURITY,
        "Delay before a connection that failed authentication is answered and closed."),
+    _k("connections.max.reauth.ms", LONG, 0, _at_least(0), MEDIUM, _SECURITY,
+       "Session lifetime told to SASL clients (KIP-368); a connection not re-authenticated within it is "
+       "closed on its next request; 0: sessions do not expire. Per listener and mechanism as "
+       "listener.name.<l>.<mechanism>.connections.max.reauth.ms."),
     # --- Log Basics
     _k("log.dirs", LIST, None, None, HIGH, _LOG,
        "Comma-separated directories holding the partition logs; log.dir is used if unset."),

@@ -26,18 +26,13 @@ import time
 from pathlib import Path
 
 import pytest
-from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
-from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
-
-from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import add_scram_credentials
 from support.broker import BrokerProcess, free_port
 from support.certs import make_certs
 from support.java_client import java_client  # noqa: F401
 from support.rawclient import RawClient, encode_request
+from support.sasl import authenticate, confluent_round_trip, handshake
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
@@ -112,24 +107,7 @@ def _alive(secure):
 
 
 def _confluent_round_trip(secure, name, conf, topic, count=20):
-    conf = {"bootstrap.servers": _address(secure, name), **conf}
-    producer = confluent_kafka.Producer(conf)
-    errors = []
-    for i in range(count):
-        producer.produce(topic, b"v%d" % i, on_delivery=lambda err, msg: err and errors.append(err))
-    assert producer.flush(30) == 0 and not errors, errors
-    consumer = confluent_kafka.Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    deadline = time.monotonic() + 30
-    while len(got) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None:
-            assert msg.error() is None, msg.error()
-            got.append(msg.value())
-    consumer.commit(asynchronous=False)
-    consumer.close()
-    assert got == [b"v%d" % i for i in range(count)]
+    confluent_round_trip(_address(secure, name), conf, topic, count)
 
 
 def _tls(secure, client_cert=None):
@@ -239,24 +217,8 @@ def test_java_client_sasl_ssl_scram(secure, java_client):  # noqa: F811
 # ----------------------------------------------------------------- raw SASL frames
 
 
-def _handshake(client, mechanism, version=1):
-    body = encode_to_bytes(SaslHandshakeRequest(mechanism=mechanism)) if version == 1 else \
-        struct.pack(">h", len(mechanism)) + mechanism.encode()
-    raw = client.request(17, version, body)
-    if version == 1:
-        return decode(SaslHandshakeResponse, memoryview(raw), 0)[0]
-    return struct.unpack_from(">h", raw)[0]
-
-
-def _authenticate_v2(client, token):
-    correlation_id = client._next_correlation_id
-    client._next_correlation_id += 1
-    payload = (struct.pack(">hhih", 36, 2, correlation_id, 3) + b"raw" + b"\x00"
-               + encode_to_bytes(SaslAuthenticateRequest(auth_bytes=token)))
-    client.send(struct.pack(">i", len(payload)) + payload)
-    frame = client.recv_frame(timeout_s=5)
-    assert struct.unpack_from(">i", frame)[0] == correlation_id
-    return decode(SaslAuthenticateResponse, memoryview(frame), 5)[0]  # header v1: a tag byte
+_handshake = handshake
+_authenticate_v2 = authenticate
 
 
 def test_sasl_handshake_v0_unframed_plain(secure):

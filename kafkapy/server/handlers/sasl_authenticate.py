@@ -1,10 +1,10 @@
 """SaslAuthenticate (key 36), v0-2, as it reaches a handler worker.
 
 Contract: tokens are evaluated by the processor during authentication
-(``kafkapy.server.security.sasl``). One reaching a worker came on a listener
-without SASL or after authentication completed (re-authentication, KIP-368,
-is not implemented: the handshake answers a session lifetime of 0):
-ILLEGAL_SASL_STATE (34) with Kafka's message, as KafkaApis answers.
+(``kafkapy.server.security.sasl``), also during a re-authentication (KIP-368,
+begun by a SaslHandshake the processor accepts). One reaching a worker came on
+a listener without SASL or after authentication completed: ILLEGAL_SASL_STATE
+(34) with Kafka's message, as KafkaApis answers.
 """
 
 from kafkapy.protocol.errors import ErrorCode

@@ -120,7 +120,7 @@ class Connection:
         "conn_id", "sock", "peer", "state", "inbuf", "more", "size", "body", "inline",
         "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
         "last_active", "listener", "api_key", "received_at", "responded_at", "at_worker",
-        "tls", "sasl", "principal_bytes", "close_at",
+        "tls", "sasl", "principal_bytes", "close_at", "session_expires", "reauth_at", "authenticated",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer):
@@ -158,6 +158,12 @@ class Connection:
         # (the request queue carries it with each request).
         self.principal_bytes = b""
         self.close_at = 0.0
+        # KIP-368: when the SASL session expires (time.monotonic(); 0.0:
+        # never), when the last re-authentication began, and the
+        # (mechanism, principal) a re-authentication must keep.
+        self.session_expires = 0.0
+        self.reauth_at = 0.0
+        self.authenticated = None
 
 
 class Processor:
@@ -464,6 +470,8 @@ class Processor:
         conn.state = _MUTED
         conn.deadline_ms = 0
         if conn.sasl is not None and self._sasl_request(conn, inline):
+            return
+        if conn.session_expires and self._sasl_session_check(conn, inline):
             return
         if not self._enqueue(conn):
             self.backlog.append(conn)
@@ -886,12 +894,14 @@ class Processor:
                 conn.sasl = None
                 if not self._set_principal(conn, session.principal):
                     return True
+                conn.session_expires = session.expires_at
+                conn.authenticated = (session.mechanism, session.principal)
             conn.api_key = _sasl.SASL_AUTHENTICATE_KEY if session.raw_tokens else conn.api_key
             conn.responded_at = time.monotonic()
             self._respond(conn, parts)
         elif action == _sasl.FAIL:
             self.failed_authentications += 1
-            log.info("Failed authentication with %s (SASL %s)", conn.peer, session.mechanism)
+            log.info("Failed %s with %s (SASL %s)", session.what, conn.peer, session.mechanism)
             conn.state = _CLOSING
             self._set_events(conn, 0)
             conn.out.extend(parts)
@@ -902,6 +912,23 @@ class Processor:
             log.info("closing %s: unexpected request during SASL authentication", conn.peer)
             self._close(conn)
         return True
+
+    def _sasl_session_check(self, conn: Connection, inline) -> bool:
+        """A request on a connection whose SASL session has a lifetime
+        (KIP-368, Kafka's SocketServer): a SaslHandshake starts a
+        re-authentication (at most one a second; a sooner one goes to the
+        workers, which answer ILLEGAL_SASL_STATE); any other request after
+        the session expired closes the connection. True when handled here."""
+        now = time.monotonic()
+        if conn.api_key == _sasl.SASL_HANDSHAKE_KEY and now - conn.reauth_at >= 1.0:
+            conn.reauth_at = now
+            conn.sasl = _sasl.SaslSession(self.security[conn.listener].sasl, previous=conn.authenticated)
+            return self._sasl_request(conn, inline)
+        if now > conn.session_expires:
+            log.info("closing %s: SASL session expired without re-authentication", conn.peer)
+            self._close(conn)
+            return True
+        return False
 
     def _set_principal(self, conn: Connection, principal: str) -> bool:
         data = principal.encode("utf-8")

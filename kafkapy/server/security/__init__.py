@@ -16,7 +16,7 @@ from typing import Any
 from kafkapy.server.config import BROKER_CONFIGS, ConfigException, Password
 
 ANONYMOUS = "User:ANONYMOUS"
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def listener_value(config, listener_name: str, key: str) -> Any:

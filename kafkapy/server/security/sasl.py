@@ -19,6 +19,15 @@ The rules are Kafka's:
 * Once authenticated the principal is ``User:<authorization id>`` and
   every request goes to the workers (whose SaslHandshake and SaslAuthenticate
   handlers answer ILLEGAL_SASL_STATE, as KafkaApis does).
+* Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 (or an
+  OAUTHBEARER token, whose expiry bounds it) the completed authentication
+  has a session lifetime, told to SaslAuthenticate v1+ clients
+  (``session_lifetime_ms``; ``SaslSession.expires_at`` for the processor). A
+  SaslHandshake on the authenticated connection (at most one per second)
+  starts a new ``SaslSession`` with ``previous`` = (mechanism, principal):
+  ApiVersions is not accepted then, a different mechanism is refused on its
+  first token, and a different principal fails the re-authentication
+  ("Cannot change principals during re-authentication ...").
 
 Passwords never appear in a log line or an error message.
 Owned by one processor, one ``SaslSession`` per connection.
@@ -27,11 +36,15 @@ Owned by one processor, one ``SaslSession`` per connection.
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import hmac
 import os
 import re
 import struct
+import time
+
+from kio.static.primitive import i64Timedelta
 
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import DecodeError, decode
@@ -99,19 +112,54 @@ def parse_jaas_config(text: str) -> list[tuple[str, str, dict]]:
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
+def _mechanism_jaas(config, listener: str, mechanism: str, login_module: str) -> list:
+    """The options of ``login_module`` in ``listener.name.<l>.<mechanism>.sasl.jaas.config``
+    (the broker-wide ``sasl.jaas.config`` as a fallback), one dict per entry."""
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    raw = config.originals.get(key)
+    jaas = raw if raw is not None else secret(config["sasl.jaas.config"])
+    if not jaas:
+        raise ConfigException(key, None, f"listener {listener}: {mechanism} needs a JAAS configuration "
+                                         f"with {login_module}")
+    try:
+        entries = parse_jaas_config(jaas)
+    except ValueError as exc:
+        raise ConfigException(key, "[hidden]", str(exc)) from None
+    return [options for module, _flag, options in entries if module == login_module]
+
+
+def _reauth_ms(config, listener: str, mechanism: str, get) -> int:
+    """``connections.max.reauth.ms`` for one mechanism of one listener:
+    ``listener.name.<l>.<mechanism>.connections.max.reauth.ms``, else the
+    listener's, else the broker's (Kafka's per-mechanism prefix)."""
+    from kafkapy.server.config import BROKER_CONFIGS
+
+    raw = config.originals.get(f"listener.name.{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms")
+    if raw is None:
+        return get("connections.max.reauth.ms") or 0
+    value = BROKER_CONFIGS["connections.max.reauth.ms"].parse(raw)
+    if value < 0:
+        raise ConfigException("connections.max.reauth.ms", raw, "must be at least 0")
+    return value
+
+
 class SaslConfig:
-    """One SASL listener's mechanisms and credential sources (immutable)."""
+    """One SASL listener's mechanisms and credential sources (immutable).
+    ``reauth_ms``: ``connections.max.reauth.ms`` by mechanism."""
 
     __slots__ = ("listener", "mechanisms", "plain_users", "scram_store", "max_receive_size",
-                 "failed_delay_ms")
+                 "failed_delay_ms", "oauth", "reauth_ms")
 
-    def __init__(self, listener, mechanisms, plain_users, scram_store, max_receive_size, failed_delay_ms):
+    def __init__(self, listener, mechanisms, plain_users, scram_store, max_receive_size, failed_delay_ms,
+                 oauth=None, reauth_ms=None):
         self.listener = listener
         self.mechanisms = tuple(mechanisms)
         self.plain_users = plain_users
         self.scram_store = scram_store
         self.max_receive_size = max_receive_size
         self.failed_delay_ms = failed_delay_ms
+        self.oauth = oauth
+        self.reauth_ms = reauth_ms or {}
 
     @classmethod
     def from_config(cls, config, listener: str, get, log_dir: str) -> "SaslConfig":
@@ -124,25 +172,42 @@ class SaslConfig:
                                   f"listener {listener}: kafkapy implements {', '.join(MECHANISMS)}")
         plain_users: dict[str, str] = {}
         if "PLAIN" in mechanisms:
-            key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
-            raw = config.originals.get(key)
-            jaas = raw if raw is not None else secret(config["sasl.jaas.config"])
-            if not jaas:
-                raise ConfigException(key, None, f"listener {listener}: PLAIN needs a JAAS configuration "
-                                                 f"with {PLAIN_LOGIN_MODULE} and user_<name>=\"<password>\"")
-            try:
-                entries = parse_jaas_config(jaas)
-            except ValueError as exc:
-                raise ConfigException(key, "[hidden]", str(exc)) from None
-            for module, _flag, options in entries:
-                if module == PLAIN_LOGIN_MODULE:
-                    plain_users.update({k[5:]: v for k, v in options.items() if k.startswith("user_")})
+            for options in _mechanism_jaas(config, listener, "PLAIN", PLAIN_LOGIN_MODULE):
+                plain_users.update({k[5:]: v for k, v in options.items() if k.startswith("user_")})
+        oauth = None
+        if "OAUTHBEARER" in mechanisms:
+            oauth = cls._oauth_validator(config, listener)
+        reauth_ms = {m: _reauth_ms(config, listener, m, get) for m in mechanisms}
         return cls(listener, mechanisms, plain_users, ScramCredentialStore(log_dir),
-                   get("sasl.server.max.receive.size"), get("connection.failed.authentication.delay.ms"))
+                   get("sasl.server.max.receive.size"), get("connection.failed.authentication.delay.ms"),
+                   oauth, reauth_ms)
+
+    @staticmethod
+    def _oauth_validator(config, listener: str):
+        from kafkapy.server.security import oauthbearer
+
+        handler_key = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
+        handler = config.originals.get(handler_key)
+        if handler and handler.strip() != oauthbearer.UNSECURED_VALIDATOR:
+            raise ConfigException(handler_key, handler, "kafkapy implements OAUTHBEARER with Kafka's "
+                                                        "unsecured JWS validator only")
+        entries = _mechanism_jaas(config, listener, "OAUTHBEARER", oauthbearer.LOGIN_MODULE)
+        if len(entries) != 1:
+            raise ConfigException(f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config", "[hidden]",
+                                  f"exactly one {oauthbearer.LOGIN_MODULE} entry is required")
+        try:
+            return oauthbearer.UnsecuredValidator(entries[0])
+        except ValueError as exc:
+            raise ConfigException(f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config",
+                                  "[hidden]", str(exc)) from None
 
     def server(self, mechanism: str):
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
+        if mechanism == "OAUTHBEARER":
+            from kafkapy.server.security.oauthbearer import OAuthBearerServer
+
+            return OAuthBearerServer(self.oauth)
         return ScramServer(mechanism, self.scram_store)
 
 
@@ -152,6 +217,8 @@ class SaslConfig:
 
 class PlainServer:
     """RFC 4616: one token ``[authzid] NUL authcid NUL passwd``."""
+
+    credential_expiration_ms = None  # passwords do not expire
 
     def __init__(self, users: dict):
         self.users = users
@@ -200,6 +267,8 @@ def _saslname(text: str) -> str:
 class ScramServer:
     """RFC 5802 / RFC 7677 server (Kafka's ScramSaslServer): client-first ->
     server-first (salt, iterations, nonce), client-final (proof) -> server-final."""
+
+    credential_expiration_ms = None  # delegation tokens (which expire) are not implemented
 
     def __init__(self, mechanism: str, store, server_nonce: str | None = None):
         self.mechanism = mechanism
@@ -295,26 +364,39 @@ REPLY = 1  # send ``parts``; authentication goes on (or completed: ``session.pri
 FAIL = 2  # after the failed-authentication delay, send ``parts`` (may be empty) and close
 CLOSE = 3  # close now (a protocol violation: Kafka's IllegalSaslStateException and friends)
 
-_HANDSHAKE, _AUTHENTICATE, _COMPLETE, _FAILED = range(4)
+_HANDSHAKE, _AUTHENTICATE, _COMPLETE, _FAILED, _BAD_MECHANISM = range(5)
 _SIZE = struct.Struct(">i")
 
 
 class SaslSession:
-    """One connection's authentication (owned by its processor)."""
+    """One connection's authentication or re-authentication (owned by its
+    processor). ``previous``: (mechanism, principal) of the authentication
+    being renewed (KIP-368), None for the first. Once complete:
+    ``principal``, ``session_lifetime_ms`` (0: the session does not expire)
+    and ``expires_at`` (``time.monotonic()`` seconds, 0.0: never)."""
 
-    __slots__ = ("config", "state", "raw_tokens", "server", "principal", "mechanism")
+    __slots__ = ("config", "state", "raw_tokens", "server", "principal", "mechanism", "previous",
+                 "session_lifetime_ms", "expires_at", "bad_mechanism")
 
-    def __init__(self, config: SaslConfig):
+    def __init__(self, config: SaslConfig, previous: tuple | None = None):
         self.config = config
         self.state = _HANDSHAKE
         self.raw_tokens = False  # SaslHandshake v0: tokens are unframed
         self.server = None
         self.principal = None
         self.mechanism = None
+        self.previous = previous
+        self.session_lifetime_ms = 0
+        self.expires_at = 0.0
+        self.bad_mechanism = None
 
     @property
     def complete(self) -> bool:
         return self.state == _COMPLETE
+
+    @property
+    def what(self) -> str:
+        return "re-authentication" if self.previous else "authentication"
 
     def on_request(self, body) -> tuple[int, list]:
         """What to do with one complete frame (without its size prefix)."""
@@ -327,7 +409,7 @@ class SaslSession:
             return CLOSE, []
         key, version = header.api_key, header.api_version
         if self.state == _HANDSHAKE:
-            if key == API_VERSIONS_KEY:
+            if key == API_VERSIONS_KEY and self.previous is None:
                 return PASS, []
             if key != SASL_HANDSHAKE_KEY or not HANDSHAKE_VERSIONS[0] <= version <= HANDSHAKE_VERSIONS[1]:
                 return CLOSE, []
@@ -342,12 +424,20 @@ class SaslSession:
                                         mechanisms=self.config.mechanisms)
                 return FAIL, encode_response(header.correlation_id, response, False)
             self.mechanism = mechanism
-            self.server = self.config.server(mechanism)
             self.raw_tokens = version == 0
-            self.state = _AUTHENTICATE
+            if self.previous is not None and mechanism != self.previous[0]:
+                # Kafka answers the handshake and refuses the first token
+                # (REAUTH_BAD_MECHANISM), so the failure is counted as a
+                # failed re-authentication.
+                self.state = _BAD_MECHANISM
+                self.bad_mechanism = (f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                                      f"re-authentication of mechanism '{self.previous[0]}'")
+            else:
+                self.server = self.config.server(mechanism)
+                self.state = _AUTHENTICATE
             response = response_cls(error_code=ErrorCode.NONE, mechanisms=self.config.mechanisms)
             return REPLY, encode_response(header.correlation_id, response, False)
-        if self.state == _AUTHENTICATE:
+        if self.state in (_AUTHENTICATE, _BAD_MECHANISM):
             if key != SASL_AUTHENTICATE_KEY or not AUTHENTICATE_VERSIONS[0] <= version <= AUTHENTICATE_VERSIONS[1]:
                 return CLOSE, []
             request = self._decode(key, version, buf, header)
@@ -370,7 +460,15 @@ class SaslSession:
 
     def _token(self, token: bytes, framed) -> tuple[int, list]:
         try:
+            if self.state == _BAD_MECHANISM:
+                raise SaslAuthenticationFailed(self.bad_mechanism)
             challenge = self.server.evaluate(token)
+            if self.server.complete:
+                principal = f"User:{self.server.authorization_id}"
+                if self.previous is not None and principal != self.previous[1]:
+                    old, new = self.previous[1].split(":", 1), principal.split(":", 1)
+                    raise SaslAuthenticationFailed(f"Cannot change principals during re-authentication from "
+                                                   f"{old[0]}.{old[1]}: {new[0]}.{new[1]}")
         except SaslAuthenticationFailed as exc:
             self.state = _FAILED
             if framed is None:
@@ -378,16 +476,37 @@ class SaslSession:
             return FAIL, self._authenticate_response(framed, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc), b"")
         if self.server.complete:
             self.state = _COMPLETE
-            self.principal = f"User:{self.server.authorization_id}"
+            self.principal = principal
+            self._session_lifetime()
         if framed is None:
             return REPLY, [_SIZE.pack(len(challenge)) + challenge]
-        return REPLY, self._authenticate_response(framed, ErrorCode.NONE, None, challenge)
+        return REPLY, self._authenticate_response(framed, ErrorCode.NONE, None, challenge,
+                                                  self.session_lifetime_ms)
+
+    def _session_lifetime(self) -> None:
+        """Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: the smaller
+        of connections.max.reauth.ms (when > 0) and the time left on the
+        credential (an OAUTHBEARER token's exp), never negative."""
+        credential_ms = self.server.credential_expiration_ms
+        max_reauth_ms = self.config.reauth_ms.get(self.mechanism, 0)
+        if credential_ms is None and max_reauth_ms <= 0:
+            return
+        now_ms = int(time.time() * 1000)
+        lifetimes = [] if credential_ms is None else [credential_ms - now_ms]
+        if max_reauth_ms > 0:
+            lifetimes.append(max_reauth_ms)
+        self.session_lifetime_ms = max(0, min(lifetimes))
+        # An expired session is detected on the connection's next request;
+        # a lifetime of 0 expires at once (never "no expiry").
+        self.expires_at = time.monotonic() + self.session_lifetime_ms / 1000.0
 
     @staticmethod
-    def _authenticate_response(framed, error_code, message, auth_bytes) -> list:
+    def _authenticate_response(framed, error_code, message, auth_bytes, lifetime_ms=0) -> list:
         correlation_id, version = framed
         spec = API_TABLE[SASL_AUTHENTICATE_KEY]
         cls = spec.response_class(version)
-        # session_lifetime_ms stays 0: no re-authentication (connections.max.reauth.ms=0).
-        response = cls(error_code=error_code, error_message=message, auth_bytes=auth_bytes)
+        fields = {"error_code": error_code, "error_message": message, "auth_bytes": auth_bytes}
+        if version >= 1:
+            fields["session_lifetime"] = i64Timedelta.parse(datetime.timedelta(milliseconds=lifetime_ms))
+        response = cls(**fields)
         return encode_response(correlation_id, response, spec.is_flexible(version))

@@ -1,0 +1,71 @@
+"""Helpers of the SASL tests: raw SaslHandshake v1 / SaslAuthenticate v2
+frames (the exact answers, error messages and session lifetimes) and a
+confluent-kafka produce-then-consume-in-a-group round trip."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+
+from kafkapy.protocol.codec import decode, encode_to_bytes
+
+
+def handshake(client, mechanism, version=1):
+    """SaslHandshake v1 (the decoded response) or v0 (its error code)."""
+    body = encode_to_bytes(SaslHandshakeRequest(mechanism=mechanism)) if version == 1 else \
+        struct.pack(">h", len(mechanism)) + mechanism.encode()
+    raw = client.request(17, version, body)
+    if version == 1:
+        return decode(SaslHandshakeResponse, memoryview(raw), 0)[0]
+    return struct.unpack_from(">h", raw)[0]
+
+
+def authenticate_frame(correlation_id: int, token: bytes) -> bytes:
+    """A size-prefixed SaslAuthenticate v2 request (flexible header v2, client id "raw")."""
+    payload = (struct.pack(">hhih", 36, 2, correlation_id, 3) + b"raw" + b"\x00"
+               + encode_to_bytes(SaslAuthenticateRequest(auth_bytes=token)))
+    return struct.pack(">i", len(payload)) + payload
+
+
+def decode_authenticate(frame: bytes):
+    return decode(SaslAuthenticateResponse, memoryview(frame), 5)[0]  # header v1: a tag byte
+
+
+def authenticate(client, token):
+    """SaslAuthenticate v2 round trip: the decoded response."""
+    correlation_id = client._next_correlation_id
+    client._next_correlation_id += 1
+    client.send(authenticate_frame(correlation_id, token))
+    frame = client.recv_frame(timeout_s=5)
+    assert struct.unpack_from(">i", frame)[0] == correlation_id
+    return decode_authenticate(frame)
+
+
+def confluent_round_trip(bootstrap, conf, topic, count=20):
+    """Produce ``count`` records with confluent-kafka, then consume them in
+    group ``g-<topic>`` from the beginning and commit."""
+    import confluent_kafka
+
+    conf = {"bootstrap.servers": bootstrap, **conf}
+    producer = confluent_kafka.Producer(conf)
+    errors = []
+    for i in range(count):
+        producer.produce(topic, b"v%d" % i, on_delivery=lambda err, msg: err and errors.append(err))
+    assert producer.flush(30) == 0 and not errors, errors
+    consumer = confluent_kafka.Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None:
+            assert msg.error() is None, msg.error()
+            got.append(msg.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert got == [b"v%d" % i for i in range(count)]
