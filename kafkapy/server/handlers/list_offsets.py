@@ -25,7 +25,8 @@ answers UNSUPPORTED_VERSION (35), as Kafka's timestampMinSupportedVersion):
   NOT_LEADER_OR_FOLLOWER, ``ReplicaManager.unhosted_error``); ``Partition.check_leader``'s
   NOT_LEADER_OR_FOLLOWER (6), FENCED_LEADER_EPOCH (74), UNKNOWN_LEADER_EPOCH
   (75) against ``current_leader_epoch`` (v4+). ``leader_epoch`` (v4+) is the
-  partition's leader epoch.
+  partition's leader epoch for LATEST, else the epoch of the batch holding
+  the offset found (-1 when none), as Kafka's.
 """
 
 from kafkapy.protocol.errors import ErrorCode
@@ -79,12 +80,33 @@ def handle(ctx, request):
             else:
                 offset, timestamp = partition.fetch_offset_for_timestamp(
                     EARLIEST_TIMESTAMP if timestamp == EARLIEST_LOCAL_TIMESTAMP else timestamp)
+            if lp.timestamp != LATEST_TIMESTAMP and leader_epoch >= 0:
+                leader_epoch = _epoch_of(partition, offset)
             partitions.append({"partition_index": lp.partition_index, "error_code": 0,
                                "timestamp": timestamp, "offset": offset,
                                "leader_epoch": leader_epoch})
         topics.append({"name": topic.name, "partitions": partitions})
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
 
+
+
+def _epoch_of(partition, offset: int) -> int:
+    """The leader epoch of the batch holding ``offset`` (the epoch cache's
+    entry covering it; -1 for none or no offset): Kafka answers every lookup
+    but LATEST with the found batch's epoch (FileRecords.searchForTimestamp,
+    MAX_TIMESTAMP's batch, EARLIEST's first epoch entry), LATEST with the
+    partition's."""
+    if offset < 0:
+        return -1
+    log = partition.log
+    with log.lock():
+        entries = log.leader_epoch_entries()
+    epoch = -1
+    for entry_epoch, start_offset in entries:
+        if start_offset > offset:
+            break
+        epoch = entry_epoch
+    return epoch
 
 
 def _committed(partition, timestamp: int) -> tuple[int, int]:
