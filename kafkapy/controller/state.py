@@ -148,6 +148,9 @@ class ControllerState(ReassignmentMixin):
     deleting: dict = field(default_factory=dict)
     # brokers in controlled shutdown (Kafka's shuttingDownBrokerIds): live, never elected
     shutting_down: set = field(default_factory=set)
+    # broker -> {(topic, partition)} of its replicas on an offline log dir
+    # (Kafka's replicasOnOfflineDirs), from LeaderAndIsr answers
+    offline_replicas: dict = field(default_factory=dict)
     # partitions being reassigned -> (adding, removing) replicas (controller/reassignment.py)
     reassigning: dict = field(default_factory=dict)
 
@@ -169,6 +172,8 @@ class ControllerState(ReassignmentMixin):
         dead = set(broker_ids)
         self.live_brokers -= dead
         self.shutting_down -= dead
+        for broker_id in dead:
+            self.offline_replicas.pop(broker_id, None)
         changed = []
         for tp, state in sorted(self.states.items()):
             if tp[0] in self.deleting:
@@ -197,6 +202,8 @@ class ControllerState(ReassignmentMixin):
         ones get their replicas (LeaderAndIsr), offline partitions they can
         lead are elected again."""
         started = set(broker_ids)
+        for broker_id in started:  # a restart brings its log dirs back (Kafka's onBrokerStartup)
+            self.offline_replicas.pop(broker_id, None)
         existing = tuple(sorted(self.live_brokers - started))
         self.live_brokers |= started
         # Kafka's order: the brokers already live learn the new ones; the new
@@ -454,6 +461,56 @@ class ControllerState(ReassignmentMixin):
             return []
         _results, effects = self.on_replica_election(candidates, preferred=True, admin=False)
         return effects
+
+    # -- log-dir failure -----------------------------------------------------------------------
+    def on_broker_log_dir_failure(self, broker_ids) -> list:
+        """Kafka's onBrokerLogDirFailure: LeaderAndIsr for every replica of
+        these live brokers, to learn from the answers which are on an offline
+        log dir (``on_leader_and_isr_response``)."""
+        effects = []
+        for broker_id in sorted(set(broker_ids) & self.live_brokers):
+            parts = tuple((tp[0], tp[1], state, False) for tp, state in sorted(self.states.items())
+                          if broker_id in state.replicas and tp[0] not in self.deleting)
+            if parts:
+                effects.append(SendLeaderAndIsr(broker_id, self.controller_epoch, parts))
+        return effects
+
+    def on_leader_and_isr_response(self, broker_id: int, offline, online) -> list:
+        """Kafka's processLeaderAndIsrResponseReceived: the partitions a
+        broker answered KAFKA_STORAGE_ERROR (``offline``) or NONE
+        (``online``). An offline replica that still leads or is in the ISR
+        (newly offline, or put back since) goes offline (Kafka's
+        onReplicasBecomeOffline): a partition it led elects a leader from the
+        rest of the ISR among live replicas not on an offline dir (none:
+        leader -1, offline), it leaves the ISR (not the last member), leader
+        epoch + 1, LeaderAndIsr to the other replicas, StopReplica (no
+        delete) to it."""
+        if broker_id not in self.live_brokers:
+            return []
+        current = (self.offline_replicas.get(broker_id, set()) - set(online)) | set(offline)
+        if current:
+            self.offline_replicas[broker_id] = current
+        else:
+            self.offline_replicas.pop(broker_id, None)
+        changed, stopped = [], []
+        for tp in sorted(set(offline)):
+            state = self.states.get(tp)
+            if state is None or tp[0] in self.deleting:
+                continue
+            stopped.append(tp)
+            if state.leader == broker_id:
+                electable = {b for b in self._electable() if tp not in self.offline_replicas.get(b, ())}
+                elected = elect_leader_and_isr(state.replicas, state.isr, electable, self.unclean_election(tp[0]))
+                leader, isr = elected[:2] if elected is not None else (NO_BROKER, _without(state.isr, {broker_id}))
+            elif broker_id in state.isr:
+                leader, isr = state.leader, _without(state.isr, {broker_id})
+            else:
+                continue
+            if (leader, isr) != (state.leader, state.isr):
+                changed.append((tp, replace(state, leader=leader, isr=isr, leader_epoch=state.leader_epoch + 1),
+                                state, False))
+        effects = [SendStopReplica(broker_id, self.controller_epoch, tuple(stopped), False)] if changed else []
+        return effects + self._apply(changed, exclude={broker_id})
 
     # -- helpers -----------------------------------------------------------------------------
     def _electable(self) -> set:

@@ -180,16 +180,23 @@ class PartitionState:
     leader_epoch: int
     isr: tuple
     partition_epoch: int = 0
+    # Replicas on an offline log dir of a live broker, as UpdateMetadata's
+    # offline_replicas said (the broker image only; brokers not live are
+    # offline replicas without being listed here).
+    offline_replicas: tuple = ()
 
     def to_json(self) -> dict:
-        return {"replicas": list(self.replicas), "leader": self.leader,
+        data = {"replicas": list(self.replicas), "leader": self.leader,
                 "leader_epoch": self.leader_epoch, "isr": list(self.isr),
                 "partition_epoch": self.partition_epoch}
+        if self.offline_replicas:
+            data["offline_replicas"] = list(self.offline_replicas)
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "PartitionState":
         return cls(tuple(data["replicas"]), data["leader"], data["leader_epoch"],
-                   tuple(data["isr"]), data.get("partition_epoch", 0))
+                   tuple(data["isr"]), data.get("partition_epoch", 0), tuple(data.get("offline_replicas", ())))
 
     @classmethod
     def single_broker(cls, broker_id: int) -> "PartitionState":

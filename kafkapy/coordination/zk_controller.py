@@ -349,16 +349,20 @@ class ZkController:
 
     def delete_isr_change_notifications(self, children) -> None:
         """Processed notifications go (fenced, as Kafka's deleteIsrChangeNotifications)."""
+        self._delete_notifications(zk_data.ISR_CHANGE_NOTIFICATION_PATH, children)
+
+    def _delete_notifications(self, root: str, children) -> None:
+        """Delete ``root``'s processed ``children`` in one multi-op fenced by the controller epoch."""
         if not children:
             return
         txn = self._fenced()
         for child in children:
-            txn.delete(zk_data.ISR_CHANGE_NOTIFICATION_PATH + "/" + child)
+            txn.delete(root + "/" + child)
         results = txn.commit()
         self._raise_if_moved(results)
         if any(isinstance(r, NoNodeError) for r in results):
             # one went meanwhile (a previous controller's cleanup): delete the rest one by one
-            self.client.delete_quietly([zk_data.ISR_CHANGE_NOTIFICATION_PATH + "/" + c for c in children])
+            self.client.delete_quietly([root + "/" + c for c in children])
 
     def log_dir_event_notifications(self) -> tuple:
         """``(children, {broker id})``: the log-dir event notifications there now
@@ -376,16 +380,7 @@ class ZkController:
 
     def delete_log_dir_event_notifications(self, children) -> None:
         """Processed notifications go (Kafka's deleteLogDirEventNotifications, fenced)."""
-        if not children:
-            return
-        root = zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH
-        txn = self._fenced()
-        for child in children:
-            txn.delete(root + "/" + child)
-        results = txn.commit()
-        self._raise_if_moved(results)
-        if any(isinstance(r, NoNodeError) for r in results):
-            self.client.delete_quietly([root + "/" + c for c in children])
+        self._delete_notifications(zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH, children)
 
     # -- watches --------------------------------------------------------------------------
     def watch_children(self, path: str, callback, active) -> None:

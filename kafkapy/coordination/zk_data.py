@@ -899,6 +899,28 @@ def decode_isr_change(data: bytes) -> set:
     return out
 
 
+# ------------------------------------------------------------------ /log_dir_event_notification
+
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # LogDirEventNotificationSequenceZNode.LogDirFailureEvent
+
+
+def log_dir_event_path(sequence: str = "") -> str:
+    """Created PERSISTENT_SEQUENTIAL with ``sequence`` empty (Kafka's propagateLogDirEvent)."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}{sequence}"
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """``{"version":1,"broker":<id>,"event":1}``: a log dir of the broker failed."""
+    return _dumps({"version": 1, "broker": int(broker_id), "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker id of a log-dir event notification (only ``broker`` is read, as Kafka does)."""
+    what = LOG_DIR_EVENT_NOTIFICATION_PATH
+    return _int(_object(_loads(data, what), what), "broker", what)
+
+
 # ------------------------------------------------------------------ /latest_producer_id_block
 
 def encode_producer_id_block(block: ProducerIdsBlock) -> bytes:

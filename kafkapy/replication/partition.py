@@ -212,15 +212,21 @@ class Partition:
                                     now_ms if in_sync else 0)
                 self._write_role(self.local_broker_id, leader_epoch, partition_epoch, tuple(replicas), isr,
                                  now_ms, keep)
-                self.log.become_leader(leader_epoch)
+                self._log_become_leader(leader_epoch)
             else:
                 self._write_role(self.local_broker_id, current_epoch, partition_epoch, tuple(replicas), isr,
                                  now_ms, old)
                 # A no-op once the cache has the epoch; a standalone slot got
                 # its role (epoch 0) before its log's first make_leader.
-                self.log.become_leader(current_epoch)
+                self._log_become_leader(current_epoch)
             self.maybe_increment_high_watermark()
         return is_new_leader
+
+    def _log_become_leader(self, leader_epoch: int) -> None:
+        try:
+            self.log.become_leader(leader_epoch)
+        except OSError as exc:  # the leader-epoch checkpoint write
+            raise self.log.io_error(exc, "becoming leader of") from exc
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas, partition_epoch: int) -> bool:
         """Kafka's ``makeFollower``: ``leader_id`` leads at ``leader_epoch``;
@@ -458,13 +464,16 @@ class Partition:
         AppendResult."""
         log = self.log
         state = self.state
-        with state.lock():
-            self._check_follower(leader_epoch)
-            result = log.append_as_follower(records)
-            log.update_high_watermark(leader_high_watermark)
-            new_start = min(leader_log_start_offset, state.high_watermark)
-            if new_start > state.log_start_offset:
-                log.delete_records(new_start)
+        try:
+            with state.lock():
+                self._check_follower(leader_epoch)
+                result = log.append_as_follower(records)
+                log.update_high_watermark(leader_high_watermark)
+                new_start = min(leader_log_start_offset, state.high_watermark)
+                if new_start > state.log_start_offset:
+                    log.delete_records(new_start)
+        except OSError as exc:
+            raise log.io_error(exc, "appending as follower to") from exc
         return result
 
     def truncate_to(self, offset: int, leader_epoch: int | None = None) -> bool:
@@ -472,16 +481,22 @@ class Partition:
         (Log.truncate_to: the leader-epoch cache and producer state follow, the
         high watermark is clamped); True if anything was removed. A follower
         only (``_check_follower``)."""
-        with self.state.lock():
-            self._check_follower(leader_epoch)
-            return self.log.truncate_to(offset)
+        try:
+            with self.state.lock():
+                self._check_follower(leader_epoch)
+                return self.log.truncate_to(offset)
+        except OSError as exc:
+            raise self.log.io_error(exc, "truncating") from exc
 
     def truncate_fully_and_start_at(self, offset: int, leader_epoch: int | None = None) -> None:
         """Kafka's ``truncateFullyAndStartAt``: the log becomes empty and starts
         (log start, log end, high watermark) at ``offset``. A follower only."""
-        with self.state.lock():
-            self._check_follower(leader_epoch)
-            self.log.truncate_fully_and_start_at(offset)
+        try:
+            with self.state.lock():
+                self._check_follower(leader_epoch)
+                self.log.truncate_fully_and_start_at(offset)
+        except OSError as exc:
+            raise self.log.io_error(exc, "truncating") from exc
 
     def last_offset_for_leader_epoch(self, leader_epoch: int) -> tuple:
         """``(epoch, end_offset)`` for ``leader_epoch`` from the leader-epoch
@@ -551,6 +566,8 @@ class Partition:
             return exc.error_code, None, str(exc)
         except ProducerStateError as exc:
             return exc.error_code, None, str(exc)
+        except OSError as exc:  # the log dir goes offline (storage.log_dirs)
+            return ErrorCode.KAFKA_STORAGE_ERROR, None, str(log.io_error(exc, "appending to"))
         return ErrorCode.NONE, result, None
 
     def append_control_batch_to_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
@@ -573,6 +590,9 @@ class Partition:
                                                   leader_epoch, limit)
         except RecordError as exc:
             return exc.error_code, None
+        except OSError as exc:
+            log.io_error(exc, "appending a transaction marker to")
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
         return ErrorCode.NONE, result
 
     # -- reads ---------------------------------------------------------------------
@@ -602,6 +622,8 @@ class Partition:
                 data = log.read(fetch_offset, max_bytes, high_watermark, min_one_batch)
             except OffsetOutOfRange:
                 data = None
+            except OSError as exc:
+                raise log.io_error(exc, "reading") from exc
         return data, high_watermark, log_start_offset
 
     def last_stable_offset(self) -> int:
@@ -627,6 +649,8 @@ class Partition:
                 data = log.read(fetch_offset, max_bytes, last_stable_offset, min_one_batch)
             except OffsetOutOfRange:
                 return None, high_watermark, log_start_offset, last_stable_offset, []
+            except OSError as exc:
+                raise log.io_error(exc, "reading") from exc
             aborted = log.aborted_transactions(fetch_offset, data)
         return data, high_watermark, log_start_offset, last_stable_offset, aborted
 
@@ -660,6 +684,8 @@ class Partition:
                 data = log.read(fetch_offset, max_bytes, None, min_one_batch)
             except OffsetOutOfRange:
                 data = None
+            except OSError as exc:
+                raise log.io_error(exc, "reading") from exc
         return data, high_watermark, log_start_offset
 
     def idle_follower_fetch(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
@@ -743,6 +769,9 @@ class Partition:
                 return ErrorCode.NONE, log.delete_records(offset)
             except OffsetOutOfRange:
                 return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+            except OSError as exc:
+                log.io_error(exc, "deleting records of")
+                return ErrorCode.KAFKA_STORAGE_ERROR, -1
 
     def active_producers(self) -> list:
         """DescribeProducers: the producer state's entries."""

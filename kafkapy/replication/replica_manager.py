@@ -32,11 +32,13 @@ here), so delayed fetches parked there are checked.
 from __future__ import annotations
 
 import logging
+import os
 
 from kafkapy.coordination.store import METADATA_GENERATION
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
 from kafkapy.storage.config import InvalidConfigError
+from kafkapy.storage.errors import KafkaStorageError
 
 log = logging.getLogger("kafkapy.replica")
 
@@ -54,6 +56,9 @@ class ReplicaManager:
         self._log_config = log_config
         self.wake_pipes = list(wake_pipes)
         self.all_partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions whose log dir went offline (Kafka's HostedPartition.Offline):
+        # KAFKA_STORAGE_ERROR until the broker restarts (storage.log_dirs).
+        self.offline_partitions: set[tuple[str, int]] = set()
         self._generation = -1  # the metadata generation last applied
 
     # -- metadata ------------------------------------------------------------------
@@ -62,6 +67,8 @@ class ReplicaManager:
         gone (cluster mode: or no longer hosted here), refresh the LogConfig
         of the others."""
         self._generation = generation
+        if self.log_manager.failure_channel.offline_mask():
+            self._drop_offline_partitions()
         for key, partition in list(self.all_partitions.items()):
             info = md.topics.get(key[0])
             if (info is None or info.topic_id != partition.topic_id or key[1] >= info.num_partitions
@@ -70,6 +77,33 @@ class ReplicaManager:
                 partition.release()
             else:
                 self.refresh_log_config(partition.log, info)
+
+    def _drop_offline_partitions(self) -> None:
+        """Kafka's handleLogDirFailure, in this process: let go of the
+        partitions in offline dirs (their handles closed; the files stay as
+        they are for the next start's recovery)."""
+        offline = set(self.log_manager.failure_channel.offline_dirs())
+        for key, partition in list(self.all_partitions.items()):
+            if os.path.dirname(os.path.abspath(partition.log.dir)) in offline:
+                del self.all_partitions[key]
+                self.offline_partitions.add(key)
+                try:
+                    partition.release()
+                except OSError:
+                    pass  # a failed dir may fail closing too
+                log.warning("%s-%d is offline: its log dir failed", key[0], key[1])
+
+    def is_offline(self, topic: str, partition_id: int) -> bool:
+        """The partition's log is in an offline dir (its requests answer KAFKA_STORAGE_ERROR)."""
+        key = (topic, partition_id)
+        if key in self.offline_partitions:
+            return True
+        if key in self.all_partitions or not self.log_manager.failure_channel.offline_mask():
+            return False
+        if self.log_manager.is_log_offline(topic, partition_id):
+            self.offline_partitions.add(key)
+            return True
+        return False
 
     def _hosted(self, md, info, partition_id: int, slot: int | None = None) -> bool:
         """Cluster mode: the image lists this broker as a replica and the
@@ -114,7 +148,13 @@ class ReplicaManager:
         slot = self.table.slot_for(info.topic_id, partition_id)
         if slot is None:  # the topic is being deleted: its slots go after its metadata
             return None  # (cluster mode: or its LeaderAndIsr has not come yet)
-        return self._open(topic, partition_id, info, slot, md.cluster_mode)
+        if (topic, partition_id) in self.offline_partitions:
+            return None
+        try:
+            return self._open(topic, partition_id, info, slot, md.cluster_mode)
+        except KafkaStorageError:
+            self.offline_partitions.add((topic, partition_id))
+            return None
 
     def _open(self, topic: str, partition_id: int, info, slot: int, cluster_mode: bool) -> Partition:
         config = self._log_config(info)
@@ -136,6 +176,8 @@ class ReplicaManager:
         answers (Kafka's getPartitionOrError): NOT_LEADER_OR_FOLLOWER when the
         metadata knows it (another broker hosts it: the client refreshes its
         metadata), else UNKNOWN_TOPIC_OR_PARTITION."""
+        if (topic, partition_id) in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         md = self._metadata()
         info = md.topics.get(topic)
         if md.cluster_mode and info is not None and 0 <= partition_id < info.num_partitions:
@@ -154,6 +196,8 @@ class ReplicaManager:
         partition = self.get_partition(topic, partition_id)
         if partition is not None:
             return partition
+        if self.is_offline(topic, partition_id):
+            raise KafkaStorageError(f"{topic}-{partition_id} is in an offline log dir")
         with self.table.lock_all():
             slot = self.table.slot_for(info.topic_id, partition_id)
             created = slot is None

@@ -111,8 +111,11 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
         client.watch_controller(lambda _event: controller_moved.set())
         controller = _elect(client, config, broker_info.broker_id, image)
         door = _open_door(config, elected)
+        offline_seen = 0  # the offline log dirs already told to the controller
         while not stop.wait(_TICK_S):
             elected[0] = controller
+            if broker is not None:
+                offline_seen = _propagate_log_dir_failures(client, broker, offline_seen)
             if new_session.is_set():
                 new_session.clear()
                 log.warning("ZooKeeper session was lost; registering again")
@@ -183,6 +186,27 @@ def _open_door(config, elected):
     except OSError as exc:
         log.error("the controller's local door cannot open: %s", exc)
         return None
+
+
+def _propagate_log_dir_failures(client, broker, seen: int) -> int:
+    """A log dir of this broker went offline since ``seen`` (the shared
+    table's offline-dirs word, storage.log_dirs): write Kafka's
+    ``/log_dir_event_notification/log_dir_event_<seq>`` (propagateLogDirEvent)
+    so the controller moves leadership off its partitions. Returns the word
+    now told (unchanged if ZooKeeper failed: tried again next tick)."""
+    mask = broker.replica_manager.log_manager.failure_channel.offline_mask()
+    if not mask & ~seen:
+        return seen
+    from kafkapy.coordination.zk_controller import LeaderIsrWriter
+
+    try:
+        LeaderIsrWriter(client).notify_log_dir_event(broker.broker_id)
+    except ZkError as exc:
+        log.warning("log dir event notification: ZooKeeper %s; trying again", type(exc).__name__)
+        return seen
+    log.info("notified the controller of offline log dirs %s", ", ".join(
+        broker.replica_manager.log_manager.failure_channel.offline_dirs()))
+    return mask
 
 
 def _resign(controller):
@@ -343,6 +367,8 @@ class Controller:
                           self._active)
         zk.watch_exists(PREFERRED_REPLICA_ELECTION_PATH, lambda: self._enqueue(("preferred_replica_election",)),
                         self._active)
+        zk.watch_children(zk_data.LOG_DIR_EVENT_NOTIFICATION_PATH, lambda _c: self._enqueue(("log_dir_event",)),
+                          self._active)
         zk.watch_creation(REASSIGN_PARTITIONS_PATH, lambda: self._enqueue(("zk_reassignment",)), self._active)
 
     def _on_broker_change(self) -> None:
@@ -455,6 +481,46 @@ class Controller:
                 log.warning("preferred replica leader election of %s-%d failed: %s", topic, p,
                             ErrorCode(error).name)
         self.zk.delete_preferred_replica_election()
+
+    def _on_log_dir_event(self) -> None:
+        """Kafka's LogDirEventNotification: LeaderAndIsr for all the replicas of
+        the brokers named (their answers say which are offline:
+        ``_on_leader_and_isr_response``), then the notifications go."""
+        children, brokers = self.zk.log_dir_event_notifications()
+        if not children:
+            return
+        try:
+            log.info("Handling log directory failure for brokers %s", ",".join(map(str, sorted(brokers))))
+            self._execute(self.state.on_broker_log_dir_failure(brokers))
+        finally:
+            self.zk.delete_log_dir_event_notifications(children)
+
+    def _leader_and_isr_answered(self, broker_id: int):
+        """The LeaderAndIsr answer callback (the channel's sender thread): errors
+        logged; partition answers KAFKA_STORAGE_ERROR, or NONE from a broker
+        with replicas known offline, become an event."""
+        def answered(response):
+            if response.error_code != NONE:
+                log.warning("LeaderAndIsr to broker %d answered error %d", broker_id, response.error_code)
+                return
+            errors = tuple((t.topic_id, e.partition_index, e.error_code) for t in response.topics
+                           for e in t.partition_errors)  # hashable: events are de-duplicated
+            if any(code == ErrorCode.KAFKA_STORAGE_ERROR for *_, code in errors) or \
+                    broker_id in self.state.offline_replicas:
+                self.events.put(("leader_and_isr_response", broker_id, errors))
+        return answered
+
+    def _on_leader_and_isr_response(self, broker_id: int, errors) -> None:
+        names = {topic_id: name for name, topic_id in self.state.topic_ids.items()}
+        offline, online = [], []
+        for topic_id, p, code in errors:
+            name = names.get(topic_id)
+            if name is not None and code in (ErrorCode.KAFKA_STORAGE_ERROR, NONE):
+                (offline if code == ErrorCode.KAFKA_STORAGE_ERROR else online).append((name, p))
+        if offline:
+            log.info("Mark replicas %s on broker %d as offline",
+                     ",".join(f"{t}-{p}" for t, p in sorted(offline)), broker_id)
+        self._execute(self.state.on_leader_and_isr_response(broker_id, offline, online))
 
     def _on_stop_replica_response(self, broker_id: int, response) -> None:
         """Kafka's TopicDeletionStopReplicaResponseReceived: the replicas deleted
@@ -715,7 +781,7 @@ class Controller:
                   "topic_states": [{"topic_name": t, "topic_id": self.state.topic_ids.get(t), "partition_states": ps}
                                    for t, ps in topics.items()],
                   "live_leaders": live_leaders}
-        self.channel.send(broker_id, LEADER_AND_ISR, values, self._log_errors("LeaderAndIsr", broker_id))
+        self.channel.send(broker_id, LEADER_AND_ISR, values, self._leader_and_isr_answered(broker_id))
 
     def _send_update_metadata(self, broker_id: int, partitions) -> None:
         from kafkapy.server.controller_channel import UPDATE_METADATA
@@ -727,7 +793,8 @@ class Controller:
                 "partition_index": p, "controller_epoch": self.epoch, "leader": state.leader,
                 "leader_epoch": state.leader_epoch, "isr": tuple(state.isr), "zk_version": state.partition_epoch,
                 "replicas": tuple(state.replicas),
-                "offline_replicas": tuple(r for r in state.replicas if r not in live)})
+                "offline_replicas": tuple(r for r in state.replicas if r not in live
+                                          or (topic, p) in self.state.offline_replicas.get(r, ()))})
         brokers = []
         for broker_id_, b in sorted(self.live.items()):
             info = b.info

@@ -62,6 +62,12 @@ A diverging epoch or OFFSET_OUT_OF_RANGE whose handling changed nothing here
 (log end and start offsets, latest epoch) backs off too, rather than fetching
 at once into the same answer.
 
+A partition whose log dir went offline (storage.log_dirs) is no longer
+fetched: the replica manager stops handing it out at the next metadata
+generation, which the failure moves (Kafka's removeFetcherForPartitions);
+an append or truncation that meets the I/O error itself raises
+KafkaStorageError (a StorageError: back off).
+
 A partition is fetched only once its slot's role agrees with the image (this
 broker's LeaderAndIsr handler made it a follower of that leader at that
 epoch), and every append or truncation passes the epoch it fetched in, so

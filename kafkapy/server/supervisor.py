@@ -128,6 +128,10 @@ class Supervisor:
             # by a broker of another cluster.
             raise SystemExit(f"{exc}: the broker is trying to join the wrong cluster; the "
                              f"configured zookeeper.connect may be wrong") from None
+        # Offline log dirs live in the shared table: every child sees a failure any of them met.
+        from kafkapy.coordination.store import METADATA_GENERATION
+
+        self.log_manager.share_offline_dirs(self.table, METADATA_GENERATION)
         self.cluster_mode = bool(config["zookeeper.connect"])
         started = time.monotonic()
         if self.cluster_mode:
@@ -350,6 +354,9 @@ class Supervisor:
                 self._kill_children()
                 return 1
             now = time.monotonic()
+            if self.log_manager.failure_channel.offline_mask() and self._log_dir_failure_is_fatal():
+                self._kill_children()
+                return 1
             try:
                 self.broker.replica_manager.sync_partitions()
                 if now >= next_retention:
@@ -387,6 +394,19 @@ class Supervisor:
         self.log_manager.shutdown()
         log.info("shut down cleanly")
         return 0
+
+    def _log_dir_failure_is_fatal(self) -> bool:
+        """Kafka's handleLogDirFailure halts the broker when every log dir
+        failed, or the metadata log dir did: here the first log dir, which
+        holds the metadata store or image and the partition lock file."""
+        channel = self.log_manager.failure_channel
+        if channel.all_offline():
+            log.error("Shutdown broker because all log dirs in %s have failed", ", ".join(channel.log_dirs))
+            return True
+        if channel.is_offline(channel.log_dirs[0]):
+            log.error("Shutdown broker because the metadata log dir %s has failed", channel.log_dirs[0])
+            return True
+        return False
 
     def _clean_compacted_logs(self) -> None:
         """Compact every ``cleanup.policy=compact`` log except

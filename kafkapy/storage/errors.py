@@ -58,3 +58,15 @@ class InconsistentTopicId(StorageError):
 
 class InconsistentClusterId(StorageError):
     """meta.properties in a log dir belongs to another cluster or broker."""
+
+
+class KafkaStorageError(StorageError):
+    """An I/O error on a log dir (Kafka's KafkaStorageException): the dir is
+    offline in this broker until it restarts, and every partition in it
+    answers KAFKA_STORAGE_ERROR (56). ``log_dir``: the failed dir."""
+
+    error_code = KAFKA_STORAGE_ERROR
+
+    def __init__(self, message: str = "", log_dir: str | None = None):
+        super().__init__(message)
+        self.log_dir = log_dir

@@ -42,6 +42,7 @@ from kafkapy.storage.errors import (
     RECORD_LIST_TOO_LARGE,
     CorruptIndexError,
     InconsistentTopicId,
+    KafkaStorageError,
     OffsetOutOfRange,
     OffsetsOutOfOrder,
     RecordError,
@@ -177,6 +178,9 @@ class Log:
     # worker's first uses of 10,000 partitions derive them once. Replaced
     # whole (one tuple store), so threads never see a mismatched pair.
     _last_settings: tuple = (None, None)
+    # The LogManager's LogDirFailureChannel (set on the logs it opens; None:
+    # a Log opened on its own, e.g. by a tool): ``io_error`` reports to it.
+    failure_channel = None
 
     def __init__(self, dir_path, topic, partition, config, state, clock_ms, fsync, producer_state_factory):
         self.dir = dir_path
@@ -1372,6 +1376,15 @@ class Log:
         if flush_all:
             state.unflushed_messages = 0
         state.last_flush_ms = self._clock_ms()
+
+    def io_error(self, exc: OSError, what: str):
+        """The KafkaStorageError for an OSError met while ``what``; the log's
+        dir goes offline first (storage.log_dirs)."""
+        what = f"{what} {self.topic}-{self.partition}"
+        channel = self.failure_channel
+        if channel is None:
+            return KafkaStorageError(f"Error while {what} in {self.dir}: {exc}", os.path.dirname(self.dir))
+        return channel.io_error(self.dir, exc, what)
 
     def release(self) -> None:
         """Drop this process's handles without touching the files (a worker letting go)."""

@@ -24,8 +24,9 @@ import uuid
 
 from kafkapy.storage import checkpoints
 from kafkapy.storage.config import LogConfig
-from kafkapy.storage.errors import InconsistentClusterId
+from kafkapy.storage.errors import InconsistentClusterId, KafkaStorageError
 from kafkapy.storage.log import DELETE_DIR_SUFFIX, Log, parse_partition_dir_name, partition_dir_name
+from kafkapy.storage.log_dirs import LogDirFailureChannel
 from kafkapy.storage.segment import DELETED_SUFFIX
 
 logger = logging.getLogger("kafkapy.storage")
@@ -54,6 +55,17 @@ class LogManager:
         # path -> time it was first seen renamed (.deleted file or -delete dir)
         self._pending_deletes: dict[str, int] = {}
         self.cluster_id = self._check_meta_properties(cluster_id)
+        # Which dirs are offline (storage.log_dirs); the supervisor replaces
+        # it with one over the shared table before it forks.
+        self.failure_channel = LogDirFailureChannel(self.log_dirs)
+
+    def share_offline_dirs(self, table, generation_counter: str) -> None:
+        """Track offline dirs in ``table`` (every process of the broker sees them)."""
+        self.failure_channel = LogDirFailureChannel(self.log_dirs, table, generation_counter)
+
+    def _opened(self, log: Log) -> Log:
+        log.failure_channel = self.failure_channel
+        return log
 
     # ------------------------------------------------------------------ meta.properties
 
@@ -136,7 +148,7 @@ class LogManager:
                     log_start_offset=log_starts.get(key), high_watermark=high_watermarks.get(key),
                     **self._log_kwargs())
                 log.state_slot = slot
-                self.logs[key] = log
+                self.logs[key] = self._opened(log)
             checkpoints.remove_clean_shutdown_marker(d)
         return dict(self.logs)
 
@@ -160,17 +172,21 @@ class LogManager:
     # ------------------------------------------------------------------ create / attach / delete
 
     def _dir_for_new_log(self) -> str:
-        """The log dir holding the fewest partitions (Kafka's nextLogDirs)."""
-        if len(self.log_dirs) == 1:
+        """The live log dir holding the fewest partitions (Kafka's nextLogDirs);
+        KafkaStorageError when every dir is offline."""
+        live = self.failure_channel.live_dirs() if self.failure_channel.offline_mask() else self.log_dirs
+        if not live:
+            raise KafkaStorageError("no log dir is online")
+        if len(live) == 1:
             # Nothing to choose: skip the listdir, which made creating a topic
             # of n partitions O(n^2) (3,000 partitions: 15 s).
-            return self.log_dirs[0]
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self.log_dirs:
+            return live[0]
+        counts = {d: 0 for d in live}
+        for d in live:
             for name in os.listdir(d):
                 if parse_partition_dir_name(name) is not None and os.path.isdir(os.path.join(d, name)):
                     counts[d] += 1
-        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        return min(live, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def _find_dir(self, topic: str, partition: int) -> str | None:
         name = partition_dir_name(topic, partition)
@@ -185,10 +201,11 @@ class LogManager:
         """Create (or open, if its directory exists) a partition's log, filling the fresh ``state``."""
         path = self._find_dir(topic, partition) or os.path.join(
             self._dir_for_new_log(), partition_dir_name(topic, partition))
+        self._check_online(path)
         log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
                        **self._log_kwargs())
         log.state_slot = getattr(state, "index", None)
-        self.logs[(topic, partition)] = log
+        self.logs[(topic, partition)] = self._opened(log)
         return log
 
     def create_logs(self, topic: str, partitions, config: LogConfig | None, topic_id: bytes | None = None,
@@ -204,10 +221,11 @@ class LogManager:
         for partition, state in partitions:
             path = self._find_dir(topic, partition) or os.path.join(
                 self._dir_for_new_log(), partition_dir_name(topic, partition))
+            self._check_online(path)
             log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
                            sync_metadata=False, **self._log_kwargs())
             log.state_slot = getattr(state, "index", None)
-            self.logs[(topic, partition)] = log
+            self.logs[(topic, partition)] = self._opened(log)
             created.append(log)
             if on_created is not None:
                 on_created(partition, log)
@@ -221,6 +239,7 @@ class LogManager:
         """This process's Log object for a partition whose ``state`` is already initialised."""
         existing = self.logs.get((topic, partition))
         if existing is not None and not existing.closed and existing.state is state and existing.owned_here():
+            self._check_online(existing.dir)
             return existing
         if len(self.log_dirs) == 1:
             # Found or not, the path is the same: no stat (a worker attaches
@@ -230,11 +249,26 @@ class LogManager:
             path = self._find_dir(topic, partition)
             if path is None:
                 path = os.path.join(self._dir_for_new_log(), partition_dir_name(topic, partition))
+        self._check_online(path)
         log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
                        **self._log_kwargs())
         log.state_slot = getattr(state, "index", None)
-        self.logs[(topic, partition)] = log
+        self.logs[(topic, partition)] = self._opened(log)
         return log
+
+    def _check_online(self, path: str) -> None:
+        """KafkaStorageError when ``path`` (a partition dir) is in an offline
+        log dir: its log is never opened again, nor created elsewhere."""
+        if self.failure_channel.offline_mask():
+            self.failure_channel.check_online(path)
+
+    def is_log_offline(self, topic: str, partition: int) -> bool:
+        """The partition's directory is in an offline log dir (Kafka's
+        HostedPartition.Offline): a stat per log dir, so only when one is."""
+        if not self.failure_channel.offline_mask():
+            return False
+        path = self._find_dir(topic, partition)
+        return path is not None and self.failure_channel.is_offline(os.path.dirname(path))
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
@@ -270,16 +304,28 @@ class LogManager:
         return time.time_ns() // 1_000_000
 
     def _live_logs(self):
+        """The open logs of online dirs (an offline dir is never written again)."""
+        offline = self.failure_channel.offline_dirs() if self.failure_channel.offline_mask() else ()
         for key, log in list(self.logs.items()):
-            if not log.closed:
+            if not log.closed and not (offline and os.path.dirname(os.path.abspath(log.dir)) in offline):
                 yield key, log
 
     def _logs_by_dir(self) -> dict[str, list[tuple[tuple[str, int], Log]]]:
-        by_dir = {d: [] for d in self.log_dirs}
+        by_dir = {d: [] for d in self.failure_channel.live_dirs()}
         for key, log in self._live_logs():
             parent = os.path.dirname(os.path.abspath(log.dir))
             by_dir.setdefault(parent, []).append((key, log))
         return by_dir
+
+    def _dir_failed(self, log_dir: str, exc: OSError, what: str) -> None:
+        """Maintenance met an I/O error on ``log_dir``: it goes offline."""
+        self.failure_channel.mark_offline(log_dir, f"Error while {what} in dir {log_dir}: {exc}")
+
+    def _write_checkpoint(self, d: str, name: str, offsets: dict) -> None:
+        try:
+            checkpoints.write_offset_checkpoint(os.path.join(d, name), offsets, fsync=self._durable)
+        except OSError as exc:
+            self._dir_failed(d, exc, f"writing {name}")
 
     def checkpoint_recovery_points(self) -> None:
         for d, logs in self._logs_by_dir().items():
@@ -287,8 +333,7 @@ class LogManager:
             for key, log in logs:
                 with log.lock():
                     offsets[key] = log.recovery_point
-            checkpoints.write_offset_checkpoint(
-                os.path.join(d, checkpoints.RECOVERY_POINT_CHECKPOINT), offsets, fsync=self._durable)
+            self._write_checkpoint(d, checkpoints.RECOVERY_POINT_CHECKPOINT, offsets)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Kafka writes only logs whose start offset is above their first segment's base offset."""
@@ -299,8 +344,7 @@ class LogManager:
                     segments = log.segments()
                     if segments and log.log_start_offset > segments[0].base_offset:
                         offsets[key] = log.log_start_offset
-            checkpoints.write_offset_checkpoint(
-                os.path.join(d, checkpoints.LOG_START_OFFSET_CHECKPOINT), offsets, fsync=self._durable)
+            self._write_checkpoint(d, checkpoints.LOG_START_OFFSET_CHECKPOINT, offsets)
 
     def checkpoint_high_watermarks(self) -> None:
         """``replication-offset-checkpoint`` (Kafka's ReplicaManager writes it; here the dirs live)."""
@@ -309,8 +353,7 @@ class LogManager:
             for key, log in logs:
                 with log.lock():
                     offsets[key] = log.high_watermark
-            checkpoints.write_offset_checkpoint(
-                os.path.join(d, checkpoints.REPLICATION_OFFSET_CHECKPOINT), offsets, fsync=self._durable)
+            self._write_checkpoint(d, checkpoints.REPLICATION_OFFSET_CHECKPOINT, offsets)
 
     def flush_dirty_logs(self, now_ms: int) -> int:
         """Flush logs whose flush.ms elapsed, and the rolled segments of every log (Kafka flushes
@@ -338,8 +381,11 @@ class LogManager:
         targets = list(targets)
         if not self._durable or len(targets) < _SYNCFS_MIN_LOGS:
             for log, up_to in targets:
-                with log.lock():
-                    log.flush(up_to)
+                try:
+                    with log.lock():
+                        log.flush(up_to)
+                except OSError as exc:
+                    log.io_error(exc, "flushing")
             return
         marked = []
         for log, up_to in targets:
@@ -347,12 +393,22 @@ class LogManager:
                 if log.closed:
                     continue
                 marked.append((log, log.log_end_offset if up_to is None else up_to))
+        failed = set()
         for d in {os.path.dirname(os.path.abspath(log.dir)) for log, _ in marked}:
-            checkpoints.sync_filesystem(d)
+            try:
+                checkpoints.sync_filesystem(d)
+            except OSError as exc:
+                failed.add(d)
+                self._dir_failed(d, exc, "syncing the file system")
         for log, up_to in marked:
-            with log.lock():
-                if not log.closed:
-                    log.flush(up_to, already_synced=True)
+            if os.path.dirname(os.path.abspath(log.dir)) in failed:
+                continue
+            try:
+                with log.lock():
+                    if not log.closed:
+                        log.flush(up_to, already_synced=True)
+            except OSError as exc:
+                log.io_error(exc, "flushing")
 
     def cleanup(self, now_ms: int) -> int:
         """Retention on every log, then removal of ``.deleted`` files and ``-delete`` dirs whose
@@ -365,6 +421,8 @@ class LogManager:
                     for path, at_ms in log.pending_deletions:
                         self._pending_deletes.setdefault(path, at_ms)
                     log.pending_deletions.clear()
+            except OSError as exc:
+                log.io_error(exc, "deleting old segments of")
             except Exception:
                 logger.exception("retention of %s-%d failed", *key)
         self._remove_expired_deletions(now_ms)
@@ -380,7 +438,7 @@ class LogManager:
     def _remove_expired_deletions(self, now_ms: int) -> None:
         # Files renamed by other processes (a worker's truncation) are found by
         # scanning; their delay counts from when this scan first sees them.
-        for d in self.log_dirs:
+        for d in self.failure_channel.live_dirs():
             for name in os.listdir(d):
                 path = os.path.join(d, name)
                 if name.endswith(DELETE_DIR_SUFFIX):
@@ -414,10 +472,18 @@ class LogManager:
         live = [log for _, log in self._live_logs()]
         batched = self._durable and len(live) >= _SYNCFS_MIN_LOGS
         for log in live:
-            log.close(durable=not batched)
-        if batched:
-            # Snapshots and trimmed indexes of every log, in one syncfs, before the marker.
-            for d in self.log_dirs:
-                checkpoints.sync_filesystem(d)
-        for d in self.log_dirs:
-            checkpoints.write_clean_shutdown_marker(d, fsync=self._durable)
+            try:
+                log.close(durable=not batched)
+            except OSError as exc:
+                log.io_error(exc, "closing")
+        # An offline dir gets no marker (nor anything else): the next start
+        # recovers it from its recovery point, dropping a torn tail.
+        live_dirs = self.failure_channel.live_dirs()
+        for d in live_dirs:
+            try:
+                if batched:
+                    # Snapshots and trimmed indexes of every log, in one syncfs, before the marker.
+                    checkpoints.sync_filesystem(d)
+                checkpoints.write_clean_shutdown_marker(d, fsync=self._durable)
+            except OSError as exc:
+                self._dir_failed(d, exc, "writing the clean-shutdown marker")

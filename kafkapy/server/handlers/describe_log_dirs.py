@@ -9,6 +9,8 @@ Contract (Kafka's ReplicaManager.describeLogDirs):
 - v4: ``total_bytes`` / ``usable_bytes`` of the dir's file system (statvfs:
   blocks x fragment size, available-to-unprivileged blocks x fragment size);
   an unreadable dir -> KAFKA_STORAGE_ERROR (56) for it.
+- An offline log dir (an I/O error took it offline: "Log-dir failure" in
+  docs/architecture.md): KAFKA_STORAGE_ERROR (56), no partitions, sizes -1.
 - v3+: top-level ``error_code`` NONE.
 """
 
@@ -48,6 +50,11 @@ def handle(ctx, request):
         result = {"error_code": 0, "log_dir": d,
                   "topics": [{"name": n, "partitions": parts} for n, parts in sorted(topics.items())],
                   "total_bytes": -1, "usable_bytes": -1}
+        if broker.replica_manager.log_manager.failure_channel.is_offline(d):
+            # Kafka's describeLogDirs for an offline dir: the error, no partitions.
+            result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, topics=[])
+            results.append(result)
+            continue
         try:
             st = os.statvfs(d)
             result.update(total_bytes=st.f_blocks * st.f_frsize, usable_bytes=st.f_bavail * st.f_frsize)

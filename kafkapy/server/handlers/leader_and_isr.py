@@ -9,6 +9,8 @@ Contract (cluster mode; sent by the elected controller child):
   runs its own metadata and no controller can be current.
 - Per partition, in Kafka's order of checks, against the partition's role in
   its shared-table slot (none yet: leader epoch -1):
+  * its log in an offline log dir: KAFKA_STORAGE_ERROR (56), nothing changes
+    (the controller then moves leadership away: "Log-dir failure");
   * a topic id that differs from the one in the partition.metadata of a log
     of the same name already on disk: INCONSISTENT_TOPIC_ID (103); a topic
     unknown here sent without a topic id: UNKNOWN_TOPIC_ID (100);
@@ -98,6 +100,11 @@ def handle(ctx, request):
 def _check(broker, md, ts, ps) -> int:
     """One partition's checks before anything changes (the module docstring)."""
     name, p = ts.topic_name, ps.partition_index
+    if broker.replica_manager.is_offline(name, p):
+        # Kafka's HostedPartition.Offline: the controller learns the replica is
+        # on an offline log dir and moves leadership away from it.
+        log.warning("ignoring LeaderAndIsr for %s-%d: its log dir is offline", name, p)
+        return ErrorCode.KAFKA_STORAGE_ERROR
     info = md.topics.get(name)
     topic_id = topic_id_of(ts.topic_id) or (info.topic_id if info is not None else None)
     if topic_id is None:

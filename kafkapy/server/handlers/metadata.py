@@ -17,7 +17,8 @@ Contract:
   replicas and ISR come from the metadata model (``coordination.metadata``):
   standalone, this broker is all of them; a partition whose leader is not a
   live broker answers LEADER_NOT_AVAILABLE (5) with leader -1, and replicas
-  that are not live brokers are its offline replicas.
+  that are not live brokers, or are on a failed log dir of their broker
+  (UpdateMetadata's offline_replicas), are its offline replicas.
 """
 
 from kafkapy.protocol.errors import ErrorCode
@@ -105,7 +106,8 @@ def _state_fields(state, live) -> dict:
         code, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
     return {"error_code": code, "leader_id": leader, "leader_epoch": state.leader_epoch,
             "replica_nodes": state.replicas, "isr_nodes": state.isr,
-            "offline_replicas": tuple(r for r in state.replicas if r not in live)}
+            "offline_replicas": tuple(r for r in state.replicas
+                                      if r not in live or r in state.offline_replicas)}
 
 
 def _auto_create(broker, name):

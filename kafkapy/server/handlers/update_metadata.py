@@ -123,7 +123,8 @@ def apply_update_metadata(md, request) -> list:
             continue
         for ps in states:
             set_partition_state(info, ps.partition_index, PartitionState(
-                tuple(ps.replicas), ps.leader, ps.leader_epoch, tuple(ps.isr), ps.zk_version))
+                tuple(ps.replicas), ps.leader, ps.leader_epoch, tuple(ps.isr), ps.zk_version,
+                tuple(ps.offline_replicas)))
     return deleted
 
 

@@ -1,0 +1,148 @@
+"""Log-dir failure in a cluster: one broker's log dir fills up (issue 14).
+
+Three brokers and a real ZooKeeper. Broker 1 has two log dirs: a 1 MiB tmpfs
+this test mounts (root only; skipped with the reason otherwise) and one on the
+ordinary disk. Topics with assigned replicas put broker-1-led partitions in
+each of its dirs (a new partition goes to the dir holding the fewest).
+Kafka's produce-consume-validate shape: an idempotent acks=all producer runs
+in the background on both of broker 1's partitions of ``pcv`` while large
+records fill the tmpfs through ``fill``'s partition in the tmpfs. The append that meets ENOSPC takes
+the dir offline in broker 1, which writes
+``/log_dir_event_notification/log_dir_event_<seq>``; the controller sends it
+LeaderAndIsr, reads KAFKA_STORAGE_ERROR for the partitions in that dir and
+elects their leaders elsewhere (broker 1 out of their ISRs, listed in
+Metadata's offline_replicas); DescribeLogDirs answers the dir with
+KAFKA_STORAGE_ERROR. Broker 1 keeps running and keeps leading its partition
+in the other dir. Every acknowledged record is consumed, once, in order.
+
+Then space comes back (the tmpfs remounted larger) and broker 1 restarts,
+which is how Kafka brings an offline dir back: its replicas there recover,
+catch up and rejoin the ISRs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from integration.raw_api import call
+from support.broker import write_properties
+from support.cluster import (
+    BackgroundProducer,
+    Cluster,
+    create_topic_assigned,
+    finish,
+    progress,
+    wait_for,
+    wait_full_isr,
+)
+from support.small_fs import remount, small_filesystem
+from support.zookeeper import zookeeper  # noqa: F401
+
+pytestmark = pytest.mark.timeout(150)
+
+STORAGE_ERROR = 56
+RECORD = b"x" * 50_000  # ~20 fill 1 MiB
+MAX_SENDS = 100
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    with small_filesystem(tmp_path / "small", "1m") as path:
+        yield path
+
+
+@pytest.fixture
+def cluster(small_fs, zookeeper, tmp_path):  # noqa: F811
+    c = Cluster(zookeeper, tmp_path, "/log_dir_failure", overrides={"offsets.topic.num.partitions": 3})
+    broker = c.brokers[1]
+    # The tmpfs second: the first log dir holds the broker's metadata image, and
+    # its failure stops the broker (as Kafka's metadata log dir).
+    broker.props["log.dirs"] = f"{tmp_path / 'broker-1-big'},{small_fs}"
+    write_properties(broker.props_path, broker.props)
+    zk = zookeeper.client("/log_dir_failure")
+    try:
+        yield c.start(), zk
+    finally:
+        c.close()
+        zk.stop()
+        zk.close()
+
+
+def _metadata(bootstrap: str, topic: str) -> dict:
+    """``{partition: (leader, isr, offline_replicas)}`` from Metadata v9."""
+    answer = call(bootstrap, 3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                    "include_cluster_authorized_operations": False,
+                                    "include_topic_authorized_operations": False})
+    return {p.partition_index: (p.leader_id, tuple(sorted(p.isr_nodes)), tuple(p.offline_replicas))
+            for p in answer.topics[0].partitions}
+
+
+def _describe_log_dirs(bootstrap: str) -> dict:
+    answer = call(bootstrap, 35, 4, {"topics": None})
+    return {r.log_dir: (r.error_code, {(t.name, p.partition_index) for t in r.topics for p in t.partitions})
+            for r in answer.results}
+
+
+def _fill(bootstrap: str, topic: str) -> int:
+    """Large acks=all records to ``topic`` until one fails: its error code."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0, linger_ms=0,
+                             max_request_size=2_000_000, request_timeout_ms=15_000)
+    try:
+        for _ in range(MAX_SENDS):
+            try:
+                producer.send(topic, RECORD, partition=1).get(timeout=20)
+            except KafkaError as exc:
+                return getattr(exc, "errno", -1)
+    finally:
+        producer.close()
+    raise AssertionError(f"{MAX_SENDS} records of {len(RECORD)} bytes fit a 1 MiB file system")
+
+
+def test_full_log_dir_moves_its_leaders_and_loses_nothing(cluster, small_fs, tmp_path):
+    c, zk = cluster
+    big = tmp_path / "broker-1-big"
+    create_topic_assigned(c, "pcv", [[1, 2, 3], [1, 3, 2]])
+    create_topic_assigned(c, "fill", [[1, 2, 3], [1, 2, 3]])
+    # broker 1 alternates (the dir with fewer partitions, a tie to the first):
+    # pcv-0 and fill-0 in the big dir, pcv-1 and fill-1 in the tmpfs
+    assert (big / "pcv-0").is_dir() and (small_fs / "pcv-1").is_dir() and (small_fs / "fill-1").is_dir()
+
+    producer = BackgroundProducer(c.bootstrap, "pcv", 2, rate_per_s=200).start()
+    try:
+        progress(producer, 200, "records acknowledged before the fault")
+        assert _fill(c.bootstrap, "fill") == STORAGE_ERROR
+        began = time.monotonic()
+        b1 = c.brokers[1].bootstrap
+        # The controller moves the dir's leaders off broker 1 and takes it out of their ISRs.
+        moved = wait_for(lambda: (md := _metadata(b1, "pcv")) and md[1][0] not in (1, -1)
+                         and 1 not in md[1][1] and 1 in md[1][2] and md, 20, "pcv-1 led elsewhere")
+        elapsed = time.monotonic() - began
+        fill = wait_for(lambda: (md := _metadata(c.brokers[2].bootstrap, "fill")) and md[1][0] not in (1, -1)
+                        and md, 20, "fill-1 led elsewhere")
+        assert 1 in fill[1][2] and 1 not in fill[1][1] and fill[0][0] == 1
+        # Broker 1 still serves its other dir: it leads pcv-0, with no offline replica.
+        assert moved[0][0] == 1 and moved[0][2] == ()
+        dirs = _describe_log_dirs(b1)
+        assert dirs[str(small_fs)] == (STORAGE_ERROR, set())
+        assert dirs[str(big)][0] == 0 and ("pcv", 0) in dirs[str(big)][1]
+        progress(producer, 400, "records acknowledged after the fault")
+        assert c.brokers[1].running, c.brokers[1].log_tail()
+    finally:
+        producer.halt()
+    consumed = finish(c, producer, "pcv", 2)
+    assert sum(map(len, consumed.values())) >= 600
+    print(f"\nleadership of pcv-1 moved {elapsed:.1f} s after the append that met ENOSPC was answered")
+
+    # Space comes back; a restart brings the dir back (as in Kafka).
+    c.brokers[1].stop()
+    remount(small_fs, "64m")
+    c.brokers[1].start()
+    wait_full_isr(c, zk, "pcv", 2, 3)
+    wait_full_isr(c, zk, "fill", 2, 3)
+    assert _describe_log_dirs(c.brokers[1].bootstrap)[str(small_fs)][0] == 0
+    assert all(offline == () for _l, _i, offline in _metadata(c.brokers[1].bootstrap, "pcv").values())
