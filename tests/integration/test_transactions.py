@@ -452,3 +452,114 @@ def test_consume_transform_produce_survives_sigkill_of_the_client(kbroker):
     assert kills >= 2
     out = consume(bs, "kill-out", 2, "read_committed", want=n)
     assert sorted(out) == sorted(b"R%03d" % i for i in range(n))
+
+
+def test_a_stopped_consume_transform_produce_zombie_is_fenced(kbroker):
+    """The loop of txn_ctp_child.py frozen (SIGSTOP) mid-stream while a new
+    instance with the same transactional.id takes over and finishes; more
+    input arrives, the frozen one resumes (SIGCONT) and reads it: its late
+    transaction is fenced (it dies on the fatal error), and the output holds
+    every input record exactly once after a third instance finishes."""
+    import signal
+    import subprocess
+
+    bs = kbroker.bootstrap
+    n, extra = 300, 40
+    _input_and_output(bs, "zombie-in", "zombie-out", [b"z%03d" % i for i in range(n)])
+
+    def child(total):
+        return [sys.executable, str(Path(__file__).with_name("txn_ctp_child.py")), bs, "zombie-in", "zombie-out",
+                "zombie-group", "zombie-txn", str(total), "2"]
+
+    zombie = subprocess.Popen(child(n + extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert zombie.stdout.readline().startswith("COMMITTED")
+        zombie.send_signal(signal.SIGSTOP)
+        taker = subprocess.run(child(n), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=150)
+        assert taker.returncode == 0, taker.stderr[-2000:]
+        p = Producer({"bootstrap.servers": bs})
+        for i in range(extra):
+            p.produce("zombie-in", value=b"z%03d" % (n + i), partition=i % 2)
+        assert p.flush(TIMEOUT_S) == 0
+        zombie.send_signal(signal.SIGCONT)
+        _out, err = zombie.communicate(timeout=150)
+        assert zombie.returncode != 0 and "fenced" in err.lower(), (zombie.returncode, err[-2000:])
+    finally:
+        zombie.kill()
+        zombie.wait(TIMEOUT_S)
+    last = subprocess.run(child(n + extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=150)
+    assert last.returncode == 0, last.stderr[-2000:]
+    out = consume(bs, "zombie-out", 2, "read_committed", want=n + extra)
+    assert sorted(out) == sorted(b"Z%03d" % i for i in range(n + extra))
+
+
+def test_confluent_producers_interleave_transactions_on_the_same_partitions(kbroker):
+    """Two confluent-kafka transactional producers with transactions open at
+    once on the same two partitions, committing and aborting in turn; read
+    back by confluent-kafka, kafka-python and aiokafka: read_committed gives
+    the committed records only, in log order; read_uncommitted everything,
+    each client skipping the control records itself."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioTP
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonTP
+
+    bs = kbroker.bootstrap
+    topic = "txn-interleave-ck"
+    create_topic(bs, topic, 2)
+    a, b = producer(bs, "interleave-a"), producer(bs, "interleave-b")
+    outcomes = [(True, False), (False, True), (True, True)]
+    for round_, (a_commits, b_commits) in enumerate(outcomes):
+        a.begin_transaction()
+        b.begin_transaction()
+        for i in range(4):
+            for who, p in ((b"a", a), (b"b", b)):
+                p.produce(topic, value=b"%s%d-%d" % (who, round_, i), partition=i % 2)
+                p.flush(TIMEOUT_S)  # in the log in this order: the two transactions interleave
+        (a.commit_transaction if a_commits else a.abort_transaction)(TIMEOUT_S)
+        (b.commit_transaction if b_commits else b.abort_transaction)(TIMEOUT_S)
+
+    def by_partition(values):
+        return {q: [v for v in values if int(v.split(b"-")[1]) % 2 == q] for q in (0, 1)}
+
+    written = [b"%s%d-%d" % (who, r, i) for r in range(len(outcomes)) for i in range(4) for who in (b"a", b"b")]
+    committed = [v for v in written if outcomes[int(v[1:2])][0 if v[:1] == b"a" else 1]]
+    expect_committed = by_partition(committed)[0] + by_partition(committed)[1]
+    expect_all = by_partition(written)[0] + by_partition(written)[1]
+    assert consume(bs, topic, 2, "read_committed", want=len(committed)) == expect_committed
+    assert consume(bs, topic, 2, "read_uncommitted", want=len(written)) == expect_all
+
+    def kafka_python(isolation):
+        kc = KafkaConsumer(bootstrap_servers=bs, isolation_level=isolation, consumer_timeout_ms=3000)
+        tps = [KafkaPythonTP(topic, q) for q in (0, 1)]
+        kc.assign(tps)
+        for tp in tps:
+            kc.seek(tp, 0)
+        got = {0: [], 1: []}
+        for m in kc:
+            got[m.partition].append(m.value)
+        kc.close()
+        return got[0] + got[1]
+
+    async def aiokafka(isolation, want):
+        c = AIOKafkaConsumer(bootstrap_servers=bs, isolation_level=isolation, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            c.assign([AioTP(topic, 0), AioTP(topic, 1)])
+            got = {0: [], 1: []}
+            deadline = time.monotonic() + TIMEOUT_S
+            while sum(map(len, got.values())) < want and time.monotonic() < deadline:
+                for tp, records in (await c.getmany(timeout_ms=300)).items():
+                    got[tp.partition] += [r.value for r in records]
+            for tp, records in (await c.getmany(timeout_ms=500)).items():
+                got[tp.partition] += [r.value for r in records]
+            return got[0] + got[1]
+        finally:
+            await c.stop()
+
+    assert kafka_python("read_committed") == expect_committed
+    assert kafka_python("read_uncommitted") == expect_all
+    assert asyncio.run(aiokafka("read_committed", len(committed))) == expect_committed
+    assert asyncio.run(aiokafka("read_uncommitted", len(written))) == expect_all
