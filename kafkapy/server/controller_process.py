@@ -938,7 +938,8 @@ class IsrJob:
                     # one whose log end offset the leader kept) is not added.
                     fetched = partition.replica_states()
                     add = frozenset(b for b in add if b in md.brokers and b in fetched
-                                    and now_ms - fetched[b][3] <= self.lag_ms)
+                                    and now_ms - fetched[b][3] <= self.lag_ms
+                                    and b not in state.offline_replicas)  # its log dir failed
                 if not out and not add:
                     continue
                 isr = partition.isr
