@@ -126,6 +126,10 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(45, "AlterPartitionReassignments", "alter_partition_reassignments", 0, 0),
         _spec(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0),
         _spec(60, "DescribeCluster", "describe_cluster", 0, 1),
+        # ACLs (server/security/authorizer.py); v0 (no pattern type) from our own schemas.
+        _spec(29, "DescribeAcls", "describe_acls", 0, 3, own_below=1),
+        _spec(30, "CreateAcls", "create_acls", 0, 3, own_below=1),
+        _spec(31, "DeleteAcls", "delete_acls", 0, 3, own_below=1),
         _spec(61, "DescribeProducers", "describe_producers", 0, 0),
         _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", 0, 0),
         # KIP-714 client telemetry, answered as Kafka 3.9 does with no receiver

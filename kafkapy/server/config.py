@@ -461,6 +461,14 @@ _BROKER_KEYS = [
        "Largest request accepted before a SASL connection has authenticated."),
     _k("connection.failed.authentication.delay.ms", INT, 100, _at_least(0), LOW, _SECURITY,
        "Delay before a connection that failed authentication is answered and closed."),
+    _k("authorizer.class.name", STRING, "",
+       ValidString("", "kafka.security.authorizer.AclAuthorizer",
+                   "org.apache.kafka.metadata.authorizer.StandardAuthorizer"), LOW, _SECURITY,
+       "The authorizer: Kafka's ACL authorizer class name enables ACLs (server/security/authorizer.py)."),
+    _k("super.users", STRING, "", None, LOW, _SECURITY,
+       "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
+    _k("allow.everyone.if.no.acl.found", BOOLEAN, False, None, LOW, _SECURITY,
+       "With an authorizer: allow an operation on a resource that has no ACLs at all."),
     _k("connections.max.reauth.ms", LONG, 0, _at_least(0), MEDIUM, _SECURITY,
        "Session lifetime told to SASL clients (KIP-368); a connection not re-authenticated within it is "
        "closed on its next request; 0: sessions do not expire. Per listener and mechanism as "

@@ -15,7 +15,8 @@ its one KafkaZkClient:
 * on a lost session (kazoo opens a new one by itself), registers and runs
   the election again, as Kafka's broker does after a session expiry;
 * follows ``/config`` into the broker's metadata image
-  (``zk_store.follow_config_changes``);
+  (``zk_store.follow_config_changes``), and with an authorizer the ACLs
+  (``acl_store.follow_acl_changes``);
 * runs the ISR job of the partitions this broker leads (``IsrJob``);
 * serves the local door (``controller_channel.LocalDoor``) through which
   this broker's handler workers hand ControlledShutdown and ElectLeaders to
@@ -106,6 +107,12 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
             if hasattr(zk_store, "follow_config_changes"):
                 follower = zk_store.follow_config_changes(client, MetadataImage(config.log_dirs[0], table,
                                                                                 broker_info))
+            if config["authorizer.class.name"]:
+                # ACLs: ZooKeeper's /kafka-acl* into this broker's image, kept current
+                # from the change notifications (coordination.acl_store).
+                from kafkapy.coordination.acl_store import follow_acl_changes
+
+                follow_acl_changes(client, config.log_dirs[0], table)
         if broker is not None:
             isr_job = IsrJob(broker, client, config["replica.lag.time.max.ms"]).start()
         client.watch_controller(lambda _event: controller_moved.set())

@@ -168,6 +168,9 @@ class CoordinatorServer:
                                  header.correlation_id, header.client_id, send)
         ctx.txn = self.txn
         ctx.client_host = client_host(req.peer_host)
+        ctx.authorizer = getattr(self.broker, "authorizer", None)
+        ctx.principal = req.principal
+        ctx.peer_host = req.peer_host
         try:
             if self.coordinator.txn_marker_scan:
                 self.coordinator.poll_txn_markers()

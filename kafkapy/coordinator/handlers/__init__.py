@@ -14,6 +14,7 @@ import ipaddress
 import pkgutil
 import time
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.entities import construct
 
@@ -42,7 +43,7 @@ class CoordinatorContext:
     """One request's context; owned by the coordinator thread."""
 
     __slots__ = ("coordinator", "txn", "store", "api_key", "api_version", "correlation_id", "client_id",
-                 "client_host", "now_ms", "replied", "_send")
+                 "client_host", "now_ms", "replied", "_send", "authorizer", "principal", "peer_host")
 
     def __init__(self, coordinator, store, api_key, api_version, correlation_id, client_id, send):
         self.coordinator = coordinator
@@ -56,6 +57,11 @@ class CoordinatorContext:
         self.now_ms = int(time.time() * 1000)
         self.replied = False
         self._send = send
+        # ACLs: the process's authorizer (None: no checks), the connection's
+        # principal and the client's address (set by the process).
+        self.authorizer = None
+        self.principal = "User:ANONYMOUS"
+        self.peer_host = ""
 
     def response_class(self):
         return API_TABLE[self.api_key].response_class(self.api_version)
@@ -65,6 +71,19 @@ class CoordinatorContext:
             raise AssertionError(f"api {self.api_key} answered twice")
         self.replied = True
         self._send(construct(self.response_class(), data))
+
+
+def group_denied(ctx, operation: int, group_id: str) -> bool:
+    """True when an authorizer refuses ``operation`` on the group (Kafka's ACLs;
+    ``kafkapy.protocol.acls`` codes)."""
+    auth = getattr(ctx, "authorizer", None)
+    return auth is not None and not auth.allowed(ctx, operation, acls.GROUP, group_id)
+
+
+def denied_topics(ctx, operation: int, names) -> set:
+    """The topics of ``names`` an authorizer refuses ``operation`` (empty without one)."""
+    auth = getattr(ctx, "authorizer", None)
+    return set() if auth is None else auth.denied(ctx, operation, acls.TOPIC, names)
 
 
 HANDLERS: dict = {}

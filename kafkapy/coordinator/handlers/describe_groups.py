@@ -9,9 +9,16 @@ requested" value (INT32_MIN) is sent. client_host is the address the
 member's JoinGroup came from, as Kafka formats it ("/127.0.0.1").
 """
 
+from kafkapy.coordinator.handlers import group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
+
 API_KEY = 15
 
 
 def handle(ctx, request):
-    groups = [ctx.coordinator.describe_group(group_id) for group_id in request.groups]
+    groups = [{"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
+               "protocol_type": "", "protocol_data": "", "members": []}
+              if group_denied(ctx, acls.DESCRIBE, group_id)  # Kafka: Describe on each group
+              else ctx.coordinator.describe_group(group_id) for group_id in request.groups]
     ctx.reply({"groups": groups, "throttle_time": 0})

@@ -8,10 +8,17 @@ INVALID_GROUP_ID (24) for an empty group id. While the coordinator is still
 loading, NONE (Kafka answers blindly then).
 """
 
+from kafkapy.coordinator.handlers import group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
+
 API_KEY = 12
 
 
 def handle(ctx, request):
+    if group_denied(ctx, acls.READ, request.group_id):  # Kafka: Read on the group
+        ctx.reply({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0})
+        return
     instance_id = request.group_instance_id if ctx.api_version >= 3 else None
     error = ctx.coordinator.heartbeat(request.group_id, request.member_id, instance_id,
                                       request.generation_id)

@@ -25,6 +25,9 @@ Contract (Kafka's GroupCoordinator.handleJoinGroup):
 """
 
 import logging
+from kafkapy.coordinator.handlers import group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
 
 API_KEY = 11
 log = logging.getLogger("kafkapy.coordinator")
@@ -32,6 +35,11 @@ log = logging.getLogger("kafkapy.coordinator")
 
 def handle(ctx, request):
     version = ctx.api_version
+    if group_denied(ctx, acls.READ, request.group_id):  # Kafka: Read on the group
+        ctx.reply({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                   "protocol_type": None, "protocol_name": "", "leader": "", "skip_assignment": False,
+                   "member_id": "", "members": [], "throttle_time": 0})
+        return
     session_timeout = int(request.session_timeout)
     rebalance_timeout = int(request.rebalance_timeout) if version >= 1 else session_timeout
     instance_id = request.group_instance_id if version >= 5 else None

@@ -9,11 +9,18 @@ FENCED_INSTANCE_ID (82). v0-v2's single error is the top-level error, or
 else the member's.
 """
 
+from kafkapy.coordinator.handlers import group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
+
 API_KEY = 13
 
 
 def handle(ctx, request):
     version = ctx.api_version
+    if group_denied(ctx, acls.READ, request.group_id):  # Kafka: Read on the group
+        ctx.reply({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": [], "throttle_time": 0})
+        return
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

@@ -33,6 +33,10 @@ by every OffsetFetch version and, having no member, is refused
 (UNKNOWN_MEMBER_ID) for a group with live members.
 """
 
+from kafkapy.coordinator.handlers import denied_topics, group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
+
 API_KEY = 8
 
 
@@ -48,9 +52,15 @@ def handle(ctx, request):
                             commit_ts))
     member_id, generation = (request.member_id, request.generation_id_or_member_epoch) if version >= 1 \
         else ("", -1)
-    results = ctx.coordinator.commit_offsets(
-        request.group_id, member_id, request.group_instance_id if version >= 7 else None,
-        generation, offsets, retention_ms, api_version=version)
+    if group_denied(ctx, acls.READ, request.group_id):  # Kafka: Read on the group, then Read on each topic
+        results = {(o[0], o[1]): ErrorCode.GROUP_AUTHORIZATION_FAILED for o in offsets}
+    else:
+        denied = denied_topics(ctx, acls.READ, [t.name for t in request.topics])
+        results = ctx.coordinator.commit_offsets(
+            request.group_id, member_id, request.group_instance_id if version >= 7 else None,
+            generation, [o for o in offsets if o[0] not in denied], retention_ms,
+            api_version=version) if len(denied) < len({t.name for t in request.topics}) else {}
+        results.update({(o[0], o[1]): ErrorCode.TOPIC_AUTHORIZATION_FAILED for o in offsets if o[0] in denied})
     topics = []
     for topic in request.topics:
         topics.append({"name": topic.name, "partitions": [

@@ -15,6 +15,8 @@ OffsetFetchResponse.UNKNOWN_PARTITION, as its ZooKeeper path does.
 """
 
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.coordinator.handlers import denied_topics, group_denied
+from kafkapy.protocol import acls
 
 API_KEY = 9
 
@@ -29,7 +31,19 @@ def _partition(p, om, error):
 
 def _fetch(ctx, group_id, topics, require_stable, member_id=None, member_epoch=-1):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, found = ctx.coordinator.fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
+    if group_denied(ctx, acls.DESCRIBE, group_id):  # Kafka: Describe on the group
+        error, found = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    else:
+        error, found = ctx.coordinator.fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
+        if getattr(ctx, "authorizer", None) is not None and not error:
+            # Kafka: offsets of topics the principal may not Describe are left out of an
+            # all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED when asked for.
+            denied = denied_topics(ctx, acls.DESCRIBE, [t for t, _ in found])
+            if wanted is None:
+                found = [(t, parts) for t, parts in found if t not in denied]
+            else:
+                found = [(t, [(p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p, _om, _e in parts]
+                          if t in denied else parts) for t, parts in found]
     if error and wanted is not None:
         # v0-v1 have no top-level error: every partition carries it.
         found = [(t, [(p, None, error) for p in parts]) for t, parts in wanted]

@@ -15,6 +15,10 @@ UNKNOWN_TOPIC_OR_PARTITION (3); a producer epoch older than the one the
 partition last saw: INVALID_PRODUCER_EPOCH (47).
 """
 
+from kafkapy.coordinator.handlers import denied_topics, group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
+
 API_KEY = 28
 
 
@@ -26,8 +30,17 @@ def handle(ctx, request):
     member_id = request.member_id if version >= 3 else ""
     generation = request.generation_id if version >= 3 else -1
     instance = request.group_instance_id if version >= 3 else None
-    results = ctx.coordinator.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
-                                                 member_id, instance, generation, offsets)
+    auth = getattr(ctx, "authorizer", None)
+    if auth is not None and not auth.allowed(ctx, acls.WRITE, acls.TRANSACTIONAL_ID, request.transactional_id):
+        results = {(o[0], o[1]): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for o in offsets}
+    elif group_denied(ctx, acls.READ, request.group_id):
+        results = {(o[0], o[1]): ErrorCode.GROUP_AUTHORIZATION_FAILED for o in offsets}
+    else:  # Kafka: Write on the transactional id, Read on the group, then Read on each topic
+        denied = denied_topics(ctx, acls.READ, [t.name for t in request.topics])
+        allowed = [o for o in offsets if o[0] not in denied]
+        results = ctx.coordinator.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
+                                                     member_id, instance, generation, allowed) if allowed else {}
+        results.update({(o[0], o[1]): ErrorCode.TOPIC_AUTHORIZATION_FAILED for o in offsets if o[0] in denied})
     ctx.reply({"throttle_time": 0, "topics": [
         {"name": topic.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": int(results[(topic.name, p.partition_index)])}

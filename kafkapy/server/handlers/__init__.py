@@ -39,7 +39,7 @@ CloseConnection = _CloseConnection()
 
 class RequestContext:
     __slots__ = ("broker", "api_key", "api_version", "correlation_id", "client_id",
-                 "deadline_ms", "now_ms", "listener", "principal")
+                 "deadline_ms", "now_ms", "listener", "principal", "peer_host")
 
     def __init__(self, broker, api_key, api_version, correlation_id, client_id, deadline_ms):
         self.broker = broker
@@ -53,6 +53,9 @@ class RequestContext:
         # authenticated principal (kafkapy.server.security; for ACLs).
         self.listener = 0
         self.principal = "User:ANONYMOUS"
+        # The client's address, for ACL host matching: carried only while an
+        # authorizer is configured (Broker.authorizer), else "".
+        self.peer_host = ""
 
     @property
     def listener_name(self) -> str | None:

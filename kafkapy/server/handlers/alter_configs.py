@@ -19,6 +19,7 @@ from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
 from kafkapy.protocol.topics import TopicError
 
 API_KEY = 33
@@ -50,6 +51,9 @@ def alter_each(ctx, request, compute_for):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"Error due to duplicate resource {resource.resource_name} "
                                  f"of type {resource.resource_type}")
+            if code := config_resource_denied(ctx, acls.ALTER_CONFIGS, resource.resource_type,
+                                              resource.resource_name):
+                raise TopicError(code, None)
             apply_resource(ctx.broker, resource.resource_type, resource.resource_name,
                            compute_for(resource), request.validate_only)
         except TopicError as exc:
@@ -58,6 +62,19 @@ def alter_each(ctx, request, compute_for):
                           "resource_type": resource.resource_type,
                           "resource_name": resource.resource_name})
     return construct(ctx.response_class(), {"throttle_time": 0, "responses": responses})
+
+
+def config_resource_denied(ctx, operation: int, resource_type: int, name: str) -> int:
+    """0, or the error for a config resource the principal may not ``operation``
+    (AlterConfigs / DescribeConfigs): a topic's on the topic
+    (TOPIC_AUTHORIZATION_FAILED), a broker's on the cluster
+    (CLUSTER_AUTHORIZATION_FAILED), as Kafka's handlers."""
+    auth = getattr(ctx.broker, "authorizer", None)
+    if auth is None:
+        return 0
+    if resource_type == TOPIC:
+        return 0 if auth.allowed(ctx, operation, acls.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return 0 if auth.allowed_cluster(ctx, operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def apply_resource(broker, resource_type, name, compute, validate_only):

@@ -23,11 +23,16 @@ Contract (v0, whose request header has no client id, is not served; v1 has no
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 7
 
 
 def handle(ctx, request):
+    if cluster_denied(ctx, acls.CLUSTER_ACTION):
+        return construct(ctx.response_class(), {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                "remaining_partitions": []})
     config = ctx.broker.config
     error, remaining = ErrorCode.NOT_CONTROLLER, []
     if config["zookeeper.connect"]:

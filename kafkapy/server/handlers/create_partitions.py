@@ -18,6 +18,8 @@ from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import denied_topics
 from kafkapy.protocol.topics import TopicError
 
 API_KEY = 37
@@ -26,12 +28,15 @@ API_KEY = 37
 def handle(ctx, request):
     broker = ctx.broker
     counts = Counter(t.name for t in request.topics)
+    denied = denied_topics(ctx, acls.ALTER, [t.name for t in request.topics])  # Kafka: Alter on the topic
     results = []
     for topic in request.topics:
         code, message = 0, None
         try:
             if counts[topic.name] > 1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if topic.name in denied:
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
             assignments = None
             if topic.assignments is not None:
                 assignments = [list(a.broker_ids) for a in topic.assignments]

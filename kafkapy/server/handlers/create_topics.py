@@ -28,6 +28,7 @@ import time
 from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol import acls
 from kafkapy.server.handlers import construct, duration_ms
 from kafkapy.protocol.topics import TopicError
 
@@ -41,6 +42,10 @@ def handle(ctx, request):
     counts = Counter(t.name for t in request.topics)
     results = []
     created = {}  # name -> its result, for the wait below
+    auth = getattr(broker, "authorizer", None)
+    # Kafka: Create on the cluster, else on each topic; the configs answered need DescribeConfigs.
+    may_create = None if auth is None or auth.allowed_cluster(ctx, acls.CREATE) else (
+        lambda name: auth.allowed(ctx, acls.CREATE, acls.TOPIC, name))
     for topic in request.topics:
         result = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
                   "num_partitions": -1, "replication_factor": -1, "configs": None}
@@ -49,6 +54,8 @@ def handle(ctx, request):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"Create topics request from client contains multiple "
                                  f"entries for topic {topic.name}")
+            if may_create is not None and not may_create(topic.name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             num_partitions = _partition_count(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
             assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
@@ -61,6 +68,8 @@ def handle(ctx, request):
                           configs=[{"name": k, "value": v, "read_only": False,
                                     "config_source": source, "is_sensitive": False}
                                    for k, v, source in broker.admin.topic_config_entries(info.configs)])
+            if auth is not None and not auth.allowed(ctx, acls.DESCRIBE_CONFIGS, acls.TOPIC, topic.name):
+                result.update(configs=None, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if not (ctx.api_version >= 1 and request.validate_only):
                 created[topic.name] = result
         except TopicError as exc:

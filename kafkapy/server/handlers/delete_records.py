@@ -17,18 +17,23 @@ Contract, per partition (Kafka's ReplicaManager.deleteRecords):
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import denied_topics
 
 API_KEY = 21
 
 
 def handle(ctx, request):
     get_partition = ctx.broker.replica_manager.get_partition
+    denied = denied_topics(ctx, acls.DELETE, [t.name for t in request.topics])  # Kafka: Delete on the topic
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             partition = get_partition(topic.name, p.partition_index)
-            if partition is None:
+            if topic.name in denied:
+                code, low_watermark = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
+            elif partition is None:
                 code, low_watermark = ctx.broker.replica_manager.unhosted_error(topic.name, p.partition_index), -1
             elif code := partition.check_leader(-1):
                 low_watermark = -1

@@ -14,6 +14,7 @@ INVALID_REQUEST (42) when v6 gives both or neither, TOPIC_DELETION_DISABLED
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
 
 API_KEY = 20
 
@@ -26,10 +27,34 @@ def handle(ctx, request):
         wanted = [(name, None) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
+        denied = _denied(ctx, name, topic_id)
+        if denied is not None:
+            results.append(denied)
+            continue
         code, message, found_id = _delete(broker, name, topic_id)
         results.append({"name": name, "topic_id": found_id, "error_code": code,
                         "error_message": message})
     return construct(ctx.response_class(), {"throttle_time": 0, "responses": results})
+
+
+def _denied(ctx, name, topic_id):
+    """Kafka's checks before existence: a topic named by id needs Describe
+    (else TOPIC_AUTHORIZATION_FAILED without its name), every topic Delete."""
+    auth = getattr(ctx.broker, "authorizer", None)
+    if auth is None:
+        return None
+    if name is None and topic_id is not None and topic_id.int != 0:
+        info = ctx.broker.metadata().by_id(topic_id)
+        if info is None:
+            return None  # UNKNOWN_TOPIC_ID, answered by _delete
+        if not auth.allowed(ctx, acls.DESCRIBE, acls.TOPIC, info.name):
+            return {"name": None, "topic_id": topic_id, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "error_message": None}
+        name = info.name
+    if name is not None and not auth.allowed(ctx, acls.DELETE, acls.TOPIC, name):
+        return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "error_message": None}
+    return None
 
 
 def _delete(broker, name, topic_id):

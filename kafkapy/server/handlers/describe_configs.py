@@ -22,7 +22,9 @@ Contract, per resource (Kafka's ConfigAdminManager.describeConfigs):
 """
 
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol import acls
 from kafkapy.server.handlers import construct
+from kafkapy.server.handlers.alter_configs import config_resource_denied
 from kafkapy.protocol.topics import TopicError, topic_name_error
 
 API_KEY = 32
@@ -39,6 +41,9 @@ def handle(ctx, request):
         result = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name, "configs": []}
         try:
+            if code := config_resource_denied(ctx, acls.DESCRIBE_CONFIGS, resource.resource_type,
+                                              resource.resource_name):
+                raise TopicError(code, None)
             entries = _entries(broker, resource.resource_type, resource.resource_name)
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=exc.message)

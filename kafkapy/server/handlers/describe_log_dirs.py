@@ -18,12 +18,17 @@ import os
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 35
 
 
 def handle(ctx, request):
     broker = ctx.broker
+    if cluster_denied(ctx, acls.DESCRIBE):  # Kafka: Describe on the cluster
+        return construct(ctx.response_class(), {"throttle_time": 0, "results": [],
+                                                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
     md = broker.metadata()
     if request.topics is None:
         wanted = [(name, p) for name, info in sorted(md.topics.items())

@@ -12,17 +12,24 @@ Contract, per partition (Kafka's ReplicaManager.activeProducerState):
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import denied_topics
 
 API_KEY = 61
 
 
 def handle(ctx, request):
     broker = ctx.broker
+    denied = denied_topics(ctx, acls.READ, [t.name for t in request.topics])  # Kafka: Read on the topic
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partition_indexes:
             partition = broker.replica_manager.get_partition(topic.name, p)
+            if topic.name in denied:
+                partitions.append({"partition_index": p, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "error_message": None, "active_producers": []})
+                continue
             if partition is None:
                 partitions.append({"partition_index": p,
                                    "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -28,6 +28,8 @@ import time
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct, duration_ms
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 43
 PREFERRED, UNCLEAN = 0, 1
@@ -43,7 +45,10 @@ def handle(ctx, request):
     if request.topic_partitions is not None:
         asked = sorted({(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions})
     top = ErrorCode.NONE
-    if election_type not in (PREFERRED, UNCLEAN):
+    if cluster_denied(ctx, acls.ALTER):  # Kafka: Alter on the cluster, every partition refused
+        top = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        results = {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in asked or ()}
+    elif election_type not in (PREFERRED, UNCLEAN):
         top = ErrorCode.INVALID_REQUEST
         results = {tp: ErrorCode.INVALID_REQUEST for tp in asked or ()}
     elif not config["zookeeper.connect"]:

@@ -36,6 +36,9 @@ Contract:
   partition carries ``current_leader`` {leader_id, leader_epoch} (the local
   partition's role, else the metadata's; -1/-1 unknown) and the answer lists
   that leader's endpoint in ``node_endpoints`` (when it is a live broker).
+- ACLs (with an authorizer): a consumer needs Read on each topic, a
+  follower ClusterAction on the cluster; else the partitions answer
+  TOPIC_AUTHORIZATION_FAILED (29) unread (Kafka's erroneous partitions).
 - A follower's fetch (replica_id >= 0, Kafka's replica fetcher) goes to the
   leader too (Kafka's Partition.fetchRecords for a follower): a replica not
   assigned to the partition gets UNKNOWN_LEADER_EPOCH when it sent its
@@ -82,6 +85,7 @@ import uuid
 from functools import cache
 
 from kafkapy.metrics import probes
+from kafkapy.protocol import acls
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import DelayedFetch
@@ -313,10 +317,14 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
     # leader.replication.throttled.rate (replication/quota.py): None unless set
     throttle = throttle_for(broker, leader=True) if replica_id >= 0 else None
     results = []
+    allowed = _allowed_check(ctx, getattr(broker, "authorizer", None), replica_id)
     for key, e in zip(keys, wanted):
         name = key if names is None else names.get(key)
         if name is None:
             results.append((None, ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, b"", 0, None, None, None))
+            continue
+        if allowed is not None and not allowed(name):
+            results.append((name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, b"", 0, None, None, None))
             continue
         partition = get_partition(name, e.partition)
         if idle_checks and partition is not None:
@@ -392,6 +400,26 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
         if ctx.now_ms < deadline:
             return results, DelayedFetch(watch, deadline)
     return results, None
+
+
+def _allowed_check(ctx, auth, replica_id: int):
+    """None without an authorizer; else ``allowed(topic)`` (Kafka's handleFetchRequest):
+    a follower's fetch needs ClusterAction on the cluster for every partition,
+    a consumer's Read on each topic (asked once per topic per request)."""
+    if auth is None:
+        return None
+    if replica_id >= 0:
+        cluster = auth.allowed_cluster(ctx, acls.CLUSTER_ACTION)
+        return lambda _name: cluster
+    seen = {}
+
+    def allowed(name):
+        result = seen.get(name)
+        if result is None:
+            result = seen[name] = auth.allowed(ctx, acls.READ, acls.TOPIC, name)
+        return result
+
+    return allowed
 
 
 def _response(ctx, cls, request, keys: list, parts: list, results: list, session_id: int):

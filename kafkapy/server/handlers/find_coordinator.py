@@ -20,6 +20,7 @@ Advertising v0 matters beyond groups: librdkafka before 2.11 enables its LZ4
 support only when FindCoordinator v0 is inside the broker's range.
 """
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import advertised_endpoint, construct
 
@@ -28,11 +29,31 @@ GROUP, TRANSACTION = 0, 1
 
 
 def handle(ctx, request):
-    locate = _locator(ctx.broker, getattr(request, "key_type", GROUP), ctx.listener_name)
+    key_type = getattr(request, "key_type", GROUP)
+    auth = getattr(ctx.broker, "authorizer", None)
+    locate = _locator(ctx.broker, key_type, ctx.listener_name) if auth is None else _authorized(ctx, auth, key_type)
     if ctx.api_version >= 4:
         coordinators = [dict(locate(key), key=key) for key in request.coordinator_keys]
         return construct(ctx.response_class(), {"throttle_time": 0, "coordinators": coordinators})
     return construct(ctx.response_class(), dict(locate(request.key), throttle_time=0))
+
+
+def _authorized(ctx, auth, key_type):
+    """Kafka's checks before the lookup: Describe on the group
+    (GROUP_AUTHORIZATION_FAILED) or transactional id
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), no coordinator named."""
+    located = []
+
+    def locate(key):
+        if key_type == GROUP and not auth.allowed(ctx, acls.DESCRIBE, acls.GROUP, key):
+            return _not_found(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+        if key_type == TRANSACTION and not auth.allowed(ctx, acls.DESCRIBE, acls.TRANSACTIONAL_ID, key):
+            return _not_found(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        if not located:
+            located.append(_locator(ctx.broker, key_type, ctx.listener_name))
+        return located[0](key)
+
+    return locate
 
 
 def _locator(broker, key_type, listener_name=None):

@@ -41,6 +41,8 @@ from kafkapy.coordination.metadata import PartitionState
 from kafkapy.coordination.store import METADATA_GENERATION
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import cluster_denied
 from kafkapy.server.handlers.update_metadata import (
     StaleControllerEpoch,
     apply_to_image,
@@ -59,6 +61,8 @@ log = logging.getLogger("kafkapy.state.change")
 def handle(ctx, request):
     broker = ctx.broker
     cls = ctx.response_class()
+    if cluster_denied(ctx, acls.CLUSTER_ACTION):  # a broker's request: ClusterAction (Kafka's ACLs)
+        return _cluster_authorization_failed(cls, request)
     md = broker.metadata()
     errors = {}  # (topic name, partition) -> error code
     accepted = []  # (topic name, partition state)
@@ -155,6 +159,12 @@ def _become(broker, md, name: str, ps, live) -> int:
         # Kafka's makeFollowers: the log exists, the role waits for a live leader.
         log.warning("%s-%d: leader %d is not alive; not following it", name, p, ps.leader)
     return ErrorCode.NONE
+
+
+def _cluster_authorization_failed(cls, request):
+    return _answer(cls, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {
+        (ts.topic_name, ps.partition_index): ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        for ts in request.topic_states for ps in ts.partition_states})
 
 
 def _answer(cls, request, error_code: int, errors: dict):

@@ -27,11 +27,15 @@ answers UNSUPPORTED_VERSION (35), as Kafka's timestampMinSupportedVersion):
   (75) against ``current_leader_epoch`` (v4+). ``leader_epoch`` (v4+) is the
   partition's leader epoch for LATEST, else the epoch of the batch holding
   the offset found (-1 when none), as Kafka's.
+- ACLs (with an authorizer): Describe on each topic, else its partitions
+  answer TOPIC_AUTHORIZATION_FAILED (29), checked first as in Kafka.
 """
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkapy.server.handlers import construct
+from kafkapy.server.security.authorizer import denied_topics
 
 API_KEY = 2
 READ_COMMITTED = 1
@@ -52,12 +56,15 @@ def handle(ctx, request):
         for lp in t.partitions:
             key = (t.name, lp.partition_index)
             (duplicates if key in seen else seen).add(key)
+    denied = denied_topics(ctx, acls.DESCRIBE, [t.name for t in request.topics])
     topics = []
     for topic in request.topics:
         partitions = []
         for lp in topic.partitions:
             timestamp = lp.timestamp
-            if (topic.name, lp.partition_index) in duplicates:
+            if topic.name in denied:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif (topic.name, lp.partition_index) in duplicates:
                 code = ErrorCode.INVALID_REQUEST
             elif timestamp < 0 and version < _MIN_VERSION.get(timestamp, 1 << 15):
                 code = ErrorCode.UNSUPPORTED_VERSION

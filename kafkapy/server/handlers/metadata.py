@@ -19,8 +19,17 @@ Contract:
   live broker answers LEADER_NOT_AVAILABLE (5) with leader -1, and replicas
   that are not live brokers, or are on a failed log dir of their broker
   (UpdateMetadata's offline_replicas), are its offline replicas.
+- ACLs (with an authorizer, Kafka's handleTopicMetadataRequest): a topic
+  the principal may not Describe is left out of an all-topics answer and
+  answered TOPIC_AUTHORIZATION_FAILED (29) when named (by name: the name
+  and a zero id; by id: the id and no name), before its existence or name
+  is looked at; auto-creation needs Create on the cluster or the topic
+  (else TOPIC_AUTHORIZATION_FAILED). ``topic_authorized_operations`` (v8+,
+  when asked): the bit set of the topic operations allowed (all of them
+  without an authorizer).
 """
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import advertised_endpoint, construct
 from kafkapy.protocol.topics import TopicError, topic_name_error
@@ -28,6 +37,7 @@ from kafkapy.protocol.topics import TopicError, topic_name_error
 API_KEY = 3
 
 _NO_OPERATIONS = -2147483648  # INT32_MIN: "authorized operations not requested"
+_ALL_TOPIC_OPERATIONS = sum(1 << op for op in acls.SUPPORTED_OPERATIONS[acls.TOPIC])
 
 
 def handle(ctx, request):
@@ -41,16 +51,29 @@ def handle(ctx, request):
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in requested]
     auto_create = request.allow_auto_topic_creation if version >= 4 else True
     auto_create = auto_create and broker.config["auto.create.topics.enable"]
+    auth = getattr(broker, "authorizer", None)
+    all_topics = requested is None or (version == 0 and not requested)
+    with_operations = getattr(request, "include_topic_authorized_operations", False)
     topics = []
     for name, topic_id in wanted:
-        if name is None:
+        by_id = name is None
+        if by_id:
             info = md.by_id(topic_id)
             if info is None:
                 topics.append(_topic_error(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
                 continue
             name = info.name
+        if auth is not None and not auth.allowed(ctx, acls.DESCRIBE, acls.TOPIC, name):
+            if not all_topics:
+                topics.append(_topic_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None if by_id else name,
+                                           topic_id if by_id else None))
+            continue
         info = md.topics.get(name)
         if info is None:
+            if auto_create and auth is not None and not (auth.allowed_cluster(ctx, acls.CREATE) or
+                                                          auth.allowed(ctx, acls.CREATE, acls.TOPIC, name)):
+                topics.append(_topic_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                continue
             if topic_name_error(name):
                 topics.append(_topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                 continue
@@ -65,6 +88,9 @@ def handle(ctx, request):
                 topics.append(_topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                 continue
         topics.append(_topic(md, info))
+        if with_operations:
+            topics[-1]["topic_authorized_operations"] = (
+                _ALL_TOPIC_OPERATIONS if auth is None else auth.authorized_operations(ctx, acls.TOPIC, name))
     return construct(ctx.response_class(), {
         "throttle_time": 0,
         "brokers": [{"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}

@@ -19,23 +19,31 @@ Contract, per partition:
 - v0 answers the end offset without its leader epoch, v1 with it; both are
   computed as above. kio has no schemas for v0-v1 (KIP-896 dropped them in
   4.0): ours are in kafkapy.protocol.schema.
+- ACLs (with an authorizer): ClusterAction on the cluster (a broker), else
+  Describe on each topic; an unauthorized topic's partitions answer
+  TOPIC_AUTHORIZATION_FAILED (29), -1/-1.
 """
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.server.security.authorizer import denied_topics
 
 API_KEY = 23
 
 
 def handle(ctx, request):
     replica_manager = ctx.broker.replica_manager
+    denied = denied_topics(ctx, acls.DESCRIBE, [t.topic for t in request.topics], acls.CLUSTER_ACTION)
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             partition = replica_manager.get_partition(topic.topic, p.partition)
             epoch = end_offset = -1
-            if partition is None:
+            if topic.topic in denied:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition is None:
                 code = replica_manager.unhosted_error(topic.topic, p.partition)
             else:
                 code = partition.check_leader(p.current_leader_epoch if ctx.api_version >= 2 else -1)

@@ -26,12 +26,18 @@ Contract:
   log_append_time).
 - Records stay a memoryview of the request buffer: offsets are assigned in
   place and the bytes written to the segment as they arrived.
+- ACLs (with an authorizer, Kafka's KafkaApis.handleProduceRequest):
+  transactional batches need Write on the request's transactional id, else
+  every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53); each
+  topic needs Write, else its partitions answer TOPIC_AUTHORIZATION_FAILED
+  (29) and nothing of them is appended.
 """
 
 import dataclasses
 import logging
 from functools import cache
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import DelayedProduce
 from kafkapy.server.handlers import CloseConnection, NoResponse, _plan
@@ -100,12 +106,20 @@ def handle(ctx, request):
     # acks=-1: {slot: ("high_watermark", last offset + 1)} of the partitions
     # whose high watermark has not passed their records yet.
     watch = {} if acks == -1 else None
+    auth = getattr(ctx.broker, "authorizer", None)
+    denied = _denied(ctx, auth, request) if auth is not None else None
     topics = []
     for topic in request.topic_data:
         name = topic.name
         partitions = []
         for pdata in topic.partition_data:
             index = pdata.index
+            if denied and (denied is _ALL or name in denied):
+                any_error = True
+                partitions.append(partition(index, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                                                       if denied is _ALL else ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                            -1, -1, -1, None))
+                continue
             if valid_acks:
                 records = pdata.records
                 if legacy:
@@ -137,6 +151,30 @@ def handle(ctx, request):
     if watch:
         return _delayed(ctx, request, watch, topics)
     return response(tuple(topics))
+
+
+_ALL = frozenset(("*",))  # every partition refused (transactional id not authorized)
+# A v2 batch header: magic at byte 16, attributes (int16) at 21-22; bit 4 (of the low byte) is "transactional".
+_MAGIC_AT, _ATTRIBUTES_AT, _TRANSACTIONAL = 16, 22, 0x10
+
+
+def _denied(ctx, auth, request):
+    """The topics this produce may not write (Kafka's Write on each topic),
+    or ``_ALL`` when it carries transactional batches without Write on its
+    transactional id (Kafka looks at each partition's first batch)."""
+    for topic in request.topic_data:
+        for pdata in topic.partition_data:
+            records = pdata.records
+            if records is not None and len(records) > _ATTRIBUTES_AT and records[_MAGIC_AT] >= 2 \
+                    and records[_ATTRIBUTES_AT] & _TRANSACTIONAL:
+                tid = getattr(request, "transactional_id", None)
+                if tid is None or not auth.allowed(ctx, acls.WRITE, acls.TRANSACTIONAL_ID, tid):
+                    return _ALL
+                break
+        else:
+            continue
+        break
+    return auth.denied(ctx, acls.WRITE, acls.TOPIC, (t.name for t in request.topic_data))
 
 
 def _up_convert(records):

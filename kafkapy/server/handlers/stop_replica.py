@@ -27,6 +27,8 @@ import logging
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import cluster_denied
 from kafkapy.server.handlers.update_metadata import StaleControllerEpoch, apply_to_image, check_controller_epoch
 from kafkapy.storage.errors import StorageError
 
@@ -38,6 +40,8 @@ log = logging.getLogger("kafkapy.state.change")
 def handle(ctx, request):
     broker = ctx.broker
     cls = ctx.response_class()
+    if cluster_denied(ctx, acls.CLUSTER_ACTION):  # a broker's request: ClusterAction (Kafka's ACLs)
+        return _cluster_authorization_failed(cls, request)
     md = broker.metadata()
     try:
         if not md.cluster_mode or request.controller_epoch > md.controller_epoch:
@@ -69,3 +73,10 @@ def handle(ctx, request):
                            "error_code": code})
     replica_manager.wake_delayed_operations()
     return construct(cls, {"error_code": ErrorCode.NONE, "partition_errors": errors})
+
+
+def _cluster_authorization_failed(cls, request):
+    return construct(cls, {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": [
+        {"topic_name": ts.topic_name, "partition_index": ps.partition_index,
+         "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        for ts in request.topic_states for ps in ts.partition_states]})

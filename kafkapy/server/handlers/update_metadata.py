@@ -33,6 +33,8 @@ import logging
 from kafkapy.coordination.metadata import BrokerInfo, EndPoint, PartitionState, TopicInfo
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 6
 LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete
@@ -131,6 +133,8 @@ def apply_update_metadata(md, request) -> list:
 def handle(ctx, request):
     broker = ctx.broker
     cls = ctx.response_class()
+    if cluster_denied(ctx, acls.CLUSTER_ACTION):  # a broker's request: ClusterAction (Kafka's ACLs)
+        return _cluster_authorization_failed(cls, request)
     deleted = []
     try:
         apply_to_image(broker, lambda md: deleted.extend(apply_update_metadata(md, request)))
@@ -142,3 +146,7 @@ def handle(ctx, request):
                  len(deleted))
     broker.metadata()  # this process follows at once (the others on their next request)
     return construct(cls, {"error_code": ErrorCode.NONE})
+
+
+def _cluster_authorization_failed(cls, request):
+    return construct(cls, {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED})

@@ -18,6 +18,8 @@ from kafkapy.coordinator.transaction.coordinator import WriteMarkers
 from kafkapy.coordinator.transaction.marker_channel import LocalMarkerWriter
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.protocol import acls
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 27
 # Kafka waits up to the coordinator's request timeout in the produce
@@ -28,6 +30,13 @@ MARKER_WAIT_MS = 10_000
 
 def handle(ctx, request):
     broker = ctx.broker
+    # Kafka: Alter on the cluster, else ClusterAction (a broker's request).
+    if cluster_denied(ctx, acls.ALTER) and cluster_denied(ctx, acls.CLUSTER_ACTION):
+        return construct(ctx.response_class(), {"markers": [
+            {"producer_id": m.producer_id, "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                    for p in t.partition_indexes]} for t in m.topics]} for m in request.markers]})
     topics_md = broker.metadata().topics
     batch = []
     unknown = []  # per marker: partitions the metadata does not have

@@ -177,6 +177,9 @@ class Processor:
         self.fd_socket = fd_socket
         self.max_request_bytes = config["socket.request.max.bytes"]
         self.idle_ms = config["connections.max.idle.ms"]
+        # With an authorizer every request carries the client's address (ACL host
+        # matching); without one only group requests do.
+        self.carry_peer_host = bool(config.get("authorizer.class.name"))
         self.send_buffer = config["socket.send.buffer.bytes"]
         self.receive_buffer = config["socket.receive.buffer.bytes"]
         self.selector = selectors.DefaultSelector()
@@ -491,7 +494,7 @@ class Processor:
         # Group requests carry the client's address (a member's client host).
         if not queue.try_put(self.id, conn.conn_id, conn.arena_off, conn.size,
                              conn.deadline_ms, conn.inline, conn.listener, conn.principal_bytes,
-                             conn.peer[0].encode("ascii") if coordinator else b""):
+                             conn.peer[0].encode("ascii") if coordinator or self.carry_peer_host else b""):
             return False
         conn.at_worker = True
         return True

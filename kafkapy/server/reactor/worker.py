@@ -100,7 +100,7 @@ def finish_request(decoded: Decoded, response):
 
 
 def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int = 0,
-                   principal: str = "User:ANONYMOUS"):
+                   principal: str = "User:ANONYMOUS", peer_host: str = ""):
     """Handle one request frame (without its size prefix).
 
     Returns ``(kind, payload)`` for the processor: SEND with the response
@@ -118,6 +118,8 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int 
     if listener or principal != "User:ANONYMOUS":
         ctx.listener = listener
         ctx.principal = principal
+    if peer_host:
+        ctx.peer_host = peer_host
     try:
         return finish_request(decoded, HANDLERS[header.api_key](ctx, decoded.request))
     except Exception:
@@ -154,7 +156,8 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
         probe.waited(started - waited_at)
         buf = req.view(arenas)
         api_key = int.from_bytes(buf[:2], "big") if req.size >= 2 else -1
-        kind, payload = handle_request(broker, buf, req.deadline_ms, req.listener, req.principal)
+        kind, payload = handle_request(broker, buf, req.deadline_ms, req.listener, req.principal,
+                                       req.peer_host)
         done = monotonic()
         # A re-run of a parked fetch (deadline_ms set) waited in a processor,
         # not in the queue: its queue time was counted on the first pass.

@@ -1,0 +1,48 @@
+"""CreateAcls request v0.
+
+Written for kafkapy from the field list of Kafka 3.9's
+``clients/src/main/resources/common/message/CreateAclsRequest.json``: kio, generated
+from Kafka 4.x, starts at v1 (KIP-896 removed v0 in 4.0; 3.9 still serves it).
+v0 is v1 without the pattern type (every pattern is LITERAL).
+"""
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.static.constants import EntityType
+from kio.static.primitive import i8
+from kio.static.primitive import i16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AclCreation:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(30)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    resource_type: i8 = field(metadata={"kafka_type": "int8"})
+    """The type of the resource."""
+    resource_name: str = field(metadata={"kafka_type": "string"})
+    """The resource name for the ACL."""
+    principal: str = field(metadata={"kafka_type": "string"})
+    """The principal for the ACL."""
+    host: str = field(metadata={"kafka_type": "string"})
+    """The host for the ACL."""
+    operation: i8 = field(metadata={"kafka_type": "int8"})
+    """The operation type for the ACL (read, write, etc.)."""
+    permission_type: i8 = field(metadata={"kafka_type": "int8"})
+    """The permission type for the ACL (allow, deny, etc.)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateAclsRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(30)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    creations: tuple[AclCreation, ...]
+    """The ACLs that we want to create."""

@@ -1,0 +1,1 @@
+"""delete_acls: the Kafka 3.9 versions kio lacks (written for kafkapy; see the version modules)."""

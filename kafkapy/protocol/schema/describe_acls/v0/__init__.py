@@ -1,0 +1,7 @@
+from .request import DescribeAclsRequest
+from .response import DescribeAclsResponse
+
+__all__ = (
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
+)

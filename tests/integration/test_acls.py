@@ -1,0 +1,396 @@
+"""Kafka's ACLs on one real broker, with real clients (issue 13, Authorization).
+
+One broker with ``authorizer.class.name=kafka.security.authorizer.AclAuthorizer``,
+``super.users=User:admin`` and two listeners: PLAINTEXT (the harness's
+readiness probe; its principal User:ANONYMOUS has no ACLs) and
+SASL_PLAINTEXT with PLAIN users admin, alice, bob and carol. ACLs are made
+by admin with confluent-kafka's AdminClient (CreateAcls / DescribeAcls /
+DeleteAcls) or the kafkapy-acls tool; the users then produce, consume,
+commit and ask for metadata with confluent-kafka, and raw frames check
+hostile CreateAcls input.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from kafkapy.protocol import acls as A
+from kafkapy.protocol.errors import ErrorCode
+from support.broker import BrokerProcess, free_port
+from support.rawclient import ConnectionClosed, RawClient, encode_request
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import KafkaError, TopicPartition  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType,
+    ResourceType,
+)
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
+JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" "
+        "password=\"admin-secret\" " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _overrides(sasl_port: int, plain_port: int, **extra) -> dict:
+    listeners = f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    return {"listeners": listeners, "advertised.listeners": listeners,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "authorizer.class.name": AUTHORIZER, "super.users": "User:admin",
+            "num.partitions": 1, "num.io.threads": 2, "num.network.threads": 2,
+            "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2, **extra}
+
+
+def _start(tmp_path_factory, name, **extra) -> BrokerProcess:
+    plain, sasl = free_port(), free_port()
+    broker = BrokerProcess(tmp_path_factory.mktemp(name), _overrides(sasl, plain, **extra), port=plain)
+    broker.sasl_bootstrap = f"127.0.0.1:{sasl}"
+    return broker.start()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    broker = _start(tmp_path_factory, "acls")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        log = broker.log_text()
+        broker.close()
+    for secret in USERS.values():
+        assert secret not in log, "the broker log shows a password"
+
+
+def _conf(broker, user: str, **extra) -> dict:
+    return {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN", "sasl.username": user, "sasl.password": USERS[user], **extra}
+
+
+def _admin(broker) -> AdminClient:
+    return AdminClient(_conf(broker, "admin"))
+
+
+def _create_topics(broker, *names, partitions=1):
+    admin = _admin(broker)  # kept alive until the futures are done
+    futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], operation_timeout=10)
+    for f in futures.values():
+        f.result(timeout=20)
+
+
+def _acl(user, resource_type, name, operation, permission=AclPermissionType.ALLOW,
+         pattern=ResourcePatternType.LITERAL, host="*"):
+    return AclBinding(resource_type, name, pattern, f"User:{user}", host, operation, permission)
+
+
+def _grant(broker, *bindings):
+    admin = _admin(broker)
+    results = admin.create_acls(list(bindings), request_timeout=15)
+    for f in results.values():
+        assert f.result(timeout=20) is None
+
+
+def _produce(broker, user, topic, values, **extra):
+    """Deliver ``values``; the delivery errors (None for each success)."""
+    producer = confluent_kafka.Producer(_conf(broker, user, **{"message.timeout.ms": 5000, "retries": 0, **extra}))
+    outcomes = []
+    for v in values:
+        producer.produce(topic, v, on_delivery=lambda err, _msg: outcomes.append(err))
+    producer.flush(15)
+    return outcomes
+
+
+def _end_offset(broker, topic, partition=0) -> int:
+    consumer = confluent_kafka.Consumer(_conf(broker, "admin", **{"group.id": "probe"}))
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        consumer.close()
+
+
+def _consume(broker, user, topic, group, want: int, timeout_s=15.0):
+    """``(values, errors)`` from a group consumer reading ``topic`` from the start."""
+    consumer = confluent_kafka.Consumer(_conf(broker, user, **{
+        "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+    values, errors = [], []
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and len(values) < want and not errors:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    errors.append(msg.error().code())
+                continue
+            values.append(msg.value())
+    finally:
+        consumer.close()
+    return values, errors
+
+
+# ----------------------------------------------------------------- the ACL APIs
+
+
+def test_create_describe_delete_acls_with_confluent(secured):
+    admin = _admin(secured)
+    topic = "acl-apis"
+    _grant(secured, _acl("alice", ResourceType.TOPIC, topic, AclOperation.READ),
+           _acl("bob", ResourceType.TOPIC, "acl-", AclOperation.WRITE, AclPermissionType.DENY,
+                ResourcePatternType.PREFIXED),
+           _acl("alice", ResourceType.GROUP, "g-apis", AclOperation.READ))
+    found = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                                 AclOperation.ANY, AclPermissionType.ANY)).result(timeout=20)
+    mine = {(b.restype, b.name, b.resource_pattern_type, b.principal, b.operation, b.permission_type)
+            for b in found}
+    assert (ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", AclOperation.READ,
+            AclPermissionType.ALLOW) in mine
+    assert (ResourceType.TOPIC, "acl-", ResourcePatternType.PREFIXED, "User:bob", AclOperation.WRITE,
+            AclPermissionType.DENY) in mine
+    # MATCH: every pattern that applies to the name (the literal and the covering prefix)
+    matched = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.MATCH, None,
+                                                   None, AclOperation.ANY, AclPermissionType.ANY)).result(timeout=20)
+    assert {b.name for b in matched} == {topic, "acl-"}
+    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "acl-", ResourcePatternType.PREFIXED, None,
+                                                  None, AclOperation.ANY, AclPermissionType.ANY)],
+                                request_timeout=15)
+    gone = [b for f in deleted.values() for b in f.result(timeout=20)]
+    assert [(b.name, b.principal) for b in gone] == [("acl-", "User:bob")]
+    left = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, "User:bob",
+                                                None, AclOperation.ANY, AclPermissionType.ANY)).result(timeout=20)
+    assert not [b for b in left if b.name == "acl-"]
+    # A principal without Alter on the cluster cannot create ACLs.
+    alice = AdminClient(_conf(secured, "alice"))
+    results = alice.create_acls(
+        [_acl("alice", ResourceType.TOPIC, "anything", AclOperation.ALL)], request_timeout=15)
+    with pytest.raises(confluent_kafka.KafkaException) as err:
+        list(results.values())[0].result(timeout=20)
+    assert err.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+# ----------------------------------------------------------------- produce, fetch, commit, metadata
+
+
+def test_without_write_nothing_is_appended_and_deny_wins(secured):
+    topic = "acl-write"
+    _create_topics(secured, topic)
+    outcomes = _produce(secured, "alice", topic, [b"a", b"b"])
+    assert [e.code() if e else None for e in outcomes] == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 2
+    assert _end_offset(secured, topic) == 0
+    _grant(secured, _acl("alice", ResourceType.TOPIC, topic, AclOperation.WRITE))
+    assert _produce(secured, "alice", topic, [b"c"]) == [None]
+    assert _end_offset(secured, topic) == 1
+    # A Deny for every user wins over alice's Allow.
+    _grant(secured, AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:*", "*",
+                               AclOperation.WRITE, AclPermissionType.DENY))
+    outcomes = _produce(secured, "alice", topic, [b"d"])
+    assert outcomes[0] is not None and outcomes[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _end_offset(secured, topic) == 1
+    # The super user is not subject to ACLs.
+    assert _produce(secured, "admin", topic, [b"e"]) == [None]
+    assert _end_offset(secured, topic) == 2
+
+
+def test_without_read_no_fetch_and_no_commit(secured):
+    topic, group = "acl-read", "g-acl-read"
+    _create_topics(secured, topic)
+    assert _produce(secured, "admin", topic, [b"1", b"2", b"3"]) == [None] * 3
+    # Read on the group only: the fetch is refused.
+    _grant(secured, _acl("bob", ResourceType.GROUP, group, AclOperation.READ),
+           _acl("bob", ResourceType.TOPIC, topic, AclOperation.DESCRIBE))
+    values, errors = _consume(secured, "bob", topic, group, 3)
+    assert values == [] and KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
+    # Committing for the topic is refused too; for a group without Read, the group is.
+    consumer = confluent_kafka.Consumer(_conf(secured, "bob", **{"group.id": group}))
+    try:
+        with pytest.raises(confluent_kafka.KafkaException) as err:
+            consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+        assert err.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
+    # Describe on a group finds its coordinator (FindCoordinator) but commits need Read.
+    _grant(secured, _acl("bob", ResourceType.GROUP, "g-not-bobs", AclOperation.DESCRIBE))
+    consumer = confluent_kafka.Consumer(_conf(secured, "bob", **{"group.id": "g-not-bobs"}))
+    try:
+        with pytest.raises(confluent_kafka.KafkaException) as err:
+            consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+        assert err.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
+    _grant(secured, _acl("bob", ResourceType.TOPIC, topic, AclOperation.READ))
+    values, errors = _consume(secured, "bob", topic, group, 3)
+    assert values == [b"1", b"2", b"3"] and not errors
+
+
+def test_metadata_hides_topics_without_describe(secured):
+    _create_topics(secured, "acl-visible", "acl-hidden")
+    _grant(secured, _acl("carol", ResourceType.TOPIC, "acl-visible", AclOperation.DESCRIBE))
+    admin = AdminClient(_conf(secured, "carol"))
+    names = set(admin.list_topics(timeout=10).topics)
+    assert "acl-visible" in names and "acl-hidden" not in names and "__consumer_offsets" not in names
+    hidden = admin.list_topics(topic="acl-hidden", timeout=10).topics["acl-hidden"]
+    assert hidden.error is not None and hidden.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # The super user sees everything.
+    assert {"acl-visible", "acl-hidden"} <= set(_admin(secured).list_topics(timeout=10).topics)
+
+
+def test_prefixed_allow_and_literal_deny(secured):
+    _create_topics(secured, "pfx-open", "pfx-secret", "other-topic")
+    for topic in ("pfx-open", "pfx-secret", "other-topic"):
+        assert _produce(secured, "admin", topic, [b"x"]) == [None]
+    _grant(secured, _acl("alice", ResourceType.TOPIC, "pfx-", AclOperation.READ,
+                         pattern=ResourcePatternType.PREFIXED),
+           _acl("alice", ResourceType.TOPIC, "pfx-secret", AclOperation.READ, AclPermissionType.DENY),
+           _acl("alice", ResourceType.GROUP, "g-pfx", AclOperation.READ, pattern=ResourcePatternType.PREFIXED))
+    assert _consume(secured, "alice", "pfx-open", "g-pfx-1", 1) == ([b"x"], [])
+    values, errors = _consume(secured, "alice", "pfx-secret", "g-pfx-2", 1)
+    assert values == [] and KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
+    # Read (allowed by the prefix) implies Describe; a Deny of Read does not deny Describe
+    # (Kafka's rules), so both are listed; the topic no ACL covers is not.
+    names = set(AdminClient(_conf(secured, "alice")).list_topics(timeout=10).topics)
+    assert {"pfx-open", "pfx-secret"} <= names and "other-topic" not in names
+
+
+def test_allow_everyone_if_no_acl_found(tmp_path_factory):
+    broker = _start(tmp_path_factory, "acls-open", **{"allow.everyone.if.no.acl.found": True})
+    try:
+        _create_topics(broker, "open-topic", "guarded-topic")
+        _grant(broker, _acl("bob", ResourceType.TOPIC, "guarded-topic", AclOperation.WRITE))
+        assert _produce(broker, "alice", "open-topic", [b"1"]) == [None]  # no ACLs at all: allowed
+        outcomes = _produce(broker, "alice", "guarded-topic", [b"2"])  # ACLs, none for alice
+        assert outcomes[0] is not None and outcomes[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert _produce(broker, "bob", "guarded-topic", [b"3"]) == [None]
+        assert _end_offset(broker, "open-topic") == 1 and _end_offset(broker, "guarded-topic") == 1
+    finally:
+        broker.stop()
+        broker.close()
+
+
+# ----------------------------------------------------------------- hostile CreateAcls, raw frames
+
+
+def _sasl_raw(broker, user) -> RawClient:
+    client = RawClient.connect(broker.sasl_bootstrap)
+    mechanism = b"PLAIN"
+    raw = client.request(17, 1, struct.pack(">h", len(mechanism)) + mechanism)  # SaslHandshake v1
+    assert struct.unpack_from(">h", raw)[0] == 0
+    token = f"\0{user}\0{USERS[user]}".encode()
+    raw = client.request(36, 0, struct.pack(">i", len(token)) + token)  # SaslAuthenticate v0
+    assert struct.unpack_from(">h", raw)[0] == 0
+    return client
+
+
+def _string(s: str | None) -> bytes:
+    return struct.pack(">h", -1) if s is None else struct.pack(">h", len(s.encode())) + s.encode()
+
+
+def _creation(rtype, name, pattern, principal, host, op, perm) -> bytes:
+    return (struct.pack(">b", rtype) + _string(name) + struct.pack(">b", pattern) + _string(principal)
+            + _string(host) + struct.pack(">bb", op, perm))
+
+
+def _create_acls_v1(client, *creations) -> list:
+    """CreateAcls v1 -> [(error code, error message)]."""
+    raw = client.request(30, 1, struct.pack(">i", len(creations)) + b"".join(creations))
+    (count,) = struct.unpack_from(">i", raw, 4)
+    pos, out = 8, []
+    for _ in range(count):
+        code, length = struct.unpack_from(">hh", raw, pos)
+        pos += 4
+        message = None if length < 0 else raw[pos:pos + length].decode()
+        pos += max(length, 0)
+        out.append((code, message))
+    return out
+
+
+def test_hostile_create_acls_get_kafkas_errors(secured):
+    with _sasl_raw(secured, "admin") as client:
+        results = _create_acls_v1(
+            client,
+            _creation(99, "t", A.LITERAL, "User:x", "*", A.READ, A.ALLOW),        # a type Kafka does not know
+            _creation(A.TOPIC, "t", A.LITERAL, "alice", "*", A.READ, A.ALLOW),  # not type:name
+            _creation(A.CLUSTER, "not-kafka-cluster", A.LITERAL, "User:x", "*", A.ALTER, A.ALLOW),
+            _creation(A.TOPIC, "", A.LITERAL, "User:x", "*", A.READ, A.ALLOW),
+            _creation(A.TOPIC, "a/b", A.LITERAL, "User:x", "*", A.READ, A.ALLOW),
+            _creation(A.TOPIC, "fine-topic", A.LITERAL, "User:x", "*", A.READ, A.ALLOW))
+        assert [code for code, _ in results] == [ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST,
+                                                ErrorCode.INVALID_REQUEST, ErrorCode.NONE]
+        assert results[2][1] == "The only valid name for the CLUSTER resource is kafka-cluster"
+        # ANY as an operation: Kafka's binding constructor refuses the whole request.
+        results = _create_acls_v1(client, _creation(A.TOPIC, "t", A.LITERAL, "User:x", "*", A.OP_ANY, A.ALLOW),
+                                  _creation(A.TOPIC, "t", A.LITERAL, "User:x", "*", A.READ, A.ALLOW))
+        assert [code for code, _ in results] == [ErrorCode.UNKNOWN_SERVER_ERROR] * 2
+    # An UNKNOWN (0) code fails to parse in Kafka: the connection is closed.
+    with _sasl_raw(secured, "admin") as client:
+        client.send(encode_request(30, 1, 9, struct.pack(">i", 1) + _creation(0, "t", A.LITERAL, "User:x", "*",
+                                                                              A.READ, A.ALLOW)))
+        assert client.wait_closed(5)
+    # Without Alter on the cluster (alice; User:ANONYMOUS on PLAINTEXT): CLUSTER_AUTHORIZATION_FAILED.
+    with _sasl_raw(secured, "alice") as client:
+        assert [c for c, _ in _create_acls_v1(client, _creation(A.TOPIC, "t", A.LITERAL, "User:alice", "*",
+                                                                 A.ALL, A.ALLOW))] == \
+            [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    with RawClient.connect(secured.bootstrap) as client:
+        assert [c for c, _ in _create_acls_v1(client, _creation(A.TOPIC, "t", A.LITERAL, "User:ANONYMOUS", "*",
+                                                                 A.ALL, A.ALLOW))] == \
+            [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    # Nothing of the refused creations was stored; the valid one was.
+    admin = _admin(secured)
+    found = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:x", None,
+                                                 AclOperation.ANY, AclPermissionType.ANY)).result(timeout=20)
+    assert [(b.name, b.operation) for b in found] == [("fine-topic", AclOperation.READ)]
+    with RawClient.connect(secured.bootstrap) as client:
+        assert client.api_versions(timeout_s=5)[0] == 0  # still serving
+
+
+# ----------------------------------------------------------------- kafkapy-acls
+
+
+def _tool(secured, tmp_path, *args):
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      f"sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                      f'username="admin" password="{USERS["admin"]}";\n')
+    return subprocess.run([sys.executable, "-m", "kafkapy.tools.acls", "--bootstrap-server", secured.sasl_bootstrap,
+                           "--command-config", str(config), *args], capture_output=True, text=True, timeout=60,
+                          cwd=REPO)
+
+
+def test_kafkapy_acls_tool_adds_lists_removes(secured, tmp_path):
+    topic = f"tool-{uuid.uuid4().hex[:6]}"
+    added = _tool(secured, tmp_path, "--add", "--allow-principal", "User:dave", "--operation", "Read",
+                  "--operation", "Describe", "--topic", topic)
+    assert added.returncode == 0, added.stderr
+    resource = f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)"
+    assert added.stdout == (f"Adding ACLs for resource `{resource}`: \n"
+                            " \t(principal=User:dave, host=*, operation=READ, permissionType=ALLOW)\n"
+                            "\t(principal=User:dave, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n")
+    consumer = _tool(secured, tmp_path, "--add", "--consumer", "--allow-principal", "User:erin", "--topic", topic,
+                     "--group", "g-erin", "--resource-pattern-type", "prefixed")
+    assert consumer.returncode == 0, consumer.stderr
+    listed = _tool(secured, tmp_path, "--list", "--topic", topic)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == (f"Current ACLs for resource `{resource}`: \n"
+                             " \t(principal=User:dave, host=*, operation=READ, permissionType=ALLOW)\n"
+                             "\t(principal=User:dave, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n")
+    matched = _tool(secured, tmp_path, "--list", "--topic", topic, "--resource-pattern-type", "match",
+                    "--principal", "User:erin")
+    assert matched.stdout.startswith("ACLs for principal `User:erin`\n")
+    assert f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=PREFIXED)" in matched.stdout
+    assert "User:dave" not in matched.stdout
+    removed = _tool(secured, tmp_path, "--remove", "--force", "--topic", topic)
+    assert removed.returncode == 0 and removed.stdout == "", removed.stderr
+    assert _tool(secured, tmp_path, "--list", "--topic", topic).stdout == ""
+    bad = _tool(secured, tmp_path, "--add", "--allow-principal", "User:dave", "--operation", "IdempotentWrite",
+                "--topic", topic)
+    assert bad.returncode == 1 and "ResourceType TOPIC only supports operations" in bad.stderr
