@@ -132,6 +132,8 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(31, "DeleteAcls", "delete_acls", 0, 3, own_below=1),
         _spec(61, "DescribeProducers", "describe_producers", 0, 0),
         _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", 0, 0),
+        _spec(48, "DescribeClientQuotas", "describe_client_quotas", 0, 1),
+        _spec(49, "AlterClientQuotas", "alter_client_quotas", 0, 1),
         # KIP-714 client telemetry, answered as Kafka 3.9 does with no receiver
         # plugin, which also leaves them out of ApiVersions.
         _spec(71, "GetTelemetrySubscriptions", "get_telemetry_subscriptions", 0, 0, advertised=False),

@@ -33,6 +33,8 @@ from kafkapy.replication.replica_manager import ReplicaManager
 from kafkapy.server.admin_manager import AdminManager
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.metadata_cache import MetadataCache
+from kafkapy.server.quotas.connections import ConnectionQuotas
+from kafkapy.server.quotas.manager import QuotaManager
 from kafkapy.server.security.authorizer import authorizer_for
 
 
@@ -56,6 +58,10 @@ class Broker:
         self.producer_id_manager = ProducerIdManager(self.broker_id, self.store, table)
         # Shared by the process tree: created by the supervisor's Broker before it forks.
         self.fetch_sessions = FetchSessionCache.for_config(config)
+        # Client quotas (server/quotas): the accounting table and the connection
+        # counts are shared by the process tree, made here before the supervisor forks.
+        self.quotas = QuotaManager.for_config(config)
+        self.connection_quotas = ConnectionQuotas.for_config(config)
         # ACLs (server/security/authorizer.py): None unless authorizer.class.name is set.
         self.authorizer = authorizer_for(config, table, lambda: self.store.zk)
 

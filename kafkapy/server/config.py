@@ -411,6 +411,21 @@ _BROKER_KEYS = [
        "Most connections the broker accepts at once."),
     _k("max.connections.per.ip", INT, INT_MAX, _at_least(0), MEDIUM, _SOCKET,
        "Most connections accepted from one IP address."),
+    # Connection limits and client quotas (kafkapy/server/quotas; docs/architecture.md,
+    # "Quotas and connection limits"); max.connections and
+    # max.connection.creation.rate also as listener.name.<listener>.<key>.
+    _k("max.connections.per.ip.overrides", STRING, "", None, MEDIUM, _SOCKET,
+       "Per-IP or hostname overrides of max.connections.per.ip: 'hostName:100,127.0.0.1:200'."),
+    _k("max.connection.creation.rate", INT, INT_MAX, _at_least(0), MEDIUM, _SOCKET,
+       "Most new connections accepted per second by the broker (or a listener); more are delayed."),
+    _k("quota.window.num", INT, 11, _at_least(1), LOW, _SOCKET,
+       "Samples kept in memory for client quotas."),
+    _k("quota.window.size.seconds", INT, 1, _at_least(1), LOW, _SOCKET,
+       "Time span of each sample of client quotas."),
+    _k("controller.quota.window.num", INT, 11, _at_least(1), LOW, _SOCKET,
+       "Samples kept in memory for controller mutation quotas."),
+    _k("controller.quota.window.size.seconds", INT, 1, _at_least(1), LOW, _SOCKET,
+       "Time span of each sample of controller mutation quotas."),
     _k("fetch.max.bytes", INT, 57671680, _at_least(1024), MEDIUM, _SOCKET,
        "Largest number of bytes returned for one Fetch request."),
     _k("max.incremental.fetch.session.cache.slots", INT, 1000, _at_least(0), MEDIUM, _SOCKET,
@@ -686,8 +701,6 @@ NOT_IN_EFFECT: dict[str, str] = {
     "num.recovery.threads.per.data.dir": "logs are recovered one at a time by the supervisor",
     "queued.max.request.bytes": "request memory is bounded by each processor's 64 MiB arena and "
                                 "queued.max.requests",
-    "max.connections": "not enforced yet",
-    "max.connections.per.ip": "not enforced yet",
     "advertised.host.name": "removed in Kafka 3.0; advertised.listeners is used",
 }
 assert len(BROKER_CONFIGS) == len(_BROKER_KEYS), "duplicate broker config key"

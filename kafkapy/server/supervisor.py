@@ -37,6 +37,7 @@ from kafkapy.coordination.image import MetadataImage
 from kafkapy.coordination.metadata import NO_BROKER
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import log_config_for
+from kafkapy.server.quotas.connections import ConnectionLimits
 from kafkapy.server.reactor.acceptor import acceptor_main
 from kafkapy.server.reactor.channel import Arena, RequestQueue, ResponsePipe, WakePipe
 from kafkapy.server.reactor.processor import processor_main
@@ -164,7 +165,9 @@ class Supervisor:
 
         self._spawn("group-coordinator", coordinator_main,
                     (self._worker_broker, self.channel, config))
-        self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs]))
+        # Connection limits (server/quotas/connections.py), counted in shared memory.
+        limits = ConnectionLimits(config, config.listeners, self.broker.connection_quotas, self.broker.quotas.table)
+        self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs], limits))
         if self.cluster_mode:
             self._spawn_replica_fetchers()
             from kafkapy.server.broker import local_broker_info

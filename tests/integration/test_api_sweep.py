@@ -492,6 +492,24 @@ def _describe_topic_partitions(s, v):
         == (TOPIC, E.NONE, s.topic_id, [0])
 
 
+def _alter_client_quotas(s, v):
+    entity = [{"entity_type": "client-id", "entity_name": f"sweep-{v}"}]
+    r = s.call(49, v, {"entries": [{"entity": entity, "ops": [
+        {"key": "producer_byte_rate", "value": 1e9, "remove": False}]}], "validate_only": False})
+    assert [(e.error_code, [(x.entity_type, x.entity_name) for x in e.entity]) for e in r.entries] \
+        == [(E.NONE, [("client-id", f"sweep-{v}")])]
+
+
+def _describe_client_quotas(s, v):
+    s.call(49, 1, {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "sweep-d"}], "ops": [
+        {"key": "consumer_byte_rate", "value": 1e9, "remove": False}]}], "validate_only": False})
+    r = s.call(48, v, {"components": [{"entity_type": "client-id", "match_type": 0, "match": "sweep-d"}],
+                       "strict": True})
+    assert r.error_code == E.NONE
+    assert [([(x.entity_type, x.entity_name) for x in e.entity], [(x.key, x.value) for x in e.values])
+            for e in r.entries] == [([("client-id", "sweep-d")], [("consumer_byte_rate", 1e9)])]
+
+
 def _controlled_shutdown(s, v):
     # standalone: no controller to move leaderships
     r = s.call(7, v, {"broker_id": 0, "broker_epoch": -1})
@@ -519,6 +537,7 @@ CASES = {
     60: _describe_cluster, 61: _describe_producers, 68: _consumer_group_heartbeat,
     69: _consumer_group_describe, 71: _get_telemetry_subscriptions, 72: _push_telemetry,
     75: _describe_topic_partitions,
+    48: _describe_client_quotas, 49: _alter_client_quotas,
     24: _add_partitions_to_txn, 25: _add_offsets_to_txn, 26: _end_txn, 28: _txn_offset_commit,
     65: _describe_transactions, 66: _list_transactions, 27: _write_txn_markers,
 }

@@ -4,6 +4,18 @@ Owned by the acceptor process. The listening sockets are bound by the
 supervisor (so a port conflict fails start-up before anything forks) and
 inherited; accepted file descriptors travel to processors over UNIX
 socketpairs with SCM_RIGHTS.
+
+Connection limits (Kafka's ConnectionQuotas; ``server/quotas/connections.py``):
+each accepted connection is counted in the shared counts, which the owning
+processor counts out when it closes it. Over ``max.connections.per.ip`` (or
+its override) it is closed at once. A listener at ``max.connections``
+(its own or the broker's) is taken out of the selector until a connection
+closes (the kernel's backlog holds new ones; Kafka's acceptor blocks the same
+way, per listener), polled every ``_SLOT_POLL_S``. Over
+``max.connection.creation.rate`` an accepted connection is held for its
+throttle time before it is handed on, and its listener accepts nothing
+meanwhile. The time each listener spends unable to accept is added up in the
+shared counts (Kafka's AcceptorBlockedPercent).
 """
 
 from __future__ import annotations
@@ -12,11 +24,17 @@ import logging
 import selectors
 import signal
 import socket
+import time
 
 log = logging.getLogger("kafkapy.network")
 
+# How often a blocked listener looks for a free slot: connections are counted
+# out by the processors (another process), so the acceptor polls.
+_SLOT_POLL_S = 0.01
 
-def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[socket.socket]) -> None:
+
+def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[socket.socket],
+                  limits=None) -> None:
     stopping = False
 
     def on_term(*_):
@@ -32,24 +50,88 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
         # count connections per listener).
         sel.register(ls, selectors.EVENT_READ, bytes((index,)))
     turn = 0
+    # listener index -> (held socket or None, monotonic time until which it waits,
+    # when the listener stopped accepting)
+    paused: dict[int, list] = {}
+
+    def hand_over(index: int, sock: socket.socket) -> None:
+        nonlocal turn
+        target = processor_sockets[turn % len(processor_sockets)]
+        turn += 1
+        try:
+            socket.send_fds(target, [bytes((index,))], [sock.fileno()])
+        except OSError as exc:
+            log.warning("could not hand a connection to a processor: %s", exc)
+            if limits is not None:
+                limits.quotas.dec(index, _peer_ip(sock))
+        finally:
+            sock.close()
+
     while not stopping:
-        for key, _ in sel.select(0.5):
+        timeout = _SLOT_POLL_S if paused else 0.5
+        for key, _ in sel.select(timeout):
+            index = key.data[0]
             # Accept a burst, but bounded, so SIGTERM is noticed promptly.
             for _ in range(64):
+                if limits is not None and not limits.slot_available(index):
+                    _pause(sel, listen_sockets, paused, index, None, 0.0)
+                    break
                 try:
-                    sock, _addr = key.fileobj.accept()
+                    sock, addr = key.fileobj.accept()
                 except (BlockingIOError, InterruptedError):
                     break
                 except OSError as exc:  # EMFILE and friends: keep serving
                     log.warning("accept failed: %s", exc)
                     break
-                target = processor_sockets[turn % len(processor_sockets)]
-                turn += 1
-                try:
-                    socket.send_fds(target, [key.data], [sock.fileno()])
-                except OSError as exc:
-                    log.warning("could not hand a connection to a processor: %s", exc)
-                finally:
+                if limits is None:
+                    hand_over(index, sock)
+                    continue
+                ip = addr[0] if isinstance(addr, tuple) else ""
+                if not limits.quotas.inc(index, ip, limits.per_ip(ip)):
+                    log.info("closing a connection from %s: over max.connections.per.ip (%d)",
+                             ip, limits.per_ip(ip))
                     sock.close()
+                    continue
+                throttle_ms = limits.accept_throttle_ms(index, int(time.time() * 1000))
+                if throttle_ms > 0:
+                    _pause(sel, listen_sockets, paused, index, sock, throttle_ms / 1000.0)
+                    break
+                hand_over(index, sock)
+        if paused:
+            _resume(sel, listen_sockets, paused, limits, hand_over)
+    for held in paused.values():
+        if held[0] is not None:
+            limits.quotas.dec(held[3], _peer_ip(held[0]))
+            held[0].close()
     for ls in listen_sockets:
         ls.close()
+
+
+def _peer_ip(sock: socket.socket) -> str:
+    try:
+        return sock.getpeername()[0]
+    except OSError:
+        return ""
+
+
+def _pause(sel, listen_sockets, paused, index: int, sock, wait_s: float) -> None:
+    """Stop accepting on listener ``index`` (a held connection waits ``wait_s``)."""
+    now = time.monotonic()
+    paused[index] = [sock, now + wait_s, now, index]
+    sel.unregister(listen_sockets[index])
+
+
+def _resume(sel, listen_sockets, paused, limits, hand_over) -> None:
+    now = time.monotonic()
+    for index in list(paused):
+        sock, until, since, _ = paused[index]
+        if now < until:
+            continue
+        if sock is not None:
+            paused[index][0] = None
+            hand_over(index, sock)
+        if not limits.slot_available(index):
+            continue
+        del paused[index]
+        limits.quotas.blocked(index, int((now - since) * 1e9))
+        sel.register(listen_sockets[index], selectors.EVENT_READ, bytes((index,)))

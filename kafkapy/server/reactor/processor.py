@@ -27,6 +27,7 @@ and travels with each of its requests to the handlers (``ctx.principal``).
 from __future__ import annotations
 
 import errno
+import heapq
 import logging
 import os
 import pickle
@@ -44,6 +45,8 @@ from kafkapy.protocol.api import API_TABLE, COORDINATOR_KEYS
 from kafkapy.protocol.headers import encode_response
 from kafkapy.replication.purgatory import DelayedProduce, Purgatory, from_wire
 from kafkapy.server.handlers.produce import delayed_produce_response
+from kafkapy.server.quotas.connections import ConnectionQuotas
+from kafkapy.server.quotas.throttle import THROTTLED
 from kafkapy.server.reactor.channel import (
     CLOSE,
     DELAY,
@@ -121,6 +124,7 @@ class Connection:
         "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
         "last_active", "listener", "api_key", "received_at", "responded_at", "at_worker",
         "tls", "sasl", "principal_bytes", "close_at", "session_expires", "reauth_at", "authenticated",
+        "throttle_until", "held_parts",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer):
@@ -158,6 +162,10 @@ class Connection:
         # (the request queue carries it with each request).
         self.principal_bytes = b""
         self.close_at = 0.0
+        # Quotas (server/quotas/throttle.py): muted until this time.monotonic()
+        # after its response; a response held for an old client until then.
+        self.throttle_until = 0.0
+        self.held_parts = None
         # KIP-368: when the SASL session expires (time.monotonic(); 0.0:
         # never), when the last re-authentication began, and the
         # (mechanism, principal) a re-authentication must keep.
@@ -209,6 +217,10 @@ class Processor:
         self.tls_raw_view = memoryview(self.tls_raw)
         self.delayed_closes: deque[Connection] = deque()  # failed authentications, in deadline order
         self.failed_authentications = 0  # TLS handshakes and SASL exchanges that failed
+        # Quotas: (until, conn_id) of throttled connections, a heap; and the
+        # shared connection counts this processor counts its closed connections out of.
+        self.throttled: list = []
+        self.connection_quotas = ConnectionQuotas.for_config(config)
 
     # -- main loop -----------------------------------------------------------
     def run(self) -> None:
@@ -257,6 +269,8 @@ class Processor:
                         self._read(conn)
             self._retry_backlog()
             self._check_delayed(woken=False)
+            if self.throttled:
+                self._end_throttles(time.monotonic())
             if self.delayed_closes:
                 self._run_delayed_closes()
             now = time.monotonic()
@@ -286,6 +300,8 @@ class Processor:
     def _timeout(self):
         if self.backlog or self.arena_waiters:
             return 0.002
+        if self.throttled:
+            return max(0.0, min(0.5, self.throttled[0][0] - time.monotonic()))
         if self.delayed_closes:
             return max(0.0, min(0.5, self.delayed_closes[0].close_at - time.monotonic()))
         if self.stopping:
@@ -348,6 +364,7 @@ class Processor:
         if self.conns.pop(conn.conn_id, None) is None:
             return
         probes.network.connection_closed(conn.listener)
+        self.connection_quotas.dec(conn.listener, conn.peer[0] if isinstance(conn.peer, tuple) else "")
         self._set_events(conn, 0)
         op = self.purgatory.cancel(conn.conn_id)
         if op is not None:
@@ -527,6 +544,10 @@ class Processor:
     # -- responses ---------------------------------------------------------------
     def _on_responses(self) -> None:
         for conn_id, kind, payload in self.responses.drain():
+            if kind == THROTTLED:
+                kind, payload = self._throttle(conn_id, payload)
+                if kind is None:
+                    continue
             conn = self.conns.get(conn_id)
             if conn is None:
                 conn = self.closed_busy.pop(conn_id, None)
@@ -625,6 +646,8 @@ class Processor:
                 self.backlog.append(conn)
 
     def _unmute(self, conn: Connection) -> None:
+        if conn.throttle_until and self._still_throttled(conn):
+            return
         conn.state = _READ_HEADER
         conn.last_active = time.monotonic()
         if self.stopping:
@@ -687,6 +710,54 @@ class Processor:
         else:
             self._request_done(conn)
             self._unmute(conn)
+
+    # -- quotas: throttled connections (server/quotas/throttle.py) ----------------------
+    def _throttle(self, conn_id: int, payload) -> tuple:
+        """A THROTTLED message: start the connection's throttle; returns the inner
+        ``(kind, payload)`` to handle as usual, or (None, None) for a response held
+        until the throttle ends (a client that does not throttle itself)."""
+        kind, inner, throttle_ms, client_throttles = payload
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            return kind, inner
+        conn.throttle_until = time.monotonic() + throttle_ms / 1000.0
+        if client_throttles or kind != SEND:
+            return kind, inner
+        conn.at_worker = False
+        if conn.arena_off >= 0:
+            self.arena.free(conn.arena_off)
+            conn.arena_off = -1
+        conn.inline = None
+        conn.responded_at = time.monotonic()
+        conn.held_parts = inner
+        heapq.heappush(self.throttled, (conn.throttle_until, conn_id))
+        return None, None
+
+    def _still_throttled(self, conn: Connection) -> bool:
+        """Keep a connection whose response is out muted until its throttle ends (KIP-219)."""
+        if time.monotonic() >= conn.throttle_until:
+            conn.throttle_until = 0.0
+            return False
+        conn.state = _MUTED
+        self._set_events(conn, 0)
+        heapq.heappush(self.throttled, (conn.throttle_until, conn.conn_id))
+        return True
+
+    def _end_throttles(self, now: float) -> None:
+        if self.stopping:
+            now = float("inf")  # answer and release everything: the processor is stopping
+        heap = self.throttled
+        while heap and heap[0][0] <= now:
+            until, conn_id = heapq.heappop(heap)
+            conn = self.conns.get(conn_id)
+            if conn is None or conn.throttle_until != until:
+                continue
+            conn.throttle_until = 0.0
+            parts, conn.held_parts = conn.held_parts, None
+            if parts is not None:
+                self._respond(conn, parts)
+            else:
+                self._unmute(conn)
 
     def _request_done(self, conn: Connection) -> None:
         now = time.monotonic()

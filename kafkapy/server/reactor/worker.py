@@ -28,6 +28,7 @@ from kafkapy.server.handlers import (
     RequestContext,
     api_versions_response,
 )
+from kafkapy.server.quotas import enforce as quota_enforce
 from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
 
 log = logging.getLogger("kafkapy.request")
@@ -121,6 +122,12 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int 
     if peer_host:
         ctx.peer_host = peer_host
     try:
+        # Client quotas (server/quotas/enforce.py): only when some quota is configured.
+        manager = getattr(broker, "quotas", None)
+        quotas = manager.quotas(broker.metadata()) if manager is not None else None
+        if quotas is not None:
+            return quota_enforce.handle(manager, quotas, ctx, decoded, len(buf), HANDLERS[header.api_key],
+                                        finish_request)
         return finish_request(decoded, HANDLERS[header.api_key](ctx, decoded.request))
     except Exception:
         # A bug in one handler must cost one connection, never the worker

@@ -1,0 +1,191 @@
+"""Kafka's client quota keys and entities, and the DescribeClientQuotas /
+AlterClientQuotas rules over the metadata model (ZkAdminManager's).
+
+Quota configs live in the user and client entity configs of the metadata
+store (``Metadata.entity_configs``, keyed by ``coordination.metadata``'s
+entity keys), beside SCRAM credentials: only the keys below are quotas, and
+alterations go key by key (``MetadataStore.alter_entity_configs``).
+
+Values are stored as Kafka stores them: strings, LONG keys as integers
+(``1048576``), DOUBLE keys as Java's ``Double.toString`` (``50.0``,
+``1.0E7``). Nothing here is owned state: pure functions.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+from kafkapy.coordination.metadata import DEFAULT_ENTITY, entity_key, entity_names
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.topics import TopicError
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+# QuotaConfig.buildUserClientQuotaConfigDef: key -> ConfigDef type
+QUOTA_KEYS = {
+    PRODUCER_BYTE_RATE: "LONG",
+    CONSUMER_BYTE_RATE: "LONG",
+    REQUEST_PERCENTAGE: "DOUBLE",
+    CONTROLLER_MUTATION_RATE: "DOUBLE",
+}
+# A user entity also takes SCRAM credentials (type STRING), which
+# AlterClientQuotas cannot set (Kafka: "Unexpected config type STRING").
+SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# ClientQuotaEntity's entity types on the wire.
+USER = "user"
+CLIENT_ID = "client-id"
+IP = "ip"
+# DescribeClientQuotas match types.
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+
+
+def invalid(message: str) -> TopicError:
+    return TopicError(ErrorCode.INVALID_REQUEST, message)
+
+
+# ------------------------------------------------------------------ AlterClientQuotas
+
+def alteration_entity(entity) -> tuple:
+    """The metadata entity key of an AlterClientQuotas entity (``[(type, name or
+    None for the default)]``), with ZkAdminManager.parseAndSanitizeQuotaEntity's
+    errors."""
+    if not entity:
+        raise invalid("Invalid empty client quota entity")
+    parts = {}
+    for entity_type, name in entity:
+        if entity_type not in (USER, CLIENT_ID, IP):
+            raise invalid(f"Unhandled client quota entity type: {entity_type}")
+        if name is not None and name == "":
+            raise invalid(f"Empty {entity_type} not supported")
+        parts[entity_type] = name
+    if IP in parts:
+        if USER in parts or CLIENT_ID in parts:
+            raise invalid("Invalid quota entity combination, IP entity should not be used with "
+                          "user/client ID entity.")
+        # connection_creation_rate per IP is not kept by kafkapy
+        raise invalid("IP quotas (connection_creation_rate) are not supported by kafkapy")
+    return entity_key(parts.get(USER), parts.get(CLIENT_ID),
+                      user_default=USER in parts and parts[USER] is None,
+                      client_default=CLIENT_ID in parts and parts[CLIENT_ID] is None)
+
+
+def alteration_ops(ops) -> tuple[dict, list]:
+    """``(keys to set, keys to delete)`` of AlterClientQuotas ops ``[(key, value,
+    remove)]``, each value converted as Kafka's alterClientQuotas does (a LONG
+    must be whole within 1e-6); INVALID_REQUEST for a key that is no quota."""
+    to_set, to_delete = {}, []
+    for key, value, remove in ops:
+        if remove:
+            to_set.pop(key, None)
+            to_delete.append(key)
+            continue
+        kind = QUOTA_KEYS.get(key)
+        if kind is None:
+            if key in SCRAM_KEYS:
+                raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, "Unexpected config type STRING")
+            raise invalid(f"Invalid configuration key {key}")
+        to_set[key] = config_value(key, value)
+        if key in to_delete:
+            to_delete.remove(key)
+    return to_set, to_delete
+
+
+def config_value(key: str, value: float) -> str:
+    """A quota value as Kafka stores it."""
+    if QUOTA_KEYS[key] == "LONG":
+        epsilon = 1e-6
+        if not math.isfinite(value):
+            raise invalid(f"Configuration {key} must be a LONG value")
+        whole = int(value + epsilon)  # Scala's toLong truncates toward zero
+        if abs(whole - value) > epsilon:
+            raise invalid(f"Configuration {key} must be a LONG value")
+        return str(whole)
+    return java_double(value)
+
+
+def java_double(value: float) -> str:
+    """Java's ``Double.toString``: ``50.0``, ``0.5``, ``1.0E7``, ``1.0E-4``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    magnitude = abs(value)
+    if 1e-3 <= magnitude < 1e7:
+        text = repr(value)
+        return text if "." in text or "e" in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(magnitude)).normalize().as_tuple()
+    digits = "".join(map(str, digits))
+    power = len(digits) - 1 + exponent
+    mantissa = digits[0] + "." + (digits[1:] or "0")
+    return ("-" if value < 0 else "") + f"{mantissa}E{power}"
+
+
+# ------------------------------------------------------------------ DescribeClientQuotas
+
+def describe_filter(components) -> dict:
+    """``{entity type: (match type, match)}`` of DescribeClientQuotas components
+    ``[(type, match type, match)]``, with ZkAdminManager.describeClientQuotas' errors."""
+    out = {}
+    for entity_type, match_type, match in components:
+        if entity_type in (USER, CLIENT_ID, IP):
+            if entity_type in out:
+                what = {USER: "user", CLIENT_ID: "client", IP: "ip"}[entity_type]
+                raise invalid(f"Duplicate {what} filter component entity type")
+        elif entity_type == "":
+            raise invalid("Unexpected empty filter component entity type")
+        else:
+            raise TopicError(ErrorCode.UNSUPPORTED_VERSION, f"Custom entity type '{entity_type}' not supported")
+        if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
+            raise invalid(f"Unexpected match type: {match_type}")
+        if match_type == MATCH_EXACT and match is None:
+            raise invalid(f"Exact match of entity type '{entity_type}' without a name")
+        out[entity_type] = (match_type, match)
+    if IP in out and (USER in out or CLIENT_ID in out):
+        raise invalid("Invalid entity filter component combination, IP filter component should not be used "
+                      "with user or clientId filter component.")
+    return out
+
+
+def _matches(component, part, strict: bool) -> bool:
+    """``part``: the entity's name of that type (``DEFAULT_ENTITY``; None: the
+    entity has no such part)."""
+    if component is None:
+        return part is None or not strict
+    match_type, match = component
+    if match_type == MATCH_EXACT:
+        return part is not None and part != DEFAULT_ENTITY and part == match
+    if match_type == MATCH_DEFAULT:
+        return part == DEFAULT_ENTITY
+    return part is not None
+
+
+def describe(entity_configs, components: dict, strict: bool) -> list:
+    """The entries DescribeClientQuotas answers: ``[([(type, name or None)], {key:
+    float})]`` of the entities matching ``components`` (``describe_filter``) that
+    hold at least one quota key."""
+    if IP in components:
+        return []  # no IP quotas are kept
+    out = []
+    for key in sorted(entity_configs):
+        if key[0] not in ("users", "clients"):
+            continue
+        quotas = {k: float(v) for k, v in entity_configs[key].items() if k in QUOTA_KEYS}
+        if not quotas:
+            continue
+        user, client = entity_names(key)
+        if not (_matches(components.get(USER), user, strict)
+                and _matches(components.get(CLIENT_ID), client, strict)):
+            continue
+        entity = []
+        if user is not None:
+            entity.append((USER, None if user == DEFAULT_ENTITY else user))
+        if client is not None:
+            entity.append((CLIENT_ID, None if client == DEFAULT_ENTITY else client))
+        out.append((entity, quotas))
+    return out
