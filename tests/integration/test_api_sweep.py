@@ -443,6 +443,26 @@ def _describe_cluster(s, v):
     assert [b.port for b in r.brokers] == [s.broker.port]
 
 
+def _describe_acls(s, v):
+    # No authorizer on the sweep's broker: Kafka's SECURITY_DISABLED (with one: test_acls.py).
+    r = s.call(29, v, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                       "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+    assert (r.error_code, r.resources) == (E.SECURITY_DISABLED, ())
+
+
+def _create_acls(s, v):
+    r = s.call(30, v, {"creations": [{"resource_type": 2, "resource_name": TOPIC, "resource_pattern_type": 3,
+                                      "principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}]})
+    assert [x.error_code for x in r.results] == [E.SECURITY_DISABLED]
+
+
+def _delete_acls(s, v):
+    r = s.call(31, v, {"filters": [{"resource_type_filter": 2, "resource_name_filter": TOPIC, "pattern_type_filter": 3,
+                                    "principal_filter": None, "host_filter": None, "operation": 1,
+                                    "permission_type": 1}]})
+    assert [(x.error_code, x.matching_acls) for x in r.filter_results] == [(E.SECURITY_DISABLED, ())]
+
+
 def _sasl_handshake(s, v):
     # On a PLAINTEXT listener (KafkaApis' answer; SASL listeners: test_security.py).
     r = s.call(17, v, {"mechanism": "PLAIN"})
@@ -540,6 +560,7 @@ CASES = {
     48: _describe_client_quotas, 49: _alter_client_quotas,
     24: _add_partitions_to_txn, 25: _add_offsets_to_txn, 26: _end_txn, 28: _txn_offset_commit,
     65: _describe_transactions, 66: _list_transactions, 27: _write_txn_markers,
+    29: _describe_acls, 30: _create_acls, 31: _delete_acls,
 }
 
 def test_every_api_has_a_case():
