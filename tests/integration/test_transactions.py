@@ -563,3 +563,55 @@ def test_confluent_producers_interleave_transactions_on_the_same_partitions(kbro
     assert kafka_python("read_uncommitted") == expect_all
     assert asyncio.run(aiokafka("read_committed", len(committed))) == expect_committed
     assert asyncio.run(aiokafka("read_uncommitted", len(written))) == expect_all
+
+
+def test_hostile_markers_and_settings_change_nothing(kbroker):
+    """A client's WriteTxnMarkers with a stale producer epoch, an older
+    coordinator epoch or a partition that does not exist, and InitProducerId /
+    AddOffsetsToTxn out of bounds: Kafka's error codes, the log untouched."""
+    from kafkapy._core.records_py import build_batch
+
+    bs = kbroker.bootstrap
+    topic = "txn-hostile-markers"
+    create_topic(bs, topic, 1)
+    assert call(bs, 10, 3, {"key": "hostile-m", "key_type": 1}).error_code == E.NONE  # creates __transaction_state
+    for timeout_ms in (0, 900_001):  # above transaction.max.timeout.ms (Kafka's 15 min default)
+        r = call(bs, 22, 4, {"transactional_id": "hostile-m", "transaction_timeout": timeout_ms, "producer_id": -1,
+                             "producer_epoch": -1})
+        assert r.error_code == E.INVALID_TRANSACTION_TIMEOUT
+    for _ in range(2):  # epoch 1: the stale epoch 0 below is a real, older one
+        init = call(bs, 22, 4, {"transactional_id": "hostile-m", "transaction_timeout": 60000, "producer_id": -1,
+                                "producer_epoch": -1})
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert init.error_code == E.NONE and epoch == 1
+    r = call(bs, 25, 3, {"transactional_id": "hostile-m", "producer_id": pid, "producer_epoch": epoch - 1,
+                         "group_id": "hostile-m-group"})
+    assert r.error_code == E.PRODUCER_FENCED
+    r = call(bs, 24, 3, {"v3_and_below_transactional_id": "hostile-m", "v3_and_below_producer_id": pid,
+                         "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [
+                             {"name": topic, "partitions": [0]}]})
+    assert r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == E.NONE
+    batch = build_batch([(None, b"open", [], int(time.time() * 1000))], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=0, is_transactional=True)
+    r = call(bs, 0, 9, {"acks": -1, "timeout": 10000, "transactional_id": "hostile-m", "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}]})
+    assert r.responses[0].partition_responses[0].error_code == E.NONE
+    r = call(bs, 26, 3, {"transactional_id": "hostile-m", "producer_id": pid, "producer_epoch": epoch,
+                         "committed": True})
+    assert r.error_code == E.NONE
+    deadline = time.monotonic() + 10
+    while list_offset(bs, topic, 0, 1) != 2 and time.monotonic() < deadline:  # the coordinator's marker
+        time.sleep(0.1)
+    assert list_offset(bs, topic, 0, 0) == list_offset(bs, topic, 0, 1) == 2
+
+    def forged(producer_epoch, coordinator_epoch, partition=0):
+        r = call(bs, 27, 1, {"markers": [{"producer_id": pid, "producer_epoch": producer_epoch,
+                                          "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+                                          "topics": [{"name": topic, "partition_indexes": [partition]}]}]})
+        return r.markers[0].topics[0].partitions[0].error_code
+
+    assert forged(epoch - 1, 0) == E.INVALID_PRODUCER_EPOCH
+    assert forged(epoch, -1) == E.TRANSACTION_COORDINATOR_FENCED
+    assert forged(epoch, 0, partition=7) == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert list_offset(bs, topic, 0, 0) == list_offset(bs, topic, 0, 1) == 2  # nothing written
+    assert consume(bs, topic, 1, "read_committed", want=1) == [b"open"]
