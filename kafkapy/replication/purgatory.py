@@ -120,7 +120,10 @@ class DelayedProduce(DelayedOperation):
 
     def _moved(self, read_field, slot) -> bool:
         epoch = self.leader_epochs.get(slot)
-        return epoch is not None and read_field(slot, LEADER_EPOCH) != epoch
+        # StopReplica keeps the epochs but leaves no leader (leader_id -1): a
+        # partition stopped or deleted here (reassigned away) answers at once,
+        # as Kafka completes its DelayedProduce with NOT_LEADER_OR_FOLLOWER
+        return epoch is not None and (read_field(slot, LEADER_EPOCH) != epoch or read_field(slot, "leader_id") < 0)
 
     def is_satisfied(self, read_field) -> bool:
         for slot, (field, value) in self.watch.items():

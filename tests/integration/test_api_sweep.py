@@ -545,6 +545,26 @@ def _elect_leaders(s, v):
         == (TOPIC, [(0, E.ELECTION_NOT_NEEDED)])
 
 
+def _alter_partition_reassignments(s, v):
+    # standalone: a one-broker cluster whose controller is the broker itself
+    (me,) = [b.node_id for b in s.call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False}).brokers]
+    r = s.call(45, v, {"timeout": datetime.timedelta(seconds=5), "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": (me,)},
+                                       {"partition_index": 1, "replicas": None}]},
+        {"name": "sweep-unknown", "partitions": [{"partition_index": 0, "replicas": (me,)},
+                                                 {"partition_index": 1, "replicas": (me + 1,)}]}]})
+    assert r.error_code == E.NONE
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.responses] == [
+        (TOPIC, [(0, E.NONE), (1, E.NO_REASSIGNMENT_IN_PROGRESS)]),
+        ("sweep-unknown", [(0, E.UNKNOWN_TOPIC_OR_PARTITION), (1, E.INVALID_REPLICA_ASSIGNMENT)])]
+
+
+def _list_partition_reassignments(s, v):
+    r = s.call(46, v, {"timeout": datetime.timedelta(seconds=5), "topics": None})
+    assert (r.error_code, r.topics) == (E.NONE, ())
+
+
 CASES = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata,
     4: _stale_controller(4), 5: _stale_controller(5), 6: _stale_controller(6), 7: _controlled_shutdown,
@@ -557,6 +577,7 @@ CASES = {
     60: _describe_cluster, 61: _describe_producers, 68: _consumer_group_heartbeat,
     69: _consumer_group_describe, 71: _get_telemetry_subscriptions, 72: _push_telemetry,
     75: _describe_topic_partitions,
+    45: _alter_partition_reassignments, 46: _list_partition_reassignments,
     48: _describe_client_quotas, 49: _alter_client_quotas,
     24: _add_partitions_to_txn, 25: _add_offsets_to_txn, 26: _end_txn, 28: _txn_offset_commit,
     65: _describe_transactions, 66: _list_transactions, 27: _write_txn_markers,

@@ -130,7 +130,8 @@ def test_delayed_produce_completes_when_a_partitions_leadership_moves():
     # Kafka's checkEnoughReplicasReachOffset: a partition no longer led at
     # the epoch the records were appended at answers NOT_LEADER_OR_FOLLOWER
     # at once instead of waiting for the request's timeout.
-    fields = {(3, HW): 10, (3, "current_leader_epoch"): 5, (4, HW): 4, (4, "current_leader_epoch"): 5}
+    fields = {(3, HW): 10, (3, "current_leader_epoch"): 5, (4, HW): 4, (4, "current_leader_epoch"): 5,
+              (3, "leader_id"): 1, (4, "leader_id"): 1}
     read = lambda slot, field: fields[(slot, field)]  # noqa: E731
     op = DelayedProduce({3: (HW, 10), 4: (HW, 9)}, 5000, 42, 9,
                         [("a", [(0, 0, 5, -1, 0, None, 3)]), ("b", [(0, 0, 2, -1, 0, None, 4)])],
@@ -144,6 +145,18 @@ def test_delayed_produce_completes_when_a_partitions_leadership_moves():
     ]
     again = from_wire(pickle.loads(pickle.dumps(op.to_wire())))
     assert again.leader_epochs == {3: 5, 4: 5} and again.final_results(read) == op.final_results(read)
+
+
+def test_delayed_produce_completes_when_its_partition_is_stopped():
+    # StopReplica (a reassignment moved the replica away) keeps the epochs but
+    # clears the leader: NOT_LEADER_OR_FOLLOWER at once, not at the timeout.
+    fields = {(4, HW): 4, (4, "current_leader_epoch"): 5, (4, "leader_id"): 1}
+    read = lambda slot, field: fields[(slot, field)]  # noqa: E731
+    op = DelayedProduce({4: (HW, 9)}, 5000, 42, 9, [("b", [(0, 0, 2, -1, 0, None, 4)])], {4: 5})
+    assert not op.is_satisfied(read)
+    fields[(4, "leader_id")] = -1
+    assert op.is_satisfied(read)
+    assert op.final_results(read) == [("b", [(0, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, None, 4)])]
 
 
 def test_operations_are_data():
