@@ -172,8 +172,6 @@ class ControllerState(ReassignmentMixin):
         dead = set(broker_ids)
         self.live_brokers -= dead
         self.shutting_down -= dead
-        for broker_id in dead:
-            self.offline_replicas.pop(broker_id, None)
         changed = []
         for tp, state in sorted(self.states.items()):
             if tp[0] in self.deleting:
@@ -202,8 +200,7 @@ class ControllerState(ReassignmentMixin):
         ones get their replicas (LeaderAndIsr), offline partitions they can
         lead are elected again."""
         started = set(broker_ids)
-        for broker_id in started:  # a restart brings its log dirs back (Kafka's onBrokerStartup)
-            self.offline_replicas.pop(broker_id, None)
+        back_online = self._log_dirs_back(started)  # their states are sent at the end
         existing = tuple(sorted(self.live_brokers - started))
         self.live_brokers |= started
         # Kafka's order: the brokers already live learn the new ones; the new
@@ -235,7 +232,7 @@ class ControllerState(ReassignmentMixin):
         effects += self._apply(changed, theirs)
         # a held deletion goes on: the returning replicas get their StopReplica
         effects += self._stop_replicas(started)
-        return effects
+        return effects + self._states_to_all(back_online)
 
     def on_alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
                            new_isr, partition_epoch: int):
@@ -474,6 +471,21 @@ class ControllerState(ReassignmentMixin):
             if parts:
                 effects.append(SendLeaderAndIsr(broker_id, self.controller_epoch, parts))
         return effects
+
+    def _log_dirs_back(self, started) -> set:
+        """A (re)started broker's log dirs are online again (Kafka's
+        onBrokerStartup forgets its replicasOnOfflineDirs): the partitions it
+        had on offline dirs, whose states every live broker must get again
+        without it among the offline replicas (``_states_to_all``), so their
+        leaders may take it back into the ISR."""
+        back = set()
+        for broker_id in started:
+            back |= self.offline_replicas.pop(broker_id, set())
+        return back
+
+    def _states_to_all(self, partitions) -> list:
+        parts = tuple((tp[0], tp[1], self.states[tp]) for tp in sorted(partitions) if tp in self.states)
+        return [self._update_metadata(parts)] if parts else []
 
     def on_leader_and_isr_response(self, broker_id: int, offline, online) -> list:
         """Kafka's processLeaderAndIsrResponseReceived: the partitions a

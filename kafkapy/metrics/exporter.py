@@ -456,6 +456,9 @@ class PartitionSnapshot:
         # Set by the supervisor: the current cluster metadata (for the
         # controller's gauges); None reports as a standalone broker.
         self.metadata = None
+        # [(log dir, 1 if offline else 0)]: the LogManager's failure channel
+        # (storage.log_dirs), read at each refresh.
+        self.log_dirs: list[tuple] = []
 
     def maybe_refresh(self, log_manager, now_s: float) -> None:
         if now_s < self._next:
@@ -475,6 +478,10 @@ class PartitionSnapshot:
             except Exception as exc:  # a partition deleted meanwhile, a lock timeout
                 log.debug("no log metrics for %s-%d: %s", topic, partition, exc)
         self.rows = rows
+        channel = getattr(log_manager, "failure_channel", None)
+        if channel is not None:
+            offline = set(channel.offline_dirs())
+            self.log_dirs = [(d, int(d in offline)) for d in channel.log_dirs]
         took = time.monotonic() - started
         # Every second, or less often when a refresh is slow (thousands of
         # partitions): at most ~10% of the supervisor's time goes here.
@@ -512,6 +519,14 @@ class BrokerCollector:
         active, offline = self._controller_gauges()
         yield g("kafka_controller_kafkacontroller_offline_partitions_count", "Partitions without a live leader, on the active controller (OfflinePartitionsCount)", value=offline)
         yield g("kafka_controller_kafkacontroller_active_controller_count", "1 on the active controller (ActiveControllerCount)", value=active)
+        dirs = self.snapshot.log_dirs
+        yield g("kafka_log_logmanager_offline_log_directory_count", "Log dirs offline after an I/O error (OfflineLogDirectoryCount)",
+                value=sum(offline for _d, offline in dirs))
+        per_dir = g("kafka_log_logmanager_log_directory_offline", "1 if the log dir is offline (LogDirectoryOffline)",
+                    labels=["log_directory"])
+        for d, offline in dirs:
+            per_dir.add_metric([d], offline)
+        yield per_dir
         labels = ["topic", "partition"]
         fams = [g("kafka_log_log_size", "Bytes of the partition's segments (Size)", labels=labels),
                 g("kafka_log_log_num_log_segments", "Segments of the partition (NumLogSegments)", labels=labels),

@@ -62,6 +62,8 @@ SCRAPE_TIME_METRICS = (
     "kafka_server_replicamanager_under_min_isr_partition_count",
     "kafka_controller_kafkacontroller_offline_partitions_count",
     "kafka_controller_kafkacontroller_active_controller_count",
+    "kafka_log_logmanager_offline_log_directory_count",
+    "kafka_log_logmanager_log_directory_offline",
     "kafka_log_log_size",
     "kafka_log_log_num_log_segments",
     "kafka_log_log_log_end_offset",

@@ -126,6 +126,9 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(45, "AlterPartitionReassignments", "alter_partition_reassignments", 0, 0),
         _spec(46, "ListPartitionReassignments", "list_partition_reassignments", 0, 0),
         _spec(60, "DescribeCluster", "describe_cluster", 0, 1),
+        # SCRAM credentials in the user entity configs (server/security/scram_store.py).
+        _spec(50, "DescribeUserScramCredentials", "describe_user_scram_credentials", 0, 0),
+        _spec(51, "AlterUserScramCredentials", "alter_user_scram_credentials", 0, 0),
         # ACLs (server/security/authorizer.py); v0 (no pattern type) from our own schemas.
         _spec(29, "DescribeAcls", "describe_acls", 0, 3, own_below=1),
         _spec(30, "CreateAcls", "create_acls", 0, 3, own_below=1),

@@ -141,6 +141,10 @@ class Supervisor:
             self._load_logs_in_cluster()
         else:
             self.store = EmbeddedMetadataStore(first_dir, self.table)
+            from kafkapy.server.security.scram_store import migrate_credentials_file
+
+            if migrate_credentials_file(first_dir, self.store):
+                log.info("moved the SCRAM credentials of %s into the metadata store", first_dir)
             self._load_logs()
         warm_up()  # before the children fork: they share the loaded schemas
         self.channel = Channel(self.ctx, config, TABLE_CAPACITY)

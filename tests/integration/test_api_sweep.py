@@ -474,6 +474,21 @@ def _sasl_authenticate(s, v):
     assert r.error_code == E.ILLEGAL_SASL_STATE
 
 
+def _alter_user_scram_credentials(s, v):
+    r = s.call(51, v, {"deletions": [], "upsertions": [{"name": f"sweep-{v}", "mechanism": 1, "iterations": 4096,
+                                                        "salt": b"salt", "salted_password": b"x" * 32}]})
+    assert [(x.user, x.error_code) for x in r.results] == [(f"sweep-{v}", E.NONE)]
+
+
+def _describe_user_scram_credentials(s, v):
+    s.call(51, 0, {"deletions": [], "upsertions": [{"name": "sweep-d", "mechanism": 2, "iterations": 8192,
+                                                    "salt": b"salt", "salted_password": b"x" * 64}]})
+    r = s.call(50, v, {"users": [{"name": "sweep-d"}]})
+    assert r.error_code == E.NONE
+    assert [(x.user, [(i.mechanism, i.iterations) for i in x.credential_infos]) for x in r.results] \
+        == [("sweep-d", [(2, 8192)])]
+
+
 def _describe_producers(s, v):
     r = s.call(61, v, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]})
     (p,) = r.topics[0].partitions
@@ -571,6 +586,7 @@ CASES = {
     8: _offset_commit, 9: _offset_fetch, 10: _find_coordinator, 11: _join_group, 12: _heartbeat,
     13: _leave_group, 14: _sync_group, 15: _describe_groups, 16: _list_groups, 18: _api_versions,
     17: _sasl_handshake, 36: _sasl_authenticate,
+    50: _describe_user_scram_credentials, 51: _alter_user_scram_credentials,
     19: _create_topics, 20: _delete_topics, 21: _delete_records, 22: _init_producer_id,
     23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 35: _describe_log_dirs,
     37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _incremental_alter_configs, 47: _offset_delete,

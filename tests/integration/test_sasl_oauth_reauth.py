@@ -30,7 +30,14 @@ from kafkapy.server.security.scram_store import add_scram_credentials
 from support.broker import BrokerProcess, free_port
 from support.java_client import JavaKafkaClient, java_client  # noqa: F401
 from support.rawclient import RawClient, encode_request
-from support.sasl import authenticate, authenticate_frame, confluent_round_trip, decode_authenticate, handshake
+from support.sasl import (
+    authenticate,
+    authenticate_frame,
+    confluent_round_trip,
+    decode_authenticate,
+    handshake,
+    serve_then_check_log,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -68,14 +75,7 @@ def broker(tmp_path_factory):
     b.start()
     b.sasl = f"127.0.0.1:{sasl_port}"
     b.scoped = f"127.0.0.1:{scoped_port}"
-    try:
-        yield b
-    finally:
-        b.stop()
-        log = b.log_text()
-        b.close()
-    for secret in SECRETS:
-        assert secret not in log, f"the broker log shows a password ({secret})"
+    yield from serve_then_check_log(b, SECRETS)
 
 
 def _b64(obj) -> str:

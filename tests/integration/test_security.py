@@ -32,7 +32,7 @@ from support.broker import BrokerProcess, free_port
 from support.certs import make_certs
 from support.java_client import java_client  # noqa: F401
 from support.rawclient import RawClient, encode_request
-from support.sasl import authenticate, confluent_round_trip, handshake
+from support.sasl import authenticate, confluent_round_trip, handshake, serve_then_check_log
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
@@ -82,14 +82,7 @@ def secure(tmp_path_factory):
     broker.start()
     broker.certs = certs
     broker.ports = ports
-    try:
-        yield broker
-    finally:
-        broker.stop()
-        log = broker.log_text()
-        broker.close()
-    for secret in SECRETS:
-        assert secret not in log, f"the broker log shows a password ({secret})"
+    yield from serve_then_check_log(broker, SECRETS)
 
 
 def _address(secure, name):

@@ -25,25 +25,35 @@ def handshake(client, mechanism, version=1):
     return struct.unpack_from(">h", raw)[0]
 
 
-def authenticate_frame(correlation_id: int, token: bytes) -> bytes:
-    """A size-prefixed SaslAuthenticate v2 request (flexible header v2, client id "raw")."""
-    payload = (struct.pack(">hhih", 36, 2, correlation_id, 3) + b"raw" + b"\x00"
-               + encode_to_bytes(SaslAuthenticateRequest(auth_bytes=token)))
+def flexible_frame(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    """A size-prefixed request with a flexible header (v2: client id "raw", no tags)."""
+    payload = struct.pack(">hhih", api_key, version, correlation_id, 3) + b"raw" + b"\x00" + body
     return struct.pack(">i", len(payload)) + payload
+
+
+def authenticate_frame(correlation_id: int, token: bytes) -> bytes:
+    """A size-prefixed SaslAuthenticate v2 request."""
+    return flexible_frame(36, 2, correlation_id, encode_to_bytes(SaslAuthenticateRequest(auth_bytes=token)))
 
 
 def decode_authenticate(frame: bytes):
     return decode(SaslAuthenticateResponse, memoryview(frame), 5)[0]  # header v1: a tag byte
 
 
-def authenticate(client, token):
-    """SaslAuthenticate v2 round trip: the decoded response."""
+def flexible_request(client, api_key: int, version: int, body: bytes) -> bytes:
+    """Round trip of a flexible-version request: the response frame (with
+    its correlation id, checked, and the header's empty tag byte)."""
     correlation_id = client._next_correlation_id
     client._next_correlation_id += 1
-    client.send(authenticate_frame(correlation_id, token))
+    client.send(flexible_frame(api_key, version, correlation_id, body))
     frame = client.recv_frame(timeout_s=5)
     assert struct.unpack_from(">i", frame)[0] == correlation_id
-    return decode_authenticate(frame)
+    return frame
+
+
+def authenticate(client, token):
+    """SaslAuthenticate v2 round trip: the decoded response."""
+    return decode_authenticate(flexible_request(client, 36, 2, encode_to_bytes(SaslAuthenticateRequest(auth_bytes=token))))
 
 
 def confluent_round_trip(bootstrap, conf, topic, count=20):
@@ -69,3 +79,16 @@ def confluent_round_trip(bootstrap, conf, topic, count=20):
     consumer.commit(asynchronous=False)
     consumer.close()
     assert got == [b"v%d" % i for i in range(count)]
+
+
+def serve_then_check_log(broker, secrets):
+    """A module fixture's body: yield the started ``broker``; at teardown stop
+    it and fail if its log shows any of ``secrets`` (passwords)."""
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        log = broker.log_text()
+        broker.close()
+    for secret in secrets:
+        assert secret not in log, f"the broker log shows a password ({secret})"

@@ -22,12 +22,16 @@ catch up and rejoin the ISRs.
 
 from __future__ import annotations
 
+import json
+import re
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
 from integration.raw_api import call
-from support.broker import write_properties
+from support.broker import free_port, write_properties
 from support.cluster import (
     BackgroundProducer,
     Cluster,
@@ -60,6 +64,7 @@ def cluster(small_fs, zookeeper, tmp_path):  # noqa: F811
     # The tmpfs second: the first log dir holds the broker's metadata image, and
     # its failure stops the broker (as Kafka's metadata log dir).
     broker.props["log.dirs"] = f"{tmp_path / 'broker-1-big'},{small_fs}"
+    c.metrics_port = broker.props["prometheus.port"] = str(free_port())
     write_properties(broker.props_path, broker.props)
     zk = zookeeper.client("/log_dir_failure")
     try:
@@ -83,6 +88,20 @@ def _describe_log_dirs(bootstrap: str) -> dict:
     answer = call(bootstrap, 35, 4, {"topics": None})
     return {r.log_dir: (r.error_code, {(t.name, p.partition_index) for t in r.topics for p in t.partitions})
             for r in answer.results}
+
+
+def _scrape(port: str) -> dict:
+    """``{(sample name, labels text): value}`` from a broker's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {(m.group(1), m.group(2) or ""): float(m.group(3))
+            for m in re.finditer(r"^([a-z_]+)(\{[^}]*\})? ([-+0-9.e]+)$", text, re.M)}
+
+
+def _dashboard_metric_names() -> set:
+    dash = json.loads((Path(__file__).resolve().parents[2] / "config" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    return {n for e in exprs for n in re.findall(r"\b(kafka_[a-z_]+)\b", e)}
 
 
 def _fill(bootstrap: str, topic: str) -> int:
@@ -132,9 +151,17 @@ def test_full_log_dir_moves_its_leaders_and_loses_nothing(cluster, small_fs, tmp
         assert dirs[str(big)][0] == 0 and ("pcv", 0) in dirs[str(big)][1]
         progress(producer, 400, "records acknowledged after the fault")
         assert c.brokers[1].running, c.brokers[1].log_tail()
+        # /metrics shows the offline dir, and has every series the Grafana dashboard asks for.
+        samples = wait_for(lambda: (m := _scrape(c.metrics_port)).get(
+            ("kafka_log_logmanager_offline_log_directory_count", "")) == 1 and m, 10, "the offline dir in /metrics")
+        assert samples[("kafka_log_logmanager_log_directory_offline", f'{{log_directory="{small_fs}"}}')] == 1
+        assert samples[("kafka_log_logmanager_log_directory_offline", f'{{log_directory="{big}"}}')] == 0
+        missing = _dashboard_metric_names() - {name for name, _labels in samples}
+        assert not missing, f"dashboard metrics not in a cluster broker's /metrics: {sorted(missing)}"
     finally:
         producer.halt()
     consumed = finish(c, producer, "pcv", 2)
+    producer.close()
     assert sum(map(len, consumed.values())) >= 600
     print(f"\nleadership of pcv-1 moved {elapsed:.1f} s after the append that met ENOSPC was answered")
 

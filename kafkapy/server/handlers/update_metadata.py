@@ -124,9 +124,11 @@ def apply_update_metadata(md, request) -> list:
             log.warning("UpdateMetadata: topic %s has no topic id and is unknown here; skipped", name)
             continue
         for ps in states:
+            # Kept: replicas on a failed log dir of a live broker (a broker not
+            # live is offline anyway, and must not stay listed once it returns).
             set_partition_state(info, ps.partition_index, PartitionState(
                 tuple(ps.replicas), ps.leader, ps.leader_epoch, tuple(ps.isr), ps.zk_version,
-                tuple(ps.offline_replicas)))
+                tuple(r for r in ps.offline_replicas if r in md.brokers)))
     return deleted
 
 

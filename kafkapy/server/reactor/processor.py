@@ -209,7 +209,7 @@ class Processor:
         self.closed_busy: dict[int, Connection] = {}
         self.stopping = False
         # Per listener index (the acceptor's byte): protocol, TLS context, SASL.
-        self.security = listener_securities(config)
+        self.security = listener_securities(config, table)
         # TLS: the chunk buffer responses are encrypted from, and the one
         # ciphertext is received into (both reused by every connection).
         self.tls_chunk = bytearray(_TLS_CHUNK)

@@ -39,7 +39,7 @@ class ListenerSecurity:
 
     __slots__ = ("name", "protocol", "ssl_context", "principal_mapper", "sasl", "client_auth")
 
-    def __init__(self, config, endpoint, log_dir: str):
+    def __init__(self, config, endpoint, log_dir: str, table=None):
         from kafkapy.server.security import principal, sasl, tls
 
         self.name = endpoint.listener_name
@@ -54,7 +54,7 @@ class ListenerSecurity:
             self.client_auth = get("ssl.client.auth")
             self.principal_mapper = principal.SslPrincipalMapper(get("ssl.principal.mapping.rules"))
         if self.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            self.sasl = sasl.SaslConfig.from_config(config, self.name, get, log_dir)
+            self.sasl = sasl.SaslConfig.from_config(config, self.name, get, log_dir, table)
 
     @property
     def tls(self) -> bool:
@@ -70,13 +70,15 @@ class ListenerSecurity:
         return self
 
 
-def listener_securities(config) -> list[ListenerSecurity]:
+def listener_securities(config, table=None) -> list[ListenerSecurity]:
     """One per listener, in ``listeners`` order (the acceptor's listener
     index); one PLAINTEXT listener for a bare mapping of settings (tests
-    driving a processor directly)."""
+    driving a processor directly). ``table``: the broker's shared table, so
+    SCRAM credentials are read from its metadata (a processor's); without
+    it (the supervisor's start-up check) from the offline file."""
     if not hasattr(config, "listeners"):
         return [ListenerSecurity.plaintext()]
-    return [ListenerSecurity(config, ep, config.log_dirs[0]) for ep in config.listeners]
+    return [ListenerSecurity(config, ep, config.log_dirs[0], table) for ep in config.listeners]
 
 
 __all__ = ["ANONYMOUS", "MECHANISMS", "ConfigException", "ListenerSecurity", "listener_securities",

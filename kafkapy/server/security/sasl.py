@@ -162,7 +162,7 @@ class SaslConfig:
         self.reauth_ms = reauth_ms or {}
 
     @classmethod
-    def from_config(cls, config, listener: str, get, log_dir: str) -> "SaslConfig":
+    def from_config(cls, config, listener: str, get, log_dir: str, table=None) -> "SaslConfig":
         from kafkapy.server.security.scram_store import ScramCredentialStore
 
         mechanisms = [m.strip().upper() for m in get("sasl.enabled.mechanisms") if m.strip()]
@@ -178,7 +178,7 @@ class SaslConfig:
         if "OAUTHBEARER" in mechanisms:
             oauth = cls._oauth_validator(config, listener)
         reauth_ms = {m: _reauth_ms(config, listener, m, get) for m in mechanisms}
-        return cls(listener, mechanisms, plain_users, ScramCredentialStore(log_dir),
+        return cls(listener, mechanisms, plain_users, ScramCredentialStore(log_dir, table, bool(config["zookeeper.connect"])),
                    get("sasl.server.max.receive.size"), get("connection.failed.authentication.delay.ms"),
                    oauth, reauth_ms)
 

@@ -1,18 +1,30 @@
-"""SCRAM credentials of a standalone broker, stored salted as Kafka stores them.
+"""SCRAM credentials, stored salted as Kafka stores them, in the metadata store.
 
-Kafka keeps ``/config/users/<user>`` in ZooKeeper (``{"version":1,"config":
-{"SCRAM-SHA-256":"salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>"}}``,
-ScramCredentialUtils' format). A standalone kafkapy broker keeps the same
-entity documents in ``kafkapy-scram-credentials.json`` beside the embedded
-metadata store's file in the first log dir, written the same way (temporary
-file, fsync, rename, fsync of the directory). Only the salt, StoredKey,
-ServerKey and iteration count are stored, never a password.
+Kafka keeps them in the user entity's config, ``/config/users/<user>`` in
+ZooKeeper (``{"version":1,"config":{"SCRAM-SHA-256":"salt=<b64>,stored_key=
+<b64>,server_key=<b64>,iterations=<n>"}}``, ScramCredentialUtils' format).
+kafkapy does the same through the metadata model's user entity configs
+(``Metadata.entity_configs``, keys ``SCRAM-SHA-256`` / ``SCRAM-SHA-512``):
+in cluster mode ZooKeeper's ``/config/users/<user>`` (every broker follows
+``/config/changes`` into its image), standalone the embedded store's file.
+Only the salt, StoredKey, ServerKey and iteration count are stored, never a
+password. Writers: AlterUserScramCredentials (``kafkapy-configs --alter
+--entity-type users --add-config 'SCRAM-SHA-256=[password=...]'``).
 
-Writers: ``add_scram_credentials`` (``python -m kafkapy.server.security.scram_store``,
-Kafka's ``kafka-storage format --add-scram`` syntax), run while the broker
-is stopped or running. Readers: the processors, which re-read the file when
-its modification time or size changed (a credential lookup per SCRAM
-authentication costs one ``stat``).
+Readers: each processor's ``ScramCredentialStore`` reads the metadata of its
+broker (the embedded store or the image) through the generation contract:
+a lookup (one per SCRAM authentication) costs one shared-memory compare
+unless the metadata changed since the last one.
+
+Before a standalone broker's first start credentials can also be written
+offline, Kafka's ``kafka-storage format --add-scram`` way: ``python -m
+kafkapy.server.security.scram_store --log-dir DIR --add-scram
+'SCRAM-SHA-256=[name=alice,password=...]'`` writes
+``kafkapy-scram-credentials.json`` in the first log dir (the format of
+kafkapy's earlier releases, which kept credentials there); at start-up the
+supervisor moves its credentials into the embedded store
+(``migrate_credentials_file``; a credential the store already has wins) and
+renames the file ``*.migrated``. A cluster-mode broker ignores the file.
 """
 
 from __future__ import annotations
@@ -29,7 +41,11 @@ from typing import NamedTuple
 
 CREDENTIALS_FILE = "kafkapy-scram-credentials.json"
 DEFAULT_ITERATIONS = 4096
+MAX_ITERATIONS = 16384  # Kafka's AlterUserScramCredentials bound (ZkAdminManager)
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+# Kafka's org.apache.kafka.clients.admin.ScramMechanism types (0: UNKNOWN).
+MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+TYPE_OF_MECHANISM = {name: t for t, name in MECHANISM_TYPES.items()}
 
 
 class ScramCredential(NamedTuple):
@@ -50,27 +66,51 @@ class ScramCredential(NamedTuple):
                    base64.b64decode(fields["server_key"]), int(fields["iterations"]))
 
 
-def make_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
-                    salt: bytes | None = None) -> ScramCredential:
-    """RFC 5802: SaltedPassword = Hi(password, salt, i); StoredKey = H(HMAC(SaltedPassword,
-    "Client Key")); ServerKey = HMAC(SaltedPassword, "Server Key")."""
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's SaltedPassword = Hi(password, salt, i) (what an admin client
+    sends in AlterUserScramCredentials)."""
+    return hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode("utf-8"), salt, iterations)
+
+
+def credential_from_salted(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
+    """Kafka's ScramFormatter.generateCredential: StoredKey = H(HMAC(SaltedPassword,
+    "Client Key")), ServerKey = HMAC(SaltedPassword, "Server Key")."""
     name = _HASHES[mechanism]
-    salt = salt if salt is not None else os.urandom(32)
-    salted = hashlib.pbkdf2_hmac(name, password.encode("utf-8"), salt, iterations)
     client_key = hmac.new(salted, b"Client Key", name).digest()
     server_key = hmac.new(salted, b"Server Key", name).digest()
     return ScramCredential(salt, hashlib.new(name, client_key).digest(), server_key, iterations)
 
 
-class ScramCredentialStore:
-    """Read side; owned per process (a processor's cache of the file)."""
+def make_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
+                    salt: bytes | None = None) -> ScramCredential:
+    salt = salt if salt is not None else os.urandom(32)
+    return credential_from_salted(mechanism, salt, salted_password(mechanism, password, salt, iterations),
+                                  iterations)
 
-    def __init__(self, log_dir: str):
+
+class ScramCredentialStore:
+    """Read side; owned per process. With the broker's shared ``table``: the
+    user entity configs of its metadata (the image in cluster mode), followed
+    through the generation counter. Without one (a bare config, unit tests):
+    the offline credentials file, re-read when its ``stat`` changes."""
+
+    def __init__(self, log_dir: str, table=None, cluster_mode: bool = False):
         self.path = os.path.join(log_dir, CREDENTIALS_FILE)
         self._stamp = None
         self._users: dict = {}
+        self._metadata = None
+        if table is not None:
+            from kafkapy.coordination.embedded import EmbeddedMetadataStore
+            from kafkapy.coordination.image import MetadataImage
+
+            self._metadata = (MetadataImage if cluster_mode else EmbeddedMetadataStore)(log_dir, table)
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
+        if self._metadata is not None:
+            from kafkapy.coordination.metadata import user_entity
+
+            text = (self._metadata.current().entity_configs.get(user_entity(user)) or {}).get(mechanism)
+            return ScramCredential.from_string(text) if text else None
         try:
             st = os.stat(self.path)
             stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -81,6 +121,30 @@ class ScramCredentialStore:
             self._stamp = stamp
         text = self._users.get(user, {}).get("config", {}).get(mechanism)
         return ScramCredential.from_string(text) if text else None
+
+
+def migrate_credentials_file(log_dir: str, store) -> int:
+    """Move the offline credentials file's credentials into ``store`` (a
+    standalone broker's embedded metadata store) and rename the file
+    ``*.migrated``; a credential the store already has is kept. Returns how
+    many credentials moved."""
+    from kafkapy.coordination.metadata import user_entity
+
+    path = os.path.join(log_dir, CREDENTIALS_FILE)
+    users = _read(path)
+    if not users and not os.path.exists(path):
+        return 0
+    current = store.current().entity_configs
+    alterations = {}
+    for user, entity in users.items():
+        have = current.get(user_entity(user)) or {}
+        new = {m: text for m, text in entity.get("config", {}).items() if m in _HASHES and m not in have}
+        if new:
+            alterations[user_entity(user)] = (new, ())
+    if alterations:
+        store.alter_entity_configs_batch(alterations)
+    os.replace(path, path + ".migrated")
+    return sum(len(new) for new, _ in alterations.values())
 
 
 def _read(path: str) -> dict:

@@ -65,14 +65,17 @@ def test_no_eligible_replica_leaves_the_partition_offline():
     assert writes[("v", 0)] == PartitionState((1,), -1, 1, (1,), 1)  # the last ISR member is kept
 
 
-def test_a_restart_forgets_the_offline_replicas_of_the_broker():
+def test_a_restart_forgets_the_offline_replicas_and_tells_every_broker():
     c = _cluster()
     c.on_leader_and_isr_response(1, offline=[("t", 0)], online=[])
-    c.on_brokers_failed([1])
-    assert 1 not in c.offline_replicas
-    c.on_leader_and_isr_response(3, offline=[("u", 0)], online=[])
-    c.on_brokers_started([3])
+    c.on_brokers_failed([1])  # a bounce: failed, then started
+    effects = c.on_brokers_started([1])
     assert c.offline_replicas == {}
+    # The partition's state goes to every live broker again, without 1 offline
+    # (their leaders may then take it back into the ISR), after any election.
+    last = [e for e in effects if isinstance(e, SendUpdateMetadata)][-1]
+    assert last.broker_ids == (1, 2, 3) and [(t, p) for t, p, _s in last.partitions] == [("t", 0)]
+    assert last.partitions[0][2] == c.states[("t", 0)]
     # Online answers clear what a broker reported before.
     c.on_leader_and_isr_response(2, offline=[("t", 1)], online=[])
     c.on_leader_and_isr_response(2, offline=[], online=[("t", 1)])

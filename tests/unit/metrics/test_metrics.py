@@ -138,10 +138,12 @@ def test_processes_publish_and_the_supervisor_aggregates(tmp_path):
     a = samples(texts["after"])
     assert not any(k.startswith("kafka_server_socketservermetrics_connection_count") for k in a)
     assert a['kafka_server_brokertopicmetrics_bytes_in_total{topic="t"}'] == 2000
-    # Every declared name was exposed (the log gauges need partitions).
+    # Every declared name was exposed (the log gauges need partitions, the
+    # per-dir one a log manager's dirs).
     names = {k.split("{")[0] for k in s}
     assert exposed_sample_names() - names <= {n for n in exposed_sample_names() if n.startswith("kafka_log_log_")} | {
-        "kafka_server_brokertopicmetrics_bytes_out_total", "kafka_network_requestmetrics_errors_total"}
+        "kafka_server_brokertopicmetrics_bytes_out_total", "kafka_network_requestmetrics_errors_total",
+        "kafka_log_logmanager_log_directory_offline"}
 
 
 def test_error_codes_and_bytes_out_of_a_fetch_response(tmp_path):
