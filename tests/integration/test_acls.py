@@ -394,3 +394,42 @@ def test_kafkapy_acls_tool_adds_lists_removes(secured, tmp_path):
     bad = _tool(secured, tmp_path, "--add", "--allow-principal", "User:dave", "--operation", "IdempotentWrite",
                 "--topic", topic)
     assert bad.returncode == 1 and "ResourceType TOPIC only supports operations" in bad.stderr
+
+
+# ----------------------------------------------------------------- groups, idempotence, transactions
+
+
+def test_group_join_needs_read_on_the_group(secured):
+    topic, group = "acl-group", "g-acl-join"
+    _create_topics(secured, topic)
+    _grant(secured, _acl("carol", ResourceType.TOPIC, topic, AclOperation.READ),
+           _acl("carol", ResourceType.GROUP, group, AclOperation.DESCRIBE))  # finds the coordinator only
+    values, errors = _consume(secured, "carol", topic, group, 1)
+    assert values == [] and KafkaError.GROUP_AUTHORIZATION_FAILED in errors
+
+
+def test_idempotent_and_transactional_producers_need_their_acls(secured):
+    _create_topics(secured, "idem-topic")
+    # Idempotence: IdempotentWrite on the cluster, or Write on some topic (Kafka's authorizeByResourceType).
+    outcomes = _produce(secured, "bob", "idem-topic", [b"1"], **{"enable.idempotence": True, "retries": 1})
+    assert outcomes[0] is not None and outcomes[0].code() in (KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                                                              KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    assert _end_offset(secured, "idem-topic") == 0
+    _grant(secured, _acl("bob", ResourceType.TOPIC, "idem-", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED))
+    assert _produce(secured, "bob", "idem-topic", [b"2"], **{"enable.idempotence": True, "retries": 3}) == [None]
+    # Transactions: the transactional id needs Write (and Describe to find its coordinator).
+    producer = confluent_kafka.Producer(_conf(secured, "bob", **{"transactional.id": "tx-bob"}))
+    with pytest.raises(confluent_kafka.KafkaException) as err:
+        producer.init_transactions(15)
+    assert err.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    _grant(secured, _acl("bob", ResourceType.TRANSACTIONAL_ID, "tx-bob", AclOperation.WRITE))
+    producer = confluent_kafka.Producer(_conf(secured, "bob", **{"transactional.id": "tx-bob"}))
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce("idem-topic", b"3")
+    producer.commit_transaction(15)
+    # The idempotent record, the transactional one and the commit marker (written after EndTxn's answer).
+    deadline = time.monotonic() + 10
+    while _end_offset(secured, "idem-topic") < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _end_offset(secured, "idem-topic") == 3

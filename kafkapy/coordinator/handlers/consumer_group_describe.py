@@ -9,9 +9,18 @@ for a classic group (with Kafka's messages), COORDINATOR_LOAD_IN_PROGRESS
 (14) while loading. authorized_operations is not computed (INT32_MIN).
 """
 
+from kafkapy.coordinator.handlers import group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
+
 API_KEY = 69
 
 
 def handle(ctx, request):
-    ctx.reply({"groups": ctx.coordinator.consumer_group_describe(list(request.group_ids)),
+    ids = list(request.group_ids)
+    denied = {g for g in ids if group_denied(ctx, acls.DESCRIBE, g)}  # Kafka: Describe on each group
+    described = iter(ctx.coordinator.consumer_group_describe([g for g in ids if g not in denied]))
+    ctx.reply({"groups": [{"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                           "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                           "members": []} if g in denied else next(described) for g in ids],
                "throttle_time": 0})

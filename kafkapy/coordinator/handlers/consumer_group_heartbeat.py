@@ -20,9 +20,17 @@ Contract (Kafka's GroupMetadataManager.consumerGroupHeartbeat):
   COORDINATOR_LOAD_IN_PROGRESS (14).
 """
 
+from kafkapy.coordinator.handlers import group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
+
 API_KEY = 68
 
 
 def handle(ctx, request):
+    if group_denied(ctx, acls.READ, request.group_id):  # Kafka: Read on the group
+        ctx.reply({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None, "member_id": None,
+                   "member_epoch": 0, "heartbeat_interval": 0, "assignment": None, "throttle_time": 0})
+        return
     ctx.reply(ctx.coordinator.consumer_group_heartbeat(ctx.api_version, request, ctx.client_id,
                                                        ctx.client_host))

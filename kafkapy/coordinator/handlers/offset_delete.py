@@ -7,12 +7,21 @@ GROUP_ID_NOT_FOUND (69) for an unknown group; NON_EMPTY_GROUP (68) for a
 live group whose subscriptions cannot be read (not the consumer protocol).
 """
 
+from kafkapy.coordinator.handlers import denied_topics, group_denied
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
+
 API_KEY = 47
 
 
 def handle(ctx, request):
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, results = ctx.coordinator.delete_offsets(request.group_id, partitions)
+    if group_denied(ctx, acls.DELETE, request.group_id):  # Kafka: Delete on the group, then Read on each topic
+        ctx.reply({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": [], "throttle_time": 0})
+        return
+    denied = denied_topics(ctx, acls.READ, [t.name for t in request.topics])
+    error, results = ctx.coordinator.delete_offsets(request.group_id, [tp for tp in partitions if tp[0] not in denied])
+    results.update({tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp[0] in denied})
     topics = []
     if not error:
         for t in request.topics:

@@ -20,19 +20,24 @@ alone (one entry's error does not stop the others):
 - ``validate_only``: every check, nothing stored.
 """
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 from kafkapy.server.handlers import construct
 from kafkapy.server.quotas import entities
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 49
 
 
 def handle(ctx, request):
     answers = []
+    denied = cluster_denied(ctx, acls.ALTER_CONFIGS)  # Kafka: AlterConfigs on the cluster, else every entry refused
     for entry in request.entries:
         code, message = ErrorCode.NONE, None
         try:
+            if denied:
+                raise TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
             key = entities.alteration_entity([(e.entity_type, e.entity_name) for e in entry.entity])
             to_set, to_delete = entities.alteration_ops((op.key, op.value, op.remove) for op in entry.ops)
             if not request.validate_only:

@@ -28,8 +28,10 @@ Contract:
 
 from __future__ import annotations
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct, duration_ms
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 45
 
@@ -40,7 +42,9 @@ def handle(ctx, request):
              for t in request.topics for p in t.partitions]
     timeout_ms = max(1000, duration_ms(request.timeout))
     top, message = ErrorCode.NONE, None
-    if not broker.config["zookeeper.connect"]:
+    if cluster_denied(ctx, acls.ALTER):  # Kafka: Alter on the cluster
+        top, message, results = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, {}
+    elif not broker.config["zookeeper.connect"]:
         results = _standalone(broker, asked)
     else:
         from kafkapy.server.controller_channel import ask_controller

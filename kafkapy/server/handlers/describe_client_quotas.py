@@ -18,14 +18,20 @@ Contract (Kafka 3.9's ZkAdminManager.describeClientQuotas):
   from ZooKeeper's ``/config/changes``).
 """
 
+from kafkapy.protocol import acls
+from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 from kafkapy.server.handlers import construct
 from kafkapy.server.quotas import entities
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 48
 
 
 def handle(ctx, request):
+    if cluster_denied(ctx, acls.DESCRIBE_CONFIGS):  # Kafka: DescribeConfigs on the cluster
+        return construct(ctx.response_class(), {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                "error_message": None, "entries": None})
     try:
         components = entities.describe_filter(
             (c.entity_type, c.match_type, c.match) for c in request.components)

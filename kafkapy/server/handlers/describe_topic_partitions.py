@@ -20,6 +20,7 @@ getTopicMetadataForDescribeTopicResponse):
 
 import uuid
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import topic_name_error
 from kafkapy.server.handlers import construct
@@ -53,6 +54,15 @@ def handle(ctx, request):
     live = md.brokers
     topics = []
     next_cursor = None
+    auth = getattr(broker, "authorizer", None)
+    unauthorized = []  # Kafka: Describe on each topic; refused ones are left out, or answered when named
+    if auth is not None:
+        refused = auth.denied(ctx, acls.DESCRIBE, acls.TOPIC, names)
+        names = [n for n in names if n not in refused]
+        if not fetch_all:
+            unauthorized = [{"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": n, "topic_id": ZERO_UUID,
+                             "is_internal": False, "partitions": [], "topic_authorized_operations": _NO_OPERATIONS}
+                            for n in sorted(refused)]
     for name in names:
         if remaining == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
@@ -87,5 +97,9 @@ def handle(ctx, request):
             next_cursor = {"topic_name": name, "partition_index": upper}
             break
         remaining -= len(partitions)
-    return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics,
+    if auth is not None:
+        for t in topics:
+            if t["error_code"] == ErrorCode.NONE:
+                t["topic_authorized_operations"] = auth.authorized_operations(ctx, acls.TOPIC, t["name"])
+    return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics + unauthorized,
                                             "next_cursor": next_cursor})

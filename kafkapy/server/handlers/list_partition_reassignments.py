@@ -15,8 +15,10 @@ Contract:
 
 from __future__ import annotations
 
+from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct, duration_ms
+from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 46
 
@@ -24,7 +26,9 @@ API_KEY = 46
 def handle(ctx, request):
     broker = ctx.broker
     top, message, rows = ErrorCode.NONE, None, []
-    if broker.config["zookeeper.connect"]:
+    if cluster_denied(ctx, acls.DESCRIBE):  # Kafka: Describe on the cluster
+        top = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    elif broker.config["zookeeper.connect"]:
         from kafkapy.server.controller_channel import ask_controller
 
         wanted = None if request.topics is None else [[t.name, int(p)] for t in request.topics
