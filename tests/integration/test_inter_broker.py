@@ -33,6 +33,7 @@ from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode
 from support.broker import BrokerProcess, free_port
+from support.cluster import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 ME, OTHER, GONE = 1, 2, 3
@@ -159,7 +160,8 @@ def test_controller_requests_drive_what_the_broker_serves(broker):
         assert response.error_code == 0 and _errors(response) == {0: 0, 1: 0}
         assert (broker.log_dirs[0] / f"{TOPIC}-0").is_dir() and (broker.log_dirs[0] / f"{TOPIC}-1").is_dir()
         assert not (broker.log_dirs[0] / f"{TOPIC}-2").exists()
-        assert "replica fetcher 0 started" in broker.log_text()  # cluster mode forks the fetchers
+        # Cluster mode forks the fetchers; the child logs once it runs.
+        wait_for(lambda: "replica fetcher 0 started" in broker.log_text(), 30, "the replica fetcher's start")
         # The leader accepts and serves; the follower and the partition
         # another broker hosts send the client elsewhere.
         assert _produce(conn, 0, 3) == (ErrorCode.NONE, 0)
