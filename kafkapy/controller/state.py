@@ -63,6 +63,9 @@ Kafka's rules kept here:
   of the partitions it prefers are led elsewhere, a preferred election of
   those whose preferred replica can lead.
 
+* partition reassignment (Kafka's onPartitionReassignment): the methods of
+  ``ReassignmentMixin`` (controller/reassignment.py) over ``reassigning``.
+
 Every change is sent as LeaderAndIsr to the partition's live replicas and
 UpdateMetadata to every live broker.
 """
