@@ -105,6 +105,7 @@ def loadgen_produce(args: dict) -> dict:
         "delivery.report.only.error": True,
         "on_delivery": on_delivery,
         **PRODUCER_SETTINGS,
+        **args.get("producer_conf", {}),
     }
     producer = Producer(conf)
     producer.list_topics(args["topic"], timeout=10)
@@ -442,7 +443,7 @@ def run_kcat(broker, argv: list[str], env: dict | None, stdin_path: str | None,
 def produce_workload(broker, client: str, env: dict | None, record_size: int,
                      records: int, acks: str, topic: str, kcat_input: str,
                      timeout_s: float, partitions: int = 1, processes: int = 1,
-                     replication_factor: int = 1) -> dict:
+                     replication_factor: int = 1, producer_conf: dict | None = None) -> dict:
     """``processes`` > 1 (confluent-kafka only): that many producer processes
     share the records and start together; the window ends with the last
     one's flush (on 2 cores, one process per core is what saturates a broker
@@ -459,7 +460,8 @@ def produce_workload(broker, client: str, env: dict | None, record_size: int,
         gens, cpu_s = run_loadgens(broker, "_produce", [{
             "bootstrap": broker.bootstrap, "topic": topic, "acks": acks,
             "record_size": record_size, "records": share,
-            "timeout_s": timeout_s, "partitions": partitions} for share in shares], timeout_s)
+            "timeout_s": timeout_s, "partitions": partitions,
+            "producer_conf": producer_conf or {}} for share in shares], timeout_s)
         result["client_report"] = gens[0] if processes == 1 else gens
         wall_s = max(gen["wall_s"] for gen in gens)
         failed = [gen for gen in gens if gen["timed_out"] or gen["delivery_errors"]]

@@ -12,7 +12,13 @@ One run on this machine (issue 15's benchmark):
 
 Each runs in turn (never at once), the same confluent-kafka producer process
 (``bench_broker.py``'s ``_produce``: linger.ms=5, batch.size 1 MB, no
-compression) writing 1 KiB and 100 B records into one and 16 partitions.
+compression, max.in.flight 5 unless ``--max-in-flight`` says otherwise)
+writing 1 KiB and 100 B records into one and 16 partitions. Five in flight
+is the Java producer's default and an idempotent producer's limit; with
+librdkafka's own default (1,000,000) the producer keeps sending requests of
+whatever lingered 5 ms while earlier ones wait their replication round, and
+as the broker answers a connection's requests one at a time (Kafka's
+muting) a backlog of small requests forms, each costing a whole round.
 Reported per row: records/s and MB/s (record values), broker CPU seconds per
 GB (the sum over every broker process tree; ZooKeeper not counted: it is idle
 while nobody changes metadata), and the cluster/reference ratio. Then the
@@ -129,7 +135,7 @@ class ClusterTarget:
 
 
 def produce_rows(target, replication_factor: int, acks_list, shapes, partition_counts, repeat,
-                 timeout_s) -> list:
+                 timeout_s, producer_conf: dict | None = None) -> list:
     rows = []
     for record_size, records in shapes:
         for partitions in partition_counts:
@@ -140,7 +146,8 @@ def produce_rows(target, replication_factor: int, acks_list, shapes, partition_c
                     try:
                         res = bb.produce_workload(target, "confluent-kafka", None, record_size, records,
                                                   acks, topic, None, timeout_s, partitions=partitions,
-                                                  replication_factor=replication_factor)
+                                                  replication_factor=replication_factor,
+                                                  producer_conf=producer_conf)
                     except Exception as exc:  # noqa: BLE001
                         res = {"error": f"{type(exc).__name__}: {exc}"}
                     print(f"  {target.name} {record_size} B x{partitions}p acks={acks}: "
@@ -157,12 +164,26 @@ def produce_rows(target, replication_factor: int, acks_list, shapes, partition_c
     return rows
 
 
-def latency_row(target, acks: str, rate: int, seconds: float, replication_factor: int) -> dict:
-    topic = f"lat-{acks}-{replication_factor}"
+# The latency rows' producer lingers: 1 ms (e2e_produce's pacing quantum,
+# chosen for the standalone broker's 5 ms budget) and librdkafka's default
+# of 5 ms. A connection has one request in flight at the broker (Kafka's
+# muting), and an acks=all request holds it for a whole replication round, so
+# when requests come faster than rounds complete they queue, up to the
+# producer's max.in.flight (5): the wait is then about five rounds. At
+# 10,000 records/s a 1 ms linger offers 1,000 requests/s, more than rounds of
+# 1-3 ms can serve on two loaded cores; a 5 ms linger offers 200 of ~50
+# records, each answered within one round.
+LATENCY_LINGERS_MS = (1, 5)
+
+
+def latency_row(target, acks: str, rate: int, seconds: float, replication_factor: int,
+                linger_ms: int = 1) -> dict:
+    topic = f"lat-{acks}-{replication_factor}-{linger_ms}"
     bb.create_topic(target.admin(), topic, replication_factor=replication_factor)
     records = int(rate * seconds)
     args = {"bootstrap": target.bootstrap, "topic": topic, "records": records, "record_size": 1024,
-            "rate": rate, "timeout_s": seconds * 3 + 10, "producer_conf": {"acks": acks}}
+            "rate": rate, "timeout_s": seconds * 3 + 10,
+            "producer_conf": {"acks": acks, "linger.ms": linger_ms}}
     cons = prod = None
     try:
         cons = Child("e2e_consume", args)
@@ -179,10 +200,11 @@ def latency_row(target, acks: str, rate: int, seconds: float, replication_factor
                 c.kill()
     delivery = produced.get("delivery", {})
     lat = consumed.get("latency", {})
-    row = {"target": target.name, "acks": acks, "rate": rate, "achieved_rate": produced.get("achieved_rate"),
+    row = {"target": target.name, "acks": acks, "linger_ms": linger_ms, "rate": rate,
+           "achieved_rate": produced.get("achieved_rate"),
            "produce_p50_ms": _ms(delivery.get("p50_us")), "produce_p99_ms": _ms(delivery.get("p99_us")),
            "e2e_p50_ms": _ms(lat.get("p50_us")), "e2e_p99_ms": _ms(lat.get("p99_us"))}
-    print(f"  {target.name} latency @ {rate} rec/s acks={acks}: {row}", flush=True)
+    print(f"  {target.name} latency @ {rate} rec/s acks={acks} linger {linger_ms} ms: {row}", flush=True)
     return row
 
 
@@ -195,6 +217,10 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="10x fewer records, 1 KiB only")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", default=None)
+    p.add_argument("--latency-only", action="store_true", help="only the latency rows")
+    p.add_argument("--max-in-flight", type=int, default=5,
+                   help="the throughput rows' max.in.flight.requests.per.connection (default 5, the Java "
+                        "producer's default and an idempotent producer's limit; librdkafka's own is 1000000)")
     args = p.parse_args(argv)
     shapes = [(1024, 200_000), (100, 1_000_000)]
     if args.quick:
@@ -205,7 +231,8 @@ def main(argv=None) -> int:
     report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "kernel": platform.release()},
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "rows": [], "latency": []}
+              "max_in_flight": args.max_in_flight, "rows": [], "latency": []}
+    producer_conf = {"max.in.flight.requests.per.connection": args.max_in_flight}
     with tempfile.TemporaryDirectory(prefix="kafkapy-bench-cluster-") as tmp:
         print("reference: one broker, RF=1, acks=1", flush=True)
         single = _brokers.make_kafkapy(os.path.join(tmp, "single"))
@@ -213,15 +240,22 @@ def main(argv=None) -> int:
         with single:
             single.start()
             single.wait_ready()
-            report["rows"] += produce_rows(single, 1, ("1",), shapes, partition_counts, args.repeat, timeout_s)
-            report["latency"].append(latency_row(single, "1", 10_000, 10 if not args.quick else 3, 1))
+            if not args.latency_only:
+                report["rows"] += produce_rows(single, 1, ("1",), shapes, partition_counts, args.repeat,
+                                               timeout_s, producer_conf)
+            for linger_ms in LATENCY_LINGERS_MS:
+                report["latency"].append(latency_row(single, "1", 10_000, 10 if not args.quick else 3, 1,
+                                                     linger_ms))
         print("cluster: three brokers, RF=3", flush=True)
         cluster = ClusterTarget(os.path.join(tmp, "cluster"), {})
         try:
             cluster.start()
-            report["rows"] += produce_rows(cluster, 3, ("all", "1"), shapes, partition_counts, args.repeat,
-                                           timeout_s)
-            report["latency"].append(latency_row(cluster, "all", 10_000, 10 if not args.quick else 3, 3))
+            if not args.latency_only:
+                report["rows"] += produce_rows(cluster, 3, ("all", "1"), shapes, partition_counts,
+                                               args.repeat, timeout_s, producer_conf)
+            for linger_ms in LATENCY_LINGERS_MS:
+                report["latency"].append(latency_row(cluster, "all", 10_000, 10 if not args.quick else 3, 3,
+                                                     linger_ms))
         finally:
             cluster.stop()
     ref = {(r["record_size"], r["partitions"]): r for r in report["rows"] if r["target"] == "kafkapy x1"}
@@ -243,7 +277,7 @@ def main(argv=None) -> int:
               f"{r['records_per_s']} | {ratio and round(ratio, 2)} | {ratio1 and round(ratio1, 2)} | "
               f"{base and base['cpu_s_per_gb']} | {r['cpu_s_per_gb']} |")
     for row in report["latency"]:
-        print(f"latency {row['target']} acks={row['acks']}: produce p50 {row['produce_p50_ms']} ms "
+        print(f"latency {row['target']} acks={row['acks']} linger {row['linger_ms']} ms: produce p50 {row['produce_p50_ms']} ms "
               f"p99 {row['produce_p99_ms']} ms, end-to-end p50 {row['e2e_p50_ms']} p99 {row['e2e_p99_ms']} ms")
     print(f"took {time.monotonic() - started:.0f} s")
     if args.out:
