@@ -772,10 +772,12 @@ class Controller:
         topics: dict = {}
         leaders = set()
         for topic, p, state, is_new in partitions:
+            adding, removing = self.state.reassigning.get((topic, p), ((), ()))  # a reassignment in progress
             topics.setdefault(topic, []).append({
                 "partition_index": p, "controller_epoch": self.epoch, "leader": state.leader,
                 "leader_epoch": state.leader_epoch, "isr": tuple(state.isr),
-                "partition_epoch": state.partition_epoch, "replicas": tuple(state.replicas), "is_new": is_new})
+                "partition_epoch": state.partition_epoch, "replicas": tuple(state.replicas), "is_new": is_new,
+                "adding_replicas": tuple(adding), "removing_replicas": tuple(removing)})
             leaders.add(state.leader)
         live_leaders = []
         for leader in sorted(leaders):
