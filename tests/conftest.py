@@ -27,6 +27,8 @@ __all__ = ["BrokerProcess", "free_port"]
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "broker_config(overrides): server.properties overrides for the `broker` fixture")
+    config.addinivalue_line(
+        "markers", "long: a fault or system test that takes more than ~30 s (CI runs the others: -m 'not long')")
 
 
 @pytest.fixture

@@ -232,6 +232,49 @@ def network_lab(tmp_path_factory):
         lab.close()
 
 
+# Fewer __consumer_offsets partitions than Kafka's 50, so the offsets topic is
+# created and elected (RF 3) within a test's time.
+OFFSETS_PARTITIONS = 6
+
+
+def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
+    """The fixtures' body: ``make(**overrides) -> (Cluster, kazoo client on its
+    chroot)``; at teardown every cut is healed, then everything made is ended."""
+    made = []
+
+    def make(**overrides):
+        chroot = f"/{request.node.name[:40]}"
+        c = Cluster(server, tmp_path, chroot, lab=lab,
+                    overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **overrides})
+        zk = server.client(chroot)
+        made.append((c, zk))
+        c.start()
+        return c, zk
+
+    try:
+        yield make
+    finally:
+        if lab is not None:
+            lab.heal()
+        for c, zk in made:
+            c.close()
+            zk.stop()
+            zk.close()
+
+
+@pytest.fixture
+def make_cluster(zookeeper, tmp_path, request):
+    """Clusters on the module's ZooKeeper (``support.zookeeper.zookeeper``), on 127.0.0.1."""
+    yield from _made_clusters(zookeeper, tmp_path, request)
+
+
+@pytest.fixture
+def lab_cluster(network_lab, tmp_path, request):
+    """Clusters in the module's ``network_lab`` namespaces."""
+    lab, server = network_lab
+    yield from _made_clusters(server, tmp_path, request, lab)
+
+
 class Cluster:
     def __init__(self, zookeeper, work_dir: Path, chroot: str, broker_ids=(1, 2, 3),
                  overrides: Optional[Mapping[str, object]] = None, lab: Optional[NetworkLab] = None):

@@ -31,13 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from support.cluster import (
+    OFFSETS_PARTITIONS,
     SESSION_TIMEOUT_MS,
     BackgroundProducer,
-    Cluster,
     controller_id,
     create_topic_assigned,
     finish,
     group_coordinated_outside,
+    make_cluster,  # noqa: F401
     progress,
     wait_for,
     wait_full_isr,
@@ -54,30 +55,6 @@ pytestmark = pytest.mark.timeout(120)
 # A leadership moves once the dead broker's session expired and the controller
 # acted: the session timeout plus a few seconds on this 2-core machine.
 NEW_LEADER_S = SESSION_TIMEOUT_MS / 1000 + 8
-# Fewer __consumer_offsets partitions than Kafka's 50, so the offsets topic is
-# created and elected (RF 3) within a test's time.
-OFFSETS_PARTITIONS = 6
-
-
-@pytest.fixture
-def make_cluster(zookeeper, tmp_path, request):  # noqa: F811
-    """``make(**overrides) -> (Cluster, kazoo client on its chroot)``, both ended at teardown."""
-    made = []
-
-    def make(**overrides):
-        chroot = f"/{request.node.name[:40]}"
-        c = Cluster(zookeeper, tmp_path, chroot,
-                    overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **overrides})
-        zk = zookeeper.client(chroot)
-        made.append((c, zk))
-        c.start()
-        return c, zk
-
-    yield make
-    for c, zk in made:
-        c.close()
-        zk.stop()
-        zk.close()
 
 
 def _each_leads_one(first: int, second: int, third: int) -> list:

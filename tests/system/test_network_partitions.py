@@ -30,10 +30,10 @@ import pytest
 from support.cluster import (
     SESSION_TIMEOUT_MS,
     BackgroundProducer,
-    Cluster,
     PinnedClient,
     consume_all,
     create_topic_assigned,
+    lab_cluster,  # noqa: F401
     network_lab,  # noqa: F401
     progress,
     validate,
@@ -49,30 +49,6 @@ pytestmark = pytest.mark.timeout(180)
 # Values the minority client writes: never sent by the background producer.
 MINORITY_BASE = 10_000_000
 NEW_LEADER_S = SESSION_TIMEOUT_MS / 1000 + 10
-
-
-@pytest.fixture
-def lab_cluster(network_lab, tmp_path, request):  # noqa: F811
-    """``make(**overrides) -> (Cluster in the lab's namespaces, kazoo client)``;
-    at teardown every cut is healed, then the brokers stopped."""
-    lab, server = network_lab
-    made = []
-
-    def make(**overrides):
-        chroot = f"/{request.node.name[:40]}"
-        c = Cluster(server, tmp_path, chroot, lab=lab,
-                    overrides={"offsets.topic.num.partitions": 6, **overrides})
-        zk = server.client(chroot)
-        made.append((c, zk))
-        c.start()
-        return c, zk
-
-    yield make
-    lab.heal()
-    for c, zk in made:
-        c.close()
-        zk.stop()
-        zk.close()
 
 
 def test_isolated_leader_stops_acking_serves_only_committed_and_truncates(lab_cluster, network_lab):  # noqa: F811
