@@ -34,6 +34,7 @@ from __future__ import annotations
 import time
 
 from kafkapy.coordination.metadata import DEFAULT_ENTITY, entity_names
+from kafkapy.metrics.quotas import probe
 from kafkapy.server.quotas import entities
 from kafkapy.server.quotas.table import QuotaTable, sensor_key
 
@@ -134,8 +135,9 @@ class QuotaManager:
         user_tag, client_tag, bound = found
         samples, window_ms = self._window(quota_type)
         now_ms = self.clock_ms() if now_ms is None else now_ms
-        _rate, throttle = self.table.record(sensor_key(quota_type, user_tag, client_tag), value, now_ms,
-                                            bound, samples, window_ms)
+        rate, throttle = self.table.record(sensor_key(quota_type, user_tag, client_tag), value, now_ms,
+                                           bound, samples, window_ms)
+        probe().recorded(quota_type, user_tag, client_tag, rate)
         if quota_type == REQUEST:
             throttle = min(throttle, window_ms)  # QuotaUtils.boundedThrottleTime
         return throttle
@@ -163,3 +165,4 @@ class QuotaManager:
         found = quotas.resolve(quota_type, user, client_id)
         if found is not None:
             self.table.throttled(sensor_key(quota_type, found[0], found[1]), throttle_ms)
+            probe().throttled(quota_type, found[0], found[1], throttle_ms)

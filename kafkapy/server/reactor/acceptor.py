@@ -26,6 +26,8 @@ import signal
 import socket
 import time
 
+from kafkapy.metrics import quotas as quota_metrics
+
 log = logging.getLogger("kafkapy.network")
 
 # How often a blocked listener looks for a free slot: connections are counted
@@ -50,6 +52,7 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
         # count connections per listener).
         sel.register(ls, selectors.EVENT_READ, bytes((index,)))
     turn = 0
+    next_report = time.monotonic()
     # listener index -> (held socket or None, monotonic time until which it waits,
     # when the listener stopped accepting)
     paused: dict[int, list] = {}
@@ -99,12 +102,33 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
                 hand_over(index, sock)
         if paused:
             _resume(sel, listen_sockets, paused, limits, hand_over)
+        if limits is not None:
+            next_report = _report_blocked(limits, paused, next_report)
     for held in paused.values():
         if held[0] is not None:
             limits.quotas.dec(held[3], _peer_ip(held[0]))
             held[0].close()
     for ls in listen_sockets:
         ls.close()
+
+
+# AcceptorBlockedPercent: the share of each interval a listener could not accept.
+_REPORT_S = 0.5
+_last_blocked: dict = {}
+
+
+def _report_blocked(limits, paused, next_report: float) -> float:
+    now = time.monotonic()
+    if now < next_report:
+        return next_report
+    probe = quota_metrics.probe()
+    for index, name in enumerate(limits.names):
+        # blocked seconds so far, the pause going on included (added to the shared count when it ends)
+        total = limits.quotas.blocked_ns(index) / 1e9 + (now - paused[index][2] if index in paused else 0.0)
+        before, at = _last_blocked.get(index, (total, now - _REPORT_S))
+        _last_blocked[index] = (total, now)
+        probe.acceptor_blocked(name, min(1.0, max(0.0, (total - before) / max(now - at, 1e-3))))
+    return now + _REPORT_S
 
 
 def _peer_ip(sock: socket.socket) -> str:

@@ -1,0 +1,170 @@
+"""Connection limits against a real broker (Kafka's ConnectionQuotas): a flood
+of connections from one IP (127.0.0.1) is held to max.connections.per.ip while
+another loopback address still connects and is served, per-IP overrides,
+max.connections making new connections wait (not fail) until one closes,
+max.connection.creation.rate spacing accepts out, and connections.max.idle.ms."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.rawclient import RawClient, api_versions_v0_request
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _open(broker, source: str, timeout_s: float = 5.0) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout_s, source_address=(source, 0))
+    return s
+
+
+def _served(sock: socket.socket, timeout_s: float) -> bool:
+    """True if an ApiVersions request on ``sock`` is answered within ``timeout_s``;
+    False if the broker closed it or said nothing."""
+    sock.settimeout(timeout_s)
+    try:
+        sock.sendall(api_versions_v0_request(7))
+        head = sock.recv(4)
+        if len(head) < 4:
+            return False
+        size = struct.unpack(">i", head)[0]
+        got = 0
+        while got < size:
+            chunk = sock.recv(size - got)
+            if not chunk:
+                return False
+            got += len(chunk)
+        return True
+    except (socket.timeout, ConnectionError, OSError):
+        return False
+
+
+def _closed_by_broker(sock: socket.socket, timeout_s: float) -> bool:
+    sock.settimeout(timeout_s)
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+@pytest.mark.broker_config({"max.connections.per.ip": 5,
+                            "max.connections.per.ip.overrides": "127.0.0.3:8"})
+def test_per_ip_limit_holds_against_a_flood_while_other_ips_connect(broker):
+    flood = [_open(broker, "127.0.0.1") for _ in range(20)]
+    try:
+        closed = [s for s in flood if _closed_by_broker(s, 0.5)]
+        assert len(closed) == 15  # over the limit: closed right after accept
+        kept = [s for s in flood if s not in closed]
+        assert all(_served(s, 5.0) for s in kept)
+        other = _open(broker, "127.0.0.2")
+        assert _served(other, 5.0)  # another address is not affected
+        other.close()
+        override = [_open(broker, "127.0.0.3") for _ in range(10)]
+        assert sum(not _closed_by_broker(s, 0.5) for s in override) == 8
+        for s in override:
+            s.close()
+        # a slot freed by a close is there again for the flooding address
+        kept[0].close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the processor counts it out
+            again = _open(broker, "127.0.0.1")
+            if not _closed_by_broker(again, 0.3):
+                break
+            again.close()
+        assert _served(again, 5.0)
+        again.close()
+    finally:
+        for s in flood:
+            s.close()
+
+
+@pytest.mark.broker_config({"max.connections": 4})
+def test_max_connections_makes_new_connections_wait_for_a_slot(broker):
+    held = [_open(broker, "127.0.0.1") for _ in range(4)]
+    try:
+        assert all(_served(s, 5.0) for s in held)
+        waiting = _open(broker, "127.0.0.2")  # the kernel's backlog takes it
+        assert not _served(waiting, 1.0)  # not accepted while at the limit
+        assert not _closed_by_broker(waiting, 0.1)
+        held.pop().close()
+        waiting.settimeout(5.0)
+        head = waiting.recv(4)  # the answer to the request sent while it waited
+        assert len(head) == 4
+        waiting.recv(struct.unpack(">i", head)[0])
+        waiting.close()
+    finally:
+        for s in held:
+            s.close()
+
+
+@pytest.mark.broker_config({"max.connection.creation.rate": 5})
+def test_connection_creation_rate_spaces_accepts(broker):
+    # a bucket of (11 - 1) windows x 5/s lets 50 in at once; the next wait ~1/5 s each
+    socks = []
+    try:
+        for _ in range(50):
+            socks.append(_open(broker, "127.0.0.1"))
+        assert _served(socks[-1], 10.0)
+        started = time.monotonic()
+        for _ in range(6):
+            socks.append(_open(broker, "127.0.0.1"))
+            assert _served(socks[-1], 10.0)
+        took = time.monotonic() - started
+        assert took >= 0.9, took  # held about 1/5 s each
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.mark.broker_config({"connections.max.idle.ms": 1000})
+def test_idle_connections_are_closed(broker):
+    with RawClient.connect(broker.bootstrap) as client:
+        client.sock.sendall(api_versions_v0_request(1))
+        client.recv_frame(5.0)
+        started = time.monotonic()
+        assert _closed_by_broker(client.sock, 5.0)
+        assert 0.9 <= time.monotonic() - started <= 4.0
+
+
+def test_quota_and_acceptor_metrics(broker_factory):
+    import urllib.request
+
+    from support.broker import free_port
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from quota_support import Connection, alter, produce_request
+
+    port = free_port()
+    broker = broker_factory({"prometheus.port": port, "max.connections": 2})
+    alter(broker.bootstrap, {"client-id": "metered"}, {"producer_byte_rate": 50_000})
+    conn = Connection(broker.bootstrap, "metered")
+    waiting = None
+    try:
+        create = conn.call(19, 7, {"topics": [{"name": "mt", "num_partitions": 1, "replication_factor": 1}],
+                                   "timeout": 10000})[0]
+        assert create.topics[0].error_code == 0
+        response, _ = conn.call(0, 9, produce_request("mt", 100_000, records=7))
+        assert response.responses[0].partition_responses[0].error_code == 0
+        other = _open(broker, "127.0.0.2")
+        assert _served(other, 5.0)  # two connections: the limit
+        waiting = _open(broker, "127.0.0.3")
+        time.sleep(1.5)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                   for line in text.splitlines() if line and not line.startswith("#")}
+        assert samples['kafka_server_Produce_byte_rate{client_id="metered",user=""}'] > 50_000
+        assert samples['kafka_server_Produce_throttle_time{client_id="metered",user=""}'] > 0
+        assert samples['kafka_network_Acceptor_AcceptorBlockedPercent{listener="PLAINTEXT"}'] > 0.5
+        other.close()
+    finally:
+        conn.close()
+        if waiting is not None:
+            waiting.close()

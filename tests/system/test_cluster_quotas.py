@@ -1,0 +1,51 @@
+"""Client quotas in a cluster (real ZooKeeper, two brokers): a quota altered
+through one broker is written to ZooKeeper as Kafka writes it
+(``/config/clients/<c>`` and a ``/config/changes`` notification), every broker
+follows it into its image, and the other broker throttles that client's
+produce (its own per-broker accounting, as Kafka's quotas are per broker)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.cluster import Cluster, create_topic_assigned, wait_for
+from support.zookeeper import zookeeper  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from quota_support import Connection, alter, describe, produce_request  # noqa: E402
+
+from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_quota_set_on_one_broker_applies_on_another(zookeeper, tmp_path):  # noqa: F811
+    with Cluster(zookeeper, tmp_path / "cluster", "/cluster-quotas", broker_ids=(1, 2)) as cluster:
+        one, two = cluster.brokers[1].bootstrap, cluster.brokers[2].bootstrap
+        create_topic_assigned(cluster, "cq", [[2]])
+        r = alter(one, {"client-id": "cq-client"}, {"producer_byte_rate": 80 * 1024})
+        assert r.entries[0].error_code == E.NONE
+        wait_for(lambda: describe(two, [("client-id", 0, "cq-client")], strict=True)[1] ==
+                 {(("client-id", "cq-client"),): {"producer_byte_rate": 81920.0}}, 15, "broker 2 to follow")
+        conn = Connection(two, "cq-client")
+        try:
+            response, _ = conn.call(0, 9, {**produce_request("cq", 100_000, records=9), "acks": 1})
+            partition = response.responses[0].partition_responses[0]
+            assert partition.error_code == E.NONE
+            throttle = response.throttle_time
+            throttle_ms = throttle.total_seconds() * 1000 if hasattr(throttle, "total_seconds") else throttle
+            assert throttle_ms >= 500  # ~900 KB against a bucket of 10 s x 80 KB/s
+        finally:
+            conn.close()
+        # another client on the same broker is not throttled
+        conn = Connection(two, "cq-other")
+        try:
+            response, _ = conn.call(0, 9, produce_request("cq", 100_000, records=9))
+            throttle = response.throttle_time
+            assert (throttle.total_seconds() if hasattr(throttle, "total_seconds") else throttle) == 0
+        finally:
+            conn.close()
