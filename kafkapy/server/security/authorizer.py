@@ -101,7 +101,9 @@ class Authorizer:
 
     # -- decisions ---------------------------------------------------------------------
     def authorize(self, principal: str, host: str, operation: int, resource_type: int, name: str,
-                  api: str = "") -> bool:
+                  api_key: int = -1) -> bool:
+        """``api_key`` >= 0: a request's own check, whose denial is logged (Kafka's
+        logIfDenied); -1 for what only computes (authorized operations)."""
         if self.store.changed():
             self._refresh()
         key = (principal, host, operation, resource_type, name)
@@ -111,10 +113,10 @@ class Authorizer:
             if len(self._memo) >= MEMO_LIMIT:
                 self._memo = {}
             self._memo[key] = result
-            if not result and api:
+            if not result and api_key >= 0:
                 audit.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s "
                            "for request = %s with resourceRefCount = 1", principal, A.OPERATION_NAME[operation],
-                           host, A.RESOURCE_TYPE_NAME[resource_type], name, api)
+                           host, A.RESOURCE_TYPE_NAME[resource_type], name, _api_name(api_key))
         return result
 
     def _matching(self, resource_type: int, name: str) -> list:
@@ -193,16 +195,15 @@ class Authorizer:
 
     # -- what handlers call ------------------------------------------------------------
     def allowed(self, ctx, operation: int, resource_type: int, name: str) -> bool:
-        return self.authorize(ctx.principal, ctx.peer_host, operation, resource_type, name,
-                              _api_name(ctx.api_key))
+        return self.authorize(ctx.principal, ctx.peer_host, operation, resource_type, name, ctx.api_key)
 
     def allowed_cluster(self, ctx, operation: int) -> bool:
         return self.allowed(ctx, operation, A.CLUSTER, A.CLUSTER_NAME)
 
     def denied(self, ctx, operation: int, resource_type: int, names) -> set:
         """The names of ``names`` the request's principal may not ``operation``."""
-        principal, host, api = ctx.principal, ctx.peer_host, _api_name(ctx.api_key)
-        return {n for n in set(names) if not self.authorize(principal, host, operation, resource_type, n, api)}
+        principal, host, api_key = ctx.principal, ctx.peer_host, ctx.api_key
+        return {n for n in set(names) if not self.authorize(principal, host, operation, resource_type, n, api_key)}
 
     def authorized_operations(self, ctx, resource_type: int, name: str) -> int:
         """AuthHelper.authorizedOperations: a bit per supported operation allowed."""
