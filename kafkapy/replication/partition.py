@@ -733,8 +733,11 @@ class Partition:
     def read_records(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None):
         """Up to ``max_offset`` (None: the log end offset) from ``fetch_offset``,
         at least one whole batch; what a coordinator loading its partition reads."""
-        with self.log.lock():
-            return self.log.read(fetch_offset, max_bytes, max_offset, True)
+        try:
+            with self.log.lock():
+                return self.log.read(fetch_offset, max_bytes, max_offset, True)
+        except OSError as exc:
+            raise self.log.io_error(exc, "reading") from exc
 
     def fetch_offset_for_timestamp(self, timestamp: int):
         """ListOffsets: ``(offset, timestamp)`` for Kafka's special timestamps
@@ -748,12 +751,15 @@ class Partition:
                 return high_watermark, -1
             if timestamp == EARLIEST_TIMESTAMP:
                 return self.state.log_start_offset, -1
-            if timestamp == MAX_TIMESTAMP:
-                found = log.max_timestamp_offset()
-            elif timestamp >= 0:
-                found = log.offset_for_timestamp(timestamp)
-            else:
-                found = None
+            try:
+                if timestamp == MAX_TIMESTAMP:
+                    found = log.max_timestamp_offset()
+                elif timestamp >= 0:
+                    found = log.offset_for_timestamp(timestamp)
+                else:
+                    found = None
+            except OSError as exc:
+                raise log.io_error(exc, "searching the time index of") from exc
         if found is None or found[0] >= high_watermark:
             return -1, -1
         return found

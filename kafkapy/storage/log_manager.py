@@ -202,11 +202,19 @@ class LogManager:
         path = self._find_dir(topic, partition) or os.path.join(
             self._dir_for_new_log(), partition_dir_name(topic, partition))
         self._check_online(path)
-        log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
-                       **self._log_kwargs())
+        log = self._open_log(path, topic, partition, config, state, topic_id, "creating log")
         log.state_slot = getattr(state, "index", None)
         self.logs[(topic, partition)] = self._opened(log)
         return log
+
+    def _open_log(self, path, topic, partition, config, state, topic_id, what, **kw) -> Log:
+        """Log.open; an I/O error takes the dir offline (KafkaStorageError, as
+        Kafka's getOrCreateLog)."""
+        try:
+            return Log.open(path, topic, partition, config or self.default_config, state, topic_id,
+                            **kw, **self._log_kwargs())
+        except OSError as exc:
+            raise self.failure_channel.io_error(path, exc, f"{what} {topic}-{partition}") from exc
 
     def create_logs(self, topic: str, partitions, config: LogConfig | None, topic_id: bytes | None = None,
                     on_created=None) -> list[Log]:
@@ -222,8 +230,8 @@ class LogManager:
             path = self._find_dir(topic, partition) or os.path.join(
                 self._dir_for_new_log(), partition_dir_name(topic, partition))
             self._check_online(path)
-            log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
-                           sync_metadata=False, **self._log_kwargs())
+            log = self._open_log(path, topic, partition, config, state, topic_id, "creating log",
+                                 sync_metadata=False)
             log.state_slot = getattr(state, "index", None)
             self.logs[(topic, partition)] = self._opened(log)
             created.append(log)
@@ -250,8 +258,7 @@ class LogManager:
             if path is None:
                 path = os.path.join(self._dir_for_new_log(), partition_dir_name(topic, partition))
         self._check_online(path)
-        log = Log.open(path, topic, partition, config or self.default_config, state, topic_id,
-                       **self._log_kwargs())
+        log = self._open_log(path, topic, partition, config, state, topic_id, "opening log")
         log.state_slot = getattr(state, "index", None)
         self.logs[(topic, partition)] = self._opened(log)
         return log
