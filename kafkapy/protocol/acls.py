@@ -97,6 +97,12 @@ SUPPORTED_OPERATIONS = {
 }
 CONCRETE_RESOURCE_TYPES = tuple(SUPPORTED_OPERATIONS)
 
+
+def all_operations(resource_type: int) -> int:
+    """The authorized-operations bit set of every operation the type supports
+    (what Kafka answers without an authorizer)."""
+    return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"

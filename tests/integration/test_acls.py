@@ -433,3 +433,19 @@ def test_idempotent_and_transactional_producers_need_their_acls(secured):
     while _end_offset(secured, "idem-topic") < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _end_offset(secured, "idem-topic") == 3
+
+
+def test_authorized_operations_are_reported(secured):
+    from confluent_kafka import TopicCollection
+
+    _create_topics(secured, "acl-ops")
+    _grant(secured, _acl("carol", ResourceType.TOPIC, "acl-ops", AclOperation.READ))
+    carol, admin = AdminClient(_conf(secured, "carol")), _admin(secured)
+    described = carol.describe_topics(TopicCollection(["acl-ops"]), include_authorized_operations=True)
+    ops = set(described["acl-ops"].result(timeout=20).authorized_operations)
+    assert ops == {AclOperation.READ, AclOperation.DESCRIBE}  # Read implies Describe
+    cluster = carol.describe_cluster(include_authorized_operations=True).result(timeout=20)
+    assert not cluster.authorized_operations  # no Describe on the cluster: none reported
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=20)
+    assert {AclOperation.ALTER, AclOperation.CLUSTER_ACTION, AclOperation.IDEMPOTENT_WRITE} \
+        <= set(cluster.authorized_operations)

@@ -86,6 +86,13 @@ def denied_topics(ctx, operation: int, names) -> set:
     return set() if auth is None else auth.denied(ctx, operation, acls.TOPIC, names)
 
 
+def authorized_operations(ctx, resource_type: int, name: str) -> int:
+    """Kafka's authorizedOperations: the bit set of operations allowed on the resource."""
+    auth = getattr(ctx, "authorizer", None)
+    return acls.all_operations(resource_type) if auth is None else auth.authorized_operations(ctx, resource_type,
+                                                                                                name)
+
+
 HANDLERS: dict = {}
 
 

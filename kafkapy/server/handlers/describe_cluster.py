@@ -10,29 +10,18 @@ Contract:
 - ``cluster_authorized_operations``: INT32_MIN unless asked for; with no
   authorizer every cluster operation is allowed, so asked for it is the bit
   set of Kafka's cluster operations (ALTER 7, CREATE 5, DESCRIBE 8,
-  CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12).
+  CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12);
+  with an authorizer 0 unless Describe on the cluster, else the bits of the
+  operations allowed. DescribeCluster itself needs no ACL (Kafka 3.9).
 """
 
-from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import advertised_endpoint, construct
+from kafkapy.server.security.authorizer import cluster_authorized_operations
 
 API_KEY = 60
 BROKERS, CONTROLLERS = 1, 2
 _NOT_REQUESTED = -(2**31)
-_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-
-
-def _authorized_operations(ctx) -> int:
-    """Kafka's: every cluster operation without an authorizer; with one, 0 unless
-    Describe on the cluster, else the bits of those allowed (DescribeCluster
-    itself needs no ACL in Kafka 3.9)."""
-    auth = getattr(ctx.broker, "authorizer", None)
-    if auth is None:
-        return _CLUSTER_OPERATIONS
-    if not auth.allowed_cluster(ctx, acls.DESCRIBE):
-        return 0
-    return auth.authorized_operations(ctx, acls.CLUSTER, acls.CLUSTER_NAME)
 
 
 def handle(ctx, request):
@@ -42,7 +31,7 @@ def handle(ctx, request):
     data = {"throttle_time": 0, "error_code": 0, "error_message": None,
             "endpoint_type": endpoint_type, "cluster_id": broker.cluster_id,
             "controller_id": md.controller_id, "brokers": [],
-            "cluster_authorized_operations": _authorized_operations(ctx)
+            "cluster_authorized_operations": cluster_authorized_operations(ctx)
             if request.include_cluster_authorized_operations else _NOT_REQUESTED}
     if endpoint_type != BROKERS:
         data.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,

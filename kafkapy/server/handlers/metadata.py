@@ -32,12 +32,13 @@ Contract:
 from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import advertised_endpoint, construct
+from kafkapy.server.security.authorizer import cluster_authorized_operations
 from kafkapy.protocol.topics import TopicError, topic_name_error
 
 API_KEY = 3
 
 _NO_OPERATIONS = -2147483648  # INT32_MIN: "authorized operations not requested"
-_ALL_TOPIC_OPERATIONS = sum(1 << op for op in acls.SUPPORTED_OPERATIONS[acls.TOPIC])
+_ALL_TOPIC_OPERATIONS = acls.all_operations(acls.TOPIC)
 
 
 def handle(ctx, request):
@@ -99,6 +100,8 @@ def handle(ctx, request):
         "cluster_id": broker.cluster_id,
         "controller_id": md.controller_id,
         "topics": topics,
+        "cluster_authorized_operations": cluster_authorized_operations(ctx) if getattr(
+            request, "include_cluster_authorized_operations", False) else _NO_OPERATIONS,  # v8-v10
         "error_code": ErrorCode.NONE,  # v13+
     })
 

@@ -257,6 +257,18 @@ def cluster_denied(ctx, operation: int) -> bool:
     return auth is not None and not auth.allowed_cluster(ctx, operation)
 
 
+def cluster_authorized_operations(ctx) -> int:
+    """Kafka's clusterAuthorizedOperations (Metadata v8-10, DescribeCluster): every
+    cluster operation without an authorizer; with one, 0 unless Describe on the
+    cluster, else the bits of those allowed."""
+    auth = getattr(ctx.broker, "authorizer", None)
+    if auth is None:
+        return A.all_operations(A.CLUSTER)
+    if not auth.allowed_cluster(ctx, A.DESCRIBE):
+        return 0
+    return auth.authorized_operations(ctx, A.CLUSTER, A.CLUSTER_NAME)
+
+
 def authorizer_for(config, table, zk=None) -> Authorizer | None:
     """The process's authorizer, or None when ``authorizer.class.name`` is empty."""
     if not config["authorizer.class.name"]:
