@@ -112,6 +112,24 @@ def test_kafkapy_configs_users_and_clients(broker):
     assert p.returncode == 0
     assert _configs(broker, "--entity-type", "clients", "--entity-name", "cfg-c", "--describe").stdout == ""
     assert _configs(broker, "--user-defaults", "--alter", "--delete-config", "consumer_byte_rate").returncode == 0
+    # SCRAM credentials share the user's entity with its quotas: each alteration keeps the other
+    p = _configs(broker, "--entity-type", "users", "--entity-name", "cfg-carol", "--alter", "--add-config",
+                 "producer_byte_rate=2048")
+    assert p.returncode == 0, p.stderr
+    p = _configs(broker, "--entity-type", "users", "--entity-name", "cfg-carol", "--alter", "--add-config",
+                 "SCRAM-SHA-256=[iterations=8192,password=carol-secret],SCRAM-SHA-512=[password=carol-secret]")
+    assert p.stdout == "Completed updating config for user cfg-carol.\n", p.stderr
+    p = _configs(broker, "--entity-type", "users", "--entity-name", "cfg-carol", "--describe")
+    assert p.stdout == ("Quota configs for user-principal 'cfg-carol' are producer_byte_rate=2048.0\n"
+                        "SCRAM credential configs for user-principal 'cfg-carol' are "
+                        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n"), p.stderr
+    assert "carol-secret" not in p.stdout
+    p = _configs(broker, "--entity-type", "users", "--entity-name", "cfg-carol", "--alter", "--add-config",
+                 "SCRAM-SHA-256=[password=x],producer_byte_rate=1")
+    assert p.returncode != 0 and "Cannot alter both quota and SCRAM credential configs" in p.stderr
+    p = _configs(broker, "--entity-type", "clients", "--entity-name", "c", "--alter", "--add-config",
+                 "SCRAM-SHA-256=[password=x]")
+    assert p.returncode != 0 and "Only quota configs can be added for 'clients'" in p.stderr
 
 
 def test_throttled_response_then_muted_connection(broker):

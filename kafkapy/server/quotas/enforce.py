@@ -101,9 +101,16 @@ def _throttled(ctx, decoded, kind, payload, throttle_ms: int):
 
 
 def _count_throttle(manager, quotas, ctx, user, client, throttle_ms) -> None:
-    for quota_type in (PRODUCE, FETCH, REQUEST):
-        if quotas.enabled(quota_type) and (quota_type == REQUEST or
-                                           (quota_type == PRODUCE) == (ctx.api_key == PRODUCE_KEY)):
+    """The throttle-time metric and counts of the quota types this request is measured by."""
+    types = [REQUEST]
+    if ctx.api_key == PRODUCE_KEY:
+        types.append(PRODUCE)
+    elif ctx.api_key == FETCH_KEY:
+        types.append(FETCH)
+    elif ctx.api_key in STRICT_FROM:
+        types.append(CONTROLLER_MUTATION)
+    for quota_type in types:
+        if quotas.enabled(quota_type):
             manager.throttled(quotas, quota_type, user, client, throttle_ms)
 
 
