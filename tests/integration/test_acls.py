@@ -449,3 +449,30 @@ def test_authorized_operations_are_reported(secured):
     cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=20)
     assert {AclOperation.ALTER, AclOperation.CLUSTER_ACTION, AclOperation.IDEMPOTENT_WRITE} \
         <= set(cluster.authorized_operations)
+
+
+def test_kafka_python_admin_manages_acls(secured):
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             KafkaAdminClient, ResourcePattern, ResourcePatternFilter)
+    from kafka.admin import ResourceType as KResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=secured.sasl_bootstrap, security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username="admin",
+                             sasl_plain_password=USERS["admin"], request_timeout_ms=15000)
+    try:
+        acl = ACL(principal="User:zed", host="*", operation=ACLOperation.READ,
+                  permission_type=ACLPermissionType.ALLOW,
+                  resource_pattern=ResourcePattern(KResourceType.TOPIC, "kp-", ACLResourcePatternType.PREFIXED))
+        created = admin.create_acls([acl])
+        assert not created["failed"] and len(created["succeeded"]) == 1
+        any_zed = ACLFilter(principal="User:zed", host=None, operation=ACLOperation.ANY,
+                            permission_type=ACLPermissionType.ANY,
+                            resource_pattern=ResourcePatternFilter(KResourceType.ANY, None,
+                                                                   ACLResourcePatternType.ANY))
+        found, error = admin.describe_acls(any_zed)
+        assert [(a.resource_pattern.resource_name, a.operation) for a in found] == [("kp-", ACLOperation.READ)]
+        deleted = admin.delete_acls([any_zed])
+        assert [len(acls) for _filter, acls, _error in deleted] == [1]
+        assert admin.describe_acls(any_zed)[0] == []
+    finally:
+        admin.close()

@@ -274,9 +274,13 @@ def authorizer_for(config, table, zk=None) -> Authorizer | None:
     if not config["authorizer.class.name"]:
         return None
     from kafkapy.coordination.acl_store import acl_store
+    from kafkapy.server.config import ConfigException
 
-    return Authorizer(acl_store(config, table, zk), parse_super_users(config["super.users"]),
-                      config["allow.everyone.if.no.acl.found"])
+    try:
+        super_users = parse_super_users(config["super.users"])
+    except ValueError as exc:  # stops start-up with Kafka's reason, as its authorizer's configure()
+        raise ConfigException("super.users", config["super.users"], str(exc)) from None
+    return Authorizer(acl_store(config, table, zk), super_users, config["allow.everyone.if.no.acl.found"])
 
 
 def _api_name(api_key: int) -> str:

@@ -175,3 +175,16 @@ def test_per_check_cost_is_a_memo_lookup():
         auth.authorize(ALICE, HOST, A.WRITE, A.TOPIC, "t7")
     per_check_us = (time.perf_counter() - started) / n * 1e6
     assert per_check_us < 50
+
+
+def test_a_bad_super_users_value_stops_start_up(tmp_path):
+    from kafkapy.server.config import BrokerConfig, ConfigException
+    from kafkapy.server.security.authorizer import authorizer_for
+
+    config = BrokerConfig.from_props({"log.dirs": str(tmp_path), "super.users": "User:a;admin",
+                                      "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    with pytest.raises(ConfigException, match="super.users"):
+        authorizer_for(config, None)
+    assert authorizer_for(BrokerConfig.from_props({"log.dirs": str(tmp_path)}), None) is None
+    with pytest.raises(ConfigException, match="authorizer.class.name"):
+        BrokerConfig.from_props({"log.dirs": str(tmp_path), "authorizer.class.name": "com.example.MyAuthorizer"})
