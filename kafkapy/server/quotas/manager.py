@@ -31,6 +31,7 @@ Cost without quotas: ``enabled(md)`` is a dict lookup on the metadata object
 
 from __future__ import annotations
 
+import math
 import time
 
 from kafkapy.coordination.metadata import DEFAULT_ENTITY, entity_names
@@ -65,9 +66,11 @@ class Quotas:
                 raw = config.get(config_key)
                 if raw is not None:
                     try:
-                        self.overrides[quota_type][(user, client)] = float(raw)
+                        bound = float(raw)
                     except ValueError:
                         continue
+                    if math.isfinite(bound):  # NaN or Infinity (a DOUBLE may be set so) bounds nothing
+                        self.overrides[quota_type][(user, client)] = max(bound, 0.0)
         self.resolved: dict = {}
 
     def enabled(self, quota_type: str) -> bool:

@@ -69,6 +69,7 @@ def test_resolution_order_of_kafka():
     assert resolve(user_client_entity("alice", None), user_client_entity("alice", "c1")) == ("alice", "c1", 2.0)
     assert resolve(user_entity("bob")) is None
     assert not Quotas({user_entity("x"): {"producer_byte_rate": "1"}}).enabled(REQUEST)
+    assert not Quotas({user_entity("x"): {"request_percentage": "NaN"}}).enabled(REQUEST)  # bounds nothing
 
 
 def test_sensor_bucket_and_rate():
