@@ -170,7 +170,7 @@ class CoordinatorServer:
         ctx.client_host = client_host(req.peer_host)
         ctx.authorizer = getattr(self.broker, "authorizer", None)
         ctx.principal = req.principal
-        ctx.peer_host = req.peer_host
+        ctx.peer_host = ctx.client_host[1:]  # Kafka's host address form, for ACL host matching
         try:
             if self.coordinator.txn_marker_scan:
                 self.coordinator.poll_txn_markers()

@@ -15,6 +15,7 @@ import queue
 import signal
 import time
 
+from kafkapy.coordinator.handlers import client_host
 from kafkapy.metrics import probes
 from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
 from kafkapy.protocol.codec import DecodeError, decode
@@ -120,7 +121,8 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int 
         ctx.listener = listener
         ctx.principal = principal
     if peer_host:
-        ctx.peer_host = peer_host
+        # ACL hosts are Java's InetAddress.getHostAddress(): IPv6 uncompressed, v4-mapped as v4.
+        ctx.peer_host = peer_host if ":" not in peer_host else client_host(peer_host)[1:]
     try:
         # Client quotas (server/quotas/enforce.py): only when some quota is configured.
         manager = getattr(broker, "quotas", None)
