@@ -24,6 +24,7 @@ import pytest
 from kafkapy.protocol import acls as A
 from kafkapy.protocol.errors import ErrorCode
 from support.broker import BrokerProcess, free_port
+from support.java_client import java_client  # noqa: F401
 from support.rawclient import ConnectionClosed, RawClient, encode_request
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -476,3 +477,20 @@ def test_kafka_python_admin_manages_acls(secured):
         assert admin.describe_acls(any_zed)[0] == []
     finally:
         admin.close()
+
+
+def test_java_client_gets_kafkas_authorization_exceptions(secured, java_client):  # noqa: F811
+    topic = "acl-java"
+    _create_topics(secured, topic)
+    _grant(secured, _acl("carol", ResourceType.TOPIC, topic, AclOperation.DESCRIBE))
+    configs = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+               "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                   f'username="carol" password="{USERS["carol"]}";',
+               "delivery.timeout.ms": 10000, "request.timeout.ms": 5000}
+    refused = java_client.produce(secured.sasl_bootstrap, topic, 3, idempotent=False, configs=configs)
+    assert not refused.acks and refused.errors, refused.describe()
+    assert {cls.rsplit(".", 1)[-1] for _key, cls, _msg in refused.errors} == {"TopicAuthorizationException"}
+    assert _end_offset(secured, topic) == 0
+    _grant(secured, _acl("carol", ResourceType.TOPIC, topic, AclOperation.WRITE))
+    accepted = java_client.produce(secured.sasl_bootstrap, topic, 3, idempotent=False, configs=configs)
+    assert len(accepted.acks) == 3 and not accepted.errors, accepted.describe()
