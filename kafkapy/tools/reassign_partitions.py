@@ -430,9 +430,9 @@ def cancel(c: Cluster, reassignment_json: str, preserve_throttles: bool) -> None
               + ",".join(map(tp_name, cancelling)))
     else:
         print("None of the specified partition reassignments are active.")
+    # Kafka prints this without a line end, so the next line follows on it
     sys.stdout.write("None of the specified partition moves are active.")
     if not preserve_throttles:
-        print()
         clear_all_throttles(c, targets)
 
 

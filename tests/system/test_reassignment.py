@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -42,6 +43,7 @@ from support.cluster import (
     create_topic_assigned,
     validate,
     wait_for,
+    zk_partition_state,
 )
 from support.zookeeper import zookeeper  # noqa: F401
 
@@ -209,6 +211,8 @@ def test_cancel_an_inflight_reassignment(cluster):
         assert (state["replicas"], state["adding_replicas"], state["removing_replicas"]) == ([2, 3, 1], [3], [1])
         t = _topic_znode(zk, topic)
         assert (t.partitions[0], t.adding_replicas, t.removing_replicas) == ((2, 3, 1), {0: (3,)}, {0: (1,)})
+        assert _tool(c, "--list").stdout == f"Current partition reassignments:\n{topic}-0: replicas: 2,3,1. adding: 3. " \
+                                             "removing: 1.\n"
         wait_for(lambda: (c.brokers[3].log_dirs[0] / f"{topic}-0").exists(), 30, "broker 3 to start its replica")
         assert _reassign(c, {(topic, 0): None}) == {}
         # Kafka cannot restore the original order: ORS is RS less the adding replicas
@@ -238,8 +242,7 @@ def _topic_config(c: Cluster, topic: str, name: str):
 
 
 def _move_time(c: Cluster, zk, topic: str, target, tmp_path, throttle=None) -> float:
-    """Seconds the tool's --execute takes to finish moving ``topic``-0 to ``target``
-    (--verify polled every 0.2 s)."""
+    """Seconds from the tool's --execute until ``topic``-0 is on ``target`` alone."""
     plan = tmp_path / f"{topic}.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": target}]}))
     start = time.monotonic()
@@ -286,14 +289,36 @@ def test_tool_generate_execute_verify(cluster, tmp_path):
 def test_a_throttled_reassignment_is_slower(cluster, tmp_path):
     c, zk = cluster
     topic = "throttled"
-    create_topic_assigned(c, topic, [[1]])
+    create_topic_assigned(c, topic, [[1]], config={"min.insync.replicas": 2})
     _fill(c, topic, 0, 150, 10_000)  # 1.5 MB
     fast = _move_time(c, zk, topic, [1, 2], tmp_path)
-    throttled = _move_time(c, zk, topic, [1, 2, 3], tmp_path, throttle=250_000)
+    # Under acks=all load (min.insync.replicas=2): broker 2, in the ISR, is a throttled
+    # source's follower too, but an ISR member is never held back, so it stays in the
+    # ISR (a held-back one would leave it after replica.lag.time.max.ms, 3 s) and
+    # the producer goes on.
+    producer = BackgroundProducer(c.bootstrap, topic, 1, rate_per_s=100).start()
+    isrs, stop = [], threading.Event()
+
+    def sample():
+        while not stop.wait(0.1):  # bounded by the move
+            isrs.append(tuple(zk_partition_state(zk, topic, 0)["isr"]))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    try:
+        sampler.start()
+        throttled = _move_time(c, zk, topic, [1, 2, 3], tmp_path, throttle=250_000)
+    finally:
+        stop.set()
+        producer.halt()
+    sampler.join(5)
+    producer.stop()
     print(f"1.5 MB replica added in {fast:.2f} s unthrottled, {throttled:.2f} s at 250 KB/s")
     # 1.5 MB at 250 KB/s less one window's burst and one 256 KB fetch: at least ~4 s;
     # unthrottled about a second
     assert 3.0 <= throttled and fast + 2.0 <= throttled, (fast, throttled)
+    assert len(isrs) >= 20 and all({1, 2} <= set(isr) for isr in isrs), isrs
+    assert producer.errors == [] and producer.acked_count() >= 200, producer.errors[:5]
+    validate(producer.acked, {0: [v for v in consume_all(c.bootstrap, topic, 1)[0] if v < 10**9]})
     out = _tool(c, "--verify", "--reassignment-json-file", str(tmp_path / f"{topic}.json")).stdout
     assert "Clearing topic-level throttles" in out
 
