@@ -18,6 +18,11 @@ in the other dir. Every acknowledged record is consumed, once, in order.
 Then space comes back (the tmpfs remounted larger) and broker 1 restarts,
 which is how Kafka brings an offline dir back: its replicas there recover,
 catch up and rejoin the ISRs.
+
+A second test fills the tmpfs through replication: broker 1's replica
+fetcher meets ENOSPC as a follower; its replica goes offline and out of the
+ISR while the leader (broker 2) and an acks=all producer on broker 1's other
+dir go on.
 """
 
 from __future__ import annotations
@@ -58,15 +63,16 @@ def small_fs(tmp_path):
 
 
 @pytest.fixture
-def cluster(small_fs, zookeeper, tmp_path):  # noqa: F811
-    c = Cluster(zookeeper, tmp_path, "/log_dir_failure", overrides={"offsets.topic.num.partitions": 3})
+def cluster(small_fs, zookeeper, tmp_path, request):  # noqa: F811
+    chroot = f"/{request.node.name[:40]}"  # the ZooKeeper server is shared: a chroot per test
+    c = Cluster(zookeeper, tmp_path, chroot, overrides={"offsets.topic.num.partitions": 3})
     broker = c.brokers[1]
     # The tmpfs second: the first log dir holds the broker's metadata image, and
     # its failure stops the broker (as Kafka's metadata log dir).
     broker.props["log.dirs"] = f"{tmp_path / 'broker-1-big'},{small_fs}"
     c.metrics_port = broker.props["prometheus.port"] = str(free_port())
     write_properties(broker.props_path, broker.props)
-    zk = zookeeper.client("/log_dir_failure")
+    zk = zookeeper.client(chroot)
     try:
         yield c.start(), zk
     finally:
@@ -173,3 +179,37 @@ def test_full_log_dir_moves_its_leaders_and_loses_nothing(cluster, small_fs, tmp
     wait_full_isr(c, zk, "fill", 2, 3)
     assert _describe_log_dirs(c.brokers[1].bootstrap)[str(small_fs)][0] == 0
     assert all(offline == () for _l, _i, offline in _metadata(c.brokers[1].bootstrap, "pcv").values())
+
+
+@pytest.mark.long  # ~20 s more; the leader-side test above covers the common path in CI
+def test_a_follower_whose_dir_fills_leaves_the_isr_and_the_leaders_go_on(cluster, small_fs, tmp_path):
+    """The replica fetcher meets ENOSPC: broker 1's follower replica goes
+    offline and out of the ISR; its leaders and the producers do not notice."""
+    from kafka import KafkaProducer
+
+    c, _zk = cluster
+    big = tmp_path / "broker-1-big"
+    create_topic_assigned(c, "pad", [[2, 1, 3]])  # broker 1's first replica: the big dir (a tie)
+    create_topic_assigned(c, "follow", [[2, 1, 3]])  # then the tmpfs
+    create_topic_assigned(c, "pcv", [[1, 2, 3]])  # a tie again: the big dir, led by broker 1
+    assert (big / "pad-0").is_dir() and (small_fs / "follow-0").is_dir() and (big / "pcv-0").is_dir()
+
+    producer = BackgroundProducer(c.bootstrap, "pcv", 1, rate_per_s=200).start()
+    filler = KafkaProducer(bootstrap_servers=c.bootstrap, acks="all", linger_ms=0, max_request_size=2_000_000)
+    try:
+        progress(producer, 100, "records acknowledged before the fault")
+        # 1.5 MB through the leader (broker 2); the follower on broker 1 cannot hold it.
+        for _ in range(30):
+            filler.send("follow", RECORD, partition=0).get(timeout=30)
+        md = wait_for(lambda: (m := _metadata(c.brokers[2].bootstrap, "follow")) and 1 in m[0][2] and m,
+                      20, "broker 1's replica of follow-0 offline")
+        assert md[0][0] == 2 and md[0][1] == (2, 3)
+        assert _describe_log_dirs(c.brokers[1].bootstrap)[str(small_fs)][0] == STORAGE_ERROR
+        assert _metadata(c.brokers[1].bootstrap, "pcv")[0][0] == 1  # broker 1 still leads its other dir
+        progress(producer, 200, "records acknowledged after the fault")
+        assert c.brokers[1].running, c.brokers[1].log_tail()
+    finally:
+        filler.close()
+        producer.halt()
+    finish(c, producer, "pcv", 1)
+    producer.close()
