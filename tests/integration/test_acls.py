@@ -494,3 +494,25 @@ def test_java_client_gets_kafkas_authorization_exceptions(secured, java_client):
     _grant(secured, _acl("carol", ResourceType.TOPIC, topic, AclOperation.WRITE))
     accepted = java_client.produce(secured.sasl_bootstrap, topic, 3, idempotent=False, configs=configs)
     assert len(accepted.acks) == 3 and not accepted.errors, accepted.describe()
+
+
+def test_list_and_describe_groups_follow_describe_acls(secured):
+    topic = "acl-groups-listed"
+    _create_topics(secured, topic)
+    assert _produce(secured, "admin", topic, [b"x"]) == [None]
+    for group in ("g-listed-mine", "g-listed-other"):
+        assert _consume(secured, "admin", topic, group, 1) == ([b"x"], [])
+    _grant(secured, _acl("carol", ResourceType.GROUP, "g-listed-m", AclOperation.DESCRIBE,
+                         pattern=ResourcePatternType.PREFIXED))
+    carol = AdminClient(_conf(secured, "carol"))
+    listed = {g.group_id for g in carol.list_consumer_groups(request_timeout=15).result(timeout=20).valid}
+    assert "g-listed-mine" in listed and "g-listed-other" not in listed
+    described = carol.describe_consumer_groups(["g-listed-mine", "g-listed-other"], request_timeout=15)
+    assert described["g-listed-mine"].result(timeout=20).group_id == "g-listed-mine"
+    with pytest.raises(confluent_kafka.KafkaException) as err:
+        described["g-listed-other"].result(timeout=20)
+    assert err.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # The super user lists both.
+    admin = _admin(secured)
+    assert {"g-listed-mine", "g-listed-other"} <= {
+        g.group_id for g in admin.list_consumer_groups(request_timeout=15).result(timeout=20).valid}
