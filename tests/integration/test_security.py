@@ -340,3 +340,31 @@ def test_large_requests_and_fetches_over_tls(secure):
             got.append(msg.value())
     consumer.close()
     assert sorted(got) == sorted(values)
+
+
+def test_pipelined_request_spanning_tls_records(secure):
+    """A small request and a 20 KB one sent together: the first TLS record
+    holds the first request and the start of the second, the rest stays
+    decrypted-later in the connection's BIO while the first is handled. The
+    second must be answered without the client sending anything more (the
+    selector cannot see bytes already in the BIO)."""
+    ctx = ssl.create_default_context(cafile=str(secure.certs.ca_cert))
+    first = struct.pack(">hhih", 18, 0, 1, -1)
+    client_id = b"c" * 20000
+    second = struct.pack(">hhih", 18, 0, 2, len(client_id)) + client_id
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", secure.ports["SSL"]), timeout=5),
+                         server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"".join(struct.pack(">i", len(p)) + p for p in (first, second)))
+        got = []
+        buf = b""
+        deadline = time.monotonic() + 5
+        while len(got) < 2 and time.monotonic() < deadline:
+            try:
+                buf += tls.recv(65536)
+            except socket.timeout:
+                break
+            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+                size = struct.unpack_from(">i", buf)[0]
+                got.append(struct.unpack_from(">i", buf, 4)[0])
+                buf = buf[4 + size:]
+        assert got == [1, 2]

@@ -657,6 +657,8 @@ class Processor:
             self._take(conn, b"")
             if conn.conn_id in self.conns and conn.state in (_READ_HEADER, _READ_BODY):
                 self._set_events(conn, selectors.EVENT_READ)
+                if conn.tls is not None and conn.tls.buffered():
+                    self._tls_read(conn)  # the rest waits in the BIO, where the selector cannot see it
             return
         unmuted = conn.events != selectors.EVENT_READ
         self._set_events(conn, selectors.EVENT_READ)
