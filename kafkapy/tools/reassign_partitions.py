@@ -88,21 +88,23 @@ def format_reassignment_json(parts: dict) -> str:
         for (t, p), r in sorted(parts.items())]}, separators=(",", ":"))
 
 
-def _json(text: str):
+def _json_v1(text: str) -> dict:
+    """A JSON object whose ``version`` (default 1) is 1, the only one Kafka reads."""
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ToolError(f"The input string is not a valid JSON: {exc}") from None
-
-
-def parse_topics_json(text: str) -> list:
-    """Kafka's parseTopicsData (version 1)."""
-    data = _json(text)
     if not isinstance(data, dict):
         raise ToolError("The input string is not a valid JSON")
     version = data.get("version", 1)
     if version != 1:
         raise ToolError(f"Not supported version field value {version}")
+    return data
+
+
+def parse_topics_json(text: str) -> list:
+    """Kafka's parseTopicsData (version 1)."""
+    data = _json_v1(text)
     try:
         return [str(t["topic"]) for t in data.get("topics", [])]
     except (KeyError, TypeError):
@@ -112,12 +114,7 @@ def parse_topics_json(text: str) -> list:
 def parse_reassignment_json(text: str) -> list:
     """Kafka's parsePartitionReassignmentData (version 1): ``[((topic, p), replicas)]``,
     duplicates kept for the checks; a log dir other than "any" is refused."""
-    data = _json(text)
-    if not isinstance(data, dict):
-        raise ToolError("The input string is not a valid JSON")
-    version = data.get("version", 1)
-    if version != 1:
-        raise ToolError(f"Not supported version field value {version}")
+    data = _json_v1(text)
     out = []
     for entry in data.get("partitions", []):
         try:
