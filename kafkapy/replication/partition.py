@@ -567,7 +567,8 @@ class Partition:
         except ProducerStateError as exc:
             return exc.error_code, None, str(exc)
         except OSError as exc:  # the log dir goes offline (storage.log_dirs)
-            return ErrorCode.KAFKA_STORAGE_ERROR, None, str(log.io_error(exc, "appending to"))
+            error = log.io_error(exc, "appending to")
+            return error.error_code, None, str(error)
         return ErrorCode.NONE, result, None
 
     def append_control_batch_to_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
@@ -591,8 +592,7 @@ class Partition:
         except RecordError as exc:
             return exc.error_code, None
         except OSError as exc:
-            log.io_error(exc, "appending a transaction marker to")
-            return ErrorCode.KAFKA_STORAGE_ERROR, None
+            return log.io_error(exc, "appending a transaction marker to").error_code, None
         return ErrorCode.NONE, result
 
     # -- reads ---------------------------------------------------------------------
@@ -776,8 +776,7 @@ class Partition:
             except OffsetOutOfRange:
                 return ErrorCode.OFFSET_OUT_OF_RANGE, -1
             except OSError as exc:
-                log.io_error(exc, "deleting records of")
-                return ErrorCode.KAFKA_STORAGE_ERROR, -1
+                return log.io_error(exc, "deleting records of").error_code, -1
 
     def active_producers(self) -> list:
         """DescribeProducers: the producer state's entries."""

@@ -7,6 +7,7 @@ nothing here knows about requests.
 # Kafka's Errors enum (only the codes storage raises).
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 RECORD_LIST_TOO_LARGE = 18
 INVALID_TIMESTAMP = 32

@@ -40,6 +40,7 @@ from kafkapy.storage.errors import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
     RECORD_LIST_TOO_LARGE,
+    UNKNOWN_TOPIC_OR_PARTITION,
     CorruptIndexError,
     InconsistentTopicId,
     KafkaStorageError,
@@ -1379,8 +1380,14 @@ class Log:
 
     def io_error(self, exc: OSError, what: str):
         """The KafkaStorageError for an OSError met while ``what``; the log's
-        dir goes offline first (storage.log_dirs)."""
+        dir goes offline first (storage.log_dirs). A partition directory
+        that is gone while its log dir is there was deleted meanwhile by
+        another process (DeleteTopics, StopReplica): that is no dir failure,
+        and the answer is UNKNOWN_TOPIC_OR_PARTITION."""
         what = f"{what} {self.topic}-{self.partition}"
+        if isinstance(exc, FileNotFoundError) and not os.path.isdir(self.dir) \
+                and os.path.isdir(os.path.dirname(self.dir)):
+            return StorageError(f"{what}: the partition was deleted meanwhile ({exc})", UNKNOWN_TOPIC_OR_PARTITION)
         channel = self.failure_channel
         if channel is None:
             return KafkaStorageError(f"Error while {what} in {self.dir}: {exc}", os.path.dirname(self.dir))

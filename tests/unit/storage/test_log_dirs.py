@@ -73,3 +73,17 @@ def test_log_manager_never_opens_or_places_a_log_in_an_offline_dir(tmp_path, tab
     assert os.path.exists(os.path.join(b, ".kafka_cleanshutdown"))
     assert not os.path.exists(os.path.join(a, ".kafka_cleanshutdown"))
     assert not os.path.exists(os.path.join(a, "recovery-point-offset-checkpoint"))
+
+
+def test_a_partition_deleted_meanwhile_is_no_dir_failure(tmp_path):
+    from kafkapy.storage.config import LogConfig
+    from kafkapy.storage.log import Log
+    from kafkapy.storage.shared import LocalPartitionState
+
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, LogConfig(), LocalPartitionState(), fsync=no_fsync)
+    log.failure_channel = LogDirFailureChannel([str(tmp_path)])
+    os.rename(log.dir, log.dir + ".0123-delete")  # another process's DeleteTopics
+    error = log.io_error(FileNotFoundError(2, "No such file or directory"), "appending to")
+    assert error.error_code == 3 and not log.failure_channel.offline_dirs()  # UNKNOWN_TOPIC_OR_PARTITION
+    error = log.io_error(OSError(28, "No space left on device"), "appending to")
+    assert error.error_code == 56 and log.failure_channel.offline_dirs() == [str(tmp_path)]
