@@ -94,6 +94,20 @@ class EmbeddedMetadataStore(MetadataStore):
         return md
 
     def _write(self, md: Metadata) -> None:
+        try:
+            self._write_file(md)
+        except OSError as exc:
+            # The store lives in the first log dir: an I/O error there takes
+            # that dir offline (bit 0 of storage.log_dirs' word), which stops
+            # the broker, as a failed metadata log dir halts Kafka's.
+            from kafkapy.storage.log_dirs import LogDirFailureChannel
+
+            log_dir = os.path.dirname(os.path.abspath(self.path))
+            LogDirFailureChannel([log_dir], self.table, METADATA_GENERATION).mark_offline(
+                log_dir, f"Error while writing the metadata store {self.path}: {exc}")
+            raise
+
+    def _write_file(self, md: Metadata) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(md.to_json(live=self.LIVE), f, indent=1, sort_keys=True)

@@ -87,3 +87,18 @@ def test_a_partition_deleted_meanwhile_is_no_dir_failure(tmp_path):
     assert error.error_code == 3 and not log.failure_channel.offline_dirs()  # UNKNOWN_TOPIC_OR_PARTITION
     error = log.io_error(OSError(28, "No space left on device"), "appending to")
     assert error.error_code == 56 and log.failure_channel.offline_dirs() == [str(tmp_path)]
+
+
+def test_a_failed_metadata_store_write_takes_the_first_dir_offline(tmp_path, table):
+    import shutil
+
+    from kafkapy.coordination.embedded import EmbeddedMetadataStore
+
+    first = tmp_path / "first"
+    first.mkdir()
+    store = EmbeddedMetadataStore(str(first), table)
+    shutil.rmtree(first)  # the file system under it is gone
+    with pytest.raises(OSError):
+        store.update(lambda md: None)
+    channel = LogDirFailureChannel([str(first), str(tmp_path / "second")], table)
+    assert channel.offline_dirs() == [str(first)]  # the supervisor then stops the broker
