@@ -241,6 +241,11 @@ class Controller:
         self.channel = ControllerChannelManager(broker_id, config.inter_broker_listener_name,
                                                 CONTROLLER_SOCKET_TIMEOUT_MS)
         self.state = ControllerState(epoch, set(), unclean_election=self._unclean_election)
+        # {(topic, partition): ISR} before an election that may be unclean (a topic with
+        # unclean.leader.election.enable, or an admin UNCLEAN election), so ``_execute``
+        # can log each leader elected from outside its ISR (and {topic: True} for the
+        # topics already noted); cleared after each event.
+        self._isr_before_unclean: dict = {}
         self.live: dict = {}  # broker id -> LiveBroker (registration and broker epoch)
         self.events: queue.Queue = queue.Queue()
         self._queued: set = set()  # coalesced watch events waiting in the queue
@@ -316,6 +321,7 @@ class Controller:
                 return
             with self._queued_lock:
                 self._queued.discard(event)
+            self._isr_before_unclean.clear()
             for attempt in range(_EVENT_RETRIES):
                 try:
                     getattr(self, "_on_" + event[0])(*event[1:])
@@ -567,6 +573,8 @@ class Controller:
         wanted = None if partitions is None else [tuple(tp) for tp in partitions]
         log.info("replica leader election (%s) for %s", "PREFERRED" if preferred else "UNCLEAN",
                  "all partitions" if wanted is None else f"{len(wanted)} partitions")
+        if not preferred:
+            self._remember_isrs(lambda tp: wanted is None or tp in wanted)
         results, effects = self.state.on_replica_election(wanted, preferred, admin=True)
         self._execute(effects)
         return [(t, p, int(error), -1 if leader is None else leader)
@@ -736,7 +744,9 @@ class Controller:
             WritePartitionState,
         )
 
-        lost = self.zk.write_partition_states([e for e in effects if isinstance(e, WritePartitionState)])
+        writes = [e for e in effects if isinstance(e, WritePartitionState)]
+        lost = self.zk.write_partition_states(writes)
+        self._log_unclean_elections(writes, lost, depth)
         for effect in effects:
             if isinstance(effect, SendLeaderAndIsr):
                 parts = [p for p in effect.partitions if (p[0], p[1]) not in lost]
@@ -850,8 +860,32 @@ class Controller:
             if info is not None:
                 value = info.configs.get("unclean.leader.election.enable")
         if value is None:
-            return bool(self.config["unclean.leader.election.enable"])
-        return str(value).strip().lower() == "true"
+            allowed = bool(self.config["unclean.leader.election.enable"])
+        else:
+            allowed = str(value).strip().lower() == "true"
+        if allowed and topic not in self._isr_before_unclean:
+            self._isr_before_unclean[topic] = True  # the topic's partitions noted once per event
+            self._remember_isrs(lambda tp: tp[0] == topic)
+        return allowed
+
+    def _remember_isrs(self, which) -> None:
+        """Note the ISR of the partitions ``which(tp)`` picks, before an election that may be unclean."""
+        for tp, state in self.state.states.items():
+            if which(tp):
+                self._isr_before_unclean.setdefault(tp, tuple(state.isr))
+
+    def _log_unclean_elections(self, writes, lost, depth: int) -> None:
+        """Kafka counts an unclean election (UncleanLeaderElectionsPerSec) and says it
+        may lose data; each written leader from outside the ISR it had is logged."""
+        for w in writes:
+            before = self._isr_before_unclean.get((w.topic, w.partition))
+            if (before is not None and (w.topic, w.partition) not in lost and w.state.leader >= 0
+                    and w.state.leader not in before):
+                log.warning("unclean leader election for %s-%d: broker %d elected leader (epoch %d) from outside "
+                            "the ISR %s, none of which is alive; potential data loss (records only the ISR had "
+                            "are gone)", w.topic, w.partition, w.state.leader, w.state.leader_epoch, list(before))
+        if depth == 0:
+            self._isr_before_unclean.clear()
 
 
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}

@@ -242,9 +242,9 @@ def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
     chroot)``; at teardown every cut is healed, then everything made is ended."""
     made = []
 
-    def make(**overrides):
+    def make(metrics: bool = False, **overrides):
         chroot = f"/{request.node.name[:40]}"
-        c = Cluster(server, tmp_path, chroot, lab=lab,
+        c = Cluster(server, tmp_path, chroot, lab=lab, metrics=metrics,
                     overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **overrides})
         zk = server.client(chroot)
         made.append((c, zk))
@@ -277,7 +277,8 @@ def lab_cluster(network_lab, tmp_path, request):
 
 class Cluster:
     def __init__(self, zookeeper, work_dir: Path, chroot: str, broker_ids=(1, 2, 3),
-                 overrides: Optional[Mapping[str, object]] = None, lab: Optional[NetworkLab] = None):
+                 overrides: Optional[Mapping[str, object]] = None, lab: Optional[NetworkLab] = None,
+                 metrics: bool = False):
         self.zookeeper = zookeeper
         self.lab = lab
         self.chroot = chroot
@@ -295,6 +296,15 @@ class Cluster:
             self.brokers = {i: BrokerProcess(Path(work_dir) / f"broker-{i}", {**base, "broker.id": i}, port=9092,
                                              host=lab.address(i), command=lab.command(i))
                             for i in broker_ids}
+        # metrics: each broker's /metrics on a port of its own (``scrape_metrics``).
+        self.metrics_ports: dict = {}
+        if metrics:
+            from .broker import free_port, write_properties
+
+            for i, b in self.brokers.items():
+                self.metrics_ports[i] = int(free_port())
+                b.props["prometheus.port"] = str(self.metrics_ports[i])
+                write_properties(b.props_path, b.props)
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "Cluster":
@@ -381,7 +391,8 @@ class BackgroundProducer:
     """An idempotent acks=all producer sending ``"<n>"`` values in a thread."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate_per_s: float = 500.0,
-                 max_messages: int = 100_000, config: Optional[Mapping[str, object]] = None):
+                 max_messages: int = 100_000, config: Optional[Mapping[str, object]] = None,
+                 first_value: int = 0):
         from confluent_kafka import Producer
 
         conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -395,6 +406,7 @@ class BackgroundProducer:
         self.acked: dict[int, list[int]] = {}  # partition -> values in ack order
         self.errors: list[str] = []
         self.sent = 0
+        self.first_value = first_value  # values are first_value + n (distinct across producers)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="background-producer", daemon=True)
 
@@ -408,8 +420,8 @@ class BackgroundProducer:
         interval = 1.0 / self.rate_per_s
         next_at = time.monotonic()
         while not self._stop.is_set() and self.sent < self.max_messages:  # bounded by max_messages
-            value = self.sent
-            self.producer.produce(self.topic, str(value).encode(), partition=value % self.partitions,
+            value = self.first_value + self.sent
+            self.producer.produce(self.topic, str(value).encode(), partition=self.sent % self.partitions,
                                   on_delivery=self._delivered)
             self.sent += 1
             self.producer.poll(0)
@@ -493,6 +505,21 @@ def validate(acked: dict, consumed: dict) -> None:
 def controller_id(cluster: Cluster) -> int:
     """The controller as Metadata answers it (-1 while there is none)."""
     return cluster.metadata().controller_id
+
+
+def scrape_metrics(port: int, host: str = "127.0.0.1") -> dict:
+    """``{sample name: value}`` of a broker's /metrics (labelled samples summed)."""
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+)(\{[^}]*\})? ([-+0-9.e]+)$", line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    return out
 
 
 def zk_controller(zk) -> Optional[tuple]:

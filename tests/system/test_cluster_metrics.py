@@ -5,27 +5,12 @@ replica fetchers' lag exposed. Scraped over HTTP from each broker."""
 
 from __future__ import annotations
 
-import re
-import urllib.request
-
 import pytest
 from confluent_kafka import Producer
 
-from support.broker import free_port, write_properties
 from support.cluster import Cluster, create_topic_assigned, wait_for
+from support.cluster import scrape_metrics as scrape
 from support.zookeeper import zookeeper  # noqa: F401
-
-
-def scrape(port: int) -> dict:
-    """``{sample name: value}`` of the unlabelled samples (labelled ones summed)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    out: dict = {}
-    for line in text.splitlines():
-        m = re.match(r"^([a-z_]+)(\{[^}]*\})? ([-+0-9.e]+)$", line)
-        if m:
-            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
-    return out
 
 
 @pytest.fixture
@@ -33,11 +18,7 @@ def cluster(zookeeper, tmp_path):  # noqa: F811
     # A session far longer than the lag: the leader's ISR job, not the
     # controller's reaction to the dead broker's session, shrinks the ISR.
     c = Cluster(zookeeper, tmp_path, "/metrics", overrides={"replica.lag.time.max.ms": 1500,
-                                                            "zookeeper.session.timeout.ms": 10000})
-    c.metrics_ports = {}
-    for broker_id, b in c.brokers.items():
-        c.metrics_ports[broker_id] = b.props["prometheus.port"] = str(free_port())
-        write_properties(b.props_path, b.props)
+                                                            "zookeeper.session.timeout.ms": 10000}, metrics=True)
     try:
         yield c.start()
     finally:
