@@ -56,8 +56,6 @@ _IMPLIED_BY = {
 # The memo is dropped whole when it reaches this many decisions (a client
 # naming endless topics cannot grow a worker without bound); ~100 bytes each.
 MEMO_LIMIT = 100_000
-# Kafka's "not requested" value of authorized-operations fields.
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 def parse_super_users(text: str) -> frozenset:
@@ -72,6 +70,9 @@ def parse_super_users(text: str) -> frozenset:
 
 
 class Authorizer:
+    """One process's authorizer over its ACL store (``coordination.acl_store``);
+    owned by that process's one handler thread, never shared."""
+
     def __init__(self, store, super_users=frozenset(), allow_everyone_if_no_acl_found: bool = False):
         self.store = store
         self.super_users = frozenset(super_users)
