@@ -461,6 +461,12 @@ class Controller:
 
     def _on_topic_deletion(self) -> None:
         marked = [t for t in self._marked_for_deletion() if t not in self.state.deleting]
+        # Kafka's markTopicIneligibleForDeletion: a topic being reassigned is deleted once
+        # its reassignments end (_reassignment_step queues this event again)
+        held = {tp[0] for tp in self.state.reassigning if tp in self.state.assignments}
+        if set(marked) & held:
+            log.info("deletion of %s waits for their reassignments", sorted(set(marked) & held))
+            marked = [t for t in marked if t not in held]
         if marked:
             log.info("deleting topics %s", marked)
             self._execute(self.state.on_topics_deleted(marked))
@@ -669,6 +675,7 @@ class Controller:
                 if len(chunks) > 1:
                     log.info("reassignment of %s-%d completed: replicas %s", tp[0], tp[1],
                              list(self.state.assignments.get(tp, ())))
+                    self._enqueue(("topic_deletion",))  # a deletion it held may go on (Kafka's resumeDeletion)
                 return
             if tp not in self.state.assignments:
                 return

@@ -17,6 +17,8 @@ real ZooKeeper (issue 14).
   it from the topic znode and it completes, under load.
 * ``/admin/reassign_partitions`` (Kafka's ZooKeeper-written reassignment)
   is acted on and deleted when done.
+* A topic deleted while one of its partitions is being reassigned is
+  deleted only once the reassignment ends (here: is cancelled).
 
 One three-broker cluster serves the module (auto leader rebalance off).
 """
@@ -222,6 +224,29 @@ def test_cancel_an_inflight_reassignment(cluster):
         _set_configs(c, brokers={3: {"follower.replication.throttled.rate": None}},
                      topics={topic: {"follower.replication.throttled.replicas": None}})
     assert len(consume_all(c.bootstrap, topic, 1)[0]) == 150
+
+
+def test_a_deletion_waits_for_the_reassignment(cluster):
+    c, zk = cluster
+    topic = "held"
+    create_topic_assigned(c, topic, [[1, 2]])
+    _fill(c, topic, 0, 150, 10_000)
+    _set_configs(c, brokers={3: {"follower.replication.throttled.rate": "50000"}},
+                 topics={topic: {"follower.replication.throttled.replicas": "0:3"}})
+    try:
+        assert _reassign(c, {(topic, 0): [2, 3]}) == {}
+        admin = c.admin()  # kept until the future resolves
+        admin.delete_topics([topic], operation_timeout=10)[topic].result(timeout=30)
+        time.sleep(1.5)  # the controller saw the marker; Kafka holds the deletion while the move runs
+        assert zk.exists(zk_data.delete_topic_path(topic)) is not None
+        assert zk.exists(zk_data.topic_path(topic)) is not None and _topic_znode(zk, topic).adding_replicas
+        assert f"deletion of ['{topic}'] waits for their reassignments" in c.brokers[controller_id(c)].log_text()
+        assert _reassign(c, {(topic, 0): None}) == {}  # the move ends (cancelled): the deletion goes on
+        wait_for(lambda: zk.exists(zk_data.topic_path(topic)) is None, 30, f"{topic} deleted")
+        wait_for(lambda: not any((b.log_dirs[0] / f"{topic}-0").exists() for b in c.brokers.values()), 30,
+                 f"every replica of {topic}-0 deleted")
+    finally:
+        _set_configs(c, brokers={3: {"follower.replication.throttled.rate": None}})
 
 
 def _tool(c: Cluster, *args, check=True) -> subprocess.CompletedProcess:
