@@ -23,6 +23,7 @@ import pytest
 
 from kafkapy.protocol import acls as A
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.security.scram_store import add_scram_credentials
 from support.broker import BrokerProcess, free_port
 from support.java_client import java_client  # noqa: F401
 from support.rawclient import ConnectionClosed, RawClient, encode_request
@@ -45,7 +46,8 @@ def _overrides(sasl_port: int, plain_port: int, **extra) -> dict:
     listeners = f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
     return {"listeners": listeners, "advertised.listeners": listeners,
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
             "authorizer.class.name": AUTHORIZER, "super.users": "User:admin",
             "num.partitions": 1, "num.io.threads": 2, "num.network.threads": 2,
             "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2, **extra}
@@ -55,6 +57,9 @@ def _start(tmp_path_factory, name, **extra) -> BrokerProcess:
     plain, sasl = free_port(), free_port()
     broker = BrokerProcess(tmp_path_factory.mktemp(name), _overrides(sasl, plain, **extra), port=plain)
     broker.sasl_bootstrap = f"127.0.0.1:{sasl}"
+    # admin also as a SCRAM user, for the tool's SCRAM client (kafkapy.tools._secure_conn).
+    os.makedirs(broker.log_dirs[0], exist_ok=True)
+    add_scram_credentials(str(broker.log_dirs[0]), "admin", "SCRAM-SHA-256", USERS["admin"])
     return broker.start()
 
 
@@ -357,11 +362,12 @@ def test_hostile_create_acls_get_kafkas_errors(secured):
 # ----------------------------------------------------------------- kafkapy-acls
 
 
-def _tool(secured, tmp_path, *args):
+def _tool(secured, tmp_path, *args, mechanism="PLAIN", password=USERS["admin"]):
     config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-                      f"sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
-                      f'username="admin" password="{USERS["admin"]}";\n')
+    module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+    config.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\n"
+                      f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
+                      f'username="admin" password="{password}";\n')
     return subprocess.run([sys.executable, "-m", "kafkapy.tools.acls", "--bootstrap-server", secured.sasl_bootstrap,
                            "--command-config", str(config), *args], capture_output=True, text=True, timeout=60,
                           cwd=REPO)
@@ -389,9 +395,13 @@ def test_kafkapy_acls_tool_adds_lists_removes(secured, tmp_path):
     assert matched.stdout.startswith("ACLs for principal `User:erin`\n")
     assert f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=PREFIXED)" in matched.stdout
     assert "User:dave" not in matched.stdout
+    # The same through SCRAM-SHA-256 (the tool's own SCRAM client).
+    assert _tool(secured, tmp_path, "--list", "--topic", topic, mechanism="SCRAM-SHA-256").stdout == listed.stdout
     removed = _tool(secured, tmp_path, "--remove", "--force", "--topic", topic)
     assert removed.returncode == 0 and removed.stdout == "", removed.stderr
     assert _tool(secured, tmp_path, "--list", "--topic", topic).stdout == ""
+    wrong = _tool(secured, tmp_path, "--list", mechanism="SCRAM-SHA-256", password="wrong")
+    assert wrong.returncode == 1 and wrong.stdout.startswith("Error while executing ACL command: Authentication failed")
     bad = _tool(secured, tmp_path, "--add", "--allow-principal", "User:dave", "--operation", "IdempotentWrite",
                 "--topic", topic)
     assert bad.returncode == 1 and "ResourceType TOPIC only supports operations" in bad.stderr
