@@ -32,7 +32,7 @@ from kafkapy.server.security.scram_store import CREDENTIALS_FILE, add_scram_cred
 from support.broker import BrokerProcess, free_port, write_properties
 from support.cluster import Cluster, wait_for
 from support.rawclient import RawClient
-from support.sasl import flexible_request, serve_then_check_log
+from support.sasl import authenticate, flexible_request, handshake, serve_then_check_log
 from support.zookeeper import zookeeper  # noqa: F401
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -253,3 +253,60 @@ def test_cluster_user_created_through_one_broker_authenticates_on_another(zookee
         assert [(r.user, r.error_code) for r in response.results] == [("alice", ErrorCode.NOT_CONTROLLER)]
     zk.stop()
     zk.close()
+
+
+def test_acls_guard_the_scram_apis(tmp_path):
+    """With Kafka's authorizer: DESCRIBE / ALTER on the cluster are required
+    (CLUSTER_AUTHORIZATION_FAILED otherwise); a super user and a user granted
+    ALTER on the cluster may alter."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    port, sasl_port = free_port(), free_port()
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_admin="admin-secret" user_alice="alice-secret";')
+    b = BrokerProcess(tmp_path / "broker", {**_sasl_overrides(port, sasl_port),
+                                            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                                            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                            "super.users": "User:admin"}, port=port)
+    b.start()
+    try:
+        def admin(user):
+            return AdminClient(_scram_conf(f"127.0.0.1:{sasl_port}", "PLAIN", user, f"{user}-secret"))
+
+        def alter(client, user):
+            upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                                  b"carol-secret")
+            return client.alter_user_scram_credentials([upsert])[user]
+
+        alice = admin("alice")
+        with pytest.raises(confluent_kafka.KafkaException) as info:
+            alter(alice, "carol").result(timeout=30)
+        assert info.value.args[0].code() == confluent_kafka.KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        # Describe's refusal with raw frames: librdkafka 2.16 corrupts its heap
+        # on a DescribeUserScramCredentials answer with a top-level error.
+        with RawClient.connect(f"127.0.0.1:{sasl_port}") as client:
+            assert handshake(client, "PLAIN").error_code == 0
+            assert authenticate(client, b"\x00alice\x00alice-secret").error_code == 0
+            response = _request(client, 50, {"users": [{"name": "carol"}]})
+        assert (response.error_code, [(r.user, r.error_code) for r in response.results]) == \
+            (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)])
+        root = admin("admin")
+        alter(root, "carol").result(timeout=30)
+        grant = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.ALTER, AclPermissionType.ALLOW)
+        root.create_acls([grant])[grant].result(timeout=30)
+        wait_for(lambda: alter(alice, "dave").result(timeout=30) is None, timeout_s=15, what="alice's ALTER ACL")
+        assert confluent_authenticates(f"127.0.0.1:{sasl_port}", "SCRAM-SHA-256", "dave", "carol-secret")
+    finally:
+        b.stop()
+        b.close()

@@ -10,7 +10,10 @@ Contract (Kafka 3.9's ZooKeeper mode, ZkAdminManager):
   exist: <user>"; else NONE with one (mechanism type, iterations) per
   mechanism (1: SCRAM-SHA-256, 2: SCRAM-SHA-512).
 - With an authorizer, DESCRIBE on the cluster is required, else
-  CLUSTER_AUTHORIZATION_FAILED (31) at the top and on every named user.
+  CLUSTER_AUTHORIZATION_FAILED (31) at the top and in one result per named
+  user with an empty user name, Kafka's getErrorResponse. (librdkafka 2.16
+  corrupts its heap on any DescribeUserScramCredentials answer with a
+  top-level error, also without results: seen here.)
 Read from the broker's metadata (the user entity configs; in cluster mode
 the image every broker follows from ZooKeeper), so any broker answers.
 """
