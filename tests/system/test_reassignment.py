@@ -17,6 +17,8 @@ real ZooKeeper (issue 14).
   it from the topic znode and it completes, under load.
 * ``/admin/reassign_partitions`` (Kafka's ZooKeeper-written reassignment)
   is acted on and deleted when done.
+* Apache's Java AdminClient 3.9 reassigns (and gets NO_REASSIGNMENT_IN_PROGRESS
+  for a cancel with nothing to cancel) and lists.
 * A topic deleted while one of its partitions is being reassigned is
   deleted only once the reassignment ends (here: is cancelled).
 
@@ -47,6 +49,7 @@ from support.cluster import (
     wait_for,
     zk_partition_state,
 )
+from support.java_client import java_client  # noqa: F401
 from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(240)
@@ -247,6 +250,22 @@ def test_a_deletion_waits_for_the_reassignment(cluster):
                  f"every replica of {topic}-0 deleted")
     finally:
         _set_configs(c, brokers={3: {"follower.replication.throttled.rate": None}})
+
+
+def test_apache_java_admin_client(cluster, java_client):  # noqa: F811
+    """Apache's Java AdminClient 3.9 sends both APIs to the controller and reads the answers."""
+    c, zk = cluster
+    topic = "java"
+    create_topic_assigned(c, topic, [[1, 2]])
+    def rows(*command):
+        result = java_client.admin(c.bootstrap, *command)
+        assert result.returncode == 0, result.describe()
+        return [line[1:] for line in result.lines if line[0] in ("REASSIGN", "REASSIGNMENT")]
+
+    assert rows("reassign", topic, "0", "-") == [[topic, "0", "NoReassignmentInProgressException"]]
+    assert rows("reassign", topic, "0", "2,3") == [[topic, "0", "OK"]]
+    _wait_done(c, zk, topic, 0, [2, 3])
+    assert rows("list-reassignments") == []
 
 
 def _tool(c: Cluster, *args, check=True) -> subprocess.CompletedProcess:

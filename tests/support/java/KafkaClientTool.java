@@ -29,6 +29,9 @@
 //       TOPIC   <name> <partitions>
 //       CLUSTER <cluster id> <controller id> <node count>
 //       PARTITION <topic> <partition> <leader> <replicas comma list> <isr comma list>
+//   admin --bootstrap B (reassign T P (REPLICAS comma list | -) | list-reassignments)
+//       REASSIGN <topic> <partition> (OK | <exception class>)   ("-": cancel)
+//       REASSIGNMENT <topic> <partition> <replicas> <adding> <removing>   (comma lists)
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -44,7 +47,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -54,6 +59,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -270,11 +276,55 @@ public final class KafkaClientTool {
                     }
                     return 0;
                 }
+                case "reassign": {
+                    TopicPartition tp = new TopicPartition(args.get(1), Integer.parseInt(args.get(2)));
+                    java.util.Optional<NewPartitionReassignment> target = args.get(3).equals("-")
+                        ? java.util.Optional.empty()
+                        : java.util.Optional.of(new NewPartitionReassignment(intList(args.get(3))));
+                    String outcome = "OK";
+                    try {
+                        admin.alterPartitionReassignments(Collections.singletonMap(tp, target))
+                            .all().get(30, TimeUnit.SECONDS);
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        outcome = e.getCause().getClass().getSimpleName();
+                    }
+                    emit("REASSIGN", tp.topic(), Integer.toString(tp.partition()), outcome);
+                    return 0;
+                }
+                case "list-reassignments": {
+                    Map<TopicPartition, PartitionReassignment> all = admin.listPartitionReassignments()
+                        .reassignments().get(30, TimeUnit.SECONDS);
+                    for (Map.Entry<TopicPartition, PartitionReassignment> e : all.entrySet()) {
+                        PartitionReassignment r = e.getValue();
+                        emit("REASSIGNMENT", e.getKey().topic(), Integer.toString(e.getKey().partition()),
+                             joined(r.replicas()), joined(r.addingReplicas()), joined(r.removingReplicas()));
+                    }
+                    return 0;
+                }
                 default:
                     usage("unknown admin command " + args.get(0));
                     return 2;
             }
         }
+    }
+
+    private static List<Integer> intList(String commaList) {
+        List<Integer> out = new ArrayList<>();
+        for (String s : commaList.split(",")) {
+            out.add(Integer.parseInt(s.trim()));
+        }
+        return out;
+    }
+
+    private static String joined(List<Integer> ids) {
+        StringBuilder sb = new StringBuilder();
+        for (Integer id : ids) {
+            if (sb.length() > 0) {
+                sb.append(',');
+            }
+            sb.append(id);
+        }
+        return sb.toString();
     }
 
     private static String ids(List<Node> nodes) {
