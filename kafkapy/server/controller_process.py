@@ -111,8 +111,13 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
                 # ACLs: ZooKeeper's /kafka-acl* into this broker's image, kept current
                 # from the change notifications (coordination.acl_store).
                 from kafkapy.coordination.acl_store import follow_acl_changes
+                from kafkapy.server.security.authorizer import parse_super_users
 
                 follow_acl_changes(client, config.log_dirs[0], table)
+                if "User:ANONYMOUS" not in parse_super_users(config["super.users"]):
+                    log.warning("an authorizer is set and the inter-broker listener is PLAINTEXT (User:ANONYMOUS), "
+                                "which is not in super.users: replication and the controller's requests are "
+                                "refused unless User:ANONYMOUS has ClusterAction on the cluster")
         if broker is not None:
             isr_job = IsrJob(broker, client, config["replica.lag.time.max.ms"]).start()
         client.watch_controller(lambda _event: controller_moved.set())
