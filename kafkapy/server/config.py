@@ -702,6 +702,8 @@ NOT_IN_EFFECT: dict[str, str] = {
     "queued.max.request.bytes": "request memory is bounded by each processor's 64 MiB arena and "
                                 "queued.max.requests",
     "advertised.host.name": "removed in Kafka 3.0; advertised.listeners is used",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "replicas are never moved between log dirs (no "
+                                                      "AlterReplicaLogDirs)",
 }
 assert len(BROKER_CONFIGS) == len(_BROKER_KEYS), "duplicate broker config key"
 for _key in _BROKER_KEYS:  # a default must pass its own validator (Kafka's define() checks too)
