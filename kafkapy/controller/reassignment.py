@@ -41,13 +41,15 @@ The steps (Kafka's, with one difference noted):
 out in order: a chunk's partition-state write may lose its znode version to
 a leader's ISR write, and then the caller re-reads the state and asks again
 rather than going on to the next chunk.
+
+Ownership: as ``ControllerState``'s, the elected controller's event thread.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kafkapy.coordination.metadata import NO_BROKER, PartitionState
+from kafkapy.coordination.metadata import NO_BROKER
 from kafkapy.protocol.errors import ErrorCode
 
 
@@ -234,4 +236,4 @@ class ReassignmentMixin:
                 for b in sorted(set(brokers) & self.live_brokers)]
 
 
-__all__ = ["ReassignmentMixin", "RemoveZkReassignment", "WriteTopicAssignment", "reassign_to", "PartitionState"]
+__all__ = ["ReassignmentMixin", "RemoveZkReassignment", "WriteTopicAssignment", "reassign_to"]

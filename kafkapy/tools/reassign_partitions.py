@@ -29,9 +29,10 @@ action; the options each action permits):
 
 Requests: Metadata (v12) to the bootstrap brokers, AlterPartitionReassignments
 and ListPartitionReassignments (v0) to the controller Metadata names (tried
-again on NOT_CONTROLLER until ``--timeout``... Kafka's admin client does the
-same), IncrementalAlterConfigs (v1) for broker configs to each broker, for
-topic configs to any.
+again on NOT_CONTROLLER, as Kafka's admin client does, until
+``default.api.timeout.ms`` of ``--command-config``, 30 s by default),
+IncrementalAlterConfigs (v1) for broker configs to each broker, for topic
+configs to any. ``--timeout`` (log dir moves) is accepted and unused.
 """
 
 from __future__ import annotations
