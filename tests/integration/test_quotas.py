@@ -266,3 +266,33 @@ def test_controller_mutation_quota_refuses_strict_versions(broker):
             other.close()
     finally:
         conn.close()
+
+
+def test_request_percentage_throttles_handler_time(broker):
+    """request_percentage=1: a client may use 1 % of one handler; its burst
+    allowance (10 windows of it: 0.1 s of handler time) spent, Metadata v12
+    answers carry a throttle time, bounded by one quota window (Kafka's
+    ClientRequestQuotaManager)."""
+    b = broker.bootstrap
+    alter(b, {"client-id": "busy"}, {"request_percentage": 1})
+    conn = Connection(b, "busy")
+    try:
+        throttle_ms, deadline = 0, time.monotonic() + 20
+        for _ in range(5000):  # bounded in count and time
+            r, _ = conn.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                     "include_topic_authorized_operations": False})
+            t = r.throttle_time
+            throttle_ms = t.total_seconds() * 1000 if hasattr(t, "total_seconds") else t
+            if throttle_ms or time.monotonic() > deadline:
+                break
+        assert 0 < throttle_ms <= 1000, throttle_ms
+    finally:
+        conn.close()
+    conn = Connection(b, "not-busy")  # another client id is not throttled
+    try:
+        r, _ = conn.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False})
+        t = r.throttle_time
+        assert (t.total_seconds() if hasattr(t, "total_seconds") else t) == 0
+    finally:
+        conn.close()
