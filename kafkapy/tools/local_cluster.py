@@ -77,6 +77,32 @@ def _stop(procs, timeout_s: float = STOP_TIMEOUT_S) -> None:
             proc.wait(10)
 
 
+def start_zookeeper(zk_dir: Path, port: int, tick_time_ms: int = 2000) -> subprocess.Popen:
+    """Write ``zk_dir/zoo.cfg``, start Debian's ZooKeeper on 127.0.0.1:``port`` and
+    wait until it serves (ToolError, with the process ended, if it does not)."""
+    zk_dir.mkdir(parents=True, exist_ok=True)
+    zookeeper_server.write_config(zk_dir, port, tick_time_ms)
+    zk = _spawn(zookeeper_server.argv(zk_dir / "zoo.cfg"), zk_dir / "zookeeper.log")
+    deadline = time.monotonic() + ZOOKEEPER_START_TIMEOUT_S
+    while not zookeeper_server.serving(port):  # bounded by the deadline
+        if zk.poll() is not None or time.monotonic() > deadline:
+            _stop([("zookeeper", zk)])
+            raise ToolError(f"ZooKeeper did not start on 127.0.0.1:{port}; see {zk_dir / 'zookeeper.log'}")
+        time.sleep(0.1)
+    return zk
+
+
+def broker_argv(config: str, broker_id: int, port: int, log_dir: Path, connect: str, overrides=()) -> list:
+    """The real entry point for broker ``broker_id`` on 127.0.0.1:``port`` (data in ``log_dir/data``)."""
+    props = [f"broker.id={broker_id}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+             f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+             f"log.dirs={log_dir / 'data'}", f"zookeeper.connect={connect}", *overrides]
+    argv = [sys.executable, "-m", "kafkapy", config]
+    for o in props:
+        argv += ["--override", o]
+    return argv
+
+
 def _main(argv) -> int:
     args = _parse(argv)
     missing = zookeeper_server.zookeeper_missing()
@@ -86,37 +112,23 @@ def _main(argv) -> int:
     if args.clean and root.exists():
         shutil.rmtree(root)
     zk_dir = root / "zookeeper"
-    zk_dir.mkdir(parents=True, exist_ok=True)
-    zookeeper_server.write_config(zk_dir, args.zookeeper_port)
     stopping = []
     # Ctrl-C and SIGTERM both stop the cluster (SIGINT set explicitly: a shell
     # starts a background job with SIGINT ignored).
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.append(True))
 
-    zk = _spawn(zookeeper_server.argv(zk_dir / "zoo.cfg"), zk_dir / "zookeeper.log")
+    zk = start_zookeeper(zk_dir, args.zookeeper_port)
     zk_procs = [("zookeeper", zk)]
     brokers = []
     try:
-        deadline = time.monotonic() + ZOOKEEPER_START_TIMEOUT_S
-        while not zookeeper_server.serving(args.zookeeper_port):  # bounded by the deadline
-            if zk.poll() is not None or time.monotonic() > deadline:
-                raise ToolError(f"ZooKeeper did not start on 127.0.0.1:{args.zookeeper_port}; "
-                                f"see {zk_dir / 'zookeeper.log'}")
-            time.sleep(0.1)
         connect = f"127.0.0.1:{args.zookeeper_port}{CHROOT}"
         print(f"ZooKeeper on 127.0.0.1:{args.zookeeper_port} (log {zk_dir / 'zookeeper.log'})")
         for i in range(1, args.brokers + 1):
             port = args.base_port + i - 1
             log_dir = root / f"broker-{i}"
             log_dir.mkdir(parents=True, exist_ok=True)
-            overrides = [f"broker.id={i}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                         f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
-                         f"log.dirs={log_dir / 'data'}", f"zookeeper.connect={connect}",
-                         *args.override]
-            argv_ = [sys.executable, "-m", "kafkapy", args.config]
-            for o in overrides:
-                argv_ += ["--override", o]
+            argv_ = broker_argv(args.config, i, port, log_dir, connect, args.override)
             brokers.append((f"broker {i}", _spawn(argv_, log_dir / "server.log")))
             print(f"broker {i} on 127.0.0.1:{port} (log {log_dir / 'server.log'})")
         bootstrap = ",".join(f"127.0.0.1:{args.base_port + i}" for i in range(args.brokers))
