@@ -17,7 +17,8 @@ Named after what Kafka keeps in ZooKeeper (kafka.zk.KafkaZkClient's znodes):
 * ``entity_configs`` — the user and client entities (``/config/users/<user>``,
   ``/config/clients/<client-id>``, ``/config/users/<user>/clients/<client-id>``,
   any name possibly ``<default>``): client quotas and SCRAM credentials
-  (contract below);
+  (contract below); and the IP entities (``/config/ips/<ip>``: connection
+  creation rate quotas);
 * ``producer_id_block_end`` — the end of ``/latest_producer_id_block``.
 
 Standalone (the embedded store) the one broker is the controller and leads
@@ -41,7 +42,8 @@ or ``DEFAULT_ENTITY`` for a default name) and read them back with
 ``entity_names(key)`` -> ``(user, client_id)`` (unsanitized; None for a part
 the entity does not have). Examples: ``("users", "alice")``, ``("clients",
 "c1")``, ``("users", "alice/clients/c1")``, ``("users",
-"<default>/clients/<default>")``. An entity with no config is absent (never
+"<default>/clients/<default>")``; IP entities are ``ip_entity(ip)``
+(``("ips", "127.0.0.1")``). An entity with no config is absent (never
 an empty dict). Quota keys (``producer_byte_rate``, ...) and SCRAM keys
 (``SCRAM-SHA-256`` = ``salt=...,stored_key=...,server_key=...,iterations=N``)
 share a user's entity, so change them only key by key, through
@@ -72,6 +74,7 @@ NO_BROKER = -1
 # a default entity (ZooKeeperInternals.DEFAULT_STRING).
 ENTITY_USERS = "users"
 ENTITY_CLIENTS = "clients"
+ENTITY_IPS = "ips"
 DEFAULT_ENTITY = "<default>"
 
 
@@ -103,6 +106,16 @@ def client_entity(client_id: str | None) -> tuple:
     return (ENTITY_CLIENTS, _entity_name(client_id))
 
 
+def ip_entity(ip: str | None) -> tuple:
+    """The entity key of ``/config/ips/<ip>`` (None: the default IP)."""
+    return (ENTITY_IPS, _entity_name(ip))
+
+
+def ip_name(key: tuple) -> str:
+    """The IP of an IP entity key (``DEFAULT_ENTITY`` for the default)."""
+    return key[1] if key[1] == DEFAULT_ENTITY else desanitize(key[1])
+
+
 def user_client_entity(user: str | None, client_id: str | None) -> tuple:
     """The entity key of ``/config/users/<user>/clients/<client-id>``."""
     return (ENTITY_USERS, f"{_entity_name(user)}/{ENTITY_CLIENTS}/{_entity_name(client_id)}")
@@ -124,13 +137,16 @@ def entity_key(user: str | None = None, client_id: str | None = None, *,
 
 def entity_names(key: tuple) -> tuple:
     """``(user, client_id)`` of an entity key, unsanitized; ``DEFAULT_ENTITY`` for a
-    default part and None for a part the entity does not have."""
+    default part and None for a part the entity does not have (both for an IP
+    entity)."""
     entity_type, name = key
     unname = lambda n: n if n == DEFAULT_ENTITY else desanitize(n)  # noqa: E731
     if entity_type == ENTITY_CLIENTS:
         return None, unname(name)
+    if entity_type == ENTITY_IPS:
+        return None, None  # neither part (``ip_name`` has its name)
     if entity_type != ENTITY_USERS:
-        raise ValueError(f"not a user or client entity: {key!r}")
+        raise ValueError(f"not a user, client or IP entity: {key!r}")
     user, sep, client = name.partition(f"/{ENTITY_CLIENTS}/")
     return unname(user), (unname(client) if sep else None)
 
@@ -143,8 +159,8 @@ def entity_path(key: tuple) -> str:
 
 def entity_from_path(path: str) -> tuple:
     entity_type, sep, name = path.partition("/")
-    if not sep or entity_type not in (ENTITY_USERS, ENTITY_CLIENTS) or not name:
-        raise ValueError(f"not a user or client entity path: {path!r}")
+    if not sep or entity_type not in (ENTITY_USERS, ENTITY_CLIENTS, ENTITY_IPS) or not name:
+        raise ValueError(f"not a user, client or IP entity path: {path!r}")
     return (entity_type, name)
 
 

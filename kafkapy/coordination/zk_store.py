@@ -458,8 +458,8 @@ class ConfigFollower:
                 continue
             if entity_type in entities:
                 entities[entity_type].add(name)
-            elif entity_type in (zk_data.CONFIG_TYPE_USER, zk_data.CONFIG_TYPE_CLIENT):
-                user_client.add((entity_type, name))  # ips are not applied here
+            elif entity_type in (zk_data.CONFIG_TYPE_USER, zk_data.CONFIG_TYPE_CLIENT, zk_data.CONFIG_TYPE_IP):
+                user_client.add((entity_type, name))
         if user_client:
             read = self.zk.read_user_client_entities(sorted(user_client))
             with self._lock:

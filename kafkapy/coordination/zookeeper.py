@@ -283,8 +283,9 @@ class ZkClient:
         return self.read_entity_configs(entity_type, [name]).get(name, EntityConfig({}, -1))
 
     def read_user_client_entities(self, keys=None, absent=None) -> dict:
-        """``{entity key: EntityConfig}`` of user and client entities (``metadata.user_entity``
-        ...; ``/config/users/<u>``, ``/config/users/<u>/clients/<c>``, ``/config/clients/<c>``):
+        """``{entity key: EntityConfig}`` of user, client and IP entities (``metadata.user_entity``
+        ...; ``/config/users/<u>``, ``/config/users/<u>/clients/<c>``, ``/config/clients/<c>``,
+        ``/config/ips/<ip>``):
         of ``keys`` (absent ones left out), or every one (None). With ``absent`` (a
         set), the paths of missing parents of user/client entities among ``keys`` are
         added to it (a new one is created under them)."""
@@ -293,6 +294,8 @@ class ZkClient:
             keys = [(zk_data.CONFIG_TYPE_USER, u) for u in users]
             keys += [(zk_data.CONFIG_TYPE_CLIENT, c)
                      for c in self._children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_CLIENT))]
+            keys += [(zk_data.CONFIG_TYPE_IP, ip)
+                     for ip in self._children(zk_data.config_entity_type_path(zk_data.CONFIG_TYPE_IP))]
             pending = [(u, self.zk.get_children_async(
                 zk_data.config_entity_path(zk_data.CONFIG_TYPE_USER, f"{u}/clients"))) for u in users]
             for user, result in pending:

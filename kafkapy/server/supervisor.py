@@ -170,7 +170,8 @@ class Supervisor:
         self._spawn("group-coordinator", coordinator_main,
                     (self._worker_broker, self.channel, config))
         # Connection limits (server/quotas/connections.py), counted in shared memory.
-        limits = ConnectionLimits(config, config.listeners, self.broker.connection_quotas, self.broker.quotas.table)
+        limits = ConnectionLimits(config, config.listeners, self.broker.connection_quotas, self.broker.quotas.table,
+                                  self.store)
         self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs], limits))
         if self.cluster_mode:
             self._spawn_replica_fetchers()

@@ -20,7 +20,8 @@ per matching entity (DescribeClientQuotas); ``--alter`` with the quota keys
 (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
 ``controller_mutation_rate``) sends AlterClientQuotas and prints
 ``Completed updating config for user alice.`` (``... default config for
-users in the cluster.`` for a default).
+users in the cluster.`` for a default). IP entities (``--entity-type ips`` or ``--ip`` /
+``--ip-defaults``) take ``connection_creation_rate``.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from typing import Optional, Sequence
 from kafkapy.tools import _client, _quotas
 from kafkapy.tools._cli import ToolError, load_properties_file, parse_config_list, parser, run
 
-ENTITY_TYPES = ("topics", "brokers", "users", "clients")
+ENTITY_TYPES = ("topics", "brokers", "users", "clients", "ips")
 _SINGULAR = {"topics": "topic", "brokers": "broker"}
-QUOTA_TYPES = ("users", "clients")
+QUOTA_TYPES = ("users", "clients", "ips")
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
-_WIRE_TYPE = {"users": "user", "clients": "client-id"}
+_WIRE_TYPE = {"users": "user", "clients": "client-id", "ips": "ip"}
+IP_KEYS = ("connection_creation_rate",)
 
 
 def _build_parser():
@@ -54,6 +56,8 @@ def _build_parser():
     p.add_argument("--client", help="The client's ID.")
     p.add_argument("--user-defaults", action="store_true", help="The config defaults for all users.")
     p.add_argument("--client-defaults", action="store_true", help="The config defaults for all clients.")
+    p.add_argument("--ip", help="The IP address.")
+    p.add_argument("--ip-defaults", action="store_true", help="The config defaults for all IPs.")
     p.add_argument("--topic", help="The topic's name.")
     p.add_argument("--broker", help="The broker's ID.")
     p.add_argument("--broker-defaults", action="store_true", help="The config defaults for all brokers.")
@@ -78,8 +82,9 @@ def _quota_entity(args, argv) -> Optional[list]:
             names.append(next(given))
         elif token == "--entity-default":
             names.append("")
-    flags = [("users", args.user), ("clients", args.client)]
-    flags += [(t, "") for t, on in (("clients", args.client_defaults), ("users", args.user_defaults)) if on]
+    flags = [("users", args.user), ("clients", args.client), ("ips", args.ip)]
+    flags += [(t, "") for t, on in (("clients", args.client_defaults), ("users", args.user_defaults),
+                                    ("ips", args.ip_defaults)) if on]
     flags = [(t, n) for t, n in flags if n is not None]
     if flags and (types or names):
         raise ToolError("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
@@ -89,7 +94,7 @@ def _quota_entity(args, argv) -> Optional[list]:
         return None
     if len(types) != len(set(types)):
         raise ToolError(f"Duplicate entity type(s) specified: {','.join(sorted({t for t in types if types.count(t) > 1}))}")
-    if len(types) > 1 and set(types) != set(QUOTA_TYPES):
+    if len(types) > 1 and set(types) != {"users", "clients"}:
         raise ToolError("Only 'users' and 'clients' entity types may be specified together")
     if len(names) > len(types):
         raise ToolError("More entity names specified than entity types")
@@ -131,6 +136,8 @@ def _body(argv: Sequence[str]) -> int:
     quota_entity = _quota_entity(args, argv)
     if quota_entity is not None:
         try:
+            if args.describe and quota_entity[0][0] == "ips":
+                return _describe_quotas(args.bootstrap_server, quota_entity)
             if args.describe:
                 return _describe_quotas(args.bootstrap_server, quota_entity) or _describe_scram(args, quota_entity)
             if _alter_scram(args, quota_entity):
@@ -226,7 +233,7 @@ def _describe_quotas(bootstrap: str, entity) -> int:
     for parts, values in _quotas.describe(bootstrap, components, strict=True):
         names = dict(parts)
         described = []
-        for wire, label in (("user", "user-principal"), ("client-id", "client-id")):
+        for wire, label in (("user", "user-principal"), ("client-id", "client-id"), ("ip", "ip")):
             if wire in names:
                 described.append(f"{label} '{names[wire]}'" if names[wire] is not None else f"the default {label}")
         values_text = ", ".join(f"{k}={_java_double(v)}" for k, v in sorted(values.items()))
@@ -238,7 +245,12 @@ def _alter_quotas(bootstrap: str, entity, args) -> int:
     if any(n is None for _, n in entity):
         raise ToolError("an entity name must be specified with --alter")
     to_add, to_delete = _requested(args)
-    unknown = [k for k in list(to_add) + to_delete if k not in QUOTA_KEYS]
+    if entity[0][0] == "ips":
+        unknown = [k for k in list(to_add) + to_delete if k not in IP_KEYS]
+        if unknown:
+            raise ToolError("Only connection quota configs can be added for 'ips' using --bootstrap-server. "
+                            f"Unexpected config names: {','.join(unknown)}")
+    unknown = [k for k in list(to_add) + to_delete if k not in QUOTA_KEYS + IP_KEYS]
     if unknown:
         # SCRAM credentials (SCRAM-SHA-256=[password=...]) go through AlterUserScramCredentials
         raise ToolError(f"Invalid config(s): {','.join(unknown)} (only client quota configs: {', '.join(QUOTA_KEYS)})")

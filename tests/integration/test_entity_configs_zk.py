@@ -11,7 +11,14 @@ import json
 
 import pytest
 
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, client_entity, user_client_entity, user_entity
+from kafkapy.coordination.metadata import (
+    BrokerInfo,
+    EndPoint,
+    client_entity,
+    ip_entity,
+    user_client_entity,
+    user_entity,
+)
 from kafkapy.coordination.zk_store import ZkMetadataStore, follow_config_changes
 from kafkapy.coordination.zookeeper import ZkClient
 from kafkapy.server.config import BrokerConfig
@@ -61,6 +68,10 @@ def test_entity_configs_written_as_kafka_and_followed(zookeeper, tmp_path):  # n
                  10, "the follower")
         wait_for(lambda: two.current().entity_configs.get(user_entity("alice"), {}).get(
             "producer_byte_rate") == "1024", 10, "the follower")
+        one.alter_entity_configs(ip_entity("127.0.0.1"), {"connection_creation_rate": "5"})
+        assert json.loads(client.zk.get("/config/ips/127.0.0.1")[0])["config"] == {"connection_creation_rate": "5"}
+        wait_for(lambda: two.current().entity_configs.get(ip_entity("127.0.0.1")) == {"connection_creation_rate": "5"},
+                 10, "the follower")
         one.alter_entity_configs(client_entity(None), delete=["consumer_byte_rate"])
         wait_for(lambda: client_entity(None) not in two.current().entity_configs, 10, "the follower")
         assert json.loads(client.zk.get("/config/clients/<default>")[0])["config"] == {}

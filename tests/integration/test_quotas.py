@@ -82,7 +82,20 @@ def test_alter_and_describe_round_trip(broker):
     assert describe(b, [("user", EXACT, "a"), ("user", EXACT, "b")])[0] == E.INVALID_REQUEST
     assert describe(b, [("group", ANY, None)], version=0)[0] == E.UNSUPPORTED_VERSION
     assert describe(b, [("", ANY, None)])[0] == E.INVALID_REQUEST
-    # default users' quotas come before client-id quotas (Kafka's order): the
+    # IP entities: connection_creation_rate only, an address or a name that resolves
+    r = alter(b, {"ip": "127.0.0.9"}, {"connection_creation_rate": 5})
+    assert r.entries[0].error_code == E.NONE
+    assert describe(b, [("ip", EXACT, "127.0.0.9")], strict=True)[1] == {
+        (("ip", "127.0.0.9"),): {"connection_creation_rate": 5.0}}
+    assert describe(b, [("ip", EXACT, "127.0.0.9"), ("user", ANY, None)])[0] == E.INVALID_REQUEST
+    r = alter(b, {"ip": "127.0.0.9"}, {"producer_byte_rate": 5})
+    assert (r.entries[0].error_code, r.entries[0].error_message) == (
+        E.INVALID_REQUEST, "Invalid configuration key producer_byte_rate")
+    r = alter(b, {"ip": "no such host.invalid"}, {"connection_creation_rate": 5})
+    assert (r.entries[0].error_code, r.entries[0].error_message) == (
+        E.INVALID_REQUEST, "no such host.invalid is not a valid IP or resolvable host.")
+    alter(b, {"ip": "127.0.0.9"}, {"connection_creation_rate": None})
+        # default users' quotas come before client-id quotas (Kafka's order): the
     # other tests' clients are ANONYMOUS users, so leave none behind
     alter(b, {"user": None}, {"controller_mutation_rate": None})
     alter(b, {"user": None, "client-id": None}, {"producer_byte_rate": None})

@@ -4,14 +4,16 @@ Contract (Kafka 3.9's ZkAdminManager.alterClientQuotas), per entry, each
 alone (one entry's error does not stop the others):
 - The entity is a user, a client id, or a user and a client id; a null name
   is the default entity (``<default>``). Empty entity, an empty name, an
-  unknown entity type, or ``ip`` with user/client -> INVALID_REQUEST (kafkapy
-  keeps no IP quotas: ``ip`` entities too).
+  unknown entity type, ``ip`` with user/client, or an ``ip`` that is neither
+  an address nor a name that resolves -> INVALID_REQUEST.
 - Ops set (``remove`` false) or remove a key. Only the quota keys can be
   set (``producer_byte_rate`` and ``consumer_byte_rate`` are LONG: a value
   that is not whole -> INVALID_REQUEST "Configuration k must be a LONG
   value"; ``request_percentage`` and ``controller_mutation_rate`` DOUBLE);
   another key -> INVALID_REQUEST "Invalid configuration key k" (a SCRAM
-  mechanism: UNKNOWN_SERVER_ERROR, as Kafka). Removing an absent key is fine.
+  mechanism: UNKNOWN_SERVER_ERROR, as Kafka). An ``ip`` entity takes only
+  ``connection_creation_rate`` (INT), enforced by the acceptor. Removing an
+  absent key is fine.
 - The entity's other keys (SCRAM credentials of a user) are kept: the change
   is made key by key, atomically (``MetadataStore.alter_entity_configs``);
   standalone in the embedded store, in a cluster in ZooKeeper
@@ -39,7 +41,7 @@ def handle(ctx, request):
             if denied:
                 raise TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
             key = entities.alteration_entity([(e.entity_type, e.entity_name) for e in entry.entity])
-            to_set, to_delete = entities.alteration_ops((op.key, op.value, op.remove) for op in entry.ops)
+            to_set, to_delete = entities.alteration_ops(((op.key, op.value, op.remove) for op in entry.ops), key)
             if not request.validate_only:
                 ctx.broker.store.alter_entity_configs(key, to_set, to_delete)
         except TopicError as exc:

@@ -12,8 +12,9 @@ Contract (Kafka 3.9's ZkAdminManager.describeClientQuotas):
 - A duplicate or empty entity type, an ``ip`` filter beside user/client, an
   exact match without a name -> INVALID_REQUEST; an unknown entity type ->
   UNSUPPORTED_VERSION ("Custom entity type 'x' not supported"); then
-  ``entries`` is null. kafkapy keeps no IP quotas: an ``ip`` filter answers
-  no entries.
+  ``entries`` is null. ``ip`` entities hold ``connection_creation_rate``;
+  they are answered for an ``ip`` filter, or for no filter component at all
+  when not strict.
 - Reads the metadata this broker has (in a cluster, its image as followed
   from ZooKeeper's ``/config/changes``).
 """

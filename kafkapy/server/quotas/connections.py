@@ -22,6 +22,12 @@ kernel if a process dies). Kafka's rules:
   accepted connection waits the throttle time (Kafka's QuotaUtils, bounded by
   one window) before it
   is handed to a processor, and the listener accepts nothing meanwhile.
+* ``connection_creation_rate`` of IP entities (``/config/ips/<ip>`` or
+  ``<default>``, set with AlterClientQuotas / ``kafkapy-configs
+  --entity-type ips``; KIP-612): over its rate a connection from that IP is
+  not counted and is closed after its throttle time (Kafka's
+  DelayedCloseSocket). Entities named by host name are not resolved here
+  (only addresses).
 
 Layout (8-byte words): total count, then per listener (up to
 ``MAX_LISTENERS``) its count and blocked nanoseconds, then the per-IP table:
@@ -34,6 +40,7 @@ import ipaddress
 import logging
 import socket
 
+from kafkapy.coordination.metadata import DEFAULT_ENTITY, ENTITY_IPS, ip_name
 from kafkapy.server.quotas.shm import SharedWords
 from kafkapy.server.quotas.table import QuotaTable, sensor_key
 
@@ -61,6 +68,15 @@ def ip_words(ip: str) -> tuple:
     hi = int.from_bytes(packed[:8], "big", signed=True)
     lo = int.from_bytes(packed[8:], "big", signed=True)
     return (hi or 1), lo
+
+
+def normal_ip(ip: str) -> str:
+    """An address in one form (an IPv4-mapped IPv6 address as IPv4); ValueError if
+    it is not an address."""
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return str(addr)
 
 
 def parse_overrides(text: str) -> dict:
@@ -183,11 +199,16 @@ class ConnectionLimits:
     """One acceptor's view of the limits (its config), and the creation-rate sensors
     (kept in the process tree's ``QuotaTable``)."""
 
-    def __init__(self, config, listeners, quotas: ConnectionQuotas, rates: QuotaTable | None = None):
+    def __init__(self, config, listeners, quotas: ConnectionQuotas, rates: QuotaTable | None = None, store=None):
         from kafkapy.server.security import listener_value
 
         self.quotas = quotas
         self.rates = rates
+        # the metadata store, for the IP entities' connection_creation_rate (read
+        # again only when the metadata generation moved)
+        self.store = store
+        self._md = None
+        self._ip_rates: dict = {}
         self.max_per_ip = config["max.connections.per.ip"]
         self.overrides = parse_overrides(config["max.connections.per.ip.overrides"])
         self.max_broker = config["max.connections"]
@@ -207,6 +228,46 @@ class ConnectionLimits:
     def slot_available(self, listener: int) -> bool:
         return self.quotas.slot_available(listener, self.max_listener[listener], self.max_broker,
                                           self.protected[listener])
+
+    def ip_rates(self) -> dict:
+        """{ip or DEFAULT_ENTITY: connection_creation_rate} of the IP entities."""
+        if self.store is None:
+            return {}
+        md = self.store.current()
+        if md is not self._md:
+            self._md = md
+            rates = {}
+            for key, config in md.entity_configs.items():
+                raw = config.get("connection_creation_rate") if key[0] == ENTITY_IPS else None
+                if raw is None:
+                    continue
+                name = ip_name(key)
+                try:
+                    rate = int(raw)
+                    name = name if name == DEFAULT_ENTITY else normal_ip(name)
+                except ValueError:
+                    continue  # a host name, or an unreadable value
+                if rate < INT_MAX:
+                    rates[name] = rate
+            self._ip_rates = rates
+        return self._ip_rates
+
+    def ip_throttle_ms(self, ip: str, now_ms: int) -> int:
+        """Kafka's recordIpConnectionMaybeThrottle: record a connection from ``ip``
+        against its IP quota; over it, the time to hold it before closing it (the
+        connection is then taken back out of the rate)."""
+        rates = self.ip_rates()
+        if not rates or self.rates is None:
+            return 0
+        ip = normal_ip(ip)
+        limit = rates.get(ip, rates.get(DEFAULT_ENTITY))
+        if limit is None:
+            return 0
+        key = sensor_key("connection-creation-ip", ip, "")
+        throttle = self.rates.record(key, 1.0, now_ms, float(limit), self.samples, self.window_ms)[1]
+        if throttle:
+            self.rates.record(key, -1.0, now_ms, None, self.samples, self.window_ms)
+        return min(throttle, self.window_ms)
 
     def accept_throttle_ms(self, listener: int, now_ms: int) -> int:
         """Record one accept in the listener's (and, unless protected, the broker's)

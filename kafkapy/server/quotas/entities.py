@@ -6,6 +6,9 @@ store (``Metadata.entity_configs``, keyed by ``coordination.metadata``'s
 entity keys), beside SCRAM credentials: only the keys below are quotas, and
 alterations go key by key (``MetadataStore.alter_entity_configs``).
 
+IP entities (``ip_entity``) take ``connection_creation_rate`` (INT), which
+the acceptor enforces (``connections.py``).
+
 Values are stored as Kafka stores them: strings, LONG keys as integers
 (``1048576``), DOUBLE keys as Java's ``Double.toString`` (``50.0``,
 ``1.0E7``). Nothing here is owned state: pure functions.
@@ -16,7 +19,10 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-from kafkapy.coordination.metadata import DEFAULT_ENTITY, entity_key, entity_names
+import ipaddress
+import socket
+
+from kafkapy.coordination.metadata import DEFAULT_ENTITY, ENTITY_IPS, entity_key, entity_names, ip_entity, ip_name
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 
@@ -31,6 +37,9 @@ QUOTA_KEYS = {
     REQUEST_PERCENTAGE: "DOUBLE",
     CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
+# An IP entity's one key (DynamicConfig.Ip): new connections per second from it.
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+IP_KEYS = {CONNECTION_CREATION_RATE: "INT"}
 # A user entity also takes SCRAM credentials (type STRING), which
 # AlterClientQuotas cannot set (Kafka: "Unexpected config type STRING").
 SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -66,43 +75,62 @@ def alteration_entity(entity) -> tuple:
         if USER in parts or CLIENT_ID in parts:
             raise invalid("Invalid quota entity combination, IP entity should not be used with "
                           "user/client ID entity.")
-        # connection_creation_rate per IP is not kept by kafkapy
-        raise invalid("IP quotas (connection_creation_rate) are not supported by kafkapy")
+        ip = parts[IP]
+        if ip is not None and not valid_ip_entity(ip):
+            raise invalid(f"{ip} is not a valid IP or resolvable host.")
+        return ip_entity(ip)
     return entity_key(parts.get(USER), parts.get(CLIENT_ID),
                       user_default=USER in parts and parts[USER] is None,
                       client_default=CLIENT_ID in parts and parts[CLIENT_ID] is None)
 
 
-def alteration_ops(ops) -> tuple[dict, list]:
+def valid_ip_entity(ip: str) -> bool:
+    """DynamicConfig.Ip.isValidIpEntity: an IP address or a name that resolves."""
+    try:
+        ipaddress.ip_address(ip)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.gethostbyname(ip)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+def alteration_ops(ops, entity: tuple = ("users", "")) -> tuple[dict, list]:
     """``(keys to set, keys to delete)`` of AlterClientQuotas ops ``[(key, value,
-    remove)]``, each value converted as Kafka's alterClientQuotas does (a LONG
-    must be whole within 1e-6); INVALID_REQUEST for a key that is no quota."""
+    remove)]`` on ``entity``, each value converted as Kafka's alterClientQuotas
+    does (a LONG or INT must be whole within 1e-6); INVALID_REQUEST for a key
+    the entity does not take."""
+    keys = IP_KEYS if entity[0] == ENTITY_IPS else QUOTA_KEYS
     to_set, to_delete = {}, []
     for key, value, remove in ops:
         if remove:
             to_set.pop(key, None)
             to_delete.append(key)
             continue
-        kind = QUOTA_KEYS.get(key)
+        kind = keys.get(key)
         if kind is None:
-            if key in SCRAM_KEYS:
+            if key in SCRAM_KEYS and entity[0] == "users":
                 raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, "Unexpected config type STRING")
             raise invalid(f"Invalid configuration key {key}")
-        to_set[key] = config_value(key, value)
+        to_set[key] = config_value(key, value, kind)
         if key in to_delete:
             to_delete.remove(key)
     return to_set, to_delete
 
 
-def config_value(key: str, value: float) -> str:
-    """A quota value as Kafka stores it."""
-    if QUOTA_KEYS[key] == "LONG":
+def config_value(key: str, value: float, kind: str | None = None) -> str:
+    """A quota value as Kafka stores it (``kind``: the key's ConfigDef type)."""
+    kind = kind or QUOTA_KEYS.get(key) or IP_KEYS[key]
+    if kind in ("LONG", "INT"):
         epsilon = 1e-6
         if not math.isfinite(value):
-            raise invalid(f"Configuration {key} must be a LONG value")
-        whole = int(value + epsilon)  # Scala's toLong truncates toward zero
+            raise invalid(f"Configuration {key} must be a {kind} value")
+        whole = int(value + epsilon)  # Scala's toLong / toInt truncate toward zero
         if abs(whole - value) > epsilon:
-            raise invalid(f"Configuration {key} must be a LONG value")
+            raise invalid(f"Configuration {key} must be a {kind} value")
         return str(whole)
     return java_double(value)
 
@@ -168,12 +196,21 @@ def _matches(component, part, strict: bool) -> bool:
 def describe(entity_configs, components: dict, strict: bool) -> list:
     """The entries DescribeClientQuotas answers: ``[([(type, name or None)], {key:
     float})]`` of the entities matching ``components`` (``describe_filter``) that
-    hold at least one quota key."""
-    if IP in components:
-        return []  # no IP quotas are kept
+    hold at least one quota key (ZkAdminManager's handleDescribeClientQuotas and
+    handleDescribeIpQuotas)."""
     out = []
+    user_client = IP not in components
+    ips = USER not in components and CLIENT_ID not in components and (IP in components or not strict)
     for key in sorted(entity_configs):
-        if key[0] not in ("users", "clients"):
+        if key[0] == ENTITY_IPS:
+            if not ips:
+                continue
+            quotas = {k: float(v) for k, v in entity_configs[key].items() if k in IP_KEYS}
+            ip = ip_name(key)
+            if quotas and _matches(components.get(IP), ip, strict):
+                out.append(([(IP, None if ip == DEFAULT_ENTITY else ip)], quotas))
+            continue
+        if not user_client or key[0] not in ("users", "clients"):
             continue
         quotas = {k: float(v) for k, v in entity_configs[key].items() if k in QUOTA_KEYS}
         if not quotas:

@@ -61,6 +61,8 @@ class Quotas:
     def __init__(self, entity_configs):
         self.overrides = {t: {} for t in QUOTA_KEY}
         for key, config in entity_configs.items():
+            if key[0] not in ("users", "clients"):
+                continue  # IP entities: the acceptor's (connections.py)
             user, client = entity_names(key)
             for quota_type, config_key in QUOTA_KEY.items():
                 raw = config.get(config_key)

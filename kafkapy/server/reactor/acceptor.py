@@ -14,12 +14,15 @@ closes (the kernel's backlog holds new ones; Kafka's acceptor blocks the same
 way, per listener), polled every ``_SLOT_POLL_S``. Over
 ``max.connection.creation.rate`` an accepted connection is held for its
 throttle time before it is handed on, and its listener accepts nothing
-meanwhile. The time each listener spends unable to accept is added up in the
+meanwhile; over its IP entity's ``connection_creation_rate`` it is closed
+after its throttle time. The time each listener spends unable to accept is added up in the
 shared counts (Kafka's AcceptorBlockedPercent).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import selectors
 import signal
@@ -70,8 +73,16 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
         finally:
             sock.close()
 
+    closing: list = []  # (monotonic time, order, socket): throttled by an IP quota, closed then
+    order = itertools.count()
     while not stopping:
         timeout = _SLOT_POLL_S if paused else 0.5
+        if closing:
+            now = time.monotonic()
+            while closing and closing[0][0] <= now:
+                heapq.heappop(closing)[2].close()
+            if closing:
+                timeout = min(timeout, max(0.0, closing[0][0] - now))
         for key, _ in sel.select(timeout):
             index = key.data[0]
             # Accept a burst, but bounded, so SIGTERM is noticed promptly.
@@ -90,6 +101,11 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
                     hand_over(index, sock)
                     continue
                 ip = addr[0] if isinstance(addr, tuple) else ""
+                ip_throttle_ms = limits.ip_throttle_ms(ip, int(time.time() * 1000)) if ip else 0
+                if ip_throttle_ms > 0:
+                    # over its IP's connection_creation_rate: closed after the throttle
+                    heapq.heappush(closing, (time.monotonic() + ip_throttle_ms / 1000.0, next(order), sock))
+                    continue
                 if not limits.quotas.inc(index, ip, limits.per_ip(ip)):
                     log.info("closing a connection from %s: over max.connections.per.ip (%d)",
                              ip, limits.per_ip(ip))
@@ -104,6 +120,8 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
             _resume(sel, listen_sockets, paused, limits, hand_over)
         if limits is not None:
             next_report = _report_blocked(limits, paused, next_report)
+    for _, _, sock in closing:
+        sock.close()
     for held in paused.values():
         if held[0] is not None:
             limits.quotas.dec(held[3], _peer_ip(held[0]))

@@ -17,6 +17,9 @@ from kafkapy.server.quotas.throttle import client_throttles
 def test_alteration_entities_and_ops_as_kafka():
     assert entities.alteration_entity([("user", "a b"), ("client-id", None)]) == ("users", "a%20b/clients/<default>")
     assert entities.alteration_entity([("client-id", "c")]) == client_entity("c")
+    assert entities.alteration_entity([("ip", "::1")]) == ("ips", "%3A%3A1")
+    assert entities.alteration_ops([("connection_creation_rate", 3.0, False)], ("ips", "1.2.3.4")) == (
+        {"connection_creation_rate": "3"}, [])
     for entity, message in (([], "Invalid empty client quota entity"),
                             ([("user", "")], "Empty user not supported"),
                             ([("group", "g")], "Unhandled client quota entity type: group"),
