@@ -8,6 +8,8 @@ committed records, with the offsets sent in the transaction committed.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -19,7 +21,19 @@ from support.zookeeper import zookeeper  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
+from raw_api import call  # noqa: E402
 from test_transactions import TIMEOUT_S, consume, producer  # noqa: E402
+
+
+def wait_for_leader(cluster, topic: str, partition: int, timeout_s: float = 30.0):
+    """``(partition, leader id)`` once the cluster's metadata names a live leader."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        leader = cluster.partitions(topic).get(partition, (-1,))[0]
+        if leader >= 0:
+            return partition, leader
+        time.sleep(0.2)
+    raise AssertionError(f"no leader for {topic}-{partition}")
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -77,3 +91,96 @@ def test_markers_reach_partitions_led_by_every_broker(cluster):
         _low, high = reader.get_watermark_offsets(TopicPartition(topic, q), TIMEOUT_S)
         assert high == 10 + 1 + 10 + 1 + 1 + 1 and time.monotonic() < deadline
     reader.close()
+
+
+@pytest.fixture
+def failover_cluster(zookeeper, tmp_path):  # noqa: F811
+    c = Cluster(zookeeper, tmp_path / "cluster", "/cluster-txn-failover", overrides={
+        "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
+        "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2})
+    try:
+        yield c.start()
+    finally:
+        for b in c.brokers.values():  # a frozen broker must be thawed to be stopped
+            if b.running:
+                os.killpg(b.proc.pid, signal.SIGCONT)
+        c.close()
+
+
+def _freeze(broker, sig) -> None:
+    os.killpg(broker.proc.pid, sig)  # the broker's whole process group (processors, workers, coordinator)
+
+
+@pytest.mark.timeout(240)
+def test_a_new_coordinator_finishes_markers_its_dead_predecessor_left(failover_cluster):
+    """The coordinator logs PrepareCommit, writes one partition's marker and
+    cannot reach the leader of another (frozen); it is SIGKILLed there. The
+    broker that leads __transaction_state next loads PrepareCommit and
+    writes every marker again (the frozen leader thawed, the dead one
+    restarted): the transaction ends committed on all three partitions,
+    read_committed sees it whole, and DescribeTransactions says CompleteCommit."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    cluster = failover_cluster
+    bs = cluster.bootstrap
+    p = producer(bs, "failover-txn")
+    (_, txn_state_p0) = wait_for_leader(cluster, "__transaction_state", 0)
+    coordinator = txn_state_p0
+    frozen, other = [i for i in sorted(cluster.brokers) if i != coordinator]
+    topic = "failover-data"
+    create_topic_assigned(cluster, topic, [[coordinator], [frozen], [other]])
+    # AddPartitionsToTxn needs the topic in the coordinator's own metadata.
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        t = call(cluster.brokers[coordinator].bootstrap, 3, 4, {"topics": [{"name": topic}],
+                                                                "allow_auto_topic_creation": False}).topics[0]
+        if t.error_code == 0 and len(t.partitions) == 3 and all(q.leader_id >= 0 for q in t.partitions):
+            break
+        time.sleep(0.2)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, value=b"f%02d" % i, partition=i % 3)
+    p.flush(TIMEOUT_S)
+
+    _freeze(cluster.brokers[frozen], signal.SIGSTOP)
+    try:
+        # EndTxn is answered once PrepareCommit is in the ISR (the frozen
+        # broker drops out of it when its ZooKeeper session expires); the
+        # marker for the frozen leader's partition cannot be written, so the
+        # transaction is in PrepareCommit when its coordinator dies.
+        p.commit_transaction(TIMEOUT_S * 3)
+        cluster.brokers[coordinator].kill()
+    finally:
+        _freeze(cluster.brokers[frozen], signal.SIGCONT)
+    # Restarted once its old ZooKeeper session is gone (its registration with it).
+    cluster.wait_brokers({frozen, other}, timeout_s=60)
+    cluster.brokers[coordinator].start()
+
+    def complete():
+        for b in cluster.running():
+            try:
+                r = call(b.bootstrap, 65, 0, {"transactional_ids": ["failover-txn"]}, timeout_s=5)
+            except Exception:  # a broker still starting or catching up
+                continue
+            state = r.transaction_states[0]
+            if state.error_code == 0 and state.transaction_state == "CompleteCommit":
+                return True
+        return False
+
+    deadline = time.monotonic() + 120
+    while not complete() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert complete()
+    got = consume(cluster.bootstrap, topic, 3, "read_committed", want=30)
+    assert sorted(got) == [b"f%02d" % i for i in range(30)]
+    readers = [Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"failover-{isolation}",
+                         "isolation.level": isolation}) for isolation in ("read_committed", "read_uncommitted")]
+    try:
+        for q in range(3):
+            # 10 records and a COMMIT marker from either coordinator (both
+            # when the first one had written it): the LSO is the end.
+            stable, end = (r.get_watermark_offsets(TopicPartition(topic, q), TIMEOUT_S)[1] for r in readers)
+            assert stable == end and 11 <= end <= 12, (q, stable, end)
+    finally:
+        for r in readers:
+            r.close()
