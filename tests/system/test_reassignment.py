@@ -185,8 +185,10 @@ def test_errors_as_kafka(cluster):
     assert _ongoing(c) == {}
 
 
-def _set_configs(c: Cluster, brokers: dict = None, topics: dict = None) -> None:
-    """IncrementalAlterConfigs SET (a None value: DELETE) through confluent-kafka."""
+def _set_configs(c: Cluster, brokers: dict = None, topics: dict = None, applied_on=None) -> None:
+    """IncrementalAlterConfigs SET (a None value: DELETE) through confluent-kafka; with
+    ``applied_on`` (a broker id), until that broker's own DescribeConfigs shows them all
+    (its replica fetcher reads the same image: a throttle is in force there)."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
     resources = []
@@ -198,6 +200,24 @@ def _set_configs(c: Cluster, brokers: dict = None, topics: dict = None) -> None:
     admin = c.admin()
     for future in admin.incremental_alter_configs(resources).values():
         future.result(timeout=30)
+    if applied_on is not None:
+        wanted = [(4 if kind == "broker" else 2, str(name), k, v)
+                  for kind, entries in (("broker", brokers or {}), ("topic", topics or {}))
+                  for name, configs in entries.items() for k, v in configs.items()]
+        wait_for(lambda: all(_described(c, applied_on, t, n, k) == v for t, n, k, v in wanted), 30,
+                 f"the configs applied on broker {applied_on}")
+
+
+def _described(c: Cluster, broker_id: int, resource_type: int, name: str, key: str):
+    """``key``'s value as ``broker_id`` itself answers DescribeConfigs (v4) for the resource."""
+    from kafkapy.server.controller_channel import request_once
+
+    b = c.brokers[broker_id]
+    r = request_once((b.host, b.port), 32, 4, {"resources": [
+        {"resource_type": resource_type, "resource_name": name, "configuration_keys": [key]}],
+        "include_synonyms": False, "include_documentation": False}, 10, "reassign-test")
+    (result,) = r.results
+    return next((e.value for e in result.configs if e.name == key), None)
 
 
 def test_cancel_an_inflight_reassignment(cluster):
@@ -207,7 +227,7 @@ def test_cancel_an_inflight_reassignment(cluster):
     _fill(c, topic, 0, 150, 10_000)
     # broker 3 may take in 50 KB/s for it: the move cannot finish for ~30 s
     _set_configs(c, brokers={3: {"follower.replication.throttled.rate": "50000"}},
-                 topics={topic: {"follower.replication.throttled.replicas": "0:3"}})
+                 topics={topic: {"follower.replication.throttled.replicas": "0:3"}}, applied_on=3)
     try:
         assert _reassign(c, {(topic, 0): [2, 3]}) == {}
         ongoing = _ongoing(c)
@@ -235,7 +255,7 @@ def test_a_deletion_waits_for_the_reassignment(cluster):
     create_topic_assigned(c, topic, [[1, 2]])
     _fill(c, topic, 0, 150, 10_000)
     _set_configs(c, brokers={3: {"follower.replication.throttled.rate": "50000"}},
-                 topics={topic: {"follower.replication.throttled.replicas": "0:3"}})
+                 topics={topic: {"follower.replication.throttled.replicas": "0:3"}}, applied_on=3)
     try:
         assert _reassign(c, {(topic, 0): [2, 3]}) == {}
         admin = c.admin()  # kept until the future resolves
@@ -385,7 +405,7 @@ def test_controller_killed_mid_reassignment(cluster):
     create_topic_assigned(c, topic, [[a, ctl]], config={"min.insync.replicas": 1})
     _fill(c, topic, 0, 150, 10_000)
     _set_configs(c, brokers={b: {"follower.replication.throttled.rate": "300000"}},
-                 topics={topic: {"follower.replication.throttled.replicas": f"0:{b}"}})
+                 topics={topic: {"follower.replication.throttled.replicas": f"0:{b}"}}, applied_on=b)
     producer = BackgroundProducer(c.bootstrap, topic, 1, rate_per_s=200).start()
     try:
         wait_for(lambda: producer.acked_count() >= 100, 30, "100 acknowledged before the move")
