@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 
@@ -95,3 +96,55 @@ def test_bad_options():
         oauthbearer.UnsecuredValidator({"unsecuredValidatorAllowableClockSkewMs": "-1"})
     with pytest.raises(ValueError):
         oauthbearer.UnsecuredValidator({"unsecuredValidatorAllowableClockSkewMs": "soon"})
+
+
+# ------------------------------------------------------------------ configuration
+
+
+def _listener_sasl(**props):
+    from kafkapy.server.config import BrokerConfig
+    from kafkapy.server.security import listener_securities
+
+    base = {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093", "log.dirs": "/tmp/kafkapy-unused",
+            "sasl.enabled.mechanisms": "OAUTHBEARER,PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'}
+    return listener_securities(BrokerConfig.from_props({**base, **props}, warn_unknown=False))[0].sasl
+
+
+OAUTH_JAAS = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required {};'
+
+
+def test_oauthbearer_and_reauth_configuration():
+    from kafkapy.server.config import ConfigException
+
+    sasl_config = _listener_sasl(**{
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            OAUTH_JAAS.format('unsecuredValidatorRequiredScope="a b" unsecuredValidatorAllowableClockSkewMs="250"'),
+        "connections.max.reauth.ms": "60000",
+        "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms": "5000"})
+    assert sasl_config.oauth.required_scope == ("a", "b") and sasl_config.oauth.clock_skew_ms == 250
+    assert sasl_config.reauth_ms == {"OAUTHBEARER": 5000, "PLAIN": 60000}
+    with pytest.raises(ConfigException):  # no OAuthBearerLoginModule entry
+        _listener_sasl()
+    with pytest.raises(ConfigException):  # a validator kafkapy does not have
+        _listener_sasl(**{"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS.format(""),
+                          "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+                              "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"})
+    with pytest.raises(ConfigException):
+        _listener_sasl(**{"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+                          OAUTH_JAAS.format('unsecuredValidatorAllowableClockSkewMs="-5"')})
+
+
+def test_session_lifetime_is_the_smaller_of_max_reauth_and_the_token():
+    sasl_config = _listener_sasl(**{
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS.format(""),
+        "connections.max.reauth.ms": "60000"})
+    for exp_in_s, expected_ms in ((30, 30000), (600, 60000)):
+        session = sasl.SaslSession(sasl_config)
+        session.mechanism = "OAUTHBEARER"
+        session.server = oauthbearer.OAuthBearerServer(sasl_config.oauth)
+        now = time.time()
+        assert session.server.evaluate(message(jwt({"sub": "u", "exp": now + exp_in_s}))) == b""
+        session._session_lifetime()
+        assert abs(session.session_lifetime_ms - expected_ms) < 2000 and session.expires_at > 0
