@@ -31,6 +31,13 @@ def test_quota_set_on_one_broker_applies_on_another(zookeeper, tmp_path):  # noq
         assert r.entries[0].error_code == E.NONE
         wait_for(lambda: describe(two, [("client-id", 0, "cq-client")], strict=True)[1] ==
                  {(("client-id", "cq-client"),): {"producer_byte_rate": 81920.0}}, 15, "broker 2 to follow")
+        # broker 2 serves the partition once LeaderAndIsr reached it (Metadata may say so first)
+        warm = Connection(two, "cq-warm")
+        try:
+            wait_for(lambda: warm.call(0, 9, produce_request("cq", 10))[0].responses[0]
+                     .partition_responses[0].error_code == E.NONE, 15, "broker 2 to lead cq")
+        finally:
+            warm.close()
         conn = Connection(two, "cq-client")
         try:
             response, _ = conn.call(0, 9, {**produce_request("cq", 100_000, records=9), "acks": 1})
