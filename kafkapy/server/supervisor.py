@@ -146,6 +146,8 @@ class Supervisor:
             if migrate_credentials_file(first_dir, self.store):
                 log.info("moved the SCRAM credentials of %s into the metadata store", first_dir)
             self._load_logs()
+        if self.log_manager.failure_channel.offline_mask() and self._log_dir_failure_is_fatal():
+            raise SystemExit(1)  # every log dir, or the first, failed to load
         warm_up()  # before the children fork: they share the loaded schemas
         self.channel = Channel(self.ctx, config, TABLE_CAPACITY)
         self.broker = Broker(config, self.table, self.log_manager, self.channel.wake_pipes,
@@ -241,6 +243,8 @@ class Supervisor:
             parts = by_topic.get(name, {})
             for p in range(info.num_partitions):
                 lg = parts.get(p)
+                if lg is None and self.log_manager.is_log_offline(name, p):
+                    continue  # its log dir failed to load: served after a start that loads it
                 if lg is None:
                     slot = self.table.claim(info.topic_id, p)
                     self.log_manager.create_log(name, p, log_config_for(self.config, info.configs),

@@ -120,37 +120,51 @@ class LogManager:
         """
         topic_configs = topic_configs or {}
         for d in self.log_dirs:
-            clean = checkpoints.has_clean_shutdown_marker(d)
-            recovery_points = self._read_checkpoint(d, checkpoints.RECOVERY_POINT_CHECKPOINT)
-            log_starts = self._read_checkpoint(d, checkpoints.LOG_START_OFFSET_CHECKPOINT)
-            high_watermarks = self._read_checkpoint(d, checkpoints.REPLICATION_OFFSET_CHECKPOINT)
-            if not clean:
-                logger.warning("%s: no clean shutdown marker; recovering logs from their recovery points", d)
-            for name in sorted(os.listdir(d)):
-                path = os.path.join(d, name)
-                if not os.path.isdir(path):
-                    continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    logger.info("removing partition dir %s deleted before the restart", path)
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                parsed = parse_partition_dir_name(name)
-                if parsed is None:
-                    continue
-                topic, partition = parsed
-                if (topic, partition) in self.logs:
-                    raise InconsistentClusterId(f"partition {topic}-{partition} exists in two log dirs")
-                key = (topic, partition)
-                slot, state = self._make_state(state_factory)
-                log = Log.open(
-                    path, topic, partition, topic_configs.get(topic, self.default_config), state, None,
-                    had_clean_shutdown=clean, recovery_point=recovery_points.get(key, 0),
-                    log_start_offset=log_starts.get(key), high_watermark=high_watermarks.get(key),
-                    **self._log_kwargs())
-                log.state_slot = slot
-                self.logs[key] = self._opened(log)
-            checkpoints.remove_clean_shutdown_marker(d)
+            try:
+                self._load_dir(d, state_factory, topic_configs)
+            except OSError as exc:
+                # Kafka's loadLogs: a dir that cannot be loaded is offline and
+                # the others load. Its logs' slots stay allocated, unclaimed
+                # (a few words of the table until the next start).
+                self._dir_failed(d, exc, "loading its logs")
+                for key, lg in list(self.logs.items()):
+                    if os.path.dirname(lg.dir) == d:
+                        del self.logs[key]
+                        lg.release()
         return dict(self.logs)
+
+    def _load_dir(self, d: str, state_factory, topic_configs: dict) -> None:
+        """``load_logs`` for one log dir."""
+        clean = checkpoints.has_clean_shutdown_marker(d)
+        recovery_points = self._read_checkpoint(d, checkpoints.RECOVERY_POINT_CHECKPOINT)
+        log_starts = self._read_checkpoint(d, checkpoints.LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(d, checkpoints.REPLICATION_OFFSET_CHECKPOINT)
+        if not clean:
+            logger.warning("%s: no clean shutdown marker; recovering logs from their recovery points", d)
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                logger.info("removing partition dir %s deleted before the restart", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir_name(name)
+            if parsed is None:
+                continue
+            topic, partition = parsed
+            if (topic, partition) in self.logs:
+                raise InconsistentClusterId(f"partition {topic}-{partition} exists in two log dirs")
+            key = (topic, partition)
+            slot, state = self._make_state(state_factory)
+            log = Log.open(
+                path, topic, partition, topic_configs.get(topic, self.default_config), state, None,
+                had_clean_shutdown=clean, recovery_point=recovery_points.get(key, 0),
+                log_start_offset=log_starts.get(key), high_watermark=high_watermarks.get(key),
+                **self._log_kwargs())
+            log.state_slot = slot
+            self.logs[key] = self._opened(log)
+        checkpoints.remove_clean_shutdown_marker(d)
 
     @staticmethod
     def _make_state(state_factory):

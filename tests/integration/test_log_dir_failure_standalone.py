@@ -14,7 +14,9 @@ offline until a restart (Kafka's way); after the space is given back
 record is read back from the recovered dir and produce works again.
 
 A second test puts the only log dir on the tmpfs: when it fails the broker
-stops with a non-zero exit (Kafka's "all log dirs have failed").
+stops with a non-zero exit (Kafka's "all log dirs have failed"). A third
+starts a broker with a dir that cannot be loaded: it is offline from the
+start and the broker serves the other.
 """
 
 from __future__ import annotations
@@ -185,3 +187,23 @@ def test_broker_stops_when_its_only_log_dir_fails(small_fs, broker_factory):
     assert broker.proc.poll() not in (None, 0), broker.log_tail()
     assert "all log dirs" in broker.log_text()
     assert not os.path.exists(small_fs / ".kafka_cleanshutdown")
+
+
+def test_a_dir_that_fails_to_load_is_offline_and_the_broker_starts(broker_factory, tmp_path):
+    """Kafka's loadLogs: an I/O error loading a dir leaves it offline and the
+    broker starts with the others (here a segment that is a directory:
+    opening it fails with EISDIR)."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    (bad / "broken-0" / "00000000000000000000.log").mkdir(parents=True)
+    broker = broker_factory({"log.dirs": f"{good},{bad}", "num.io.threads": 2,
+                             "auto.create.topics.enable": False})
+    _create_topics(broker.bootstrap, TOPIC_BIG)
+    assert (good / f"{TOPIC_BIG}-0").is_dir()  # placed in the live dir only
+    dirs = _describe_log_dirs(broker.bootstrap)
+    assert dirs[str(bad)] == (STORAGE_ERROR, set()) and dirs[str(good)][0] == 0
+    producer = _producer(broker.bootstrap)
+    try:
+        assert producer.send(TOPIC_BIG, b"v").get(timeout=15).offset == 0
+    finally:
+        producer.close()
+    assert f"Error while loading its logs in dir {bad}" in broker.log_text()
