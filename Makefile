@@ -113,7 +113,27 @@ CLUSTER_ARGS ?=
 cluster: deps-cluster install
 	exec $(VENV)/bin/kafkapy-local-cluster --config $(CONFIG) $(CLUSTER_ARGS)
 
-test: install-test
+# KafkaJS for tests/integration/test_kafkajs.py. Debian's nodejs and npm only
+# when node is missing: a NodeSource nodejs already carries npm, and Debian's
+# npm would conflict with it. kafkajs goes into $(VENV)/node, stamped by version.
+KAFKAJS_VERSION := 2.2.4
+KAFKAJS_STAMP := $(VENV)/node/.kafkajs-$(KAFKAJS_VERSION)
+.PHONY: deps-node install-kafkajs
+
+deps-node:
+	@if ! command -v node >/dev/null 2>&1; then $(call ensure_debs,nodejs npm); \
+	elif ! command -v npm >/dev/null 2>&1; then $(call ensure_debs,npm); fi
+
+install-kafkajs: install-test deps-node
+	@if [ -f $(KAFKAJS_STAMP) ]; then \
+	  echo "make: kafkajs $(KAFKAJS_VERSION) already installed in $(VENV)/node"; \
+	else \
+	  mkdir -p $(VENV)/node; \
+	  npm install --prefix $(VENV)/node --no-audit --no-fund --no-save --no-package-lock kafkajs@$(KAFKAJS_VERSION); \
+	  rm -f $(VENV)/node/.kafkajs-*; touch $(KAFKAJS_STAMP); \
+	fi
+
+test: install-test install-kafkajs
 	KAFKAPY_REQUIRE_EXTENSIONS=1 $(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --timeout=300 $(PYTEST_ARGS)
 
 bench: install-test
