@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 from kafkapy.server.security.scram_store import add_scram_credentials
 from support.broker import BrokerProcess, free_port
+from support.cluster import make_cluster  # noqa: F401
+from support.zookeeper import zookeeper  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = REPO_ROOT / "tests" / "support" / "kafkajs" / "driver.js"
@@ -312,3 +314,30 @@ def test_sasl(jsbroker, sasl):
     answer, _ = run_driver(jsbroker.sasl_bootstrap, "admin", retries=0, calls=[["listTopics", None]],
                            sasl={**sasl, "password": "wrong-password"})
     assert not answer["ok"] and answer["error"]["name"] == "KafkaJSSASLAuthenticationError", answer
+
+
+# ------------------------------------------------------------------- cluster
+
+
+def test_cluster_rf3(make_cluster):  # noqa: F811
+    """Three brokers and ZooKeeper: KafkaJS creates an RF 3 topic through the
+    controller it finds in Metadata, produces idempotently with acks=-1 to
+    each partition's leader, and reads in a group through the coordinator
+    FindCoordinator names (a 6-partition RF 3 __consumer_offsets)."""
+    cluster, _ = make_cluster()
+    topic = "js-rf3"
+    create_topic(cluster.bootstrap, topic, partitions=3, replication_factor=3)
+    meta = kafkajs(cluster.bootstrap, "admin", calls=[["fetchTopicMetadata", {"topics": [topic]}],
+                                                      ["describeCluster", None]])
+    partitions = meta[0]["value"]["topics"][0]["partitions"]
+    assert [sorted(p["replicas"]) for p in partitions] == [[1, 2, 3]] * 3
+    assert len({p["leader"] for p in partitions}) == 3  # Kafka's placement spreads the leaders
+    assert sorted(b["nodeId"] for b in meta[1]["value"]["brokers"]) == [1, 2, 3]
+    assert meta[1]["value"]["controller"] in (1, 2, 3)
+    result = kafkajs(cluster.bootstrap, "produce", topic=topic, acks=-1, count=30, idempotent=True)
+    assert sorted(r["partition"] for r in result["results"][0]) == [0, 1, 2]
+    got = kafkajs(cluster.bootstrap, "consume", topic=topic, groupId="js-rf3-g", expect=30)["records"]
+    assert sorted(r["value"] for r in got) == sorted(f"v0-{i}" for i in range(30))
+    # Every replica has the records: the ISR stayed full.
+    meta = kafkajs(cluster.bootstrap, "admin", calls=[["fetchTopicMetadata", {"topics": [topic]}]])
+    assert [sorted(p["isr"]) for p in meta[0]["value"]["topics"][0]["partitions"]] == [[1, 2, 3]] * 3
