@@ -290,6 +290,21 @@ def test_transactions(jsbroker):
         sorted(f"{p}-{i}".encode() for p in ("c1", "c2") for i in range(5))
 
 
+
+def test_transactional_id_fencing(jsbroker):
+    """A second producer's InitProducerId (v1) aborts the first one's open
+    transaction and fences it: the zombie's Produce v7 and EndTxn v1 get
+    INVALID_PRODUCER_EPOCH (EndTxn below v2 reports PRODUCER_FENCED so), and
+    read_committed readers see only the new producer's record."""
+    topic = "js-fence"
+    create_topic(jsbroker.bootstrap, topic)
+    report = kafkajs(jsbroker.bootstrap, "fence", topic=topic, transactionalId="js-fence-id", retries=2)
+    assert error_type(report["zombieSend"]["error"]) == "INVALID_PRODUCER_EPOCH", report
+    assert error_type(report["zombieCommit"]["error"]) == "INVALID_PRODUCER_EPOCH", report
+    assert report["freshCommit"] == {"ok": True}
+    got = kafkajs(jsbroker.bootstrap, "consume", topic=topic, groupId="js-fence-reader", expect=1, settleMs=700)
+    assert [r["value"] for r in got["records"]] == ["fresh"]
+
 # ------------------------------------------------------------------- SASL
 
 

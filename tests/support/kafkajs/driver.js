@@ -32,7 +32,10 @@ function describeError (e) {
     type: e && e.type,
     message: e && e.message,
     retriable: e && e.retriable,
-    cause: e && e.cause ? describeError(e.cause) : undefined
+    cause: e && e.cause ? describeError(e.cause) : undefined,
+    // KafkaJSAggregateError (createTopics) and KafkaJSDeleteGroupsError carry per-item errors
+    errors: e && Array.isArray(e.errors) ? e.errors.map(describeError) : undefined,
+    groups: e && Array.isArray(e.groups) ? e.groups.map((g) => ({ groupId: g.groupId, errorCode: g.errorCode, type: g.error && g.error.type })) : undefined
   }
 }
 
@@ -206,14 +209,14 @@ async function group () {
   return report
 }
 
-// admin: {calls: [[method, argument], ...]} run in order on one admin client;
+// admin: {calls: [[method, argument, ...], ...]} run in order on one admin client;
 // each result or error is reported (calls go on after an error).
 async function admin () {
   const a = client().admin()
   await a.connect()
   const results = []
   try {
-    for (const [method, arg] of cmd.calls) {
+    for (const [method, arg, ...more] of cmd.calls) {
       try {
         let value
         if (method === 'describeConfigs') {
@@ -222,7 +225,7 @@ async function admin () {
           value = await a.describeGroups(arg)
           for (const g of value.groups) for (const m of g.members) { delete m.memberMetadata; delete m.memberAssignment }
         } else {
-          value = await a[method](arg)
+          value = await a[method](arg, ...more)
         }
         results.push({ ok: true, value })
       } catch (e) {
@@ -263,7 +266,37 @@ async function txn () {
   return steps
 }
 
-const OPS = { produce, consume, group, admin, txn }
+// fence: {topic, transactionalId}. A producer opens a transaction and sends;
+// a second producer with the same transactional id initializes (Kafka aborts
+// the open transaction and bumps the epoch); the first one's next send and
+// its commit are refused; the second commits. What each step answered.
+async function fence () {
+  const kafka = client()
+  const make = () => kafka.producer({ transactionalId: cmd.transactionalId, idempotent: true, maxInFlightRequests: 1 })
+  const zombie = make()
+  const fresh = make()
+  const report = {}
+  const attempt = async (name, fn) => {
+    try { await fn(); report[name] = { ok: true } } catch (e) { report[name] = { ok: false, error: describeError(e) } }
+  }
+  await zombie.connect()
+  await fresh.connect()
+  try {
+    const old = await zombie.transaction()
+    await old.send({ topic: cmd.topic, messages: [{ value: 'zombie-open' }] })
+    const t = await fresh.transaction() // InitProducerId: fences the zombie
+    await attempt('zombieSend', () => old.send({ topic: cmd.topic, messages: [{ value: 'zombie-late' }] }))
+    await attempt('zombieCommit', () => old.commit())
+    await t.send({ topic: cmd.topic, messages: [{ value: 'fresh' }] })
+    await attempt('freshCommit', () => t.commit())
+  } finally {
+    await fresh.disconnect()
+    await zombie.disconnect().catch(() => {})
+  }
+  return report
+}
+
+const OPS = { produce, consume, group, admin, txn, fence }
 
 OPS[cmd.op]()
   .then((result) => { out({ ok: true, result }); clearTimeout(killer) })
