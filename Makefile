@@ -23,7 +23,8 @@ RUN_DEBS := build-essential python3-dev python3-venv
 # Peers used by the integration and system tests.
 # openjdk-17-jdk-headless: javac compiles tests/support/java/ against Apache's
 # kafka-clients jar (from the test extra's shigawire-apache-flink-libraries).
-TEST_DEBS := kcat zookeeper prometheus systemd openjdk-17-jre-headless openjdk-17-jdk-headless
+# iproute2: `ip netns` for the network-partition tests (tests/support/cluster.py NetworkLab).
+TEST_DEBS := kcat zookeeper prometheus systemd openjdk-17-jre-headless openjdk-17-jdk-headless iproute2
 
 # The stamp names carry a hash of everything that affects the build, so an
 # edit to the packaging or a .pyx re-runs pip (which rebuilds the extensions).
