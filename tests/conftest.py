@@ -28,7 +28,20 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "broker_config(overrides): server.properties overrides for the `broker` fixture")
     config.addinivalue_line(
-        "markers", "long: a fault or system test that takes more than ~30 s (CI runs the others: -m 'not long')")
+        "markers", "long: a fault or system test that takes more than ~30 s; skipped unless selected "
+                   "with -m long (or any -m naming it) or KAFKAPY_LONG_TESTS=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The default run (CI's) is the representative set: ``long`` tests only on request."""
+    import os
+
+    if "long" in (config.getoption("markexpr") or "") or os.environ.get("KAFKAPY_LONG_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="long test: run with -m long or KAFKAPY_LONG_TESTS=1")
+    for item in items:
+        if item.get_closest_marker("long") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture
