@@ -81,6 +81,7 @@ def error_type(error):
     return error.get("type")
 
 
+REAUTH_MS = 3000
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_alice="alice-secret";')
 
@@ -96,7 +97,9 @@ def jsbroker(tmp_path_factory):
         "num.partitions": 1, "num.io.threads": 2, "auto.create.topics.enable": False,
         "listeners": listeners, "advertised.listeners": listeners,
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS}, port=port)
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        # SCRAM sessions last REAUTH_MS (KIP-368): KafkaJS re-authenticates on the same connection.
+        "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": REAUTH_MS}, port=port)
     add_scram_credentials(str(work / "logs"), "bob", "SCRAM-SHA-256", "bob-secret")
     broker.start()
     broker.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
@@ -316,14 +319,20 @@ def test_sasl(jsbroker, sasl):
     """SaslHandshake v1 + SaslAuthenticate v1 on every connection KafkaJS
     opens (bootstrap, leader, coordinator), then a produce and a group read."""
     topic = f"js-sasl-{sasl['mechanism']}"
-    r = kafkajs(jsbroker.sasl_bootstrap, "admin", sasl=sasl, calls=[
+    # SCRAM sessions end after REAUTH_MS here: KafkaJS must re-authenticate
+    # only within its threshold of that end. Its default (10 s) is longer
+    # than the session, so it would start one before every request, and
+    # Kafka refuses a second re-authentication within a second (the
+    # handshake then answers ILLEGAL_SASL_STATE), as kafkapy does.
+    auth = {"sasl": sasl, "reauthenticationThreshold": 1000}
+    r = kafkajs(jsbroker.sasl_bootstrap, "admin", **auth, calls=[
         ["createTopics", {"topics": [{"topic": topic, "numPartitions": 1}], "waitForLeaders": True}],
         ["describeCluster", None]])
     assert r[0] == {"ok": True, "value": True}, r
     # Metadata answers the SASL listener's address, not the PLAINTEXT one.
     assert [f"{b['host']}:{b['port']}" for b in r[1]["value"]["brokers"]] == [jsbroker.sasl_bootstrap]
-    kafkajs(jsbroker.sasl_bootstrap, "produce", sasl=sasl, topic=topic, acks=-1, count=5)
-    got = kafkajs(jsbroker.sasl_bootstrap, "consume", sasl=sasl, topic=topic, groupId=f"g-{topic}", expect=5)
+    kafkajs(jsbroker.sasl_bootstrap, "produce", **auth, topic=topic, acks=-1, count=5)
+    got = kafkajs(jsbroker.sasl_bootstrap, "consume", **auth, topic=topic, groupId=f"g-{topic}", expect=5)
     assert [r["value"] for r in got["records"]] == [f"v0-{i}" for i in range(5)]
     # A wrong password is Kafka's SASL_AUTHENTICATION_FAILED.
     answer, _ = run_driver(jsbroker.sasl_bootstrap, "admin", retries=0, calls=[["listTopics", None]],
@@ -356,3 +365,24 @@ def test_cluster_rf3(make_cluster):  # noqa: F811
     # Every replica has the records: the ISR stayed full.
     meta = kafkajs(cluster.bootstrap, "admin", calls=[["fetchTopicMetadata", {"topics": [topic]}]])
     assert [sorted(p["isr"]) for p in meta[0]["value"]["topics"][0]["partitions"]] == [[1, 2, 3]] * 3
+
+
+def test_sasl_reauthentication(jsbroker):
+    """KIP-368 with KafkaJS: SaslAuthenticate v1 tells it the session lifetime
+    (REAUTH_MS); KafkaJS re-authenticates on the same connection once within
+    reauthenticationThreshold of the end, and a group read spanning several
+    lifetimes goes on without the broker closing a connection."""
+    sasl = {"mechanism": "scram-sha-256", "username": "bob", "password": "bob-secret"}
+    topic = "js-sasl-reauth"
+    create_topic(jsbroker.bootstrap, topic)
+    kafkajs(jsbroker.bootstrap, "produce", topic=topic, acks=-1, count=5)
+    answer, stderr = run_driver(jsbroker.sasl_bootstrap, "consume", sasl=sasl, topic=topic, groupId=f"g-{topic}",
+                                expect=5, settleMs=2 * REAUTH_MS, reauthenticationThreshold=REAUTH_MS - 1000,
+                                logLevel="DEBUG")
+    assert answer["ok"], answer
+    assert [r["value"] for r in answer["result"]["records"]] == [f"v0-{i}" for i in range(5)]
+    connected = stderr.count("Connecting {")
+    authenticated = stderr.count("Response SaslAuthenticate(")
+    # SCRAM takes two SaslAuthenticate round trips: more than two per connection is a re-authentication.
+    assert authenticated >= 2 * connected + 2, (connected, authenticated)
+    assert "Connection error" not in stderr and "closed" not in stderr.lower(), stderr[-3000:]

@@ -53,6 +53,7 @@ function client (id) {
     sasl: cmd.sasl,
     ssl: false,
     connectionTimeout: 5000,
+    reauthenticationThreshold: cmd.reauthenticationThreshold || 10000,
     requestTimeout: 15000,
     retry: { retries: cmd.retries === undefined ? 5 : cmd.retries, initialRetryTime: 100, maxRetryTime: 2000 },
     logLevel: logLevel[cmd.logLevel || 'WARN'],
