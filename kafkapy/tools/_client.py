@@ -53,6 +53,17 @@ class ClientError(Exception):
         self.code = code
         self.message = message or name
 
+    @classmethod
+    def from_code(cls, code: int, message=None) -> "ClientError":
+        """The error a response's ``error_code`` (and ``error_message``) names."""
+        from kafkapy.protocol.errors import ErrorCode
+
+        try:
+            name = ErrorCode(code).name
+        except ValueError:
+            name = str(code)
+        return cls(name, code, message or "")
+
 
 @dataclass
 class PartitionInfo:

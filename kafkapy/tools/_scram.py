@@ -46,11 +46,7 @@ def _connect(bootstrap: str, props: dict):
 
 def _raise(code: int, message) -> None:
     if code:
-        try:
-            name = ErrorCode(code).name
-        except ValueError:
-            name = str(code)
-        raise ClientError(name, code, message or name)
+        raise ClientError.from_code(code, message)
 
 
 def parse_upsertions(user: str, to_add: dict) -> list:

@@ -24,7 +24,6 @@ import sys
 from typing import Optional, Sequence
 
 from kafkapy.protocol import acls as A
-from kafkapy.protocol.errors import ErrorCode
 from kafkapy.tools._cli import ToolError, load_properties_file, parser, run
 from kafkapy.tools._client import ClientError
 
@@ -174,14 +173,6 @@ def _block(title: str, entries) -> str:
     return f"{title}: \n " + "\n".join("\t" + str(e) for e in sorted(entries)) + " \n"
 
 
-def _error(code: int, message) -> ClientError:
-    try:
-        name = ErrorCode(code).name
-    except ValueError:
-        name = str(code)
-    return ClientError(name, code, message or "")
-
-
 def _add(conn, args) -> None:
     pattern_type = _pattern_type(args)
     if pattern_type not in (A.LITERAL, A.PREFIXED):
@@ -200,7 +191,7 @@ def _add(conn, args) -> None:
              "operation": e.operation, "permission_type": e.permission_type} for e in entries]})
         for result in answer.results:
             if result.error_code:
-                raise _error(result.error_code, result.error_message)
+                raise ClientError.from_code(result.error_code, result.error_message)
 
 
 def _describe(conn, f: A.ResourcePatternFilter) -> dict:
@@ -208,7 +199,7 @@ def _describe(conn, f: A.ResourcePatternFilter) -> dict:
         "resource_type_filter": f.resource_type, "resource_name_filter": f.name, "pattern_type_filter": f.pattern_type,
         "principal_filter": None, "host_filter": None, "operation": A.OP_ANY, "permission_type": A.PERM_ANY})
     if answer.error_code:
-        raise _error(answer.error_code, answer.error_message)
+        raise ClientError.from_code(answer.error_code, answer.error_message)
     out: dict = {}
     for r in answer.resources:
         resource = A.ResourcePattern(r.resource_type, r.resource_name, r.pattern_type)
@@ -263,7 +254,7 @@ def _remove(conn, args) -> None:
              "operation": op, "permission_type": permission} for principal, host, op, permission in wire]})
         for result in answer.filter_results:
             if result.error_code:
-                raise _error(result.error_code, result.error_message)
+                raise ClientError.from_code(result.error_code, result.error_message)
 
 
 def _body(argv: Sequence[str]) -> int:

@@ -137,12 +137,12 @@ def _body(argv: Sequence[str]) -> int:
     if quota_entity is not None:
         try:
             if args.describe and quota_entity[0][0] == "ips":
-                return _describe_quotas(args.bootstrap_server, quota_entity)
+                return _describe_quotas(args, quota_entity)
             if args.describe:
-                return _describe_quotas(args.bootstrap_server, quota_entity) or _describe_scram(args, quota_entity)
+                return _describe_quotas(args, quota_entity) or _describe_scram(args, quota_entity)
             if _alter_scram(args, quota_entity):
                 return 0
-            return _alter_quotas(args.bootstrap_server, quota_entity, args)
+            return _alter_quotas(args, quota_entity)
         except (_client.ClientError, OSError) as exc:
             detail = _client.describe_error(exc) if isinstance(exc, _client.ClientError) else str(exc)
             raise ToolError(f"Error while executing config command with args '{' '.join(argv)}': {detail}") from None
@@ -228,9 +228,10 @@ def _java_double(value: float) -> str:
     return java_double(value)
 
 
-def _describe_quotas(bootstrap: str, entity) -> int:
+def _describe_quotas(args, entity) -> int:
     components = [(_WIRE_TYPE[t], n) for t, n in entity]
-    for parts, values in _quotas.describe(bootstrap, components, strict=True):
+    props = load_properties_file(args.command_config)
+    for parts, values in _quotas.describe(args.bootstrap_server, props, components, strict=True):
         names = dict(parts)
         described = []
         for wire, label in (("user", "user-principal"), ("client-id", "client-id"), ("ip", "ip")):
@@ -241,7 +242,7 @@ def _describe_quotas(bootstrap: str, entity) -> int:
     return 0
 
 
-def _alter_quotas(bootstrap: str, entity, args) -> int:
+def _alter_quotas(args, entity) -> int:
     if any(n is None for _, n in entity):
         raise ToolError("an entity name must be specified with --alter")
     to_add, to_delete = _requested(args)
@@ -255,7 +256,8 @@ def _alter_quotas(bootstrap: str, entity, args) -> int:
         # SCRAM credentials (SCRAM-SHA-256=[password=...]) go through AlterUserScramCredentials
         raise ToolError(f"Invalid config(s): {','.join(unknown)} (only client quota configs: {', '.join(QUOTA_KEYS)})")
     components = [(_WIRE_TYPE[t], n) for t, n in entity]
-    found = _quotas.describe(bootstrap, components, strict=True)
+    props = load_properties_file(args.command_config)
+    found = _quotas.describe(args.bootstrap_server, props, components, strict=True)
     current = found[0][1] if found else {}
     invalid = [k for k in to_delete if k not in current]
     if invalid:
@@ -266,7 +268,7 @@ def _alter_quotas(bootstrap: str, entity, args) -> int:
             values[key] = float(value)
         except ValueError:
             raise ToolError(f"Cannot parse quota configuration value for {key}: {value}") from None
-    _quotas.alter(bootstrap, [(_WIRE_TYPE[t], n or None) for t, n in entity], values, to_delete)
+    _quotas.alter(args.bootstrap_server, props, [(_WIRE_TYPE[t], n or None) for t, n in entity], values, to_delete)
     head_type, head_name = entity[0]
     if head_name:
         sys.stdout.write(f"Completed updating config for {head_type[:-1]} {head_name}.\n")

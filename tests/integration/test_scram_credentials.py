@@ -119,8 +119,8 @@ def kafka_python_authenticates(bootstrap, mechanism, user, password) -> bool:
 def test_tool_alter_then_clients_authenticate_and_describe(broker):
     common = ["--bootstrap-server", broker.sasl, "--command-config", str(broker.admin_config),
               "--entity-type", "users", "--entity-name", "alice"]
-    # (--describe also asks DescribeClientQuotas, sent without --command-config: PLAINTEXT)
-    describe = ["--describe", "--bootstrap-server", broker.bootstrap, "--entity-type", "users", "--entity-name", "alice"]
+    # --describe asks DescribeClientQuotas too: over the same SASL listener (--command-config)
+    describe = ["--describe", *common]
     rc, out, err = configs_tool("--alter", *common, "--add-config",
                                 "SCRAM-SHA-256=[iterations=8192,password=alice-secret],"
                                 "SCRAM-SHA-512=[password=alice-secret]")
@@ -145,6 +145,19 @@ def test_tool_alter_then_clients_authenticate_and_describe(broker):
     rc, out, _ = configs_tool(*describe)
     assert out.splitlines()[-1] == ("SCRAM credential configs for user-principal 'alice' are "
                                     "SCRAM-SHA-256=iterations=4096")
+    # Quotas of the same user over the same SASL listener (AlterClientQuotas, DescribeClientQuotas).
+    rc, out, err = configs_tool("--alter", *common, "--add-config", "producer_byte_rate=1048576")
+    assert rc == 0 and out == "Completed updating config for user alice.\n", err
+    rc, out, err = configs_tool(*describe)
+    assert rc == 0, err
+    assert out.splitlines() == ["Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0",
+                                "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=4096"]
+    rc, out, err = configs_tool("--alter", *common, "--delete-config", "producer_byte_rate")
+    assert rc == 0, err
+    # Without --command-config the SASL listener closes the unauthenticated request: an error, no hang.
+    rc, _, err = configs_tool("--describe", "--bootstrap-server", broker.sasl, "--entity-type", "users",
+                              "--entity-name", "alice", timeout_s=60)
+    assert rc != 0 and "Error while executing config command" in err, err
     # Kafka's refusals, before anything is sent.
     rc, _, err = configs_tool("--alter", *common, "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
     assert rc != 0 and "Iterations 100 is less than the minimum 4096 required for SCRAM-SHA-256" in err
