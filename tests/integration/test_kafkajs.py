@@ -308,6 +308,20 @@ def test_transactional_id_fencing(jsbroker):
     got = kafkajs(jsbroker.bootstrap, "consume", topic=topic, groupId="js-fence-reader", expect=1, settleMs=700)
     assert [r["value"] for r in got["records"]] == ["fresh"]
 
+
+def test_read_committed_waits_at_the_lso_and_the_marker_wakes_it(jsbroker):
+    """KafkaJS's read_committed Fetch v11 stops at the last stable offset
+    while a transaction is open (the plain records after it wait too), and
+    its long poll (maxWaitTimeInMs 8 s) is answered when the commit marker
+    moves the LSO, as Kafka's marker append completes delayed fetches; it
+    used to sleep out the whole wait."""
+    topic = "js-lso"
+    create_topic(jsbroker.bootstrap, topic)
+    r = kafkajs(jsbroker.bootstrap, "lso", topic=topic, transactionalId="js-lso-id", maxWaitMs=8000)
+    assert r["whileOpen"] == ["plain-0"]
+    assert r["afterCommit"] == ["plain-0", "txn-1", "plain-2", "plain-3"]
+    assert r["commitLatencyMs"] < 3000, r
+
 # ------------------------------------------------------------------- SASL
 
 

@@ -153,6 +153,13 @@ class LocalMarkerWriter:
                 if partition is not None:
                     appended.append((errors, tp, partition, offset))
             results.append(errors)
+        if appended:
+            # A marker moves the log end offset and, with the leader alone in
+            # the ISR, the high watermark and last stable offset at once:
+            # wake the fetches parked on them (a read_committed consumer
+            # waiting at the LSO, followers), as Kafka's append completes its
+            # delayed fetches. Otherwise they sleep out max_wait_ms.
+            self.broker.replica_manager.wake_delayed_operations([a[2].slot for a in appended])
         for errors, tp, partition, offset in appended:
             errors[tp] = await_replication(self.broker, partition, offset, self.timeout_ms)
         return results

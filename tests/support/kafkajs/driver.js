@@ -17,14 +17,9 @@ const { Kafka, logLevel, CompressionTypes, CompressionCodecs, ConfigResourceType
 const cmd = JSON.parse(process.argv[2])
 const TIMEOUT_MS = cmd.timeoutMs || 20000
 
-const killer = setTimeout(() => {
-  out({ ok: false, error: { name: 'DriverTimeout', message: `driver ran over ${cmd.processTimeoutMs || 45000} ms` } })
-  process.exit(3)
-}, cmd.processTimeoutMs || 45000)
-
-function out (obj) {
-  process.stdout.write(JSON.stringify(obj) + '\n')
-}
+setTimeout(() => {
+  finish({ ok: false, error: { name: 'DriverTimeout', message: `driver ran over ${cmd.processTimeoutMs || 45000} ms` } }, 3)
+}, cmd.processTimeoutMs || 45000).unref()
 
 function describeError (e) {
   return {
@@ -297,8 +292,47 @@ async function fence () {
   return report
 }
 
-const OPS = { produce, consume, group, admin, txn, fence }
+// lso: {topic, transactionalId, maxWaitMs}. A read_committed consumer with
+// a long maxWaitTimeInMs reads one plain record; a transaction opens and
+// sends, plain records follow it; then the transaction commits. What the
+// consumer had while the transaction was open, what it has after the
+// commit, and how long after the commit the last record arrived.
+async function lso () {
+  const kafka = client()
+  const txProducer = kafka.producer({ transactionalId: cmd.transactionalId, idempotent: true, maxInFlightRequests: 1 })
+  const producer = kafka.producer()
+  const consumer = kafka.consumer(consumerConfig(`${cmd.topic}-reader`, { maxWaitTimeInMs: cmd.maxWaitMs }))
+  const got = []
+  const values = () => got.map((g) => g.value)
+  await Promise.all([txProducer.connect(), producer.connect(), consumer.connect()])
+  try {
+    await consumer.subscribe({ topics: [cmd.topic], fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => { got.push({ value: message.value.toString(), at: Date.now() }) } })
+    await producer.send({ topic: cmd.topic, acks: -1, messages: [{ value: 'plain-0' }] })
+    await until(() => got.length >= 1, 'the first plain record')
+    const t = await txProducer.transaction()
+    await t.send({ topic: cmd.topic, messages: [{ value: 'txn-1' }] })
+    await producer.send({ topic: cmd.topic, acks: -1, messages: [{ value: 'plain-2' }, { value: 'plain-3' }] })
+    await sleep(500)
+    const whileOpen = values()
+    const committedAt = Date.now()
+    await t.commit()
+    await until(() => got.length >= 4, 'the committed transaction and what followed it')
+    const result = { whileOpen, afterCommit: values(), commitLatencyMs: got[3].at - committedAt }
+    return result
+  } finally {
+    // The consumer's disconnect would wait out the fetch parked for
+    // maxWaitMs: it is left to the process exit (the group is this op's own).
+    consumer.disconnect().catch(() => {})
+    await Promise.all([txProducer.disconnect(), producer.disconnect()])
+  }
+}
 
+const OPS = { produce, consume, group, admin, txn, fence, lso }
+
+// Exit once the answer is written: an op may leave a consumer's parked
+// fetch behind (lso).
+const finish = (answer, code) => process.stdout.write(JSON.stringify(answer) + '\n', () => process.exit(code))
 OPS[cmd.op]()
-  .then((result) => { out({ ok: true, result }); clearTimeout(killer) })
-  .catch((e) => { out({ ok: false, error: describeError(e) }); clearTimeout(killer); process.exitCode = 1 })
+  .then((result) => finish({ ok: true, result }, 0))
+  .catch((e) => finish({ ok: false, error: describeError(e) }, 1))

@@ -315,10 +315,11 @@ def test_local_marker_writer_on_a_real_partition(tmp_path, table):
     log = Log.open(str(tmp_path / "out-0"), "out", 0, LogConfig(), table.slot(slot), fsync=lambda fd: None)
     partition = Partition("out", 0, None, log, slot, 0)
     topics = {"out": SimpleNamespace(num_partitions=1)}
+    woken = []  # the slots whose parked fetches each wake was for
     broker = SimpleNamespace(
         metadata=lambda: SimpleNamespace(topics=topics),
         replica_manager=SimpleNamespace(get_partition=lambda t, p: partition if (t, p) == ("out", 0) else None,
-                                        wake_delayed_operations=lambda: None))
+                                        wake_delayed_operations=lambda slots=None: woken.append(slots)))
     writer = LocalMarkerWriter(broker, timeout_ms=1000)
     data = build_batch([(b"k", b"v", [], 1)], producer_id=7, producer_epoch=2, base_sequence=0,
                        is_transactional=True)
@@ -333,6 +334,7 @@ def test_local_marker_writer_on_a_real_partition(tmp_path, table):
     with log.lock():
         assert log.log_end_offset == 2 and log.high_watermark == 2     # ISR alone: committed in the append
         assert log.collect_aborted_transactions(0, 2) == [AbortedTxn(7, 0, 1, 2)]
+    assert woken == [[slot]]  # a read_committed fetch parked at the old LSO is woken
     assert writer("out", 0, markers(1)) == E.INVALID_PRODUCER_EPOCH
     assert writer("out", 0, markers(2, coordinator_epoch=2)) == E.TRANSACTION_COORDINATOR_FENCED
     assert writer("gone", 0, markers(2)) == E.NONE                     # deleted topic: dropped
@@ -341,4 +343,5 @@ def test_local_marker_writer_on_a_real_partition(tmp_path, table):
     partition.make_follower(1, 1, (0, 1), 1)
     assert writer("out", 0, markers(2)) == E.NOT_LEADER_OR_FOLLOWER
     assert log.log_end_offset == 2
+    assert woken == [[slot]]  # the refused markers appended nothing and woke nothing
     log.close()
