@@ -10,7 +10,10 @@ are stored with the standalone credential tool before the broker starts.
 
 Clients: confluent-kafka (librdkafka) for SSL, mTLS, SASL_PLAINTEXT and
 SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, each producing and then
-consuming in a group; kafka-python over SSL and SASL (PLAIN, SCRAM); Apache's
+consuming in a group; Debian's kcat (librdkafka 2.0.2, whose SCRAM final
+message repeats its nonce: Kafka's endsWith check) and aiokafka over SSL, mTLS
+and SASL (PLAIN, SCRAM-SHA-256/512 over plaintext and TLS), consuming in a
+group; kafka-python over SSL, mTLS and SASL (PLAIN, SCRAM); Apache's
 Java client over SASL_SSL with SCRAM-SHA-512; raw frames for SaslHandshake v0
 (unframed tokens, as old clients), failures (wrong password, unknown
 mechanism, requests before authentication, oversized frames) and hostile
@@ -168,6 +171,7 @@ def test_confluent_wrong_password_is_an_authentication_error(secure, mechanism, 
 
 @pytest.mark.parametrize("name,conf", [
     ("SSL", {"security_protocol": "SSL"}),
+    ("MTLS", {"security_protocol": "SSL"}),
     ("SASL_PLAINTEXT", {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
                         "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}),
     ("SASL_SSL", {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256",
@@ -177,6 +181,9 @@ def test_kafka_python(secure, name, conf):
     kafka = pytest.importorskip("kafka")
     if "SSL" in conf["security_protocol"]:
         conf = {**conf, "ssl_cafile": str(secure.certs.ca_cert), "ssl_check_hostname": True}
+    if name == "MTLS":
+        cert, key = secure.certs.client("client-kp", "/O=kafkapy/CN=kafka-python")
+        conf = {**conf, "ssl_certfile": str(cert), "ssl_keyfile": str(key)}
     topic = f"kp-{name.lower()}"
     producer = kafka.KafkaProducer(bootstrap_servers=_address(secure, name), **conf)
     for i in range(10):
@@ -191,6 +198,105 @@ def test_kafka_python(secure, name, conf):
             break
     consumer.close()
     assert got == [b"k%d" % i for i in range(10)]
+
+
+# ----------------------------------------------------------------- kcat and aiokafka
+
+# (listener, security settings): server-auth TLS, mutual TLS, and SASL with
+# each mechanism over plaintext and TLS. Credentials are filled per client.
+SECURED = [
+    ("SSL", None, None, None),
+    ("MTLS", None, None, None),
+    ("SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", "bob-secret"),
+    ("SASL_SSL", "SCRAM-SHA-256", "bob", "bob-secret"),
+    ("SASL_SSL", "PLAIN", "alice", "alice-secret"),
+]
+KCAT = "/usr/bin/kcat"
+
+
+def _librdkafka_conf(secure, name, mechanism, user, password):
+    if mechanism is None:
+        cert = secure.certs.client("client-kcat", "/O=kafkapy/CN=kcat") if name == "MTLS" else None
+        return _tls(secure, cert)
+    return _sasl(name, mechanism, user, password, secure)
+
+
+@pytest.mark.parametrize("name,mechanism,user,password", SECURED)
+def test_kcat(secure, name, mechanism, user, password):
+    """Debian's kcat (librdkafka) produces, then consumes in a balanced group
+    (-G) and commits, over each secured listener."""
+    import subprocess
+
+    if not Path(KCAT).exists():
+        pytest.skip("kcat is not installed")
+    topic = f"kcat-{name}-{mechanism or 'tls'}".lower()
+    settings = []
+    for key, value in _librdkafka_conf(secure, name, mechanism, user, password).items():
+        settings += ["-X", f"{key}={value}"]
+    values = [f"kcat-{i}" for i in range(10)]
+    produced = subprocess.run([KCAT, "-P", "-b", _address(secure, name), "-t", topic, *settings],
+                              input="\n".join(values) + "\n", capture_output=True, text=True, timeout=60)
+    assert produced.returncode == 0, produced.stderr[-2000:]
+    consumed = subprocess.run([KCAT, "-b", _address(secure, name), "-G", f"g-{topic}", "-c", str(len(values)),
+                               "-f", "%s\n", "-X", "auto.offset.reset=earliest", *settings, topic],
+                              capture_output=True, text=True, timeout=60)
+    assert consumed.returncode == 0, consumed.stderr[-2000:]
+    assert consumed.stdout.splitlines() == values
+
+
+def _aiokafka_conf(secure, name, mechanism, user, password):
+    from aiokafka.helpers import create_ssl_context
+
+    conf = {"security_protocol": "SSL" if mechanism is None else name}
+    if "SSL" in conf["security_protocol"]:
+        cert = secure.certs.client("client-aio", "/O=kafkapy/CN=aiokafka") if name == "MTLS" else (None, None)
+        conf["ssl_context"] = create_ssl_context(cafile=str(secure.certs.ca_cert), certfile=cert[0] and str(cert[0]),
+                                                 keyfile=cert[1] and str(cert[1]))
+    if mechanism is not None:
+        conf.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+    return conf
+
+
+@pytest.mark.parametrize("name,mechanism,user,password", SECURED)
+def test_aiokafka(secure, name, mechanism, user, password):
+    """aiokafka produces, then consumes in a group and commits, over each
+    secured listener."""
+    pytest.importorskip("aiokafka")
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = f"aio-{name}-{mechanism or 'tls'}".lower()
+    bootstrap = _address(secure, name)
+    conf = _aiokafka_conf(secure, name, mechanism, user, password)
+    values = [b"aio-%d" % i for i in range(10)]
+
+    async def run():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **conf)
+        await producer.start()
+        try:
+            for value in values:
+                await asyncio.wait_for(producer.send_and_wait(topic, value), 30)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{topic}",
+                                    auto_offset_reset="earliest", enable_auto_commit=False, **conf)
+        await consumer.start()
+        got = []
+        try:
+            deadline = time.monotonic() + 30
+            while len(got) < len(values) and time.monotonic() < deadline:
+                for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                    got.extend(m.value for m in msgs)
+            await asyncio.wait_for(consumer.commit(), 30)
+            committed = await consumer.committed(next(iter(consumer.assignment())))
+        finally:
+            await consumer.stop()
+        return got, committed
+
+    got, committed = asyncio.run(run())
+    assert got == values and committed == len(values)
 
 
 # ----------------------------------------------------------------- the Java client

@@ -93,15 +93,17 @@ def test_scram_sha256_rfc7677_example():
     assert server.complete and server.authorization_id == "user"
 
 
-def _scram_client(mechanism, user, password, server):
-    """A client exchange (RFC 5802) against ``server``; returns the server-final message."""
+def _scram_client(mechanism, user, password, server, nonce_prefix=""):
+    """A client exchange (RFC 5802) against ``server``; returns the server-final
+    message. ``nonce_prefix``: text sent before the combined nonce in the
+    client-final message (librdkafka 2.0.x sends its own nonce there)."""
     name = sasl.SCRAM_HASHES[mechanism]
     bare = f"n={user},r=clientnonce123"
     first = server.evaluate(("n,," + bare).encode()).decode()
     fields = dict(kv.split("=", 1) for kv in first.split(","))
     salted = hashlib.pbkdf2_hmac(name, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
     client_key = hmac.new(salted, b"Client Key", name).digest()
-    without = f"c=biws,r={fields['r']}"
+    without = f"c=biws,r={nonce_prefix}{fields['r']}"
     auth = f"{bare},{first},{without}".encode()
     signature = hmac.new(hashlib.new(name, client_key).digest(), auth, name).digest()
     proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
@@ -122,6 +124,21 @@ def test_scram_credentials_from_the_store(tmp_path, mechanism):
     # A credential changed while a processor runs is seen at the next lookup.
     add_scram_credentials(str(tmp_path), "bob", mechanism, "new-secret")
     assert _scram_client(mechanism, "bob", "new-secret", sasl.ScramServer(mechanism, store)).startswith(b"v=")
+
+
+def test_scram_final_nonce_is_checked_as_kafka_does(tmp_path):
+    """Kafka's ScramSaslServer accepts a client-final nonce that ends with the
+    combined nonce (librdkafka 2.0.x repeats its own nonce before it) and
+    refuses one that does not."""
+    add_scram_credentials(str(tmp_path), "bob", "SCRAM-SHA-256", "bob-secret")
+    store = ScramCredentialStore(str(tmp_path))
+    server = sasl.ScramServer("SCRAM-SHA-256", store)
+    assert _scram_client("SCRAM-SHA-256", "bob", "bob-secret", server, nonce_prefix="clientnonce123").startswith(b"v=")
+    server = sasl.ScramServer("SCRAM-SHA-256", store)
+    first = server.evaluate(b"n,,n=bob,r=clientnonce123")
+    assert first.startswith(b"r=clientnonce123")
+    with pytest.raises(sasl.SaslAuthenticationFailed, match="Invalid client nonce in the final client message"):
+        server.evaluate(b"c=biws,r=clientnonce123,p=AAAA")  # the client's nonce only
 
 
 def test_scram_credential_string_is_kafkas():
