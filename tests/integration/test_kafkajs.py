@@ -261,6 +261,32 @@ def test_admin(jsbroker):
     assert not r[10]["ok"] and error_type(r[10]["error"]) == "UNKNOWN_TOPIC_OR_PARTITION", r[10]
 
 
+
+def test_committed_offset_below_the_log_start_resets(jsbroker):
+    """deleteTopicRecords (DeleteRecords v1) moves the log start; a group
+    whose committed offset is now below it gets OFFSET_OUT_OF_RANGE from
+    Fetch v11 and KafkaJS resets to the earliest offset (ListOffsets v3),
+    reading from the new log start."""
+    topic, group = "js-log-start", "js-log-start-g"
+    create_topic(jsbroker.bootstrap, topic)
+    kafkajs(jsbroker.bootstrap, "produce", topic=topic, acks=-1, count=10)
+    r = kafkajs(jsbroker.bootstrap, "admin", retries=0, calls=[  # KafkaJS would retry OFFSET_OUT_OF_RANGE
+        ["fetchTopicMetadata", {"topics": [topic]}],  # KafkaJS's deleteTopicRecords needs it loaded
+        ["deleteTopicRecords", {"topic": topic, "partitions": [{"partition": 0, "offset": "4"}]}],
+        ["fetchTopicOffsets", topic],
+        ["deleteTopicRecords", {"topic": topic, "partitions": [{"partition": 0, "offset": "11"}]}]])
+    assert [x["ok"] for x in r[:3]] == [True] * 3, r
+    assert [(p["low"], p["high"]) for p in r[2]["value"]] == [("4", "10")]
+    # Past the high watermark: OFFSET_OUT_OF_RANGE for the partition, nothing deleted.
+    assert r[3]["error"]["cause"]["partitions"] == [{"partition": 0, "offset": "11", "type": "OFFSET_OUT_OF_RANGE"}], r[3]
+    # The group's offset 1 (KafkaJS's setOffsets joins the group and sleeps out a 5 s poll: confluent-kafka commits it).
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    committer = confluent_kafka.Consumer({"bootstrap.servers": jsbroker.bootstrap, "group.id": group})
+    committer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 1)], asynchronous=False)
+    committer.close()
+    got = kafkajs(jsbroker.bootstrap, "consume", topic=topic, groupId=group, expect=6, settleMs=300)["records"]
+    assert [x["offset"] for x in got] == [4, 5, 6, 7, 8, 9]
+
 # ------------------------------------------------------------------- transactions
 
 

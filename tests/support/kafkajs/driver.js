@@ -28,8 +28,10 @@ function describeError (e) {
     message: e && e.message,
     retriable: e && e.retriable,
     cause: e && e.cause ? describeError(e.cause) : undefined,
-    // KafkaJSAggregateError (createTopics) and KafkaJSDeleteGroupsError carry per-item errors
+    // KafkaJSAggregateError (createTopics), KafkaJSDeleteTopicRecordsError and
+    // KafkaJSDeleteGroupsError carry per-item errors
     errors: e && Array.isArray(e.errors) ? e.errors.map(describeError) : undefined,
+    partitions: e && Array.isArray(e.partitions) ? e.partitions.map((p) => ({ partition: p.partition, offset: p.offset, type: p.error && p.error.type })) : undefined,
     groups: e && Array.isArray(e.groups) ? e.groups.map((g) => ({ groupId: g.groupId, errorCode: g.errorCode, type: g.error && g.error.type })) : undefined
   }
 }
