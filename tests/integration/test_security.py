@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import add_scram_credentials
-from support.broker import BrokerProcess, free_port
-from support.certs import make_certs
+from support.broker import BrokerProcess
+from support.certs import make_certs, named_listeners
 from support.java_client import java_client  # noqa: F401
 from support.rawclient import RawClient, encode_request
 from support.sasl import authenticate, confluent_round_trip, handshake, serve_then_check_log
@@ -52,13 +52,9 @@ NAMES = ("SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL", "OLDSASL")
 def secure(tmp_path_factory):
     work = tmp_path_factory.mktemp("security")
     certs = make_certs(work / "certs")
-    ports = {name: free_port() for name in NAMES}
-    port = free_port()
-    listeners = ",".join([f"PLAINTEXT://127.0.0.1:{port}"] + [f"{n}://127.0.0.1:{ports[n]}" for n in NAMES])
-    overrides = {
-        "listeners": listeners, "advertised.listeners": listeners,
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                          "SASL_SSL:SASL_SSL,OLDSASL:SASL_PLAINTEXT",
+    port, ports, overrides = named_listeners(NAMES, {"SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+                                                     "SASL_SSL": "SASL_SSL", "OLDSASL": "SASL_PLAINTEXT"})
+    overrides.update({
         "num.partitions": 1, "num.network.threads": 2, "num.io.threads": 2,
         "connections.max.idle.ms": IDLE_MS,
         "connection.failed.authentication.delay.ms": FAILED_DELAY_MS,
@@ -77,7 +73,7 @@ def secure(tmp_path_factory):
         "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         "listener.name.oldsasl.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.oldsasl.plain.sasl.jaas.config": PLAIN_JAAS,
-    }
+    })
     broker = BrokerProcess(work / "broker", overrides, port=port)
     logs = str(work / "broker" / "logs")
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):

@@ -56,3 +56,18 @@ def make_certs(directory: Path, key_password: str = "key-secret") -> Certs:
     keystore.write_text((d / "server.key").read_text() + (d / "server.crt").read_text())
     return Certs(d, d / "ca.crt", d / "server.crt", d / "server.key", keystore, d / "server.key.enc",
                  key_password)
+
+
+def named_listeners(names, protocols: dict) -> tuple[int, dict, dict]:
+    """A PLAINTEXT listener (the harness's readiness probe) and one listener
+    per name in ``names`` on 127.0.0.1, each on a free port, mapped to its
+    security protocol in ``protocols``: (plaintext port, {name: port}, the
+    listener overrides)."""
+    from support.broker import free_port
+
+    ports = {name: free_port() for name in names}
+    port = free_port()
+    listeners = ",".join([f"PLAINTEXT://127.0.0.1:{port}"] + [f"{n}://127.0.0.1:{ports[n]}" for n in names])
+    protocol_map = ",".join(["PLAINTEXT:PLAINTEXT"] + [f"{n}:{protocols[n]}" for n in names])
+    return port, ports, {"listeners": listeners, "advertised.listeners": listeners,
+                         "listener.security.protocol.map": protocol_map}

@@ -12,6 +12,7 @@ JKS and PKCS12 stores are refused at start-up with a ConfigException (the
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
 
@@ -19,6 +20,24 @@ from kafkapy.server.config import ConfigException
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+_KX = {"ECDHE_RSA": "ECDHE-RSA-", "ECDHE_ECDSA": "ECDHE-ECDSA-", "DHE_RSA": "DHE-RSA-", "RSA": ""}
+_BULK = re.compile(r"(?:AES_(?P<bits>128|256)_(?P<mode>GCM|CBC)_(?P<mac>SHA\d*)|(?P<chacha>CHACHA20_POLY1305)_SHA256)\Z")
+
+
+def openssl_cipher_name(name: str) -> str:
+    """A TLS 1.2 suite in Kafka's (Java's, IANA's) spelling, such as
+    ``TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384``, in OpenSSL's
+    (``ECDHE-RSA-AES256-GCM-SHA384``), which ``set_ciphers`` needs; other
+    names (already OpenSSL's) unchanged."""
+    kx, sep, bulk = name.removeprefix("TLS_").removeprefix("SSL_").partition("_WITH_")
+    m = _BULK.match(bulk) if sep and kx in _KX else None
+    if m is None:
+        return name
+    if m["chacha"]:
+        return _KX[kx] + "CHACHA20-POLY1305"
+    return _KX[kx] + f"AES{m['bits']}-" + ("GCM-" if m["mode"] == "GCM" else "") + m["mac"]
 
 
 def _secret(value):
@@ -57,7 +76,7 @@ def server_context(get, listener: str) -> ssl.SSLContext:
         tls12 = [c for c in ciphers if not c.startswith("TLS_AES_") and not c.startswith("TLS_CHACHA20_")]
         if tls12:
             try:
-                ctx.set_ciphers(":".join(tls12))
+                ctx.set_ciphers(":".join(openssl_cipher_name(c) for c in tls12))
             except ssl.SSLError as exc:
                 raise ConfigException("ssl.cipher.suites", ",".join(ciphers), f"{where}: {exc}") from None
     key_password = _secret(get("ssl.key.password"))

@@ -231,6 +231,30 @@ def test_distinguished_name_and_mapping_rules(tmp_path):
         SslPrincipalMapper("RULE:^CN=(.*)$/$1/L").principal_name("OU=x")
 
 
+def test_kafka_cipher_suite_names_in_openssls_spelling():
+    """ssl.cipher.suites in Kafka's (IANA) names: each TLS 1.2 suite openssl
+    knows by a standard name converts to openssl's own name for it."""
+    import shutil
+    import subprocess
+
+    from kafkapy.server.security.tls import openssl_cipher_name
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl CLI")
+    listing = subprocess.run(["openssl", "ciphers", "-stdname", "ALL:@SECLEVEL=0"], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+    converted = 0
+    for line in listing.splitlines():
+        standard, _, name = line.split()[:3]
+        if openssl_cipher_name(standard) != standard:
+            assert openssl_cipher_name(standard) == name, standard
+            converted += 1
+    assert converted >= 20
+    assert openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384") == "ECDHE-RSA-AES256-GCM-SHA384"
+    assert openssl_cipher_name("ECDHE-RSA-AES128-SHA") == "ECDHE-RSA-AES128-SHA"  # openssl's already
+    assert openssl_cipher_name("TLS_AES_128_GCM_SHA256") == "TLS_AES_128_GCM_SHA256"  # TLS 1.3
+
+
 # ------------------------------------------------------------------ the request queue
 
 
