@@ -154,8 +154,6 @@ def test_idle_connections_are_closed(broker):
 
 
 def test_quota_and_acceptor_metrics(broker_factory):
-    import urllib.request
-
     from support.broker import free_port
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -176,9 +174,7 @@ def test_quota_and_acceptor_metrics(broker_factory):
         assert _served(other, 5.0)  # two connections: the limit
         waiting = _open(broker, "127.0.0.3")
         time.sleep(1.5)
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-        samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-                   for line in text.splitlines() if line and not line.startswith("#")}
+        samples = _scrape(port)
         assert samples['kafka_server_Produce_byte_rate{client_id="metered",user=""}'] > 50_000
         assert samples['kafka_server_Produce_throttle_time{client_id="metered",user=""}'] > 0
         assert samples['kafka_network_Acceptor_AcceptorBlockedPercent{listener="PLAINTEXT"}'] > 0.5
@@ -187,6 +183,56 @@ def test_quota_and_acceptor_metrics(broker_factory):
         conn.close()
         if waiting is not None:
             waiting.close()
+
+
+def _scrape(port: int) -> dict:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_quota_metrics_per_user_and_client_entity(broker_factory):
+    """Fetch byte-rate, Request request-time and ControllerMutation
+    mutation-rate sensors of a (user, client-id) quota entity (PLAINTEXT's
+    principal is User:ANONYMOUS), each labelled with both names, beside
+    their throttle times."""
+    from support.broker import free_port
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from quota_support import Connection, alter, produce_request
+
+    port = free_port()
+    broker = broker_factory({"prometheus.port": port})
+    alter(broker.bootstrap, {"user": "ANONYMOUS", "client-id": "metered-u"},
+          {"consumer_byte_rate": 20_000, "request_percentage": 0.01, "controller_mutation_rate": 1})
+    conn = Connection(broker.bootstrap, "metered-u")
+    try:
+        create = conn.call(19, 7, {"topics": [{"name": "mu", "num_partitions": 1, "replication_factor": 1}],
+                                   "timeout": 10000})[0]
+        assert create.topics[0].error_code == 0
+        produced = conn.call(0, 9, produce_request("mu", 100_000))[0]
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        fetch = {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                 "topics": [{"topic": "mu", "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                            "fetch_offset": 0, "log_start_offset": -1,
+                                                            "partition_max_bytes": 1 << 20}]}],
+                 "forgotten_topics_data": [], "rack_id": ""}
+        fetched = conn.call(1, 11, fetch)[0]
+        assert fetched.responses[0].partitions[0].error_code == 0
+        labels = '{client_id="metered-u",user="ANONYMOUS"}'
+        wanted = [f"kafka_server_{name}{labels}" for name in (
+            "Fetch_byte_rate", "Fetch_throttle_time", "Request_request_time", "ControllerMutation_mutation_rate")]
+        samples = {}
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(samples.get(w, 0) > 0 for w in wanted):
+            samples = _scrape(port)
+            time.sleep(0.2)
+        assert all(samples.get(w, 0) > 0 for w in wanted), {k: v for k, v in samples.items() if "metered-u" in k}
+    finally:
+        conn.close()
 
 
 def test_ip_connection_creation_rate_quota(broker):
