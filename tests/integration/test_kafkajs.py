@@ -58,7 +58,7 @@ def _node_present():
 
 
 def _node_modules() -> Path:
-    """Where ``make install-test`` put kafkajs: <venv>/node/node_modules."""
+    """Where ``make install-kafkajs`` put kafkajs: <venv>/node/node_modules."""
     candidates = [Path(os.environ["KAFKAPY_NODE_MODULES"])] if os.environ.get("KAFKAPY_NODE_MODULES") else []
     candidates += [Path(sys.prefix) / "node" / "node_modules", REPO_ROOT / ".venv" / "node" / "node_modules"]
     for path in candidates:
@@ -397,8 +397,9 @@ def test_sasl(jsbroker, sasl):
 def test_cluster_rf3(make_cluster):  # noqa: F811
     """Three brokers and ZooKeeper: KafkaJS creates an RF 3 topic through the
     controller it finds in Metadata, produces idempotently with acks=-1 to
-    each partition's leader, and reads in a group through the coordinator
-    FindCoordinator names (a 6-partition RF 3 __consumer_offsets)."""
+    each partition's leader, reads in a group through the coordinator
+    FindCoordinator names (a 6-partition RF 3 __consumer_offsets), and runs
+    transactions over the three leaders."""
     cluster, _ = make_cluster()
     topic = "js-rf3"
     create_topic(cluster.bootstrap, topic, partitions=3, replication_factor=3)
@@ -413,6 +414,16 @@ def test_cluster_rf3(make_cluster):  # noqa: F811
     assert sorted(r["partition"] for r in result["results"][0]) == [0, 1, 2]
     got = kafkajs(cluster.bootstrap, "consume", topic=topic, groupId="js-rf3-g", expect=30)["records"]
     assert sorted(r["value"] for r in got) == sorted(f"v0-{i}" for i in range(30))
+    # Transactions over the three leaders (committed, aborted): the
+    # coordinator writes two markers with WriteTxnMarkers to the other
+    # leaders, one locally; read_committed sees the committed one only.
+    steps = kafkajs(cluster.bootstrap, "txn", transactionalId="js-rf3-txn", steps=[
+        {"sends": [{"topic": topic, "count": 3, "prefix": f"{end}{p}-", "partition": p} for p in (0, 1, 2)],
+         "end": end} for end in ("commit", "abort")])
+    assert [s["ok"] for s in steps] == [True] * 2, steps
+    got = kafkajs(cluster.bootstrap, "consume", topic=topic, groupId="js-rf3-g2", expect=39, settleMs=500)["records"]
+    assert sorted(r["value"] for r in got if not r["value"].startswith("v0-")) == \
+        sorted(f"commit{p}-{i}" for p in (0, 1, 2) for i in range(3))
     # Every replica has the records: the ISR stayed full.
     meta = kafkajs(cluster.bootstrap, "admin", calls=[["fetchTopicMetadata", {"topics": [topic]}]])
     assert [sorted(p["isr"]) for p in meta[0]["value"]["topics"][0]["partitions"]] == [[1, 2, 3]] * 3
