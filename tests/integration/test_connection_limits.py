@@ -178,6 +178,9 @@ def test_quota_and_acceptor_metrics(broker_factory):
         assert samples['kafka_server_Produce_byte_rate{client_id="metered",user=""}'] > 50_000
         assert samples['kafka_server_Produce_throttle_time{client_id="metered",user=""}'] > 0
         assert samples['kafka_network_Acceptor_AcceptorBlockedPercent{listener="PLAINTEXT"}'] > 0.5
+        # connection-count: the two served, not the one waiting for a slot
+        assert sum(v for k, v in samples.items() if k.startswith("kafka_server_socketservermetrics_connection_count{")
+                   and 'listener="PLAINTEXT"' in k) == 2
         other.close()
     finally:
         conn.close()
