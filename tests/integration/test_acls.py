@@ -249,6 +249,39 @@ def test_metadata_hides_topics_without_describe(secured):
     assert {"acl-visible", "acl-hidden"} <= set(_admin(secured).list_topics(timeout=10).topics)
 
 
+def _metadata_error_from(broker, source: str, user: str, topic: str) -> int:
+    """Metadata v1 for ``topic`` asked by ``user`` (SASL PLAIN) from the
+    loopback address ``source``: the topic's error code."""
+    from kafkapy.protocol.api import API_TABLE
+    from kafkapy.protocol.codec import decode, encode_to_bytes
+    from kafkapy.protocol.entities import construct
+    from support.sasl import authenticate, handshake
+
+    spec = API_TABLE[3]
+    host, _, port = broker.sasl_bootstrap.rpartition(":")
+    with RawClient(host, int(port), source_address=(source, 0)) as client:
+        assert handshake(client, "PLAIN").error_code == 0
+        assert authenticate(client, f"\0{user}\0{USERS[user]}".encode()).error_code == 0
+        body = encode_to_bytes(construct(spec.request_class(1), {"topics": [{"name": topic}]}))
+        response = decode(spec.response_class(1), memoryview(client.request(3, 1, body)), 0)[0]
+    [answer] = response.topics
+    return answer.error_code
+
+
+def test_acl_hosts_match_the_client_address(secured):
+    """An ACL's host is the client's address: allowed from 127.0.0.2 only,
+    then allowed from any host with a Deny for 127.0.0.3 (deny wins there)."""
+    _create_topics(secured, "acl-host")
+    _grant(secured, _acl("carol", ResourceType.TOPIC, "acl-host", AclOperation.DESCRIBE, host="127.0.0.2"))
+    assert _metadata_error_from(secured, "127.0.0.2", "carol", "acl-host") == 0
+    assert _metadata_error_from(secured, "127.0.0.3", "carol", "acl-host") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    _grant(secured, _acl("carol", ResourceType.TOPIC, "acl-host", AclOperation.DESCRIBE),
+           _acl("carol", ResourceType.TOPIC, "acl-host", AclOperation.DESCRIBE, AclPermissionType.DENY,
+                host="127.0.0.3"))
+    assert _metadata_error_from(secured, "127.0.0.4", "carol", "acl-host") == 0
+    assert _metadata_error_from(secured, "127.0.0.3", "carol", "acl-host") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 def test_prefixed_allow_and_literal_deny(secured):
     _create_topics(secured, "pfx-open", "pfx-secret", "other-topic")
     for topic in ("pfx-open", "pfx-secret", "other-topic"):
