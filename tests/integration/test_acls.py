@@ -440,6 +440,29 @@ def test_kafkapy_acls_tool_adds_lists_removes(secured, tmp_path):
     assert bad.returncode == 1 and "ResourceType TOPIC only supports operations" in bad.stderr
 
 
+def test_delegation_token_and_transactional_id_acls_through_the_tool(secured, tmp_path):
+    """The other resource types' ACLs are stored and listed (DelegationToken
+    allows Describe only, as Kafka)."""
+    token, txn = f"tok-{uuid.uuid4().hex[:6]}", f"txn-{uuid.uuid4().hex[:6]}"
+    added = _tool(secured, tmp_path, "--add", "--allow-principal", "User:dave", "--operation", "Describe",
+                  "--delegation-token", token)
+    assert added.returncode == 0, added.stderr
+    added = _tool(secured, tmp_path, "--add", "--deny-principal", "User:dave", "--operation", "Write",
+                  "--transactional-id", txn)
+    assert added.returncode == 0, added.stderr
+    listed = _tool(secured, tmp_path, "--list", "--delegation-token", token)
+    assert listed.stdout == (f"Current ACLs for resource `ResourcePattern(resourceType=DELEGATION_TOKEN, name={token}, "
+                             "patternType=LITERAL)`: \n"
+                             " \t(principal=User:dave, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n"), listed
+    listed = _tool(secured, tmp_path, "--list", "--transactional-id", txn)
+    assert "(principal=User:dave, host=*, operation=WRITE, permissionType=DENY)" in listed.stdout, listed
+    bad = _tool(secured, tmp_path, "--add", "--allow-principal", "User:dave", "--operation", "Read",
+                "--delegation-token", token)
+    assert bad.returncode == 1 and "ResourceType DELEGATION_TOKEN only supports operations" in bad.stderr, bad
+    removed = _tool(secured, tmp_path, "--remove", "--force", "--delegation-token", token)
+    assert removed.returncode == 0 and _tool(secured, tmp_path, "--list", "--delegation-token", token).stdout == ""
+
+
 # ----------------------------------------------------------------- groups, idempotence, transactions
 
 
