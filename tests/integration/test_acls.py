@@ -35,7 +35,8 @@ from confluent_kafka.admin import (  # noqa: E402
     ResourceType,
 )
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret",
+         "zoe": "zoe-secret"}  # zoe never gets an ACL
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" "
         "password=\"admin-secret\" " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
@@ -252,18 +253,13 @@ def test_metadata_hides_topics_without_describe(secured):
 def _metadata_error_from(broker, source: str, user: str, topic: str) -> int:
     """Metadata v1 for ``topic`` asked by ``user`` (SASL PLAIN) from the
     loopback address ``source``: the topic's error code."""
-    from kafkapy.protocol.api import API_TABLE
-    from kafkapy.protocol.codec import decode, encode_to_bytes
-    from kafkapy.protocol.entities import construct
     from support.sasl import authenticate, handshake
 
-    spec = API_TABLE[3]
     host, _, port = broker.sasl_bootstrap.rpartition(":")
     with RawClient(host, int(port), source_address=(source, 0)) as client:
         assert handshake(client, "PLAIN").error_code == 0
         assert authenticate(client, f"\0{user}\0{USERS[user]}".encode()).error_code == 0
-        body = encode_to_bytes(construct(spec.request_class(1), {"topics": [{"name": topic}]}))
-        response = decode(spec.response_class(1), memoryview(client.request(3, 1, body)), 0)[0]
+        response = _raw_call(client, 3, 1, {"topics": [{"name": topic}]})
     [answer] = response.topics
     return answer.error_code
 
@@ -438,6 +434,77 @@ def test_kafkapy_acls_tool_adds_lists_removes(secured, tmp_path):
     bad = _tool(secured, tmp_path, "--add", "--allow-principal", "User:dave", "--operation", "IdempotentWrite",
                 "--topic", topic)
     assert bad.returncode == 1 and "ResourceType TOPIC only supports operations" in bad.stderr
+
+
+def _error_code(future, timeout_s=20):
+    """None if ``future`` succeeds, else its Kafka error code."""
+    try:
+        future.result(timeout=timeout_s)
+        return None
+    except confluent_kafka.KafkaException as exc:
+        return exc.args[0].code()
+
+
+def _raw_call(client, api_key: int, version: int, data: dict):
+    """A non-flexible request built from ``data`` -> the decoded response."""
+    from kafkapy.protocol.api import API_TABLE
+    from kafkapy.protocol.codec import decode, encode_to_bytes
+    from kafkapy.protocol.entities import construct
+
+    spec = API_TABLE[api_key]
+    body = encode_to_bytes(construct(spec.request_class(version), data))
+    return decode(spec.response_class(version), memoryview(client.request(api_key, version, body)), 0)[0]
+
+
+def test_admin_apis_without_acls_get_kafkas_errors(secured):
+    """A principal without any ACL: each admin API answers Kafka's
+    authorization error for its resource, and nothing changes."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, ElectionType
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+
+    _create_topics(secured, "acl-admin")
+    assert _produce(secured, "admin", "acl-admin", [b"a", b"b"]) == [None, None]
+    zoe = AdminClient(_conf(secured, "zoe"))
+    T, G, C = KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED, \
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert _error_code(zoe.create_topics([NewTopic("acl-zoe-new", 1, 1)])["acl-zoe-new"]) == T
+    assert _error_code(zoe.delete_topics(["acl-admin"])["acl-admin"]) == T
+    assert _error_code(zoe.create_partitions([NewPartitions("acl-admin", 3)])["acl-admin"]) == T
+    [described] = zoe.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "acl-admin")]).values()
+    assert _error_code(described) == T
+    [described] = zoe.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "0")]).values()
+    assert _error_code(described) == C
+    change = ConfigResource(ConfigResource.Type.TOPIC, "acl-admin", incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    [altered] = zoe.incremental_alter_configs([change]).values()
+    assert _error_code(altered) == T
+    # DeleteRecords and ListOffsets raw: librdkafka answers them itself (_NOENT)
+    # for a topic its Metadata does not show.
+    with _sasl_raw(secured, "zoe") as client:
+        deleted = _raw_call(client, 21, 1, {"topics": [{"name": "acl-admin", "partitions": [
+            {"partition_index": 0, "offset": 1}]}], "timeout": 10000})
+        assert deleted.topics[0].partitions[0].error_code == T
+        listed = _raw_call(client, 2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "acl-admin", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                  "timestamp": -1}]}]})
+        assert listed.topics[0].partitions[0].error_code == T
+    assert _error_code(zoe.elect_leaders(ElectionType.PREFERRED, [TopicPartition("acl-admin", 0)])) == C
+    [fetched] = zoe.list_consumer_group_offsets([ConsumerGroupTopicPartitions("g-zoe")]).values()
+    assert _error_code(fetched) == G
+    [gone] = zoe.delete_consumer_groups(["g-zoe"]).values()
+    assert _error_code(gone) == G
+    # Nothing changed: the topic, its partitions, its records and its config are as they were.
+    admin = _admin(secured)
+    assert len(admin.list_topics(topic="acl-admin", timeout=10).topics["acl-admin"].partitions) == 1
+    assert "acl-zoe-new" not in admin.list_topics(timeout=10).topics
+    assert _end_offset(secured, "acl-admin") == 2
+    [config] = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "acl-admin")]).values()
+    assert config.result(timeout=20)["retention.ms"].value != "1000"
+    probe = confluent_kafka.Consumer(_conf(secured, "admin", **{"group.id": "probe-low"}))
+    try:
+        assert probe.get_watermark_offsets(TopicPartition("acl-admin", 0), timeout=10)[0] == 0  # no record deleted
+    finally:
+        probe.close()
 
 
 def test_delegation_token_and_transactional_id_acls_through_the_tool(secured, tmp_path):
