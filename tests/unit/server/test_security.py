@@ -231,6 +231,17 @@ def test_distinguished_name_and_mapping_rules(tmp_path):
         SslPrincipalMapper("RULE:^CN=(.*)$/$1/L").principal_name("OU=x")
 
 
+@pytest.mark.parametrize("kind", ["keystore", "truststore"])
+def test_jks_and_pkcs12_stores_are_refused_at_start(kind):
+    from kafkapy.server.config import ConfigException
+    from kafkapy.server.security.tls import server_context
+
+    values = {f"ssl.{kind}.type": "JKS", f"ssl.{kind}.location": f"/etc/kafka/{kind}.jks",
+              f"ssl.{'truststore' if kind == 'keystore' else 'keystore'}.type": "PEM"}
+    with pytest.raises(ConfigException, match=f"ssl.{kind}.type=PEM"):
+        server_context(lambda key: values.get(key), "SSL")
+
+
 def test_kafka_cipher_suite_names_in_openssls_spelling():
     """ssl.cipher.suites in Kafka's (IANA) names: each TLS 1.2 suite openssl
     knows by a standard name converts to openssl's own name for it."""
