@@ -30,6 +30,7 @@ import os
 import subprocess
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -243,7 +244,9 @@ def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
     made = []
 
     def make(metrics: bool = False, **overrides):
-        chroot = f"/{request.node.name[:40]}"
+        # the test's name, cut, and a hash of it whole (parametrized names share their start)
+        name = request.node.name
+        chroot = f"/{name[:40]}-{zlib.crc32(name.encode()):08x}-{len(made)}"
         c = Cluster(server, tmp_path, chroot, lab=lab, metrics=metrics,
                     overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **overrides})
         zk = server.client(chroot)

@@ -51,12 +51,17 @@ MINORITY_BASE = 10_000_000
 NEW_LEADER_S = SESSION_TIMEOUT_MS / 1000 + 10
 
 
-def test_isolated_leader_stops_acking_serves_only_committed_and_truncates(lab_cluster, network_lab):  # noqa: F811
+@pytest.mark.parametrize("victim", ["leader", pytest.param("controller", marks=pytest.mark.long)])
+def test_isolated_leader_stops_acking_serves_only_committed_and_truncates(lab_cluster, network_lab,  # noqa: F811
+                                                                          victim):
+    """``victim``: a partition leader that is not the controller, or the controller
+    leading the partition (its session expires too: a new controller elects)."""
     lab, _server = network_lab
     c, zk = lab_cluster()
-    controller, _ = wait_for(lambda: zk_controller(zk), 20, "a controller")
-    leader, other = [i for i in (1, 2, 3) if i != controller]
-    create_topic_assigned(c, "cut", [[leader, other, controller]], config={"min.insync.replicas": "2"})
+    controller, controller_epoch = wait_for(lambda: zk_controller(zk), 20, "a controller")
+    a, b = [i for i in (1, 2, 3) if i != controller]
+    leader, other, third = (a, b, controller) if victim == "leader" else (controller, a, b)
+    create_topic_assigned(c, "cut", [[leader, other, third]], config={"min.insync.replicas": "2"})
     # socket.timeout.ms (librdkafka's client-side bound on a request; request.timeout.ms
     # is the broker's) short: a request in flight to the cut-off leader, whose
     # answers are dropped, times out and is retried on the new leader within
@@ -78,7 +83,11 @@ def test_isolated_leader_stops_acking_serves_only_committed_and_truncates(lab_cl
             n += 2
             served.append(minority.fetch("cut", 0, 0))
         new_leader = zk_partition_state(zk, "cut", 0)["leader"]
-        assert new_leader in (other, controller)
+        assert new_leader in (other, third)
+        if victim == "controller":
+            _new_controller, epoch = wait_for(lambda: (z := zk_controller(zk)) and z[0] != leader and z, 20,
+                                             "another controller")
+            assert epoch > controller_epoch
         assert zk_partition_state(zk, "cut", 0)["leader_epoch"] > epoch_before
         # Still cut off after the election: the zombie answers no write either.
         for _ in range(2):  # bounded: two more rounds
