@@ -488,6 +488,17 @@ def test_admin_apis_without_acls_get_kafkas_errors(secured):
             {"name": "acl-admin", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                                   "timestamp": -1}]}]})
         assert listed.topics[0].partitions[0].error_code == T
+        # Quotas need DescribeConfigs / AlterConfigs on the cluster; log dirs Describe on it.
+        quotas = _raw_call(client, 48, 0, {"components": [], "strict": False})
+        assert quotas.error_code == C
+        altered_quota = _raw_call(client, 49, 0, {"entries": [{"entity": [{"entity_type": "client-id",
+                                                                           "entity_name": "zoe"}],
+                                                               "ops": [{"key": "producer_byte_rate", "value": 1.0,
+                                                                        "remove": False}]}],
+                                                  "validate_only": False})
+        assert altered_quota.entries[0].error_code == C
+        log_dirs = _raw_call(client, 35, 1, {"topics": None})
+        assert log_dirs.results == ()  # v1 has no error code: nothing is described
     assert _error_code(zoe.elect_leaders(ElectionType.PREFERRED, [TopicPartition("acl-admin", 0)])) == C
     [fetched] = zoe.list_consumer_group_offsets([ConsumerGroupTopicPartitions("g-zoe")]).values()
     assert _error_code(fetched) == G
