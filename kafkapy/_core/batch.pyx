@@ -234,34 +234,36 @@ cdef object _assign_offsets(unsigned char* data, Py_ssize_t size_of_buf, headers
     return next_offset
 
 
-cdef inline bint _too_far(int64_t ts, int64_t now_ms, int64_t limit) noexcept nogil:
-    # |ts - now_ms| > limit without overflow: the distance between two int64
-    # values always fits a uint64.
+cdef inline int _out_of_range(int64_t ts, int64_t now_ms, int64_t before, int64_t after) noexcept nogil:
+    # 1 when ts is more than ``before`` ms before now_ms, 2 when more than
+    # ``after`` ms after it, else 0 (a negative bound: none on that side).
+    # No overflow: the distance between two int64 values always fits a uint64.
     if ts >= now_ms:
-        return (<uint64_t>ts - <uint64_t>now_ms) > <uint64_t>limit
-    return (<uint64_t>now_ms - <uint64_t>ts) > <uint64_t>limit
+        return 2 if after >= 0 and (<uint64_t>ts - <uint64_t>now_ms) > <uint64_t>after else 0
+    return 1 if before >= 0 and (<uint64_t>now_ms - <uint64_t>ts) > <uint64_t>before else 0
 
 
 def check_append(buf, Py_ssize_t max_batch_size=-1, int64_t now_ms=0,
-                 int64_t timestamp_diff_max_ms=-1):
+                 int64_t timestamp_before_max_ms=-1, int64_t timestamp_after_max_ms=-1):
     """Scan + a leader append's per-batch checks and sums; see batch_py.check_append."""
     cdef Py_buffer view
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         return _check_append(<const unsigned char*>view.buf, view.len, max_batch_size, now_ms,
-                             timestamp_diff_max_ms)
+                             timestamp_before_max_ms, timestamp_after_max_ms)
     finally:
         PyBuffer_Release(&view)
 
 
 cdef object _check_append(const unsigned char* data, Py_ssize_t size_of_buf, Py_ssize_t max_batch_size,
-                          int64_t now_ms, int64_t timestamp_diff_max_ms):
+                          int64_t now_ms, int64_t timestamp_before_max_ms,
+                          int64_t timestamp_after_max_ms):
     cdef Py_ssize_t position = 0, size, remaining
     cdef int32_t batch_length, records_count, last_offset_delta
     cdef int16_t attributes, producer_epoch = 0, first_attributes = 0
     cdef int64_t producer_id = 0, base_timestamp, max_ts, max_timestamp = -1
     cdef int64_t record_count = 0, offset_count = 0
-    cdef int error = NONE
+    cdef int error = NONE, side
     cdef const unsigned char* p
     cdef list headers = []
     while position < size_of_buf:
@@ -322,13 +324,20 @@ cdef object _check_append(const unsigned char* data, Py_ssize_t size_of_buf, Py_
         records_count = _i32(p + 57)
         base_timestamp = _i64(p + 27)
         max_ts = _i64(p + C_MAX_TIMESTAMP_AT)
-        if timestamp_diff_max_ms >= 0 and records_count != 0:
+        if (timestamp_before_max_ms >= 0 or timestamp_after_max_ms >= 0) and records_count != 0:
             for ts in (base_timestamp, max_ts):
                 # NO_TIMESTAMP (-1, e.g. up-converted v0 messages) is not checked, as in Kafka.
-                if ts != -1 and _too_far(ts, now_ms, timestamp_diff_max_ms):
+                if ts == -1:
+                    continue
+                side = _out_of_range(ts, now_ms, timestamp_before_max_ms, timestamp_after_max_ms)
+                if side == 1:
                     raise _AppendCheckError(
-                        INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_diff_max_ms} ms "
-                                           f"away from the broker's time {now_ms}")
+                        INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_before_max_ms} ms "
+                                           f"before the broker's time {now_ms}")
+                if side == 2:
+                    raise _AppendCheckError(
+                        INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_after_max_ms} ms "
+                                           f"after the broker's time {now_ms}")
         record_count += records_count
         offset_count += <int64_t>_i32(p + 23) + 1
         if max_ts > max_timestamp:

@@ -170,17 +170,18 @@ _TRANSACTIONAL = 0x10
 _CONTROL = 0x20  # control batches are written by the broker only (transaction markers)
 
 
-def check_append(buf, max_batch_size=-1, now_ms=0, timestamp_diff_max_ms=-1):
+def check_append(buf, max_batch_size=-1, now_ms=0, timestamp_before_max_ms=-1, timestamp_after_max_ms=-1):
     """Validate a produce request's batches for a leader append in one call.
 
     ``scan_batches`` (CRC verified) plus the checks ``Log.append_as_leader``
     makes on every batch: no control batch (markers are the broker's), one
     producer id (and, for idempotent producers, one epoch) and one
     transactional flag for all of them, transactional ones with a producer
-    id (Kafka's LogValidator / ProduceRequest checks), and, when
-    ``timestamp_diff_max_ms >= 0``, base and max timestamps of non-empty
-    batches within that many ms of ``now_ms`` (records are opaque: the two
-    bound every record's timestamp).  Returns ``(headers, record_count,
+    id (Kafka's LogValidator / ProduceRequest checks), and base and max
+    timestamps of non-empty batches at most ``timestamp_before_max_ms``
+    before and ``timestamp_after_max_ms`` after ``now_ms`` (KIP-937's
+    message.timestamp.before/after.max.ms; -1: no bound on that side;
+    records are opaque: the two bound every record's timestamp).  Returns ``(headers, record_count,
     offset_count, max_timestamp)`` — offset_count is the sum of
     ``lastOffsetDelta + 1``, max_timestamp the largest batch maxTimestamp (-1
     if none is larger).  Raises ``AppendCheckError`` with Kafka's error code:
@@ -204,13 +205,19 @@ def check_append(buf, max_batch_size=-1, now_ms=0, timestamp_diff_max_ms=-1):
             raise AppendCheckError(INVALID_RECORD, "batches of one produce request must share one producer")
         if h.attributes & _TRANSACTIONAL and producer_id < 0:
             raise AppendCheckError(INVALID_RECORD, "a transactional batch needs a producer id")
-        if timestamp_diff_max_ms >= 0 and h.records_count != 0:
+        if (timestamp_before_max_ms >= 0 or timestamp_after_max_ms >= 0) and h.records_count != 0:
             for ts in (h.base_timestamp, h.max_timestamp):
                 # NO_TIMESTAMP (-1, e.g. up-converted v0 messages) is not checked, as in Kafka.
-                if ts != -1 and abs(ts - now_ms) > timestamp_diff_max_ms:
+                if ts == -1:
+                    continue
+                if 0 <= timestamp_before_max_ms < now_ms - ts:
                     raise AppendCheckError(
-                        INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_diff_max_ms} ms "
-                                           f"away from the broker's time {now_ms}")
+                        INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_before_max_ms} ms "
+                                           f"before the broker's time {now_ms}")
+                if 0 <= timestamp_after_max_ms < ts - now_ms:
+                    raise AppendCheckError(
+                        INVALID_TIMESTAMP, f"timestamp {ts} is more than {timestamp_after_max_ms} ms "
+                                           f"after the broker's time {now_ms}")
         record_count += h.records_count
         offset_count += h.last_offset_delta + 1
         if h.max_timestamp > max_timestamp:

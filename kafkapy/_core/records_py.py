@@ -133,12 +133,15 @@ def _cramjam():
     return cramjam
 
 
-def compress(codec, data):
-    """Compress a records section the way the Java producer does."""
+def compress(codec, data, level=None):
+    """Compress a records section the way the Java producer does.
+
+    ``level``: the codec's level (compression.gzip/lz4/zstd.level), None for
+    its default; snappy has none."""
     if codec == COMPRESSION_NONE:
         return bytes(data)
     if codec == COMPRESSION_GZIP:
-        compressor = zlib.compressobj(wbits=31)  # 31: gzip container
+        compressor = zlib.compressobj(-1 if level is None else level, wbits=31)  # 31: gzip container
         return compressor.compress(data) + compressor.flush()
     cramjam = _cramjam()
     if codec == COMPRESSION_SNAPPY:
@@ -153,11 +156,11 @@ def compress(codec, data):
         # LZ4 frame with independent blocks and no content checksum, which
         # Kafka's KafkaLZ4BlockOutputStream also writes (it rejects linked
         # blocks on read).
-        compressor = cramjam.lz4.Compressor(None, False, False)
+        compressor = cramjam.lz4.Compressor(level, False, False)
         compressor.compress(bytes(data))
         return bytes(compressor.finish())
     if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(bytes(data)))
+        return bytes(cramjam.zstd.compress(bytes(data), level))
     raise UnsupportedCompressionError(f"unknown compression codec {codec}")
 
 
@@ -228,6 +231,7 @@ def build_batch(
     timestamp_type=TIMESTAMP_CREATE_TIME,
     is_transactional=False,
     is_control=False,
+    compression_level=None,
 ):
     """Encode one v2 batch with a valid CRC.
 
@@ -242,7 +246,7 @@ def build_batch(
     body = bytearray()
     for offset_delta, (key, value, headers, timestamp_ms) in enumerate(records):
         _encode_record(body, offset_delta, timestamp_ms - base_timestamp, key, value, headers)
-    payload = compress(compression, body)
+    payload = compress(compression, body, compression_level)
 
     attributes = compression & 0x07
     if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:

@@ -41,6 +41,7 @@ from kafkapy.server.config import (
     DEFAULT_BROKER_ENTITY,
     InvalidConfigError,
     broker_config_entries,
+    check_reconfiguration,
     cluster_default_entries,
     effective_broker_config,
     log_config_for,
@@ -314,9 +315,11 @@ class AdminManager:
             try:
                 configs = validate_dynamic_broker_configs(compute(dict(md.broker_dynamic(entity))))
                 layers = dict(md.broker_configs)
+                current = effective_broker_config(self.static_config, layers.get(DEFAULT_BROKER_ENTITY, {}),
+                                                  layers.get(str(self.broker_id), {}))
                 layers[entity] = configs
-                effective_broker_config(self.static_config, layers.get(DEFAULT_BROKER_ENTITY, {}),
-                                        layers.get(str(self.broker_id), {}))
+                check_reconfiguration(current, effective_broker_config(
+                    self.static_config, layers.get(DEFAULT_BROKER_ENTITY, {}), layers.get(str(self.broker_id), {})))
             except NonDynamicConfigError as exc:
                 raise TopicError(ErrorCode.INVALID_REQUEST, exc.message) from None
             except InvalidConfigError as exc:

@@ -185,6 +185,39 @@ def _at_least(n):
     return Range.at_least(n)
 
 
+class GzipLevel:
+    """compression.gzip.level: 1..9 or -1, zlib's default (Kafka's GZIP levelValidator)."""
+
+    def __call__(self, name: str, value) -> None:
+        if value > 9 or (value < 1 and value != -1):
+            raise ConfigException(name, value, "Value must be between 1 and 9 or equal to -1")
+
+    def __str__(self) -> str:
+        return "[1,...,9] or -1"
+
+
+# message.format.version (deprecated; Kafka's MetadataVersionValidator): the
+# MetadataVersion strings Kafka 3.9 knows, "0.8.0" .. "4.0-IV1".  A release
+# without its "-IVn" names its latest production version (4.0 has none).
+_IBP_RELEASES = (
+    ("0.8.0", ""), ("0.8.1", ""), ("0.8.2", ""), ("0.9.0", ""), ("0.10.0", "IV1"), ("0.10.1", "IV2"),
+    ("0.10.2", "IV0"), ("0.11.0", "IV2"), ("1.0", "IV0"), ("1.1", "IV0"), ("2.0", "IV1"), ("2.1", "IV2"),
+    ("2.2", "IV1"), ("2.3", "IV1"), ("2.4", "IV1"), ("2.5", "IV0"), ("2.6", "IV0"), ("2.7", "IV2"),
+    ("2.8", "IV1"), ("3.0", "IV1"), ("3.1", "IV0"), ("3.2", "IV0"), ("3.3", "IV3"), ("3.4", "IV0"),
+    ("3.5", "IV2"), ("3.6", "IV2"), ("3.7", "IV4"), ("3.8", "IV0"), ("3.9", "IV0"), ("4.0", "IV1"))
+_IBP_VERSIONS = frozenset(
+    [release for release, _last in _IBP_RELEASES if release != "4.0"]
+    + [f"{release}-IV{n}" for release, last in _IBP_RELEASES if last for n in range(int(last[2:]) + 1)])
+
+
+def _metadata_version(name: str, value: str) -> None:
+    segments = value.split(".")
+    keep = 3 if value.startswith("0.") else 2
+    key = value if keep >= len(segments) else ".".join(segments[:keep])
+    if key not in _IBP_VERSIONS:
+        raise ConfigException(name, value, f"Version {value} is not a valid version")
+
+
 # ---------------------------------------------------------------------------
 # Keys and parsing
 # ---------------------------------------------------------------------------
@@ -519,12 +552,24 @@ _BROKER_KEYS = [
        "Whether stored timestamps are the producer's (CreateTime) or the broker's (LogAppendTime)."),
     _k("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, _at_least(0), MEDIUM, _LOG,
        "Largest allowed gap between a CreateTime timestamp and the broker's clock."),
+    _k("log.message.timestamp.before.max.ms", LONG, LONG_MAX, _at_least(0), MEDIUM, _LOG,
+       "How far a CreateTime timestamp may lie before the broker's clock (KIP-937)."),
+    _k("log.message.timestamp.after.max.ms", LONG, LONG_MAX, _at_least(0), MEDIUM, _LOG,
+       "How far a CreateTime timestamp may lie after the broker's clock (KIP-937)."),
+    _k("log.message.format.version", STRING, "3.0-IV1", _metadata_version, MEDIUM, _LOG,
+       "Deprecated since Kafka 3.0: ignored, batches are always stored in format v2."),
     _k("log.message.downconversion.enable", BOOLEAN, True, None, LOW, _LOG,
        "Whether old fetch versions may get records converted to an older format."),
     _k("log.preallocate", BOOLEAN, False, None, MEDIUM, _LOG,
        "Preallocate segment files at their full size on roll."),
     _k("compression.type", STRING, "producer", ValidString(*COMPRESSION_TYPES), HIGH, _LOG,
        "Final compression of stored batches; producer keeps the producer's codec."),
+    _k("compression.gzip.level", INT, -1, GzipLevel(), MEDIUM, _LOG,
+       "Level of gzip when compression.type recompresses to gzip; -1: zlib's default (6)."),
+    _k("compression.lz4.level", INT, 9, Range.between(1, 17), MEDIUM, _LOG,
+       "Level of lz4 when compression.type recompresses to lz4."),
+    _k("compression.zstd.level", INT, 3, Range.between(-131072, 22), MEDIUM, _LOG,
+       "Level of zstd when compression.type recompresses to zstd."),
     _k("min.insync.replicas", INT, 1, _at_least(1), HIGH, _LOG,
        "In-sync replicas required for an acks=all produce to succeed."),
     # --- Log Flush Policy
@@ -553,11 +598,17 @@ _BROKER_KEYS = [
        "delete: drop old segments; compact: keep the latest record per key."),
     _k("log.segment.delete.delay.ms", LONG, 60000, _at_least(0), HIGH, _RETENTION,
        "Delay between renaming a segment to .deleted and removing its files."),
+    _k("log.local.retention.ms", LONG, -2, _at_least(-2), MEDIUM, _RETENTION,
+       "Tiered storage: time local segments are kept; -2: retention.ms (tiered storage is off here)."),
+    _k("log.local.retention.bytes", LONG, -2, _at_least(-2), MEDIUM, _RETENTION,
+       "Tiered storage: local size kept per partition; -2: retention.bytes (tiered storage is off here)."),
     # --- Log Cleaner
     _k("log.cleaner.backoff.ms", LONG, 15000, _at_least(0), MEDIUM, _CLEANER,
        "The amount of time to sleep when there are no logs to clean."),
     _k("log.cleaner.enable", BOOLEAN, True, None, MEDIUM, _CLEANER,
        "Run the log cleaner for compacted topics."),
+    _k("log.cleaner.threads", INT, 1, _at_least(0), MEDIUM, _CLEANER,
+       "Background threads that clean compacted logs."),
     _k("log.cleaner.delete.retention.ms", LONG, 86400000, _at_least(0), MEDIUM, _CLEANER,
        "How long tombstones are kept in compacted topics."),
     _k("log.cleaner.min.compaction.lag.ms", LONG, 0, _at_least(0), MEDIUM, _CLEANER,
@@ -704,6 +755,10 @@ NOT_IN_EFFECT: dict[str, str] = {
     "advertised.host.name": "removed in Kafka 3.0; advertised.listeners is used",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replicas are never moved between log dirs (no "
                                                       "AlterReplicaLogDirs)",
+    "log.cleaner.threads": "compaction runs in the supervisor process, one log at a time",
+    "log.message.format.version": "deprecated since Kafka 3.0; batches are always stored in format v2",
+    "log.local.retention.ms": "no tiered storage: local retention is retention.ms",
+    "log.local.retention.bytes": "no tiered storage: local retention is retention.bytes",
 }
 assert len(BROKER_CONFIGS) == len(_BROKER_KEYS), "duplicate broker config key"
 for _key in _BROKER_KEYS:  # a default must pass its own validator (Kafka's define() checks too)
@@ -1035,6 +1090,29 @@ _TOPIC_KEYS = [
        "Replicas (partition:broker or *) whose leader-side replication is throttled."),
     _t("follower.replication.throttled.replicas", LIST, [], _throttled_replicas, None,
        "Replicas (partition:broker or *) whose follower-side replication is throttled."),
+    # Kafka 3.9's other topic keys (KIP-390, KIP-937, KIP-405/950, the deprecated format version).
+    _t("compression.gzip.level", INT, -1, GzipLevel(), "compression.gzip.level",
+       "Level of gzip when compression.type recompresses to gzip; -1: zlib's default (6)."),
+    _t("compression.lz4.level", INT, 9, Range.between(1, 17), "compression.lz4.level",
+       "Level of lz4 when compression.type recompresses to lz4."),
+    _t("compression.zstd.level", INT, 3, Range.between(-131072, 22), "compression.zstd.level",
+       "Level of zstd when compression.type recompresses to zstd."),
+    _t("message.timestamp.before.max.ms", LONG, LONG_MAX, _at_least(0), "log.message.timestamp.before.max.ms",
+       "How far a CreateTime timestamp may lie before the broker's clock; unset: difference.max.ms."),
+    _t("message.timestamp.after.max.ms", LONG, LONG_MAX, _at_least(0), "log.message.timestamp.after.max.ms",
+       "How far a CreateTime timestamp may lie after the broker's clock; unset: difference.max.ms."),
+    _t("message.format.version", STRING, "3.0-IV1", _metadata_version, "log.message.format.version",
+       "Deprecated since Kafka 3.0: ignored (accepted, not in effect)."),
+    _t("remote.storage.enable", BOOLEAN, False, None, None,
+       "Tiered storage for this topic; true is refused: the broker has no remote log storage."),
+    _t("local.retention.ms", LONG, -2, _at_least(-2), "log.local.retention.ms",
+       "Tiered storage's local retention time; -2: retention.ms (accepted, not in effect)."),
+    _t("local.retention.bytes", LONG, -2, _at_least(-2), "log.local.retention.bytes",
+       "Tiered storage's local retention size; -2: retention.bytes (accepted, not in effect)."),
+    _t("remote.log.copy.disable", BOOLEAN, False, None, None,
+       "Tiered storage: stop copying to remote storage; true is refused in ZooKeeper mode."),
+    _t("remote.log.delete.on.disable", BOOLEAN, False, None, None,
+       "Tiered storage: delete remote data on disable; true is refused in ZooKeeper mode."),
 ]
 
 TOPIC_CONFIGS: dict[str, TopicConfigKey] = {key.name: key for key in _TOPIC_KEYS}
@@ -1069,6 +1147,16 @@ def validate_topic_configs(configs: Mapping[str, Optional[str]]) -> dict[str, st
             raise InvalidConfigError(name, str(exc)) from None
         result[name] = raw.strip()
     parsed = {name: TOPIC_CONFIGS[name].parse(raw) for name, raw in result.items()}
+    # Tiered storage (Kafka's LogConfig.validate in ZooKeeper mode): kafkapy
+    # has no remote log storage, as a broker with remote.log.storage.system.enable=false.
+    if parsed.get("remote.log.delete.on.disable") or parsed.get("remote.log.copy.disable"):
+        raise InvalidConfigError("remote.log.copy.disable",
+                                 "It is invalid to set `remote.log.delete.on.disable` or "
+                                 "`remote.log.copy.disable` under Zookeeper's mode.")
+    if parsed.get("remote.storage.enable"):
+        raise InvalidConfigError("remote.storage.enable",
+                                 "Tiered Storage functionality is disabled in the broker. "
+                                 "Topic cannot be configured with remote log storage.")
     min_lag = parsed.get("min.compaction.lag.ms", 0)
     max_lag = parsed.get("max.compaction.lag.ms", LONG_MAX)
     if min_lag > max_lag:
@@ -1363,10 +1451,14 @@ DEFAULT_BROKER_ENTITY = "<default>"
 # (num.io.threads, max.connections, listeners, ...) size processes forked at
 # start-up here, so they are refused like any read-only key.
 DYNAMIC_BROKER_CONFIGS = frozenset(
-    key.synonym for key in _TOPIC_KEYS if key.synonym is not None and key.synonym in BROKER_CONFIGS) | {
+    key.synonym for key in _TOPIC_KEYS if key.synonym is not None and key.synonym in BROKER_CONFIGS
+    # Kafka keeps log.message.format.version read-only (DynamicLogConfig)
+    and key.synonym != "log.message.format.version") | {
     # the replication throttles (kafkapy.replication.quota), read per request
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
-    "replica.alter.log.dirs.io.max.bytes.per.second"}
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+    # Kafka's LogCleaner is reconfigurable; here accepted, not in effect (NOT_IN_EFFECT)
+    "log.cleaner.threads"}
 
 # Broker keys whose value falls back through other keys (Kafka's
 # DynamicBrokerConfig.brokerConfigSynonyms), most specific first.
@@ -1440,6 +1532,26 @@ def effective_broker_config(static: "BrokerConfig", cluster_dynamic: Mapping[str
         return static.with_overrides(layered)
     except ConfigException as exc:
         raise InvalidConfigError(getattr(exc, "name", None), str(exc)) from None
+
+
+def check_reconfiguration(current: "BrokerConfig", new: "BrokerConfig") -> None:
+    """The run-time bounds Kafka's reconfigurable components put on a change
+    (``validateReconfiguration``), beyond each key's validator: the log
+    cleaner's thread count, while the cleaner runs (log.cleaner.enable, read
+    at start-up), may not drop below 1, below half or above double its
+    current value.  Raises ``InvalidConfigError`` (INVALID_CONFIG)."""
+    threads, now = new["log.cleaner.threads"], current["log.cleaner.threads"]
+    if not current["log.cleaner.enable"] or threads == now:
+        return
+    if threads < 1:
+        reason = "Log cleaner threads should be at least 1"
+    elif threads < now // 2:
+        reason = f"Log cleaner threads cannot be reduced to less than half the current value {now}"
+    elif threads > now * 2:
+        reason = f"Log cleaner threads cannot be increased to more than double the current value {now}"
+    else:
+        return
+    raise InvalidConfigError("log.cleaner.threads", reason)
 
 
 def _broker_layers(static: "BrokerConfig", cluster_dynamic, broker_dynamic):

@@ -50,6 +50,13 @@ class LogConfig:
     delete_retention_ms: int = 86400000         # delete.retention.ms, 1 day
     min_compaction_lag_ms: int = 0              # min.compaction.lag.ms
     message_timestamp_difference_max_ms: int = LONG_MAX  # message.timestamp.difference.max.ms
+    # KIP-937: each side's own bound; LONG_MAX (unset) falls back to
+    # message.timestamp.difference.max.ms, as Kafka's LogConfig does.
+    message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = LONG_MAX   # message.timestamp.after.max.ms
+    compression_gzip_level: int = -1            # compression.gzip.level (-1: zlib's default, 6)
+    compression_lz4_level: int = 9              # compression.lz4.level
+    compression_zstd_level: int = 3             # compression.zstd.level
 
     @property
     def log_append_time(self) -> bool:

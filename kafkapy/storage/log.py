@@ -123,14 +123,20 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
 def _append_settings(config: LogConfig) -> tuple:
     """What ``append_as_leader`` needs from ``config`` (~0.5 us to derive,
     so once per config, not per append): (log_append_time, max batch size or
-    -1, timestamp difference limit or -1, target codec or None, the least
-    segment.ms minus jitter)."""
+    -1, how far a timestamp may lie before and after the broker's clock
+    (-1: any), target codec or None, the least segment.ms minus jitter)."""
     log_append_time = config.log_append_time
-    limit = config.message_timestamp_difference_max_ms
+    difference = config.message_timestamp_difference_max_ms
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    # Kafka's LogConfig: a side left at LONG_MAX takes difference.max.ms.
+    before = difference if before >= LONG_MAX else before
+    after = difference if after >= LONG_MAX else after
     return (
         log_append_time,
         config.max_message_bytes if config.max_message_bytes >= 0 else -1,
-        -1 if log_append_time or limit >= LONG_MAX else limit,
+        -1 if log_append_time or before >= LONG_MAX else before,
+        -1 if log_append_time or after >= LONG_MAX else after,
         recompress.target_codec(config.compression_type),
         # The jitter is below min(segment.jitter.ms, segment.ms): no segment
         # rolls by time before waiting longer than this (tested first in an
@@ -230,8 +236,8 @@ class Log:
         if last_config is not config:
             settings = _append_settings(config)
             Log._last_settings = (config, settings)
-        (self._log_append_time, self._max_batch_size, self._timestamp_limit, self._codec,
-         self._roll_after_min_ms) = settings
+        (self._log_append_time, self._max_batch_size, self._timestamp_before, self._timestamp_after,
+         self._codec, self._roll_after_min_ms) = settings
         # segment.ms minus this partition's jitter, for the active segment's base offset.
         self._roll_after = (None, 0)
 
@@ -592,12 +598,14 @@ class Log:
         now_ms = self._clock_ms()
         try:
             headers, record_count, offset_count, max_timestamp = batch.check_append(
-                records, self._max_batch_size, now_ms, self._timestamp_limit)
+                records, self._max_batch_size, now_ms, self._timestamp_before,
+                self._timestamp_after)
             codec = self._codec
             if codec is not None and recompress.needs_recompression(headers, codec):
                 records = self._recompress(records, headers, codec)
                 headers, record_count, offset_count, max_timestamp = batch.check_append(
-                    records, self._max_batch_size, now_ms, self._timestamp_limit)
+                    records, self._max_batch_size, now_ms, self._timestamp_before,
+                    self._timestamp_after)
         except AppendCheckError as e:
             raise RecordError(e.error_code, str(e)) from None
         config = self._config
@@ -882,7 +890,9 @@ class Log:
         from kafkapy._core.records_py import CorruptRecordError, UnsupportedCompressionError
 
         try:
-            return memoryview(recompress.recompress(records, headers, codec))
+            level_key = recompress.LEVEL_KEYS.get(codec)
+            level = getattr(self._config, level_key) if level_key else None
+            return memoryview(recompress.recompress(records, headers, codec, level))
         except CorruptRecordError as e:
             raise RecordError(CORRUPT_MESSAGE, f"cannot decode records to recompress them: {e}") from None
         except UnsupportedCompressionError as e:

@@ -37,13 +37,22 @@ def target_codec(compression_type: str):
     return CODECS.get(compression_type)
 
 
+# The topic key holding each codec's level (KIP-390); snappy has none.
+LEVEL_KEYS = {
+    records_py.COMPRESSION_GZIP: "compression_gzip_level",
+    records_py.COMPRESSION_LZ4: "compression_lz4_level",
+    records_py.COMPRESSION_ZSTD: "compression_zstd_level",
+}
+
+
 def needs_recompression(headers, codec) -> bool:
     return codec is not None and any(
         (h.attributes & _CODEC_MASK) != codec and h.records_count > 0 for h in headers)
 
 
-def recompress(records, headers, codec) -> bytearray:
-    """New bytes holding every batch of ``records`` in ``codec``.
+def recompress(records, headers, codec, level=None) -> bytearray:
+    """New bytes holding every batch of ``records`` in ``codec``, at ``level``
+    (compression.gzip/lz4/zstd.level; None: the codec's default).
 
     Raises ``records_py.CorruptRecordError`` when a batch's records do not
     decode (Kafka answers CORRUPT_MESSAGE) and
@@ -72,5 +81,6 @@ def recompress(records, headers, codec) -> bytearray:
             else records_py.TIMESTAMP_CREATE_TIME,
             is_transactional=bool(h.attributes & records_py.ATTRIBUTE_TRANSACTIONAL),
             is_control=bool(h.attributes & records_py.ATTRIBUTE_CONTROL),
+            compression_level=level,
         )
     return out

@@ -215,6 +215,101 @@ def test_describe_configs_errors(kbroker):
     assert [r.error_code for r in response.results] == [INVALID_REQUEST, INVALID_REQUEST, 17, INVALID_REQUEST]
 
 
+# Kafka 3.9's topic configs (LogConfig's ConfigDef), every one listed by DescribeConfigs.
+KAFKA_3_9_TOPIC_CONFIGS = {
+    "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "index.interval.bytes",
+    "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
+    "max.compaction.lag.ms", "max.message.bytes", "message.downconversion.enable",
+    "message.format.version", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms", "message.timestamp.type", "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms", "min.insync.replicas", "preallocate", "remote.log.copy.disable",
+    "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes", "retention.ms",
+    "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+    "unclean.leader.election.enable"}
+INVALID_TIMESTAMP = 32
+
+
+def test_topic_configs_are_kafka_3_9s(kbroker):
+    bs = kbroker.bootstrap
+    create_topic(bs, "dc-all", 1)
+    configs = describe(bs, ResourceType.TOPIC, "dc-all")
+    assert set(configs) == KAFKA_3_9_TOPIC_CONFIGS
+    defaults = {"message.timestamp.before.max.ms": str(2**63 - 1), "message.timestamp.after.max.ms":
+                str(2**63 - 1), "compression.gzip.level": "-1", "compression.lz4.level": "9",
+                "compression.zstd.level": "3", "local.retention.ms": "-2", "local.retention.bytes": "-2",
+                "remote.storage.enable": "false", "message.format.version": "3.0-IV1"}
+    for name, value in defaults.items():
+        assert configs[name].value == value, name
+        assert not configs[name].is_read_only
+    assert configs["message.timestamp.before.max.ms"].synonyms["log.message.timestamp.before.max.ms"]
+    # Kafka's validators: ranges, the deprecated version strings, tiered storage off.
+    ok = [("compression.zstd.level", "-7"), ("compression.gzip.level", "9"), ("local.retention.ms", "-2"),
+          ("message.format.version", "2.8"), ("message.timestamp.before.max.ms", "0")]
+    for name, value in ok:
+        assert incremental(bs, ResourceType.TOPIC, "dc-all", [(name, value, AlterConfigOpType.SET)],
+                           validate_only=True) is None, name
+    bad = [("compression.gzip.level", "0"), ("compression.lz4.level", "18"), ("compression.zstd.level", "23"),
+           ("local.retention.bytes", "-3"), ("message.format.version", "9.9"),
+           ("message.timestamp.after.max.ms", "-1"), ("remote.storage.enable", "true"),
+           ("remote.log.copy.disable", "true")]
+    for name, value in bad:
+        err = incremental(bs, ResourceType.TOPIC, "dc-all", [(name, value, AlterConfigOpType.SET)])
+        assert err is not None and err.code() == INVALID_CONFIG, (name, err)
+    err = incremental(bs, ResourceType.TOPIC, "dc-all", [("remote.storage.enable", "true", AlterConfigOpType.SET)])
+    assert "Tiered Storage functionality is disabled" in err.str()
+
+
+def test_timestamp_before_and_after_max_ms(kbroker):
+    """KIP-937: each bound alone answers INVALID_TIMESTAMP to a real producer's explicit timestamp."""
+    bs = kbroker.bootstrap
+    create_topic(bs, "ts-bounds", 1, {"message.timestamp.before.max.ms": "3600000",
+                                      "message.timestamp.after.max.ms": "60000"})
+    now_ms = int(time.time() * 1000)
+    day_ms = 86_400_000
+    reports = produce_confluent(bs, "ts-bounds", [
+        Rec(0, b"k", b"now", timestamp_ms=now_ms),
+        Rec(0, b"k", b"half an hour ago", timestamp_ms=now_ms - 1_800_000)], linger_ms=0)
+    assert_delivered(reports)
+    (err, _p, _o), = produce_confluent(bs, "ts-bounds", [Rec(0, b"k", b"old", timestamp_ms=now_ms - day_ms)])
+    assert err is not None and err.code() == INVALID_TIMESTAMP
+    (err, _p, _o), = produce_confluent(bs, "ts-bounds", [Rec(0, b"k", b"ahead", timestamp_ms=now_ms + 600_000)])
+    assert err is not None and err.code() == INVALID_TIMESTAMP
+    # Unset sides fall back to message.timestamp.difference.max.ms, as in Kafka.
+    assert incremental(bs, ResourceType.TOPIC, "ts-bounds", [
+        ("message.timestamp.before.max.ms", None, AlterConfigOpType.DELETE),
+        ("message.timestamp.difference.max.ms", str(2 * day_ms), AlterConfigOpType.SET)]) is None
+    assert wait_for(lambda: produce_confluent(bs, "ts-bounds", [
+        Rec(0, b"k", b"old", timestamp_ms=int(time.time() * 1000) - day_ms)])[0][0] is None)
+    (err, _p, _o), = produce_confluent(bs, "ts-bounds", [
+        Rec(0, b"k", b"ahead", timestamp_ms=int(time.time() * 1000) + 600_000)])
+    assert err is not None and err.code() == INVALID_TIMESTAMP  # after.max.ms still set
+
+
+def test_log_cleaner_threads_is_dynamic(kbroker):
+    bs = kbroker.bootstrap
+    before = describe(bs, ResourceType.BROKER, "0")["log.cleaner.threads"]
+    assert before.value == "1" and not before.is_read_only
+    assert before.source == ConfigSource.DEFAULT_CONFIG.value
+    assert describe(bs, ResourceType.BROKER, "0")["log.message.format.version"].is_read_only
+    err = incremental(bs, ResourceType.BROKER, "0", [("log.cleaner.threads", "-1", AlterConfigOpType.SET)])
+    assert err.code() == INVALID_CONFIG
+    # Kafka's LogCleaner bounds on a change: at least 1, at most double the current count.
+    err = incremental(bs, ResourceType.BROKER, "0", [("log.cleaner.threads", "0", AlterConfigOpType.SET)])
+    assert err.code() == INVALID_CONFIG and "at least 1" in err.str()
+    err = incremental(bs, ResourceType.BROKER, "0", [("log.cleaner.threads", "3", AlterConfigOpType.SET)])
+    assert err.code() == INVALID_CONFIG and "more than double the current value 1" in err.str()
+    try:
+        assert incremental(bs, ResourceType.BROKER, "0",
+                           [("log.cleaner.threads", "2", AlterConfigOpType.SET)]) is None
+        after = describe(bs, ResourceType.BROKER, "0")["log.cleaner.threads"]
+        assert after.value == "2" and after.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    finally:
+        incremental(bs, ResourceType.BROKER, "0", [("log.cleaner.threads", None, AlterConfigOpType.DELETE)])
+    assert describe(bs, ResourceType.BROKER, "0")["log.cleaner.threads"].value == "1"
+
+
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_describe_configs_every_version(kbroker, version):
     bs = kbroker.bootstrap

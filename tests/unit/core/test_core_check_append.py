@@ -73,20 +73,32 @@ def test_one_producer_per_request(batch_mod):
 
 
 def test_timestamps(batch_mod):
-    assert batch_mod.check_append(_batch((NOW_MS - 1000,)), -1, NOW_MS, 1000)[1] == 1
-    code, message = _error(batch_mod, _batch((NOW_MS - 1001,)), -1, NOW_MS, 1000)
-    assert code == INVALID_TIMESTAMP and str(NOW_MS - 1001) in message
-    assert _error(batch_mod, _batch((NOW_MS, NOW_MS + 1001)), -1, NOW_MS, 1000)[0] == INVALID_TIMESTAMP
+    assert batch_mod.check_append(_batch((NOW_MS - 1000,)), -1, NOW_MS, 1000, 1000)[1] == 1
+    code, message = _error(batch_mod, _batch((NOW_MS - 1001,)), -1, NOW_MS, 1000, 1000)
+    assert code == INVALID_TIMESTAMP and str(NOW_MS - 1001) in message and "before" in message
+    code, message = _error(batch_mod, _batch((NOW_MS, NOW_MS + 1001)), -1, NOW_MS, 1000, 1000)
+    assert code == INVALID_TIMESTAMP and "after" in message
     # -1: no check at all (LogAppendTime, or the default Long.MAX_VALUE).
-    assert batch_mod.check_append(_batch((0,)), -1, NOW_MS, -1)[1] == 1
+    assert batch_mod.check_append(_batch((0,)), -1, NOW_MS, -1, -1)[1] == 1
     # A record without a timestamp (-1: NO_TIMESTAMP, e.g. an up-converted v0
     # message) is not checked, as Kafka's LogValidator skips it.
     no_ts = _with_timestamps(bytearray(_batch((NOW_MS,))), -1, -1)
-    assert batch_mod.check_append(no_ts, -1, NOW_MS, 1000)[1] == 1
+    assert batch_mod.check_append(no_ts, -1, NOW_MS, 1000, 1000)[1] == 1
     # Far-apart int64 extremes do not overflow the distance.
     far = bytearray(_batch((NOW_MS,)))
-    assert _error(batch_mod, _with_timestamps(far, -2**63, 2**63 - 1), -1, 2**62, 2**62)[0] \
+    assert _error(batch_mod, _with_timestamps(far, -2**63, 2**63 - 1), -1, 2**62, 2**62, 2**62)[0] \
         == INVALID_TIMESTAMP
+
+
+def test_timestamp_before_and_after_bounds_apart(batch_mod):
+    # KIP-937: message.timestamp.before.max.ms and .after.max.ms bound each side alone.
+    old, future = _batch((NOW_MS - 3_600_000,)), _batch((NOW_MS + 3_600_000,))
+    assert batch_mod.check_append(old, -1, NOW_MS, -1, 1000)[1] == 1
+    assert _error(batch_mod, future, -1, NOW_MS, -1, 1000)[0] == INVALID_TIMESTAMP
+    assert batch_mod.check_append(future, -1, NOW_MS, 1000, -1)[1] == 1
+    assert _error(batch_mod, old, -1, NOW_MS, 1000, -1)[0] == INVALID_TIMESTAMP
+    assert _error(batch_mod, _batch((NOW_MS + 1,)), -1, NOW_MS, 10_000, 0)[0] == INVALID_TIMESTAMP
+    assert batch_mod.check_append(_batch((NOW_MS,)), -1, NOW_MS, 0, 0)[1] == 1
 
 
 def _with_timestamps(buf, base_timestamp, max_timestamp):
@@ -99,7 +111,7 @@ def _with_timestamps(buf, base_timestamp, max_timestamp):
 def test_empty_batch_skips_timestamp_check(batch_mod):
     # An empty batch (all records compacted away) has no record timestamps to check.
     empty = _with_timestamps(bytearray(build_batch([])), 0, 0)
-    assert batch_mod.check_append(empty, -1, NOW_MS, 10)[1:] == (0, 1, 0)
+    assert batch_mod.check_append(empty, -1, NOW_MS, 10, 10)[1:] == (0, 1, 0)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -112,9 +124,10 @@ def test_empty_batch_skips_timestamp_check(batch_mod):
     }), min_size=1, max_size=3),
     edit=st.none() | st.tuples(st.integers(0, 10_000), st.integers(0, 255)),
     limit=st.sampled_from([-1, 0, 1000, 4000]),
+    after_limit=st.sampled_from([-1, 0, 1000, 4000]),
     max_batch_size=st.sampled_from([-1, 80, 1000]),
 )
-def test_twins_agree(both_batch_mods, specs, edit, limit, max_batch_size):
+def test_twins_agree(both_batch_mods, specs, edit, limit, after_limit, max_batch_size):
     buf = bytearray(b"".join(
         _batch(s["timestamps"], producer_id=s["producer_id"], producer_epoch=s["producer_epoch"],
                is_transactional=s["is_transactional"] and s["producer_id"] >= 0)
@@ -124,7 +137,7 @@ def test_twins_agree(both_batch_mods, specs, edit, limit, max_batch_size):
     results = []
     for mod in both_batch_mods:
         try:
-            results.append(mod.check_append(bytes(buf), max_batch_size, NOW_MS, limit))
+            results.append(mod.check_append(bytes(buf), max_batch_size, NOW_MS, limit, after_limit))
         except AppendCheckError as e:
             results.append((e.error_code, str(e)))
     assert results[0] == results[1]

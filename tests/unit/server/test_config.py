@@ -514,3 +514,65 @@ def test_keys_not_in_effect_are_known_and_documented():
         assert key in BROKER_CONFIGS, key
         assert f"`{key}`" in section, f"{key} missing from the README"
         assert reason in section, f"reason for {key} missing from the README"
+
+
+# ---------------------------------------------------------------- Kafka 3.9's later topic keys
+
+
+@pytest.mark.parametrize("value", ["3.0-IV1", "3.0", "2.8", "0.10.0", "0.10.0.1", "0.8.2", "3.9", "3.9.1",
+                                   "4.0-IV1", "3.7-IV4", "1.0-IV0"])
+def test_message_format_version_accepts_kafkas_versions(value):
+    assert validate_topic_configs({"message.format.version": value}) == {"message.format.version": value}
+
+
+@pytest.mark.parametrize("value", ["4.0", "3.7-IV5", "0.10", "9.9", "x", ""])
+def test_message_format_version_refuses_others(value):
+    with pytest.raises(InvalidConfigError, match=f"Version {re.escape(value)} is not a valid version"):
+        validate_topic_configs({"message.format.version": value})
+
+
+@pytest.mark.parametrize("name,good,bad", [
+    ("compression.gzip.level", ["-1", "1", "9"], ["0", "-2", "10"]),
+    ("compression.lz4.level", ["1", "17"], ["0", "18"]),
+    ("compression.zstd.level", ["-131072", "22"], ["-131073", "23"]),
+    ("local.retention.ms", ["-2", "-1", "0"], ["-3"]),
+    ("message.timestamp.after.max.ms", ["0"], ["-1"]),
+])
+def test_level_and_retention_validators(name, good, bad):
+    for value in good:
+        validate_topic_configs({name: value})
+    for value in bad:
+        with pytest.raises(InvalidConfigError, match=f"Invalid value {value} for configuration {name}"):
+            validate_topic_configs({name: value})
+
+
+def test_tiered_storage_is_off():
+    validate_topic_configs({"remote.storage.enable": "false", "remote.log.copy.disable": "false"})
+    with pytest.raises(InvalidConfigError, match="Tiered Storage functionality is disabled in the broker"):
+        validate_topic_configs({"remote.storage.enable": "true"})
+    with pytest.raises(InvalidConfigError, match="under Zookeeper's mode"):
+        validate_topic_configs({"remote.log.delete.on.disable": "true"})
+
+
+def test_timestamp_bounds_fall_back_to_difference_max_ms():
+    broker = make({"log.message.timestamp.difference.max.ms": "5000",
+                   "log.message.timestamp.after.max.ms": "100"})
+    config = C.log_config_for(broker, {})
+    assert (config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms) == (2**63 - 1, 100)
+    from kafkapy.storage.log import _append_settings
+    assert _append_settings(config)[2:4] == (5000, 100)
+    assert _append_settings(config.replace(message_timestamp_type="LogAppendTime"))[2:4] == (-1, -1)
+
+
+def test_log_cleaner_threads_reconfiguration_bounds():
+    current = make({"log.cleaner.threads": "4"})
+    for ok in ("2", "8", "4"):
+        C.check_reconfiguration(current, current.with_overrides({"log.cleaner.threads": ok}))
+    for bad, reason in (("1", "less than half the current value 4"), ("9", "more than double"),
+                        ("0", "at least 1")):
+        with pytest.raises(InvalidConfigError, match=reason):
+            C.check_reconfiguration(current, current.with_overrides({"log.cleaner.threads": bad}))
+    no_cleaner = make({"log.cleaner.threads": "4", "log.cleaner.enable": "false"})
+    C.check_reconfiguration(no_cleaner, no_cleaner.with_overrides({"log.cleaner.threads": "0"}))
+    assert "log.cleaner.threads" in C.DYNAMIC_BROKER_CONFIGS
+    assert "log.message.format.version" not in C.DYNAMIC_BROKER_CONFIGS

@@ -100,3 +100,27 @@ def test_corrupt_compressed_payload_is_corrupt_message(tmp_path):
         append(log, bytes(data))
     assert info.value.error_code == 2
     log.close()
+
+
+@pytest.mark.parametrize("codec,key,low,high", [
+    ("gzip", "compression_gzip_level", 1, 9),
+    ("lz4", "compression_lz4_level", 1, 17),
+    ("zstd", "compression_zstd_level", -50, 19),
+])
+def test_log_recompresses_at_the_topic_codec_level(tmp_path, codec, key, low, high):
+    # KIP-390: compression.<codec>.level applies where the broker recompresses.
+    # Repetitive text with some variety, so a higher level finds more matches.
+    text = b"".join(b"line %d of %s says %d\n" % (i, b"abcdefgh"[i % 8:], i * i % 97) for i in range(3000))
+    raw = build_batch([(None, text, [], T0)])
+    sizes = []
+    for level in (low, high):
+        log = open_log(tmp_path / f"{codec}{level}-0", LogConfig(compression_type=codec, **{key: level}))
+        append(log, raw)
+        stored = read_bytes(log, 0)
+        assert decode_records(stored)[0][3] == text
+        # The log stamps its leader epoch (and so the CRC); the payload is recompress's at that level.
+        expected = recompress.recompress(memoryview(raw), _headers(raw), recompress.target_codec(codec), level)
+        assert bytes(stored)[61:] == bytes(expected)[61:]
+        sizes.append(len(stored))
+        log.close()
+    assert sizes[1] < sizes[0], sizes
