@@ -26,6 +26,7 @@ import dataclasses
 import logging
 import re
 import textwrap
+from decimal import Decimal
 from collections import namedtuple
 from typing import Any, Callable, Iterable, Mapping, Optional
 
@@ -298,8 +299,21 @@ def format_value(type_: str, value: Any) -> Optional[str]:
     if type_ == PASSWORD:
         return value.value if isinstance(value, Password) else str(value)
     if type_ == DOUBLE:
-        return repr(float(value))
+        return _java_double(float(value))
     return str(value)
+
+
+def _java_double(x: float) -> str:
+    """Java's ``Double.toString``: plain decimals for 1e-3 <= |x| < 1e7, otherwise
+    "d.dddE<n>" (Double.MAX_VALUE is "1.7976931348623157E308"), as Kafka's
+    DescribeConfigs shows a double."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x)  # Python's shortest round-trip form is plain decimal here
+    sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    return ("-" if sign else "") + text[0] + "." + (text[1:] or "0") + "E" + str(len(text) - 1 + exponent)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -609,6 +623,14 @@ _BROKER_KEYS = [
        "Run the log cleaner for compacted topics."),
     _k("log.cleaner.threads", INT, 1, _at_least(0), MEDIUM, _CLEANER,
        "Background threads that clean compacted logs."),
+    _k("log.cleaner.dedupe.buffer.size", LONG, 134217728, None, MEDIUM, _CLEANER,
+       "Memory for deduplicating keys, over all cleaner threads."),
+    _k("log.cleaner.io.buffer.size", INT, 524288, _at_least(0), MEDIUM, _CLEANER,
+       "Memory for the cleaner's read and write buffers, over all cleaner threads."),
+    _k("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, None, MEDIUM, _CLEANER,
+       "Load factor of the cleaner's deduplication buffer."),
+    _k("log.cleaner.io.max.bytes.per.second", DOUBLE, 1.7976931348623157e308, None, MEDIUM, _CLEANER,
+       "Throttle on the cleaner's read plus write I/O."),
     _k("log.cleaner.delete.retention.ms", LONG, 86400000, _at_least(0), MEDIUM, _CLEANER,
        "How long tombstones are kept in compacted topics."),
     _k("log.cleaner.min.compaction.lag.ms", LONG, 0, _at_least(0), MEDIUM, _CLEANER,
@@ -756,6 +778,10 @@ NOT_IN_EFFECT: dict[str, str] = {
     "replica.alter.log.dirs.io.max.bytes.per.second": "replicas are never moved between log dirs (no "
                                                       "AlterReplicaLogDirs)",
     "log.cleaner.threads": "compaction runs in the supervisor process, one log at a time",
+    "log.cleaner.dedupe.buffer.size": "compaction keeps a log's latest offsets per key in a dict, unbounded",
+    "log.cleaner.io.buffer.size": "compaction reads and writes whole segments through the OS",
+    "log.cleaner.io.buffer.load.factor": "compaction keeps a log's latest offsets per key in a dict, unbounded",
+    "log.cleaner.io.max.bytes.per.second": "compaction I/O is not throttled",
     "log.message.format.version": "deprecated since Kafka 3.0; batches are always stored in format v2",
     "log.local.retention.ms": "no tiered storage: local retention is retention.ms",
     "log.local.retention.bytes": "no tiered storage: local retention is retention.bytes",
@@ -1458,7 +1484,8 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
     # Kafka's LogCleaner is reconfigurable; here accepted, not in effect (NOT_IN_EFFECT)
-    "log.cleaner.threads"}
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second"}
 
 # Broker keys whose value falls back through other keys (Kafka's
 # DynamicBrokerConfig.brokerConfigSynonyms), most specific first.

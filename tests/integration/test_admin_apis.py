@@ -292,7 +292,12 @@ def test_log_cleaner_threads_is_dynamic(kbroker):
     before = describe(bs, ResourceType.BROKER, "0")["log.cleaner.threads"]
     assert before.value == "1" and not before.is_read_only
     assert before.source == ConfigSource.DEFAULT_CONFIG.value
-    assert describe(bs, ResourceType.BROKER, "0")["log.message.format.version"].is_read_only
+    configs = describe(bs, ResourceType.BROKER, "0")
+    assert configs["log.message.format.version"].is_read_only
+    # LogCleaner's other reconfigurable keys, with Java's rendering of Double.MAX_VALUE.
+    throttle = configs["log.cleaner.io.max.bytes.per.second"]
+    assert throttle.value == "1.7976931348623157E308" and not throttle.is_read_only
+    assert configs["log.cleaner.dedupe.buffer.size"].value == "134217728"
     err = incremental(bs, ResourceType.BROKER, "0", [("log.cleaner.threads", "-1", AlterConfigOpType.SET)])
     assert err.code() == INVALID_CONFIG
     # Kafka's LogCleaner bounds on a change: at least 1, at most double the current count.

@@ -576,3 +576,12 @@ def test_log_cleaner_threads_reconfiguration_bounds():
     C.check_reconfiguration(no_cleaner, no_cleaner.with_overrides({"log.cleaner.threads": "0"}))
     assert "log.cleaner.threads" in C.DYNAMIC_BROKER_CONFIGS
     assert "log.message.format.version" not in C.DYNAMIC_BROKER_CONFIGS
+
+
+@pytest.mark.parametrize("value,text", [
+    (1.7976931348623157e308, "1.7976931348623157E308"), (0.9, "0.9"), (0.5, "0.5"), (100.0, "100.0"),
+    (1e7, "1.0E7"), (12345678.5, "1.23456785E7"), (1e-4, "1.0E-4"), (0.001, "0.001"), (0.0, "0.0"),
+    (-2.5e-5, "-2.5E-5"), (float("inf"), "Infinity")])
+def test_doubles_are_shown_as_java_does(value, text):
+    assert C.format_value(C.DOUBLE, value) == text
+    assert C.parse_typed("x", C.DOUBLE, text) == value
