@@ -436,14 +436,8 @@ class LeaderIsrWriter:
         leader at this leader epoch; keeps its controller epoch. Returns the new
         partition epoch (znode version), or None when the condition failed."""
         path = zk_data.partition_state_path(topic, partition)
-        try:
-            data, stat = self.zk.get(path)
-        except NoNodeError:
-            return None
-        if stat.version != partition_epoch:
-            return None
-        current = zk_data.decode_partition_state(data, (), stat.version, topic, partition)
-        if (current.state.leader, current.state.leader_epoch) != (leader_id, leader_epoch):
+        current = self._read_own(topic, partition, leader_id, leader_epoch)
+        if current is None or current.state.partition_epoch != partition_epoch:
             return None
         new = PartitionState((), leader_id, leader_epoch, tuple(isr), partition_epoch)
         try:
@@ -453,6 +447,26 @@ class LeaderIsrWriter:
         except (BadVersionError, NoNodeError):
             return None
         return stat.version
+
+    def own_state(self, topic: str, partition: int, leader_id: int, leader_epoch: int):
+        """``(isr, partition epoch)`` of the state znode when it names this leader
+        at this leader epoch, else None. Every controller write moves the leader
+        epoch, so such a znode at a version the leader does not have holds its own
+        earlier ISR write whose answer or local apply was lost."""
+        current = self._read_own(topic, partition, leader_id, leader_epoch)
+        return None if current is None else (tuple(current.state.isr), current.state.partition_epoch)
+
+    def _read_own(self, topic: str, partition: int, leader_id: int, leader_epoch: int):
+        """The state znode (``PartitionStateZNode``, partition epoch = its version)
+        if it names this leader at this leader epoch, else None."""
+        try:
+            data, stat = self.zk.get(zk_data.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        current = zk_data.decode_partition_state(data, (), stat.version, topic, partition)
+        if (current.state.leader, current.state.leader_epoch) != (leader_id, leader_epoch):
+            return None
+        return current
 
     def notify_log_dir_event(self, broker_id: int) -> None:
         """``/log_dir_event_notification/log_dir_event_<seq>`` for this broker

@@ -930,11 +930,18 @@ class IsrJob:
     (checked every half of it) and add those caught up
     (``Partition.maybe_expand_isr_candidates``, every tick); write the new ISR
     to the state znode conditional on its version (the partition epoch), then
-    one ``/isr_change_notification`` for the round, then
     ``Partition.update_isr`` with the new version (the high watermark may move:
-    parked operations are woken). A write that lost its version is dropped:
-    the controller changed the partition, and its LeaderAndIsr brings the new
-    epoch."""
+    parked operations are woken), then one ``/isr_change_notification`` for the
+    round (Kafka's recordIsrChange then its propagation task: a notification
+    that fails is sent again next round, the local ISR is not held back). A
+    write that lost its version to the controller is dropped: the controller
+    changed the partition, and its LeaderAndIsr brings the new epoch. One that
+    lost it to this leader's own earlier write (answered by a lost connection,
+    or whose round failed before the local apply: the znode still names this
+    leader at this leader epoch, which every controller write moves) adopts
+    the znode's ISR and version, so the change is decided again next round
+    instead of failing on a stale partition epoch until the next
+    LeaderAndIsr."""
 
     def __init__(self, broker, client, lag_ms: int):
         from kafkapy.coordination.zk_controller import LeaderIsrWriter
@@ -944,6 +951,7 @@ class IsrJob:
         self.lag_ms = lag_ms
         self._stop = threading.Event()
         self._next_shrink = time.monotonic() + lag_ms / 2000
+        self._unnotified: set = set()  # (topic, partition) changed, notification not yet written
         self.thread = threading.Thread(target=self._run, name="isr-job", daemon=True)
 
     def start(self) -> "IsrJob":
@@ -974,6 +982,16 @@ class IsrJob:
         md = broker.metadata()
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         written = []
+        try:
+            self._decide(md, me, shrink, now_ms, written)
+        finally:  # what was written is applied even when a later write failed
+            self._apply(written)
+        return [(name, p, new_isr) for name, p, new_isr, *_ in written]
+
+    def _decide(self, md, me: int, shrink: bool, now_ms: int, written: list) -> None:
+        """Write each led partition's ISR change; ``written`` gets ``(topic,
+        partition, isr, version, partition)`` of those ZooKeeper now holds."""
+        broker = self.broker
         for name, info in md.topics.items():
             for p, state in info.partitions.items():
                 if state.leader != me:
@@ -1005,14 +1023,22 @@ class IsrJob:
                 version = self.writer.update_isr(name, p, me, partition.leader_epoch, new_isr,
                                                  partition.partition_epoch)
                 if version is None:
+                    own = self.writer.own_state(name, p, me, partition.leader_epoch)
+                    if own is not None and own[1] > partition.partition_epoch:
+                        log.info("%s-%d: ISR %s at partition epoch %d in ZooKeeper is this leader's own "
+                                 "earlier write; taking it (was %s at %d)", name, p, list(own[0]), own[1],
+                                 sorted(isr), partition.partition_epoch)
+                        written.append((name, p, own[0], own[1], partition))
+                        continue
                     log.info("ISR change of %s-%d to %s lost its version %d: the controller moved it", name, p,
                              list(new_isr), partition.partition_epoch)
                     continue
                 log.info("%s-%d: ISR %s -> %s (partition epoch %d)", name, p, sorted(isr), list(new_isr), version)
                 written.append((name, p, new_isr, version, partition))
-        if not written:
-            return []
-        self.writer.notify_isr_change([(name, p) for name, p, *_ in written])
+
+    def _apply(self, written: list) -> None:
+        """The written ISRs into the partitions, then the notification of every
+        change not yet notified (kept for the next round if it fails)."""
         moved = False
         for _name, _p, new_isr, version, partition in written:
             before = partition.isr
@@ -1022,5 +1048,13 @@ class IsrJob:
             if set(before) - set(new_isr):
                 probes.replica.isr_shrunk()
         if moved:
-            broker.replica_manager.wake_delayed_operations()
-        return [(name, p, new_isr) for name, p, new_isr, *_ in written]
+            self.broker.replica_manager.wake_delayed_operations()
+        self._unnotified.update((name, p) for name, p, *_ in written)
+        if self._unnotified:
+            try:
+                self.writer.notify_isr_change(sorted(self._unnotified))
+            except ZkError as exc:
+                log.warning("ISR change notification of %d partitions failed (%s); trying again next round",
+                            len(self._unnotified), type(exc).__name__)
+                return
+            self._unnotified.clear()
