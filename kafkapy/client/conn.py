@@ -28,6 +28,7 @@ import logging
 import random
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -124,8 +125,11 @@ class Connection:
     """One socket to one broker (see the module docstring for the ownership rule)."""
 
     def __init__(self, node_id: int, host: str, port: int, client_id: str,
-                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000):
+                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000, security=None):
         self.node_id = node_id
+        # A ``security.ClientSecurity`` for TLS and/or SASL (``_open_secure``);
+        # None: PLAINTEXT, the path below.
+        self.security = security
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -154,12 +158,15 @@ class Connection:
 
     def connect(self) -> None:
         """Connect (blocking, bounded by connect_timeout_ms) and negotiate versions."""
-        try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_ms / 1000)
-        except OSError as exc:
-            raise errors.KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setblocking(False)
+        if self.security is not None:
+            sock = self._open_secure()
+        else:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_ms / 1000)
+            except OSError as exc:
+                raise errors.KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(False)
         self.sock = sock
         self.closed_error = None
         try:
@@ -167,6 +174,27 @@ class Connection:
         except Exception:
             self.close(errors.KafkaConnectionError("ApiVersions negotiation failed"))
             raise
+
+    def _open_secure(self) -> socket.socket:
+        """``connect``'s socket for TLS and SASL: the handshake and the SASL
+        exchange on a blocking socket (bounded by connect_timeout_ms per
+        operation), then non-blocking as a PLAINTEXT one. A TLS socket takes
+        no MSG_DONTWAIT flags, so this connection's ``_send_all`` and
+        ``_recv`` become the TLS ones (instance attributes: a PLAINTEXT
+        connection keeps the class's, unchanged)."""
+        from . import security as _security
+
+        try:
+            sock = _security.open_socket((self.host, self.port), self.connect_timeout_ms / 1000, self.security,
+                                         self._client_id_bytes)
+        except (OSError, ValueError) as exc:
+            raise errors.KafkaConnectionError(f"cannot connect to {self.host}:{self.port} over "
+                                              f"{self.security.protocol}: {exc}") from exc
+        sock.setblocking(False)
+        if self.security.tls:
+            self._send_all = self._send_all_tls
+            self._recv = self._recv_tls
+        return sock
 
     def _negotiate(self) -> None:
         version = CLIENT_APIS[API_VERSIONS].max_version
@@ -387,6 +415,52 @@ class Connection:
         if not n:
             self.close(errors.KafkaConnectionError(f"node {self.node_id} closed the connection"))
         return n
+
+    def _send_all_tls(self, data) -> None:
+        """``_send_all`` on a non-blocking TLS socket: a write that would block
+        is retried with the same bytes (OpenSSL's rule) once the socket is
+        writable (readable for a renegotiation), bounded by request.timeout.ms."""
+        view = memoryview(data)
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+                continue
+            except ssl.SSLWantReadError:
+                wait = ([self.sock], [])
+            except (ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+                wait = ([], [self.sock])
+            except OSError as exc:
+                self.close(errors.KafkaConnectionError(f"send to node {self.node_id} failed: {exc}"))
+                raise self.closed_error from exc
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close(errors.KafkaTimeoutError(f"send to node {self.node_id} timed out"))
+                raise self.closed_error
+            select.select(*wait, [], min(remaining, 0.5))
+
+    def _recv_tls(self, buffer) -> int:
+        """``_recv`` on a non-blocking TLS socket. It fills ``buffer`` until
+        OpenSSL wants more from the socket: bytes OpenSSL has decrypted but
+        not handed out do not make the socket readable, so stopping after one
+        TLS record (16 KiB) could leave a response waiting for select forever.
+        ``recv_into`` writes straight into ``buffer`` (a large frame's own)."""
+        view = memoryview(buffer)
+        filled = 0
+        while filled < len(view):
+            try:
+                n = self.sock.recv_into(view[filled:])
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, InterruptedError):
+                break
+            except OSError as exc:
+                self.close(errors.KafkaConnectionError(f"recv from node {self.node_id} failed: {exc}"))
+                return 0
+            if not n:
+                if not filled:
+                    self.close(errors.KafkaConnectionError(f"node {self.node_id} closed the connection"))
+                break  # the EOF is seen by the next read
+            filled += n
+        return filled
 
     def _dispatch(self, frame: bytes) -> None:
         (correlation_id,) = _RESPONSE_CORRELATION.unpack_from(frame, 0)

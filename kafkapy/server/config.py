@@ -436,6 +436,13 @@ _BROKER_KEYS = [
     _k("inter.broker.listener.name", STRING, None, None, MEDIUM, _SOCKET,
        "Listener brokers use to reach each other (controller requests, replica fetches); "
        "unset: the first advertised listener."),
+    _k("security.inter.broker.protocol", STRING, "PLAINTEXT",
+       ValidString("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), MEDIUM, _SECURITY,
+       "Security protocol brokers use to reach each other: the listener named after it (not with "
+       "inter.broker.listener.name)."),
+    _k("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None, MEDIUM, _SECURITY,
+       "SASL mechanism of the brokers' own connections (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), with the "
+       "username and password of the inter-broker listener's JAAS entry."),
     _k("num.network.threads", INT, 3, _at_least(1), HIGH, _SOCKET,
        "Network processor processes that read requests and write responses."),
     _k("num.io.threads", INT, 8, _at_least(1), HIGH, _SOCKET,
@@ -1011,7 +1018,14 @@ class BrokerConfig:
             self.advertised_listeners = list(self.listeners)
         # The listener other brokers reach this one on (Kafka's interBrokerListenerName).
         names = [ep.listener_name for ep in self.advertised_listeners]
-        self.inter_broker_listener_name: str = v["inter.broker.listener.name"] or names[0]
+        if v["inter.broker.listener.name"] and "security.inter.broker.protocol" in self.originals:
+            raise ConfigException("security.inter.broker.protocol", v["security.inter.broker.protocol"],
+                                  "Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                                  "should be set.")
+        if "security.inter.broker.protocol" in self.originals:
+            self.inter_broker_listener_name: str = v["security.inter.broker.protocol"]
+        else:
+            self.inter_broker_listener_name = v["inter.broker.listener.name"] or names[0]
         if self.inter_broker_listener_name not in names:
             raise ConfigException("inter.broker.listener.name", self.inter_broker_listener_name,
                                   "inter.broker.listener.name must be a listener name defined in "
@@ -1019,12 +1033,22 @@ class BrokerConfig:
                                   f"listeners are {','.join(names)}")
         inter_broker = next(ep for ep in self.advertised_listeners
                             if ep.listener_name == self.inter_broker_listener_name)
-        if v["zookeeper.connect"] and inter_broker.security_protocol != "PLAINTEXT":
-            # The brokers' own client (kafkapy.client, replica fetchers and
-            # controller requests) speaks PLAINTEXT only so far.
-            raise ConfigException("inter.broker.listener.name", self.inter_broker_listener_name,
-                                  f"the inter-broker listener uses {inter_broker.security_protocol}; "
-                                  "kafkapy's brokers reach each other over PLAINTEXT only")
+        if inter_broker.security_protocol.startswith("SASL"):
+            # Kafka's check; the broker's own login is read from the listener's
+            # JAAS entry (kafkapy.server.security.inter_broker).
+            mechanism = v["sasl.mechanism.inter.broker.protocol"]
+            override = self.originals.get(f"listener.name.{inter_broker.listener_name.lower()}"
+                                          ".sasl.enabled.mechanisms")
+            enabled = ([m.strip() for m in override.split(",")] if override is not None
+                       else v["sasl.enabled.mechanisms"])
+            if mechanism not in enabled:
+                raise ConfigException("sasl.mechanism.inter.broker.protocol", mechanism,
+                                      "sasl.mechanism.inter.broker.protocol must be included in "
+                                      "sasl.enabled.mechanisms when SASL is used for inter-broker communication")
+            if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+                raise ConfigException("sasl.mechanism.inter.broker.protocol", mechanism,
+                                      "kafkapy's brokers authenticate to each other with PLAIN, SCRAM-SHA-256 "
+                                      "or SCRAM-SHA-512")
 
         if v["zookeeper.connection.timeout.ms"] is not None:
             self.zookeeper_connection_timeout_ms: int = v["zookeeper.connection.timeout.ms"]

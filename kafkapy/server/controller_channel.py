@@ -40,6 +40,7 @@ import struct
 import threading
 import time
 
+from kafkapy.client.security import open_socket
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, encode_to_bytes, read_unsigned_varint
 from kafkapy.protocol.entities import construct
@@ -65,7 +66,9 @@ def endpoint_for(info, listener_name: str):
     return None
 
 
-def _connect(address, timeout_s: float) -> socket.socket:
+def _connect(address, timeout_s: float, security=None) -> socket.socket:
+    if security is not None:  # TLS/SASL of the inter-broker listener (kafkapy.client.security)
+        return open_socket(address, timeout_s, security)
     sock = socket.create_connection(address, timeout=timeout_s)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
@@ -114,9 +117,10 @@ def _recv(sock, n: int) -> bytes:
 class RequestSendThread:
     """One broker's queue and sender (see the module docstring)."""
 
-    def __init__(self, broker_id: int, address, client_id: str, timeout_s: float):
+    def __init__(self, broker_id: int, address, client_id: str, timeout_s: float, security=None):
         self.broker_id = broker_id
         self.address = address
+        self.security = security
         self.client_id = client_id.encode()
         self.timeout_s = timeout_s
         self.queue: collections.deque = collections.deque()
@@ -185,7 +189,7 @@ class RequestSendThread:
 
     def _call(self, api_key: int, values: dict):
         if self.sock is None:
-            self.sock = _connect(self.address, self.timeout_s)
+            self.sock = _connect(self.address, self.timeout_s, self.security)
         self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
         return _exchange(self.sock, api_key, VERSIONS[api_key], values, self.correlation_id, self.client_id)
 
@@ -203,9 +207,10 @@ class RequestSendThread:
 
 
 class ControllerChannelManager:
-    def __init__(self, controller_id: int, listener_name: str, timeout_ms: int = 30000):
+    def __init__(self, controller_id: int, listener_name: str, timeout_ms: int = 30000, security=None):
         self.controller_id = controller_id
         self.listener_name = listener_name
+        self.security = security  # kafkapy.client.security.ClientSecurity, None: PLAINTEXT
         self.timeout_s = timeout_ms / 1000
         self.brokers: dict = {}  # broker id -> RequestSendThread
 
@@ -221,7 +226,7 @@ class ControllerChannelManager:
                 return
             self.remove_broker(info.broker_id)
         sender = RequestSendThread(info.broker_id, address, f"kafkapy-controller-{self.controller_id}",
-                                   self.timeout_s)
+                                   self.timeout_s, self.security)
         self.brokers[info.broker_id] = sender
         sender.start()
 
@@ -269,6 +274,9 @@ def controlled_shutdown(config, broker_id: int, metadata, connect_timeout_ms: in
     backoff_s = config["controlled.shutdown.retry.backoff.ms"] / 1000
     request_timeout_s = config["request.timeout.ms"] / 1000
     client_id = f"kafkapy-broker-{broker_id}-controlled-shutdown".encode()
+    from kafkapy.server.security.inter_broker import client_security
+
+    security = client_security(config)
     values = {"broker_id": broker_id, "broker_epoch": broker_epoch}
     for attempt in range(retries):  # bounded: retries x (connect + request timeout + back-off)
         md = metadata()
@@ -278,7 +286,7 @@ def controlled_shutdown(config, broker_id: int, metadata, connect_timeout_ms: in
             log.info("controlled shutdown: no controller known in the metadata")
         else:
             try:
-                with _connect(address, connect_timeout_ms / 1000) as sock:
+                with _connect(address, connect_timeout_ms / 1000, security) as sock:
                     sock.settimeout(request_timeout_s)
                     started = time.monotonic()
                     response = _exchange(sock, CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSION, values,

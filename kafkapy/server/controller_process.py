@@ -114,7 +114,10 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
                 from kafkapy.server.security.authorizer import parse_super_users
 
                 follow_acl_changes(client, config.log_dirs[0], table)
-                if "User:ANONYMOUS" not in parse_super_users(config["super.users"]):
+                from kafkapy.server.security.inter_broker import inter_broker_protocol
+
+                if inter_broker_protocol(config) == "PLAINTEXT" and \
+                        "User:ANONYMOUS" not in parse_super_users(config["super.users"]):
                     log.warning("an authorizer is set and the inter-broker listener is PLAINTEXT (User:ANONYMOUS), "
                                 "which is not in super.users: replication and the controller's requests are "
                                 "refused unless User:ANONYMOUS has ClusterAction on the cluster")
@@ -243,8 +246,10 @@ class Controller:
         self.epoch = epoch
         self.image = image
         self.zk = ZkController(client, epoch_zk_version)
+        from kafkapy.server.security.inter_broker import client_security
+
         self.channel = ControllerChannelManager(broker_id, config.inter_broker_listener_name,
-                                                CONTROLLER_SOCKET_TIMEOUT_MS)
+                                                CONTROLLER_SOCKET_TIMEOUT_MS, client_security(config))
         self.state = ControllerState(epoch, set(), unclean_election=self._unclean_election)
         # {(topic, partition): ISR} before an election that may be unclean (a topic with
         # unclean.leader.election.enable, or an admin UNCLEAN election), so ``_execute``

@@ -87,6 +87,7 @@ Partition objects come from that process's own Broker (``make_broker``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import select
 import signal
@@ -179,12 +180,12 @@ class LeaderEndPoint:
     """One leader's connection (Kafka's RemoteLeaderEndPoint over its
     BrokerBlockingSender): Fetch sent without waiting, ListOffsets blocking."""
 
-    def __init__(self, leader_id: int, address, client_id: str, broker_id: int, timeout_ms: int):
+    def __init__(self, leader_id: int, address, client_id: str, broker_id: int, timeout_ms: int, security=None):
         self.leader_id = leader_id
         self.address = address
         self.broker_id = broker_id
         self.conn = Connection(leader_id, address[0], address[1], client_id, request_timeout_ms=timeout_ms,
-                               connect_timeout_ms=min(timeout_ms, _CONNECT_TIMEOUT_MS))
+                               connect_timeout_ms=min(timeout_ms, _CONNECT_TIMEOUT_MS), security=security)
 
     def ensure_connected(self) -> None:
         if not self.conn.connected:
@@ -311,6 +312,13 @@ class ReplicaFetcher:
         self.partition_max_bytes = config["replica.fetch.max.bytes"]
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
         self.socket_timeout_ms = config["replica.socket.timeout.ms"]
+        if endpoint_factory is LeaderEndPoint:
+            # TLS/SASL of the inter-broker listener (None: PLAINTEXT).
+            from kafkapy.server.security.inter_broker import client_security
+
+            security = client_security(config)
+            if security is not None:
+                endpoint_factory = functools.partial(LeaderEndPoint, security=security)
         self.endpoint_factory = endpoint_factory
         self.clock = clock
         self.stopping = False

@@ -77,6 +77,10 @@ def bind_listeners(config) -> list[socket.socket]:
         # Each processor builds its own; built here first so a bad key store,
         # trust store or JAAS configuration fails start-up before anything binds.
         listener_securities(config)
+        if hasattr(config, "advertised_listeners"):  # the broker's own client side (inter-broker)
+            from kafkapy.server.security.inter_broker import client_security
+
+            client_security(config)
     except ConfigException as exc:
         raise SystemExit(f"invalid security configuration: {exc}") from None
     socks = []

@@ -185,9 +185,12 @@ class MarkerWriter:
     pass are all sent before the local appends and before any answer is
     read, so the leaders write in parallel with each other and with this one."""
 
-    def __init__(self, broker, address_of, local=None):
+    def __init__(self, broker, address_of, local=None, connect=None):
         self.broker = broker
         self.address_of = address_of
+        # connect(address, timeout_s) -> a blocking socket with the inter-broker
+        # listener's TLS/SASL done (kafkapy.client.security.open_socket); None: PLAINTEXT.
+        self.connect = connect
         self.local = local or LocalMarkerWriter(broker)
         self.connections: dict[int, tuple] = {}  # broker id -> (address, socket)
         self._correlation_id = 0
@@ -282,8 +285,11 @@ class MarkerWriter:
         if known is not None and known[0] == address:
             return known[1]
         self.close(leader)
-        sock = socket.create_connection(address, timeout=REMOTE_TIMEOUT_S)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.connect is not None:
+            sock = self.connect(address, REMOTE_TIMEOUT_S)
+        else:
+            sock = socket.create_connection(address, timeout=REMOTE_TIMEOUT_S)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connections[leader] = (address, sock)
         return sock
 

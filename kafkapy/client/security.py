@@ -1,0 +1,233 @@
+"""The client side of Kafka's security protocols, for kafkapy's own connections.
+
+One mechanism for every kafkapy connection that must reach a secured
+listener: the broker's inter-broker clients (replica fetchers through
+``conn.Connection``, the controller's channel, the transaction coordinator's
+marker writer) and the tools' ``_secure_conn.SecureConnection``.
+
+``ClientSecurity`` says what to speak: ``PLAINTEXT``, ``SSL``,
+``SASL_PLAINTEXT`` or ``SASL_SSL``; a client ``ssl.SSLContext`` (trust, an
+optional client certificate for mutual TLS, host name checks per
+``ssl.endpoint.identification.algorithm``); a SASL mechanism (PLAIN,
+SCRAM-SHA-256, SCRAM-SHA-512) with the username and password. ``open_socket``
+connects, completes the TLS handshake and the SASL exchange (SaslHandshake
+v1, SaslAuthenticate v0: what Kafka's clients send to brokers of any
+version) on a blocking socket bounded by its timeout, and returns it; the
+caller then speaks Kafka over it (blocking, or non-blocking after
+``setblocking(False)``: ``Connection`` does that).
+
+Who builds one: the broker from its inter-broker listener's keys
+(``kafkapy.server.security.inter_broker``), the tools from a Java client's
+``--command-config`` properties (``from_client_properties``). Immutable.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import socket
+import ssl
+import struct
+from dataclasses import dataclass
+
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.codec import decode, encode_to_bytes
+from kafkapy.protocol.entities import construct
+from kafkapy.protocol.headers import skip_tagged_fields
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+_SIZE = struct.Struct(">i")
+_HEADER = struct.Struct(">hhih")
+_MAX_RESPONSE_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+
+class AuthenticationFailed(ConnectionError):
+    """The broker refused the SASL mechanism or the credentials (a
+    ConnectionError, so callers that retry lost connections retry this too,
+    with their back-off, as Kafka's inter-broker clients do)."""
+
+    def __init__(self, message: str, error_code: int = 58):  # SASL_AUTHENTICATION_FAILED
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.ssl_context is not None
+
+    def __repr__(self) -> str:  # never the password
+        return f"ClientSecurity({self.protocol}, mechanism={self.mechanism}, username={self.username})"
+
+    @classmethod
+    def from_client_properties(cls, props: dict) -> "ClientSecurity":
+        """From a Java client's properties (``security.protocol``,
+        ``sasl.mechanism`` with ``username``/``password`` in
+        ``sasl.jaas.config``, ``ssl.truststore.location`` or
+        ``ssl.ca.location``, ``ssl.keystore.location`` (PEM: key and chain)
+        with ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``);
+        ValueError names what is missing."""
+        protocol = props.get("security.protocol", "PLAINTEXT").upper()
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"security.protocol {protocol} is not supported")
+        ctx = None
+        if protocol.endswith("SSL"):
+            ctx = client_context(cafile=props.get("ssl.truststore.location") or props.get("ssl.ca.location"),
+                                 certfile=props.get("ssl.keystore.location"),
+                                 password=props.get("ssl.key.password"),
+                                 check_hostname=props.get("ssl.endpoint.identification.algorithm", "https") != "")
+        mechanism = user = password = None
+        if protocol.startswith("SASL"):
+            mechanism = props.get("sasl.mechanism", "GSSAPI").upper()
+            jaas = props.get("sasl.jaas.config", "")
+            user, password = jaas_option(jaas, "username"), jaas_option(jaas, "password")
+            if mechanism not in MECHANISMS or user is None or password is None:
+                raise ValueError(f"sasl.mechanism {mechanism} with a username and password in "
+                                 "sasl.jaas.config is needed")
+        return cls(protocol, ctx, mechanism, user, password)
+
+
+def jaas_option(jaas: str, key: str) -> str | None:
+    """``key="value"`` of a JAAS text (the first), unescaped, or None."""
+    match = re.search(rf'\b{key}\s*=\s*"((?:[^"\\]|\\.)*)"', jaas or "")
+    return re.sub(r"\\(.)", r"\1", match.group(1)) if match else None
+
+
+def client_context(cafile=None, cadata=None, certfile=None, password=None, check_hostname: bool = True,
+                   minimum_version=None, maximum_version=None, ciphers: str | None = None) -> ssl.SSLContext:
+    """A client ``SSLContext``: the server verified against the trust store
+    (the system's when none is given), its host name checked unless
+    ``check_hostname`` is False (Kafka's empty
+    ``ssl.endpoint.identification.algorithm``), ``certfile`` (key and chain,
+    PEM) presented for mutual TLS."""
+    ctx = ssl.create_default_context(cafile=cafile or None, cadata=cadata or None)
+    ctx.check_hostname = check_hostname
+    if certfile:
+        ctx.load_cert_chain(certfile, password=password or None)
+    if minimum_version is not None:
+        ctx.minimum_version = minimum_version
+    if maximum_version is not None:
+        ctx.maximum_version = maximum_version
+    if ciphers:
+        ctx.set_ciphers(ciphers)
+    return ctx
+
+
+def open_socket(address, timeout_s: float, security: ClientSecurity, client_id: bytes = b"kafkapy") -> socket.socket:
+    """A blocking socket to ``address`` (timeout ``timeout_s`` per operation)
+    with TLS and SASL done as ``security`` says; OSError (ssl.SSLError,
+    AuthenticationFailed) or ValueError (a garbled answer) when not."""
+    sock = socket.create_connection(address, timeout=timeout_s)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        if security.ssl_context is not None:
+            sock = security.ssl_context.wrap_socket(sock, server_hostname=address[0])
+        if security.mechanism is not None:
+            correlation = iter(range(1, 100))
+
+            def call(api_key, version, data):
+                return request(sock, api_key, version, data, next(correlation), client_id)
+
+            authenticate(call, security.mechanism, security.username, security.password)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def request(sock, api_key: int, version: int, data: dict, correlation_id: int, client_id: bytes):
+    """One request on a blocking ``sock`` (request header v1, or v2 for a
+    flexible version) and its decoded answer."""
+    spec = API_TABLE[api_key]
+    flexible = spec.is_flexible(version)
+    body = encode_to_bytes(construct(spec.request_class(version), data))
+    frame = _HEADER.pack(api_key, version, correlation_id, len(client_id)) + client_id + \
+        (b"\x00" if flexible else b"") + body
+    sock.sendall(_SIZE.pack(len(frame)) + frame)
+    (size,) = _SIZE.unpack(recv_exactly(sock, 4))
+    if not 4 <= size <= _MAX_RESPONSE_BYTES:
+        raise ValueError(f"bad response size {size}")
+    raw = memoryview(recv_exactly(sock, size))
+    if _SIZE.unpack_from(raw)[0] != correlation_id:
+        raise ValueError("an answer with another correlation id")
+    offset = skip_tagged_fields(raw, 4) if flexible and api_key != 18 else 4
+    return decode(spec.response_class(version), raw, offset)[0]
+
+
+def recv_exactly(sock, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:  # bounded by the socket's timeout per recv
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        out += chunk
+    return bytes(out)
+
+
+# -- SASL: the client side of SaslHandshake v1 + SaslAuthenticate v0 -----------------
+def authenticate(call, mechanism: str, user: str, password: str) -> None:
+    """``call(api_key, version, data) -> response`` carries the exchange;
+    AuthenticationFailed when the broker refuses."""
+    answer = call(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+    if answer.error_code:
+        raise AuthenticationFailed(f"the broker does not offer {mechanism} (it offers "
+                                   f"{', '.join(answer.mechanisms)})", answer.error_code)
+
+    def step(token: bytes) -> bytes:
+        reply = call(SASL_AUTHENTICATE, 0, {"auth_bytes": token})
+        if reply.error_code:
+            raise AuthenticationFailed(reply.error_message or "authentication failed", reply.error_code)
+        return bytes(reply.auth_bytes)
+
+    if mechanism == "PLAIN":
+        step(f"\0{user}\0{password}".encode())
+        return
+    scram = ScramClient(mechanism, user, password)
+    scram.verify_server_final(step(scram.client_final(step(scram.client_first()))))
+
+
+class ScramClient:
+    """RFC 5802 client messages (Kafka's ScramSaslClient, no channel binding)."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None):
+        self.hash = "sha256" if mechanism.endswith("256") else "sha512"
+        self.password = password
+        self.nonce = nonce or base64.b64encode(os.urandom(18)).decode()
+        self.bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r={self.nonce}"
+        self.server_signature = b""
+
+    def client_first(self) -> bytes:
+        return f"n,,{self.bare}".encode()
+
+    def client_final(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        fields = dict(item.split("=", 1) for item in text.split(","))
+        if not fields.get("r", "").startswith(self.nonce):
+            raise AuthenticationFailed("the server's nonce does not extend the client's")
+        salted = hashlib.pbkdf2_hmac(self.hash, self.password.encode(), base64.b64decode(fields["s"]),
+                                     int(fields["i"]))
+        client_key = hmac.new(salted, b"Client Key", self.hash).digest()
+        without_proof = f"c=biws,r={fields['r']}"
+        message = f"{self.bare},{text},{without_proof}".encode()
+        signature = hmac.new(hashlib.new(self.hash, client_key).digest(), message, self.hash).digest()
+        server_key = hmac.new(salted, b"Server Key", self.hash).digest()
+        self.server_signature = hmac.new(server_key, message, self.hash).digest()
+        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+        return f"{without_proof},p={proof}".encode()
+
+    def verify_server_final(self, server_final: bytes) -> None:
+        verifier = server_final.decode().partition("v=")[2]
+        if not hmac.compare_digest(base64.b64decode(verifier), self.server_signature):
+            raise AuthenticationFailed("the server's SCRAM signature does not verify")
