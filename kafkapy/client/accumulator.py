@@ -198,7 +198,7 @@ class ProducerBatch(_producer.ProducerBatchBase):
     """
 
     __slots__ = ("created_ms", "attempts", "retry_at_ms", "reserved_bytes", "built", "producer_id",
-                 "producer_epoch", "base_sequence", "in_retry", "drained_ms")
+                 "producer_epoch", "base_sequence", "in_retry", "drained_ms", "maybe_written")
 
     def __init__(self, tp, builder, created_ms, reserved_bytes):
         super().__init__(tp, builder, BatchResult())
@@ -212,6 +212,9 @@ class ProducerBatch(_producer.ProducerBatchBase):
         self.base_sequence = -1
         self.in_retry = False
         self.drained_ms = 0.0
+        # An attempt ended without a definite answer (timeout, dropped
+        # connection): the broker may have written it (see idempotence.py).
+        self.maybe_written = False
 
     @property
     def record_count(self) -> int:
@@ -423,6 +426,15 @@ class RecordAccumulator:
                    and batch.base_sequence >= 0 and dq[index].base_sequence < batch.base_sequence):
                 index += 1
             dq.insert(index, batch)
+
+    def remove(self, batch) -> bool:
+        """Take a queued batch out of its deque (to fail it); False if it is not queued."""
+        with self._lock:
+            dq = self.batches.get(batch.tp)
+            if dq is None or batch not in dq:
+                return False
+            dq.remove(batch)
+            return True
 
     def split(self, batch, now_ms):
         """MESSAGE_TOO_LARGE: re-encode the records in two halves and requeue both.

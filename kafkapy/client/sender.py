@@ -16,11 +16,11 @@ Idempotence (KIP-98): sequences are per partition and assigned when a batch
 is first drained.  A partition with a batch being retried is drained only
 once nothing else of it is in flight, and retried batches are re-inserted in
 sequence order, so the broker sees sequences in order and records keep their
-order across retries.  OUT_OF_ORDER_SEQUENCE_NUMBER caused by an earlier
-failed batch of the same partition is retried like any retriable error; an
-unexplained one, UNKNOWN_PRODUCER_ID, or any batch that must be split or
-failed resets the producer id (new InitProducerId once nothing is in
-flight), after which unacknowledged batches are re-sequenced from 0.
+order across retries.  Without transactions the sequence errors, epoch bumps
+(KIP-360) and batches of unknown outcome follow Java's TransactionManager
+(idempotence.py): a retry keeps its producer id, epoch and sequence, and a
+batch that may have been written is failed, never re-sent under a new epoch.
+With transactions a sequence error fails the batch (the transaction aborts).
 
 Ownership: everything here belongs to the sender thread, except
 ``wakeup()`` (any thread) and the accumulator/metadata (own locks).
@@ -39,6 +39,7 @@ from kafkapy._core import load
 
 from . import _produce, errors
 from .conn import KafkaClient
+from .idempotence import Idempotence
 from .structs import TopicPartition
 
 log = logging.getLogger("kafkapy.client")
@@ -58,6 +59,9 @@ UNKNOWN_PRODUCER_ID = 59
 # Errors after which the leader may have moved: refresh metadata (Java's
 # InvalidMetadataException subclasses).
 _METADATA_ERRORS = frozenset((3, 5, 6, 74, 75, 100))
+# Answers after which the batch may be in the log: REQUEST_TIMED_OUT (acks=all
+# waited too long), NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+_MAYBE_WRITTEN = frozenset((7, 20))
 
 
 class Sender(threading.Thread):
@@ -79,7 +83,8 @@ class Sender(threading.Thread):
         self.force_close = False
         self.producer_id = -1
         self.producer_epoch = -1
-        self._pid_reset_pending = False
+        # Without transactions: sequences, epoch bumps (idempotence.py).
+        self._idem = Idempotence()
         self._next_sequence: dict[TopicPartition, int] = {}
         self._in_flight_batches: dict[TopicPartition, int] = {}
         self._fatal_error: Exception | None = None
@@ -195,7 +200,7 @@ class Sender(threading.Thread):
             if len(conn.in_flight) < self.max_in_flight:
                 sendable.add(node)
         sent = False
-        if sendable and not self._pid_reset_pending:
+        if sendable:
             drained = self.accumulator.drain(self.metadata, sendable, self.max_request_size, now_ms,
                                              self._can_drain if self.idempotent else None)
             for node, batches in drained.items():
@@ -247,7 +252,12 @@ class Sender(threading.Thread):
                 self.producer_id, self.producer_epoch = new
                 self._next_sequence.clear()
             return self.producer_id >= 0 and self.new_producer is None
-        if self.producer_id >= 0 and not self._pid_reset_pending:
+        idem = self._idem
+        idem.resolve()
+        if idem.bump_partitions:
+            self._maybe_bump()
+        self.producer_id, self.producer_epoch = idem.producer_id, idem.producer_epoch
+        if self.producer_id >= 0:
             return True
         if self._in_flight_count():
             return False  # wait for in-flight batches before changing identity
@@ -266,9 +276,24 @@ class Sender(threading.Thread):
             return False
         self.producer_id = response.producer_id
         self.producer_epoch = response.producer_epoch
-        self._next_sequence.clear()
-        self._pid_reset_pending = False
+        idem.set_producer(self.producer_id, self.producer_epoch)
         return True
+
+    def _maybe_bump(self) -> None:
+        """Bump the epoch for the partitions that asked, once none of their
+        batches is on the wire; fail their batches that may have been
+        written (re-sent under the new epoch, the broker could not tell them
+        from new records: the chaos run's duplicate)."""
+        idem = self._idem
+        if any(self._in_flight_batches.get(tp) for tp in idem.bump_partitions):
+            return
+        for batch in idem.bump():
+            self.accumulator.remove(batch)
+            self.accumulator.complete(batch, -1, -1, errors.for_code(
+                OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"{batch.tp.topic}-{batch.tp.partition}: the producer epoch was bumped after a sequence error "
+                f"and this batch (sequence {batch.base_sequence}, epoch {batch.producer_epoch}) may have been "
+                f"written already; it is not sent again"))
 
     def _fail_everything(self, error) -> None:
         for batch in self.accumulator.abort_all():
@@ -280,6 +305,8 @@ class Sender(threading.Thread):
         if batch.in_retry and self._in_flight_batches.get(tp, 0):
             return False
         txn = self.transaction_manager
+        if txn is None:
+            return self._idem.can_drain(tp, batch)
         if txn is not None and not txn.is_added(tp):
             self._txn_pending.add(tp)
             return False
@@ -302,7 +329,9 @@ class Sender(threading.Thread):
         topics: dict[str, list] = {}
         for batch in batches:
             tp = batch.tp
-            if self.idempotent:
+            if self.idempotent and self.transaction_manager is None:
+                data = batch.seal(*self._idem.stamp(batch))
+            elif self.idempotent:
                 if batch.producer_id != self.producer_id or batch.base_sequence < 0:
                     sequence = self._next_sequence.get(tp, 0)
                     self._next_sequence[tp] = (sequence + batch.record_count) & 0x7FFFFFFF
@@ -403,6 +432,8 @@ class Sender(threading.Thread):
 
     def _expire(self, now_ms: float) -> None:
         for batch in self.accumulator.expired(now_ms):
+            if self.idempotent and self.transaction_manager is None and batch.base_sequence >= 0:
+                self._idem.on_failed(batch, True)  # expired in a retry: outcome unknown
             self.accumulator.complete(batch, -1, -1, errors.KafkaTimeoutError(
                 f"Expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
                 f"{now_ms - batch.created_ms:.0f} ms has passed since batch creation"))
@@ -429,19 +460,24 @@ class Sender(threading.Thread):
                     code, message = 13, "partition missing from the Produce response"
                 else:
                     code, message = part.error_code, getattr(part, "error_message", None)
+            if error is not None or code in _MAYBE_WRITTEN:
+                batch.maybe_written = True
+            txn = self.transaction_manager
+            idem = self._idem if self.idempotent and txn is None else None
             if code == 0 or code == DUPLICATE_SEQUENCE_NUMBER:
                 base_offset = part.base_offset if code == 0 else -1
                 if batch.in_retry:
                     self._retrying.discard(tp)
+                if idem is not None:
+                    idem.on_acked(batch)
                 self.accumulator.complete(batch, base_offset, getattr(part, "log_append_time", -1), None)
                 continue
-            txn = self.transaction_manager
             if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and txn is None:
                 log.info("splitting a batch of %d records for %s after MESSAGE_TOO_LARGE", batch.record_count, tp)
+                if idem is not None:  # its sequences go; the halves are new batches
+                    idem.on_failed(batch, batch.maybe_written)
                 self.accumulator.split(batch, now_ms)
                 self._retrying.add(tp)
-                if self.idempotent:
-                    self._pid_reset_pending = True
                 retried_tps.add(tp)
                 continue
             failure = errors.for_code(code, message)
@@ -453,11 +489,9 @@ class Sender(threading.Thread):
                 # (which bumps the epoch and restarts sequences, KIP-360).
                 retriable = False
             elif code == OUT_OF_ORDER_SEQUENCE_NUMBER or code == UNKNOWN_PRODUCER_ID:
-                retriable = True
-                if code == UNKNOWN_PRODUCER_ID or tp not in self._retrying:
-                    # Not explained by an earlier failed batch of ours: the
-                    # broker lost our state; start a new producer identity.
-                    self._pid_reset_pending = True
+                retriable = True  # Java's canRetry: with the same sequence, or after an epoch bump
+                if idem is not None:
+                    idem.on_sequence_error(batch, code)
             if code in _METADATA_ERRORS:
                 self.metadata.request_update()
             within_deadline = now_ms - batch.created_ms < self.delivery_timeout_ms
@@ -471,6 +505,6 @@ class Sender(threading.Thread):
                         f"delivery.timeout.ms ({self.delivery_timeout_ms}) expired for {tp}: {failure}")
                 if txn is not None:
                     txn.on_batch_failed(failure)
-                elif self.idempotent:
-                    self._pid_reset_pending = True
+                elif idem is not None:
+                    idem.on_failed(batch, batch.maybe_written)
                 self.accumulator.complete(batch, -1, -1, failure)
