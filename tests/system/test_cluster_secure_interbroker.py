@@ -110,11 +110,38 @@ def test_sasl_ssl_scram_interbroker_survives_a_leader_sigkill(scram_cluster):
     validate(producer.acked, consume_all(c.bootstrap, "secure-r3", 2))
 
 
-def test_sasl_ssl_interbroker_replicates_a_record_larger_than_the_read_buffer(scram_cluster):
-    """acks=all waits for both followers, whose fetch answer (700 KB) is larger
+def test_sasl_ssl_interbroker_markers_and_a_record_larger_than_the_read_buffer(scram_cluster):
+    """A transaction over partitions led by each broker commits: the
+    coordinator's WriteTxnMarkers reach the other leaders over SASL_SSL. Then
+    acks=all waits for both followers, whose fetch answer (690 KB) is larger
     than the client's 256 KiB read buffer: it is received straight into a frame
     buffer of its own (conn.Connection's direct receive) through the TLS socket."""
+    from confluent_kafka import Consumer, TopicPartition
+
     c = scram_cluster
+    parts = c.create_topic("secure-txn", partitions=3, replication_factor=3)
+    assert {leader for leader, _, _ in parts.values()} == {1, 2, 3}
+    txn = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "secure-txn"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for n in range(30):
+        txn.produce("secure-txn", str(n).encode(), partition=n % 3)
+    txn.commit_transaction(30)
+    committed = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "txn", "enable.auto.commit": False,
+                          "isolation.level": "read_committed"})
+    try:
+        committed.assign([TopicPartition("secure-txn", p, 0) for p in range(3)])
+        seen = []
+        for _ in range(60):  # bounded: 60 polls of 0.5 s
+            msg = committed.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append(int(msg.value()))
+            if len(seen) == 30:
+                break
+    finally:
+        committed.close()
+    assert sorted(seen) == list(range(30))  # each leader's partition ended with its COMMIT marker
+
     c.create_topic("secure-big", partitions=1, replication_factor=3)
     big = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
     delivered = []
@@ -124,8 +151,6 @@ def test_sasl_ssl_interbroker_replicates_a_record_larger_than_the_read_buffer(sc
     leader = c.leader_of("secure-big", 0)
     c.brokers[leader].kill()  # the record must come from a follower's copy now
     wait_for(lambda: c.leader_of("secure-big", 0) not in (-1, leader), 30, "a new leader for secure-big-0")
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "big", "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition("secure-big", 0, 0)])
