@@ -163,8 +163,7 @@ class Idempotence:
 
     def on_failed(self, batch, maybe_written: bool) -> None:
         """A sequenced batch failed to the application for good (Java's handleFailedBatch)."""
-        entry = self._take(batch)
-        if entry is None or self._stale(entry):
+        if self._take(batch) is None:
             return
         if maybe_written:
             after = (last_sequence(batch) + 1) & SEQUENCE_MASK

@@ -166,3 +166,18 @@ def test_an_exhausted_epoch_asks_for_a_new_producer_id():
     assert idem.producer_id == -1 and not idem.can_drain(B, b)
     idem.set_producer(8, 0)
     assert _send(idem, b) == (8, 0, 0)
+
+
+def test_a_refused_batch_of_a_partition_still_on_the_old_epoch_bumps_it_again():
+    idem = _idem()
+    a1, a2, b1 = Batch(A), Batch(A), Batch(B)
+    _send(idem, a1)
+    _send(idem, a2)
+    _send(idem, b1)
+    idem.on_sequence_error(b1, UNKNOWN_PRODUCER_ID)
+    idem.bump()
+    assert idem.producer_epoch == 1
+    idem.on_failed(a1, maybe_written=False)  # A's sequences of epoch 0 now have a gap before a2
+    assert idem.bump_partitions == {A}
+    idem.bump()
+    assert _send(idem, a2) == (2000, 2, 0)
