@@ -1020,23 +1020,23 @@ class IsrJob:
                                     and b not in state.offline_replicas)  # its log dir failed
                 if not out and not add:
                     continue
-                isr = partition.isr
-                replicas = partition.replicas
+                with slot.lock():  # one view: a LeaderAndIsr between the reads would mix two states
+                    isr, replicas = partition.isr, partition.replicas
+                    leader_epoch, partition_epoch = partition.leader_epoch, partition.partition_epoch
                 order = [r for r in state.isr if r in isr] + [r for r in replicas if r in isr and r not in state.isr]
                 new_isr = tuple(r for r in order if r not in out) + tuple(r for r in replicas if r in add
                                                                         and r not in isr)
-                version = self.writer.update_isr(name, p, me, partition.leader_epoch, new_isr,
-                                                 partition.partition_epoch)
+                version = self.writer.update_isr(name, p, me, leader_epoch, new_isr, partition_epoch)
                 if version is None:
-                    own = self.writer.own_state(name, p, me, partition.leader_epoch)
-                    if own is not None and own[1] > partition.partition_epoch:
+                    own = self.writer.own_state(name, p, me, leader_epoch)
+                    if own is not None and own[1] > partition_epoch:
                         log.info("%s-%d: ISR %s at partition epoch %d in ZooKeeper is this leader's own "
                                  "earlier write; taking it (was %s at %d)", name, p, list(own[0]), own[1],
-                                 sorted(isr), partition.partition_epoch)
+                                 sorted(isr), partition_epoch)
                         written.append((name, p, own[0], own[1], partition))
                         continue
                     log.info("ISR change of %s-%d to %s lost its version %d: the controller moved it", name, p,
-                             list(new_isr), partition.partition_epoch)
+                             list(new_isr), partition_epoch)
                     continue
                 log.info("%s-%d: ISR %s -> %s (partition epoch %d)", name, p, sorted(isr), list(new_isr), version)
                 written.append((name, p, new_isr, version, partition))
