@@ -83,18 +83,10 @@ def end_to_end(records: int) -> list:
     import confluent_kafka.admin
 
     from quota_support import alter
-    from support.broker import BrokerProcess, process_group_members
+    from support.broker import BrokerProcess
 
-    def cpu_s(pgid):
-        total = 0.0
-        tick = os.sysconf("SC_CLK_TCK")
-        for pid, _state, _cmd in process_group_members(pgid):
-            try:
-                fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / tick
-            except (OSError, IndexError, ValueError):
-                continue
-        return total
+    # The broker is its process group's leader: its tree is the group.
+    from _brokers import tree_cpu_seconds as cpu_s
 
     rows = []
     with tempfile.TemporaryDirectory() as work:
