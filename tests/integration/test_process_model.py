@@ -10,12 +10,14 @@ and a SIGTERM that cannot finish while clients are connected.
 from __future__ import annotations
 
 import datetime
+import os
 import signal
 import struct
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -355,3 +357,41 @@ def test_sigterm_with_clients_connected_exits_cleanly(broker, tmp_path):
     records = dict(read_partition(broker.bootstrap, topic, 0)[0])
     for _p, o, value in acked:
         assert records.get(int(o)) == value.encode()
+
+
+def test_a_test_process_that_dies_takes_its_broker_with_it(tmp_path):
+    """The harness starts brokers with a parent-death signal
+    (support.broker.dies_with_the_tests): a pytest SIGKILLed or crashed in
+    the middle of a test leaves no broker process tree behind."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from pathlib import Path
+        from support.broker import BrokerProcess
+        broker = BrokerProcess(Path({str(tmp_path / "b")!r})).start()
+        print(broker.pgid, flush=True)
+        time.sleep(120)
+    """)
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pgid = None
+    try:
+        pgid = int(runner.stdout.readline())
+        assert _group_alive(pgid)
+        runner.kill()
+        runner.wait(10)
+        deadline = time.monotonic() + 20
+        while _group_alive(pgid) and time.monotonic() < deadline:  # bounded by the deadline
+            time.sleep(0.1)
+        assert not _group_alive(pgid), "the broker outlived the process that started it"
+    finally:
+        runner.kill()
+        if pgid is not None and _group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -17,10 +17,12 @@ Ownership: one ``BrokerProcess`` per broker, driven by one test thread.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Mapping, Optional
@@ -43,6 +45,18 @@ CHILD_EXIT_GRACE_S = 10.0
 # Lines of the broker log shown when it fails to start.
 LOG_TAIL_LINES = 60
 
+
+
+def dies_with_the_tests(argv: list) -> list:
+    """``argv`` run so that the process gets SIGKILL when the test process dies
+    (``setpriv --pdeathsig``): a pytest killed or crashed mid-test (a client
+    library that aborts, a SIGKILLed run) leaves no broker or ZooKeeper behind.
+    The signal follows the *thread* that started the child, so only children
+    started from the main thread get it (a helper thread ending must not kill
+    its broker)."""
+    if threading.current_thread() is threading.main_thread() and shutil.which("setpriv"):
+        return ["setpriv", "--pdeathsig", "KILL", "--", *argv]
+    return argv
 
 class BrokerStartError(RuntimeError):
     pass
@@ -217,8 +231,9 @@ class BrokerProcess(ProcessWithLog):
         with open(self.log_path, "ab") as log:
             log.write(f"===== start {self.starts}: {' '.join(argv)}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=str(self.work_dir), env=env, start_new_session=True)
+            self.proc = subprocess.Popen(dies_with_the_tests(argv), stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=str(self.work_dir), env=env,
+                                         start_new_session=True)
         # start_new_session makes the child a session and group leader: pgid == pid.
         self.pgid = self.proc.pid
         self.wait_ready()

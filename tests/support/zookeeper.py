@@ -33,7 +33,7 @@ import pytest
 from kafkapy.tools import zookeeper_server
 from kafkapy.tools.zookeeper_server import four_letter_word  # noqa: F401  (tests use it from here)
 
-from .broker import ProcessWithLog, free_port
+from .broker import ProcessWithLog, dies_with_the_tests, free_port
 
 # Measured on this 2-core machine class: the JVM binds the client port ~0.3 s
 # after exec and answers a session ~0.5 s after exec.  30 s is the bound for a
@@ -134,8 +134,8 @@ class ZooKeeperProcess(ProcessWithLog):
         with open(self.log_path, "ab") as log:
             log.write(f"===== start {self.starts}: {' '.join(argv)}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=str(self.work_dir), start_new_session=True)
+            self.proc = subprocess.Popen(dies_with_the_tests(argv), stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=str(self.work_dir), start_new_session=True)
         self.paused = False
         self.wait_ready()
         self.start_durations_s.append(time.monotonic() - began)
