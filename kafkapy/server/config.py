@@ -1033,9 +1033,11 @@ class BrokerConfig:
                                   f"listeners are {','.join(names)}")
         inter_broker = next(ep for ep in self.advertised_listeners
                             if ep.listener_name == self.inter_broker_listener_name)
-        if inter_broker.security_protocol.startswith("SASL"):
+        if inter_broker.security_protocol.startswith("SASL") and v["zookeeper.connect"]:
             # Kafka's check; the broker's own login is read from the listener's
-            # JAAS entry (kafkapy.server.security.inter_broker).
+            # JAAS entry (kafkapy.server.security.inter_broker). Only in cluster
+            # mode: a standalone broker opens no inter-broker connection, and a
+            # SASL-only standalone broker must not need GSSAPI enabled.
             mechanism = v["sasl.mechanism.inter.broker.protocol"]
             override = self.originals.get(f"listener.name.{inter_broker.listener_name.lower()}"
                                           ".sasl.enabled.mechanisms")
