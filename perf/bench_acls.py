@@ -141,7 +141,7 @@ def end_to_end(records: int) -> list:
             'password="a" user_admin="a" user_alice="b";')
 
     # The broker is its process group's leader: its tree is the group.
-    from _brokers import tree_cpu_seconds as cpu_s
+    from _brokers import timed_produce
 
     rows = []
     for authorizer in ("", "kafka.security.authorizer.AclAuthorizer"):
@@ -171,17 +171,7 @@ def end_to_end(records: int) -> list:
                     producer = confluent_kafka.Producer({**conf, "sasl.username": "alice", "sasl.password": "b",
                                                          "linger.ms": linger, "acks": 1,
                                                          "queue.buffering.max.messages": 1000000})
-                    value = b"x" * size
-                    cpu0, t0 = cpu_s(broker.pgid), time.monotonic()
-                    for _ in range(count):
-                        while True:
-                            try:
-                                producer.produce("bench", value)
-                                break
-                            except BufferError:
-                                producer.poll(0.01)
-                    assert producer.flush(120) == 0
-                    elapsed, cpu = time.monotonic() - t0, cpu_s(broker.pgid) - cpu0
+                    elapsed, cpu = timed_produce(producer, "bench", b"x" * size, count, broker.pgid)
                     rows.append((f"ACLs {'on ' if authorizer else 'off'} {label}", count / elapsed,
                                  cpu / count * 1e5))
             finally:

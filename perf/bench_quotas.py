@@ -28,7 +28,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 import timeit
 from pathlib import Path
 
@@ -86,7 +85,7 @@ def end_to_end(records: int) -> list:
     from support.broker import BrokerProcess
 
     # The broker is its process group's leader: its tree is the group.
-    from _brokers import tree_cpu_seconds as cpu_s
+    from _brokers import timed_produce
 
     rows = []
     with tempfile.TemporaryDirectory() as work:
@@ -103,17 +102,7 @@ def end_to_end(records: int) -> list:
                 producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "client.id": "bench",
                                                      "linger.ms": 0, "acks": 1,
                                                      "queue.buffering.max.messages": 1000000})
-                value = b"x" * 100
-                cpu0, t0 = cpu_s(broker.pgid), time.monotonic()
-                for _ in range(count):
-                    while True:
-                        try:
-                            producer.produce("bench", value)
-                            break
-                        except BufferError:
-                            producer.poll(0.01)
-                assert producer.flush(120) == 0
-                elapsed, cpu = time.monotonic() - t0, cpu_s(broker.pgid) - cpu0
+                elapsed, cpu = timed_produce(producer, "bench", b"x" * 100, count, broker.pgid)
                 rows.append((f"{label}, 100 B, linger 0", count / elapsed, cpu / count * 1e5))
         finally:
             broker.stop()
