@@ -265,6 +265,20 @@ def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
             zk.close()
 
 
+def running_cluster(server, work_dir, chroot: str, overrides=None):
+    """A module fixture's body: one started ``Cluster`` and a kazoo client on
+    its chroot, yielded as ``(cluster, zk)`` and ended at teardown."""
+    c = Cluster(server, work_dir, chroot, overrides=overrides)
+    zk = server.client(c.chroot)
+    try:
+        c.start()
+        yield c, zk
+    finally:
+        c.close()
+        zk.stop()
+        zk.close()
+
+
 @pytest.fixture
 def make_cluster(zookeeper, tmp_path, request):
     """Clusters on the module's ZooKeeper (``support.zookeeper.zookeeper``), on 127.0.0.1."""

@@ -45,6 +45,7 @@ from support.cluster import (
     consume_all,
     controller_id,
     create_topic_assigned,
+    running_cluster,
     validate,
     wait_for,
     zk_partition_state,
@@ -61,15 +62,7 @@ OVERRIDES = {"offsets.topic.num.partitions": 3, "auto.leader.rebalance.enable": 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):  # noqa: F811
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("reassign"), "/reassignment", overrides=OVERRIDES)
-    zk = zookeeper.client(c.chroot)
-    try:
-        c.start()
-        yield c, zk
-    finally:
-        c.close()
-        zk.stop()
-        zk.close()
+    yield from running_cluster(zookeeper, tmp_path_factory.mktemp("reassign"), "/reassignment", OVERRIDES)
 
 
 def _admin(c: Cluster):

@@ -43,6 +43,7 @@ from support.cluster import (
     consume_all,
     controller_id,
     create_topic_assigned,
+    running_cluster,
     validate,
     wait_for,
     wait_full_isr,
@@ -59,15 +60,7 @@ OVERRIDES = {"offsets.topic.num.partitions": OFFSETS_PARTITIONS, "auto.leader.re
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):  # noqa: F811
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("rolling"), "/rolling-operations", overrides=OVERRIDES)
-    zk = zookeeper.client(c.chroot)
-    try:
-        c.start()
-        yield c, zk
-    finally:
-        c.close()
-        zk.stop()
-        zk.close()
+    yield from running_cluster(zookeeper, tmp_path_factory.mktemp("rolling"), "/rolling-operations", OVERRIDES)
 
 
 def _controlled_stop(c: Cluster, zk, victim: int, topics) -> None:
