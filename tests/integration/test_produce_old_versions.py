@@ -30,6 +30,7 @@ from clients_support import (  # noqa: E402
     produce_kafka_python,
 )
 from raw_api import call  # noqa: E402
+from support.cluster import wait_for  # noqa: E402
 from support.legacy_messages import GZIP, LZ4, NONE, SNAPPY, message, message_set, wrapper  # noqa: E402
 from support.rawclient import RawClient  # noqa: E402
 
@@ -65,6 +66,12 @@ def produce(broker, version, topic, records, acks=1):
     (partition,) = topic_response.partition_responses
     assert hasattr(response, "throttle_time") == (version >= 1)
     return partition
+
+
+def log_end_offset(broker, topic) -> int:
+    answer = call(broker.bootstrap, 2, 1, {"replica_id": -1, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    return answer.topics[0].partitions[0].offset
 
 
 def read(broker, topic, n):
@@ -106,8 +113,12 @@ def test_bad_crc_and_acks_zero(broker):
     for version in (0, 1, 2):
         p = produce(broker, version, topic, bad)
         assert (p.error_code, p.base_offset) == (E.CORRUPT_MESSAGE, -1)
-    # Nothing was appended; acks=0 v0 then appends with no answer.
+    # Nothing was appended; acks=0 v0 then appends with no answer. Its
+    # connection closes at once, so its request may still be at a handler when
+    # the next connection's is: wait for the append before the next produce.
+    assert log_end_offset(broker, topic) == 0
     assert produce(broker, 0, topic, message(0, b"a0", b"b0"), acks=0) is None
+    wait_for(lambda: log_end_offset(broker, topic) == 1, 10, "the acks=0 append")
     p = produce(broker, 1, topic, message(0, b"a1", b"b1"))
     assert (p.error_code, p.base_offset) == (E.NONE, 1)
     assert [(g.offset, g.key) for g in read(broker, topic, 2)] == [(0, b"a0"), (1, b"a1")]

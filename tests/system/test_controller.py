@@ -244,12 +244,17 @@ def test_a_paused_controller_is_deposed_and_resigns(cluster):
 
 def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):  # noqa: F811
     """The leader's ISR job alone (the follower's session stays): SIGSTOP of a
-    follower for longer than replica.lag.time.max.ms shrinks the ISR in
+    follower, then a record on the leader: the follower behind the log end
+    offset for longer than replica.lag.time.max.ms leaves the ISR in
     ZooKeeper (leader and leader epoch kept, a new znode version), SIGCONT lets
     it catch up and the ISR expands; both reach Metadata through the
-    controller's ISR change notifications."""
+    controller's ISR change notifications. (As in Kafka, a follower at the
+    leader's log end offset stays in sync however long it is silent: without
+    the record an idle partition keeps a stopped follower.)"""
     import os
     import signal
+
+    from support.cluster import PinnedClient
 
     c = Cluster(zookeeper, tmp_path, "/isr", overrides={"replica.lag.time.max.ms": 1000,
                                                         "zookeeper.session.timeout.ms": 15000})
@@ -262,6 +267,11 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):  # n
         follower = c.brokers[3]
         os.killpg(follower.pgid, signal.SIGSTOP)
         try:
+            leader = PinnedClient(c.brokers[before["leader"]])
+            try:
+                assert leader.produce("lag", 0, [1], acks=1) == (0, 0)
+            finally:
+                leader.close()
             shrunk = wait_for(lambda: (s := _state(zk, "lag", 0)) and 3 not in s[0]["isr"] and s, 10,
                               "the ISR to shrink")
             assert (shrunk[0]["leader"], shrunk[0]["leader_epoch"], shrunk[0]["controller_epoch"]) == (
