@@ -70,7 +70,8 @@ class RawClient:
     """One TCP connection to a broker; send bytes, read size-prefixed frames."""
 
     def __init__(self, host: str, port: int, timeout_s: float = 5.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, source_address=None):
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, source_address=None,
+                 receive_buffer: int = 0):
         self.host = host
         self.port = port
         self.timeout_s = timeout_s
@@ -79,7 +80,17 @@ class RawClient:
         self._next_correlation_id = 1
         # source_address: e.g. ("127.0.0.2", 0), a loopback address of its own
         # (tests of what the broker reports as the client's host).
-        self.sock = socket.create_connection((host, port), timeout=timeout_s, source_address=source_address)
+        # receive_buffer: SO_RCVBUF set before connecting (a slow reader whose
+        # small window makes the broker write its answer in pieces).
+        if receive_buffer:
+            self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(timeout_s)
+            if source_address is not None:
+                self.sock.bind(source_address)
+            self.sock.connect((host, port))
+        else:
+            self.sock = socket.create_connection((host, port), timeout=timeout_s, source_address=source_address)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     @classmethod

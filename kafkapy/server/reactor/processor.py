@@ -652,16 +652,19 @@ class Processor:
         conn.last_active = time.monotonic()
         if self.stopping:
             return self._close(conn)
+        # Back to read interest alone before anything else: write interest
+        # left from a response sent in pieces would make the next writable
+        # socket look like the end of the request taken below (it was
+        # answered twice over: its successor read and answered first).
+        unmuted = conn.events != selectors.EVENT_READ
+        self._set_events(conn, selectors.EVENT_READ)
         if conn.inbuf:
             # The client pipelined: its next request is (partly) here already.
             self._take(conn, b"")
             if conn.conn_id in self.conns and conn.state in (_READ_HEADER, _READ_BODY):
-                self._set_events(conn, selectors.EVENT_READ)
                 if conn.tls is not None and conn.tls.buffered():
                     self._tls_read(conn)  # the rest waits in the BIO, where the selector cannot see it
             return
-        unmuted = conn.events != selectors.EVENT_READ
-        self._set_events(conn, selectors.EVENT_READ)
         if unmuted or conn.more:
             # Taken out of the selector because more was sent meanwhile, or
             # the last read filled the scratch buffer: read now.
