@@ -9,6 +9,7 @@ request's version with ``construct`` (fields a version lacks are dropped).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import ipaddress
 import pkgutil
@@ -22,6 +23,7 @@ from kafkapy.protocol.entities import construct
 UNKNOWN_CLIENT_HOST = "/127.0.0.1"
 
 
+@functools.lru_cache(maxsize=4096)  # a handful of client addresses, asked on every coordinator request
 def client_host(peer_host: str) -> str:
     """A member's client host as Kafka reports it (``InetAddress.toString``
     of an unresolved address): "/" and the address, an IPv4-mapped IPv6
