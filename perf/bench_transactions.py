@@ -28,14 +28,26 @@ which answers every request at once from memory: the client's own floor
 least 80 % of the idempotent rate (see perf/README.md, "Transactions", for
 what bounds it with a client this fast).
 
+``--producers 1 4``: besides the one producer above (``1``), a fleet of N
+producer processes (how Kafka users scale transactions): each its own
+producer, for ``txn-N`` its own transactional.id, writing ``--records / N``
+records to its own partition of an N-partition topic, all released at once;
+the rate is the total over the time from the release to the last one's end,
+commit latencies are over every producer's commits, broker CPU over that
+window (``cpu us/krec``: per 1,000 records). One client's commit drains its
+own pipeline (flush, EndTxn, AddPartitionsToTxn); a fleet overlaps them, so
+its ratio is the broker's rather than one client's.
+
 Every loop is bounded in count and time. Run:
-``.venv/bin/python perf/bench_transactions.py [--records N] [--size B] [--repeat R] [--rev REV ...]``.
+``.venv/bin/python perf/bench_transactions.py [--records N] [--size B] [--repeat R] [--rev REV ...]
+[--producers N ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import socket
 import statistics
@@ -93,39 +105,45 @@ class RttStats:
         return s[0] / s[1] / 1000 if s and s[1] else float("nan")
 
 
-def run_mode(broker, topic: str, records: int, value: bytes, mode: str, tag: str) -> dict:
-    txn_size = int(mode.split("-")[1]) if mode.startswith("txn-") else None
-    flush_every = int(mode.split("-")[1]) if mode.startswith("idem+flush-") else None
-    rtt = RttStats()
-    conf = {"bootstrap.servers": broker.bootstrap, **PRODUCER, **QUIET,
-            "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": rtt}
-    if txn_size is not None:
+def _producer(broker, mode: str, tag: str, rtt=None):
+    """A confluent-kafka producer for ``mode`` (transactional for ``txn-N``)."""
+    conf = {"bootstrap.servers": broker.bootstrap, **PRODUCER, **QUIET}
+    if rtt is not None:
+        conf.update({"statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": rtt})
+    if mode.startswith("txn-"):
         conf["transactional.id"] = f"bench-{tag}"
-    p = ck.Producer(conf)
-    # Warm-up outside the timing, the same for every mode: connection,
-    # metadata, producer id, and (transactional) the first AddPartitionsToTxn.
-    if txn_size is not None:
+    return ck.Producer(conf)
+
+
+def _warm_up(p, topic: str, partition: int, value: bytes, mode: str) -> None:
+    """Outside the timing, the same for every mode: connection, metadata,
+    producer id, and (transactional) the first AddPartitionsToTxn."""
+    if mode.startswith("txn-"):
         p.init_transactions(TIMEOUT_S)
         p.begin_transaction()
-    p.produce(topic, value, partition=0)
-    if txn_size is not None:
+    p.produce(topic, value, partition=partition)
+    if mode.startswith("txn-"):
         p.commit_transaction(TIMEOUT_S)
     assert p.flush(TIMEOUT_S) == 0
-    p.poll(STATS_INTERVAL_MS / 1000 * 1.5)
-    rtt.sums.clear()
-    cpu0 = tree_cpu_seconds(broker.pid)
+
+
+def _produce_loop(p, topic: str, partition: int, records: int, value: bytes, mode: str,
+                  deadline: float) -> tuple[int, list]:
+    """The timed part: ``records`` records in transactions (``txn-N``), with a
+    flush every N (``idem+flush-N``) or streamed; ``(records sent, commit
+    latencies in ms)``. Bounded by ``deadline`` (perf_counter)."""
+    txn_size = int(mode.split("-")[1]) if mode.startswith("txn-") else None
+    flush_every = int(mode.split("-")[1]) if mode.startswith("idem+flush-") else None
     commits = []
-    start = time.perf_counter()
-    deadline = start + 600
     sent = 0
     while sent < records and time.perf_counter() < deadline:
         n = min(txn_size or flush_every or records, records - sent)
         if txn_size is not None:
             p.begin_transaction()
         for _ in range(n):
-            while True:
+            for _attempt in range(100_000):  # bounded: a full queue is polled out
                 try:
-                    p.produce(topic, value, partition=0)
+                    p.produce(topic, value, partition=partition)
                     break
                 except BufferError:
                     p.poll(0.01)
@@ -138,15 +156,95 @@ def run_mode(broker, topic: str, records: int, value: bytes, mode: str, tag: str
             commits.append((time.perf_counter() - t0) * 1000)
         sent += n
     assert p.flush(TIMEOUT_S) == 0
+    return sent, commits
+
+
+def _commit_figures(commits: list, cpu: float) -> dict:
+    if not commits:
+        return {}
+    return {"transactions": len(commits), "commit_p50_ms": _percentile(commits, 0.5),
+            "commit_p99_ms": _percentile(commits, 0.99), "cpu_ms_per_txn": cpu * 1000 / len(commits)}
+
+
+def run_mode(broker, topic: str, records: int, value: bytes, mode: str, tag: str) -> dict:
+    rtt = RttStats()
+    p = _producer(broker, mode, tag, rtt)
+    _warm_up(p, topic, 0, value, mode)
+    p.poll(STATS_INTERVAL_MS / 1000 * 1.5)
+    rtt.sums.clear()
+    cpu0 = tree_cpu_seconds(broker.pid)
+    start = time.perf_counter()
+    sent, commits = _produce_loop(p, topic, 0, records, value, mode, start + 600)
     elapsed = time.perf_counter() - start
     cpu = tree_cpu_seconds(broker.pid) - cpu0
     p.poll(STATS_INTERVAL_MS / 1000 * 1.5)  # the last statistics window
-    out = {"mode": mode, "records": sent, "rec_per_s": sent / elapsed, "broker_cpu_s": cpu,
-           "coord_rtt_ms": rtt.avg_ms("coord"), "produce_rtt_ms": rtt.avg_ms("leader")}
-    if commits:
-        out.update(transactions=len(commits), commit_p50_ms=_percentile(commits, 0.5),
-                   commit_p99_ms=_percentile(commits, 0.99), cpu_ms_per_txn=cpu * 1000 / len(commits))
-    return out
+    return {"mode": mode, "records": sent, "rec_per_s": sent / elapsed, "broker_cpu_s": cpu,
+            "coord_rtt_ms": rtt.avg_ms("coord"), "produce_rtt_ms": rtt.avg_ms("leader"),
+            **_commit_figures(commits, cpu)}
+
+
+class _Endpoint:
+    """What a fleet worker needs of the broker (picklable)."""
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+
+
+def _fleet_worker(bootstrap: str, topic: str, partition: int, records: int, value: bytes, mode: str,
+                  tag: str, ready, go, results) -> None:
+    """One producer of the fleet, in its own process: warm up, report ready,
+    wait for the common start, run, report (sent, start, end, commits)."""
+    try:
+        p = _producer(_Endpoint(bootstrap), mode, tag)
+        _warm_up(p, topic, partition, value, mode)
+        ready.put(partition)
+        if not go.wait(TIMEOUT_S * 2):
+            raise RuntimeError("no start signal")
+        start = time.perf_counter()
+        sent, commits = _produce_loop(p, topic, partition, records, value, mode, start + 600)
+        results.put((partition, sent, start, time.perf_counter(), commits, None))
+    except Exception as exc:  # reported to the driver, which fails the run
+        ready.put(partition)
+        results.put((partition, 0, 0.0, 0.0, [], repr(exc)))
+
+
+def run_fleet(broker, topic: str, records: int, value: bytes, mode: str, tag: str, producers: int) -> dict:
+    """``producers`` processes, each its own producer (its own transactional.id
+    for ``txn-N``) writing ``records // producers`` records to its own
+    partition of ``topic``, released together: the aggregate rate over the
+    wall time from the release to the last one's end, commit latencies over
+    all of them, broker CPU (the whole process tree) over that time."""
+    ctx = mp.get_context("spawn")  # no fork of a process holding librdkafka threads
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    per = records // producers
+    procs = [ctx.Process(target=_fleet_worker, daemon=True,
+                         args=(broker.bootstrap, topic, i, per, value, mode, f"{tag}-{i}", ready, go, results))
+             for i in range(producers)]
+    for proc in procs:
+        proc.start()
+    try:
+        for _ in procs:
+            ready.get(timeout=TIMEOUT_S * 2)
+        cpu0 = tree_cpu_seconds(broker.pid)
+        t0 = time.perf_counter()
+        go.set()
+        got = [results.get(timeout=660) for _ in procs]
+        cpu = tree_cpu_seconds(broker.pid) - cpu0
+    finally:
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(10)
+    errors = [g[5] for g in got if g[5]]
+    if errors:
+        raise RuntimeError(f"fleet producer failed: {errors[0]}")
+    sent = sum(g[1] for g in got)
+    elapsed = max(g[3] for g in got) - t0
+    commits = [c for g in got for c in g[4]]
+    return {"mode": mode, "producers": producers, "records": sent, "rec_per_s": sent / elapsed,
+            "broker_cpu_s": cpu, "coord_rtt_ms": float("nan"), "produce_rtt_ms": float("nan"),
+            **_commit_figures(commits, cpu)}
 
 
 class StubBroker:
@@ -174,10 +272,10 @@ class StubBroker:
         self.proc.wait(30)
 
 
-def create_topic(broker, topic: str) -> None:
+def create_topic(broker, topic: str, partitions: int = 1) -> None:
     if isinstance(broker, StubBroker):
         return broker.create_topic(topic)
-    broker.admin().create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    broker.admin().create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
 def start_broker(work: str, rev: str):
@@ -192,22 +290,41 @@ def start_broker(work: str, rev: str):
     return broker
 
 
+def _mode_rows(rows, mode: str) -> tuple[list, float]:
+    """The rows of ``mode`` and their median rate."""
+    sel = [r for r in rows if r["mode"] == mode]
+    return sel, statistics.median(r["rec_per_s"] for r in sel)
+
+
+def print_fleet_table(rows, modes) -> None:
+    idem = _mode_rows(rows, "idempotent")[1]
+    print(f"{'mode':<16} {'rec/s':>10} {'vs idem':>8} {'commit p50':>11} {'p99':>8} {'cpu ms/txn':>11}"
+          f" {'cpu us/krec':>12}")
+    for mode in modes:
+        sel, rate = _mode_rows(rows, mode)
+        per_krec = statistics.median(r["broker_cpu_s"] * 1e9 / r["records"] for r in sel)
+        line = f"{mode:<16} {rate:>10,.0f} {rate / idem:>7.0%}"
+        if mode == "idempotent":
+            print(f"{line} {'':>11} {'':>8} {'':>11} {per_krec:>12,.0f}")
+            continue
+        p50, p99, cpu = (statistics.median(r[k] for r in sel) for k in ("commit_p50_ms", "commit_p99_ms",
+                                                                          "cpu_ms_per_txn"))
+        print(f"{line} {p50:>9.2f}ms {p99:>6.1f}ms {cpu:>11.2f} {per_krec:>12,.0f}")
+
+
 def print_table(rows, modes) -> None:
-    idem = statistics.median(r["rec_per_s"] for r in rows if r["mode"] == "idempotent")
-    flushed = statistics.median(r["rec_per_s"] for r in rows if r["mode"] == modes[1])
+    idem, flushed = _mode_rows(rows, "idempotent")[1], _mode_rows(rows, modes[1])[1]
     print(f"{'mode':<16} {'rec/s':>10} {'vs idem':>8} {'vs flush':>9} {'commit p50':>11} {'p99':>8}"
           f" {'cpu ms/txn':>11} {'coord rtt':>10} {'produce rtt':>12}")
     for mode in modes:
-        sel = [r for r in rows if r["mode"] == mode]
-        rate = statistics.median(r["rec_per_s"] for r in sel)
+        sel, rate = _mode_rows(rows, mode)
         produce_rtt = statistics.median(r["produce_rtt_ms"] for r in sel)
         line = f"{mode:<16} {rate:>10,.0f} {rate / idem:>7.0%} {rate / flushed:>8.0%}"
         if mode == "idempotent":
             print(f"{line} {'':>11} {'':>8} {'':>11} {'':>10} {produce_rtt:>10.2f}ms")
             continue
-        p50 = statistics.median(r["commit_p50_ms"] for r in sel)
-        p99 = statistics.median(r["commit_p99_ms"] for r in sel)
-        cpu = statistics.median(r["cpu_ms_per_txn"] for r in sel)
+        p50, p99, cpu = (statistics.median(r[k] for r in sel) for k in ("commit_p50_ms", "commit_p99_ms",
+                                                                          "cpu_ms_per_txn"))
         coord = statistics.median(r["coord_rtt_ms"] for r in sel)
         coord_text = f"{coord:>8.2f}ms" if coord == coord else f"{'':>10}"
         print(f"{line} {p50:>9.2f}ms {p99:>6.1f}ms {cpu:>11.2f} {coord_text} {produce_rtt:>10.2f}ms")
@@ -220,24 +337,34 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--rev", action="append",
                     help="git revision to run ('tree': the working tree, 'stub': the client's floor); repeatable")
+    ap.add_argument("--producers", type=int, nargs="+", default=[1],
+                    help="fleet sizes: 1 = one producer in this process (with idem+flush); N > 1 = N producer "
+                         "processes, each its own transactional.id and partition of an N-partition topic")
     args = ap.parse_args()
     revs = args.rev or ["tree"]
     value = b"x" * args.size
     modes = ["idempotent", f"idem+flush-{FLUSH_EVERY}"] + [f"txn-{s}" for s in TXN_SIZES]
-    rows: dict[str, list] = {rev: [] for rev in revs}
+    fleet_modes = ["idempotent"] + [f"txn-{s}" for s in TXN_SIZES]
+    runs = [(n, m) for n in args.producers for m in (modes if n == 1 else fleet_modes)]
+    rows: dict[tuple, list] = {(rev, n): [] for rev in revs for n in args.producers}
     with tempfile.TemporaryDirectory() as work:
         brokers = {}
         try:
             for i, rev in enumerate(revs):
                 brokers[rev] = start_broker(os.path.join(work, f"b{i}"), rev)
             for r in range(args.repeat):
-                for mode in modes:
+                for n, mode in runs:
                     for rev in (revs if r % 2 == 0 else revs[::-1]):
-                        topic = f"bench-{r}-{mode}".replace("+", "-")
-                        create_topic(brokers[rev], topic)
-                        row = run_mode(brokers[rev], topic, args.records, value, mode, f"{r}-{mode}")
+                        topic = f"bench-{r}-{n}-{mode}".replace("+", "-")
+                        tag = f"{r}-{n}-{mode}"
+                        if n == 1:
+                            create_topic(brokers[rev], topic)
+                            row = run_mode(brokers[rev], topic, args.records, value, mode, tag)
+                        else:
+                            create_topic(brokers[rev], topic, n)
+                            row = run_fleet(brokers[rev], topic, args.records, value, mode, tag, n)
                         row["rev"] = rev
-                        rows[rev].append(row)
+                        rows[(rev, n)].append(row)
                         print(json.dumps(row), flush=True)
         finally:
             for broker in brokers.values():
@@ -245,8 +372,13 @@ def main() -> None:
     print(f"\n{args.records:,} records of {args.size} B per mode, median of {args.repeat} round(s), "
           f"load average {os.getloadavg()[0]:.1f}")
     for rev in revs:
-        print(f"\nbroker: {rev}")
-        print_table(rows[rev], modes)
+        for n in args.producers:
+            if n == 1:
+                print(f"\nbroker: {rev}, one producer")
+                print_table(rows[(rev, n)], modes)
+            else:
+                print(f"\nbroker: {rev}, {n} producer processes ({args.records // n:,} records each)")
+                print_fleet_table(rows[(rev, n)], fleet_modes)
 
 
 if __name__ == "__main__":
