@@ -7,7 +7,9 @@ append, over ``--commits`` one-partition transactions of one record.
 
 What is left of a commit's broker share in perf/bench_transactions.py is the
 request path around these calls. Run:
-``.venv/bin/python perf/txn_phases.py [--commits N]``.
+``.venv/bin/python perf/txn_phases.py [--commits N] [--records N --size B]``
+(one-record transactions by default: their small batches make the
+catch-up's header walk from the offset index longer than 100 KB batches do).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ def _us(values) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--commits", type=int, default=300)
+    ap.add_argument("--records", type=int, default=1,
+                    help="records of --size bytes in each transaction's one batch (the benchmark's: 1000 x 100)")
+    ap.add_argument("--size", type=int, default=1)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         tmp = Path(work)
@@ -80,12 +85,13 @@ def main() -> None:
             store.persist, channel.send = timed_persist, timed_send
             log = broker.replica_manager.get_partition("out", 0).log
             add, answered, whole = [], [], []
+            records = [(b"k", b"v" * args.size, [], 1)] * args.records
             for seq in range(args.commits):
                 t = time.perf_counter()
                 txn.add_partitions("t1", pid, 0, [("out", 0)], lambda a: None)
                 add.append(time.perf_counter() - t)
                 with log.lock():  # the transaction's record, as a produce would leave it
-                    data = build_batch([(b"k", b"v", [], 1)], producer_id=pid, producer_epoch=0, base_sequence=seq,
+                    data = build_batch(records, producer_id=pid, producer_epoch=0, base_sequence=seq * args.records,
                                        is_transactional=True, base_offset=log.log_end_offset)
                     log.append_as_follower(memoryview(bytearray(data)))
                     log.update_high_watermark(log.log_end_offset)
@@ -94,7 +100,7 @@ def main() -> None:
                 txn.end_txn("t1", pid, 0, True, lambda a: got.append(time.perf_counter()))
                 answered.append(got[0] - t)
                 whole.append(time.perf_counter() - t)
-            print(f"{args.commits} commits, medians:")
+            print(f"{args.commits} commits of {args.records} x {args.size} B, medians:")
             print(f"AddPartitionsToTxn {_us(add)}; EndTxn to its answer {_us(answered)}, "
                   f"with markers and CompleteCommit {_us(whole)}")
             for kind, values in persists.items():

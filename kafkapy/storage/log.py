@@ -34,7 +34,8 @@ from kafkapy._core import load
 from kafkapy._core.types import AppendCheckError, FileRegion
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints, recompress
-from kafkapy.storage.control_records import CorruptRecordError, build_end_txn_marker_batch, parse_end_txn_marker
+from kafkapy.storage.control_records import (ABORT, COMMIT, CorruptRecordError, EndTxnMarker,
+                                             build_end_txn_marker_batch, parse_end_txn_marker)
 from kafkapy.storage.config import LONG_MAX, LogConfig
 from kafkapy.storage.errors import (
     CORRUPT_MESSAGE,
@@ -730,7 +731,9 @@ class Log:
         self._write_batches(records, headers, slot, now_ms, first_offset, first_offset + 1, 1, now_ms,
                             log_append_time_ms, max(slot[1], min(first_offset + 1, high_watermark_limit)),
                             leader_epoch, epochs)
-        psm.catch_up(first_offset + 1, self._read_headers_from, self._index_completed_txn)
+        # The marker's timestamp is now_ms whether or not the topic uses LogAppendTime.
+        psm.update_marker(headers[0], first_offset, EndTxnMarker(COMMIT if commit else ABORT, coordinator_epoch),
+                          now_ms, self._read_headers_from, self._index_completed_txn)
         return _new_tuple(AppendResult, (first_offset, first_offset, log_append_time_ms,
                                           slot[_F_LOG_START_OFFSET], 1, False))
 

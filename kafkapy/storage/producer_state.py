@@ -328,6 +328,27 @@ class ProducerStateManager:
         self.applied_offset = last_offset + 1
         self._last_applied = _batch_identity(header, first_offset, last_offset)
 
+    def update_marker(self, header, offset: int, marker, timestamp: int, read_headers_from,
+                      on_completed=None) -> None:
+        """Record a COMMIT/ABORT marker this process just appended at
+        ``offset`` from what it appended (``header``, its ``EndTxnMarker``)
+        rather than reading it back from the log as ``catch_up`` would (the
+        header walk from the offset index and the marker's pread); the same
+        result, ``on_completed`` as in ``catch_up``. A map not caught up to
+        ``offset`` catches up from the log instead."""
+        if self.applied_offset != offset:
+            self.catch_up(offset + 1, read_headers_from, on_completed)
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerStateEntry(
+                header.producer_id, max_batches=self.max_batches_per_producer)
+        completed = self._apply_marker(entry, header.producer_epoch, marker, offset, timestamp)
+        self.applied_offset = offset + 1
+        self._last_applied = _batch_identity(header, offset, offset)
+        if completed is not None and on_completed is not None:
+            on_completed(completed, self.last_stable_offset_after(completed))
+
     def _apply(self, header, first_offset: int, last_offset: int, timestamp: int):
         """Apply one batch; returns the CompletedTxn a marker completes, else None."""
         producer_id = header.producer_id

@@ -328,3 +328,44 @@ def test_non_transactional_data_has_no_index_and_lso_is_the_high_watermark(tmp_p
     recovered = open_log(tmp_path / "t-0", LogConfig(segment_bytes=500), recovery_point=0)
     assert txn_files(tmp_path / "t-0") == []
     recovered.close()
+
+
+def _psm_view(log):
+    """What a worker's producer-state map holds once caught up to the log end."""
+    with log.lock():
+        log.last_stable_offset()  # catches up
+        psm = log._producer_state()
+        return ({pid: (e.producer_epoch, e.coordinator_epoch, e.current_txn_first_offset, e.last_timestamp)
+                 for pid, e in psm.producers.items()},
+                dict(psm.ongoing_txns), list(psm.unreplicated_txns), psm.applied_offset, psm._last_applied)
+
+
+def test_marker_appender_records_its_marker_as_a_reader_of_the_log_does(tmp_path):
+    # The appender applies its own marker from memory (no read back); another
+    # worker learns it from the log: both maps must agree, and the appender's
+    # next catch-up must continue from it (no reload from a snapshot).
+    state = LocalPartitionState()
+    a = open_log(tmp_path / "t-0", state=state)
+    txn_batch(a, A, 0, n=3)
+    txn_batch(a, B, 0, n=2)
+    marker(a, A, commit=True, coordinator_epoch=4, hw=False)
+    marker(a, B, commit=False, coordinator_epoch=5, hw=False)
+    marker(a, A, commit=True, coordinator_epoch=6, hw=False)  # no open transaction: completes nothing
+    with a.lock():
+        psm = a._producer_state()
+        reloads = []
+        original = psm._reload
+        psm._reload = lambda *args: (reloads.append(args), original(*args))
+    txn_batch(a, A, 3, n=1)
+    marker(a, A, commit=False, coordinator_epoch=6, hw=False)
+    assert reloads == []
+    b = open_log(tmp_path / "t-0", state=state)
+    assert _psm_view(a) == _psm_view(b)
+    assert _psm_view(a)[0][A][1] == 6 and _psm_view(a)[0][B][1] == 5
+    with a.lock():
+        assert a.collect_aborted_transactions(0, 20) == [AbortedTxn(B, 3, 6, 7), AbortedTxn(A, 8, 9, 10)]
+    with b.lock(), pytest.raises(RecordError) as err:
+        b.append_control_batch(B, 0, 4, True, 0)  # the coordinator epoch recorded in memory fences it
+    assert err.value.error_code == 52
+    a.close()
+    b.close()
