@@ -39,6 +39,7 @@ import struct
 import time
 from collections import OrderedDict, deque
 
+from kafkapy._core import load
 from kafkapy._core.types import FileRegion
 from kafkapy.metrics import probes
 from kafkapy.protocol.api import API_TABLE, COORDINATOR_KEYS
@@ -82,6 +83,13 @@ _TLS_CHUNK = 256 * 1024
 # one busy connection cannot starve the others.
 _TLS_RAW_BYTES = 256 * 1024
 _TLS_READS = 16
+# Plaintext decrypted at most per call while reading a request's size: the
+# bytes beyond that request are copied to ``conn.inbuf`` (and again per
+# request taken from it), so no more than one full record's worth.
+_TLS_HEADER_READ = 16 * 1024
+# Decrypts every whole record waiting, in one call (tls.pyx: one
+# SSLObject.read per record cost more than the record's decryption).
+_tls_reader = load("tls").Reader
 
 
 class TlsSession:
@@ -90,12 +98,13 @@ class TlsSession:
     ``raw_out``/``raw_pos``: ciphertext taken from the outgoing BIO and not
     yet accepted by the kernel. Owned by the connection's processor."""
 
-    __slots__ = ("obj", "incoming", "outgoing", "raw_out", "raw_pos")
+    __slots__ = ("obj", "incoming", "outgoing", "raw_out", "raw_pos", "reader")
 
     def __init__(self, context: ssl.SSLContext):
         self.incoming = ssl.MemoryBIO()
         self.outgoing = ssl.MemoryBIO()
         self.obj = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        self.reader = _tls_reader(self.obj, self.incoming)
         self.raw_out = b""
         self.raw_pos = 0
 
@@ -842,21 +851,21 @@ class Processor:
     def _tls_read(self, conn: Connection) -> None:
         """``_read`` through TLS: ciphertext comes in with one large ``recv``
         (up to ``_TLS_RAW_BYTES``, many records) into the connection's BIO,
-        and is decrypted from there record by record straight into the
-        scratch buffer or the request's body; no syscall per record."""
+        and is decrypted from there, all whole records at once, straight
+        into the scratch buffer or the request's body; no syscall and no
+        Python call per record."""
         tls = conn.tls
-        obj = tls.obj
+        read_into = tls.reader.read_into
         conn.last_active = time.monotonic()
         try:
             for _ in range(_TLS_READS):
                 # Everything the BIO holds is decrypted before reading more.
                 while True:
-                    try:
-                        if conn.state == _READ_BODY:
-                            n = obj.read(conn.size - conn.got, conn.body[conn.got:])
-                        else:
-                            n = obj.read(_SCRATCH_BYTES, self.scratch)
-                    except ssl.SSLWantReadError:
+                    if conn.state == _READ_BODY:
+                        n = read_into(conn.body, conn.got, conn.size - conn.got)
+                    else:
+                        n = read_into(self.scratch, 0, _TLS_HEADER_READ)
+                    if n < 0:
                         break
                     if n == 0:
                         return self._close(conn)
