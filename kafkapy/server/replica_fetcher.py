@@ -335,7 +335,8 @@ class ReplicaFetcher:
         # (topic, partition) -> records behind the leader's high watermark
         # after its last fetch answer (the MaxLag metric)
         self.lags: dict[tuple, int] = {}
-        self.throttle = None  # this round's follower Throttle (send_fetches)
+        self.throttle = None  # the follower Throttle of this metadata generation (send_fetches)
+        self._throttle_generation = object()  # never a generation: looked up on the first round
 
     # -- which partitions ----------------------------------------------------------
     def _mine(self, topic: str, partition: int) -> bool:
@@ -466,8 +467,12 @@ class ReplicaFetcher:
 
     def send_fetches(self) -> None:
         now = self.clock()
-        # follower.replication.throttled.rate (replication/quota.py): None unless set
-        self.throttle = throttle_for(self.broker, leader=False)
+        # follower.replication.throttled.rate (replication/quota.py): None
+        # unless set. Looked up again only when the metadata generation moved
+        # (dynamic configs and the throttled-replica lists travel with it).
+        if self._throttle_generation != self._generation:
+            self._throttle_generation = self._generation
+            self.throttle = throttle_for(self.broker, leader=False)
         for leader, endpoint in list(self.endpoints.items()):
             if leader in self.in_flight:
                 continue
@@ -564,7 +569,7 @@ class ReplicaFetcher:
                 if partition is None or partition.log_end_offset != fetch_offset:
                     continue
                 try:
-                    if self.process_partition(state, partition, fetch_offset, part):
+                    if self.process_partition(state, partition, fetch_offset, part, key):
                         appended.append(partition.slot)
                         if order is not None and key in order:
                             order.move_to_end(key)
@@ -576,9 +581,10 @@ class ReplicaFetcher:
             probes.replica.fetcher_lag(max(self.lags.values()))
         return appended
 
-    def process_partition(self, state, partition, fetch_offset: int, part) -> bool:
+    def process_partition(self, state, partition, fetch_offset: int, part, key=None) -> bool:
         """One partition of a fetch answer (the module docstring); True if
-        records were appended."""
+        records were appended. ``fetch_offset`` is the local log end offset
+        (the caller checked it after the fetch came back)."""
         code = part.error_code
         if code == ErrorCode.NONE:
             diverging = getattr(part, "diverging_epoch", None)
@@ -587,13 +593,20 @@ class ReplicaFetcher:
                                fetch_offset, diverging.epoch, diverging.end_offset)
                 return False
             records = whole_batches(part.records)
-            before = partition.log_end_offset
-            self.append(state, partition, records, part.high_watermark, part.log_start_offset)
-            if self.throttle is not None and len(records) and self.throttle.is_throttled(state.topic,
-                                                                                       state.partition):
+            high_watermark = part.high_watermark
+            if key is None:
+                key = (state.topic, state.partition)
+            if not records:
+                # Nothing new (the high watermark or log start offset moved):
+                # no append, only the leader's high watermark and start.
+                self.append(state, partition, records, high_watermark, part.log_start_offset)
+                self.lags[key] = max(0, high_watermark - fetch_offset)
+                return False
+            end = self.append(state, partition, records, high_watermark, part.log_start_offset)
+            if self.throttle is not None and self.throttle.is_throttled(state.topic, state.partition):
                 self.throttle.record(len(records))  # in sync or not, as Kafka's processPartitionData
-            self.lags[(state.topic, state.partition)] = max(0, part.high_watermark - partition.log_end_offset)
-            return partition.log_end_offset > before
+            self.lags[key] = max(0, high_watermark - end)
+            return end > fetch_offset
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._changing(state, partition, self.fetch_offset_and_truncate, state, partition)
             return False
@@ -605,14 +618,18 @@ class ReplicaFetcher:
         raise PartitionError(code)
 
     @staticmethod
-    def append(state, partition, records, high_watermark: int, log_start_offset: int) -> None:
+    def append(state, partition, records, high_watermark: int, log_start_offset: int) -> int:
         """``Partition.append_records_to_follower`` in the epoch fetched in, and
         Kafka's one recovery from UnexpectedAppendOffsetException: an empty log
         whose start falls inside the leader's first batch (the leader's log
-        start moved there by DeleteRecords) starts at that batch's base offset."""
+        start moved there by DeleteRecords) starts at that batch's base offset.
+        Returns the log end offset after it."""
         epoch = state.leader_epoch
         try:
-            partition.append_records_to_follower(records, high_watermark, log_start_offset, leader_epoch=epoch)
+            result = partition.append_records_to_follower(records, high_watermark, log_start_offset,
+                                                          leader_epoch=epoch)
+            # The leader's offsets are kept: the last batch's last offset + 1.
+            return result.last_offset + 1 if result.last_offset >= 0 else partition.log_end_offset
         except OffsetsOutOfOrder:
             log_end_offset = partition.log_end_offset
             first = int.from_bytes(records[0:8], "big", signed=True)
@@ -623,6 +640,7 @@ class ReplicaFetcher:
                      "starting the log there", state.topic, state.partition, first, log_end_offset)
             partition.truncate_fully_and_start_at(first, leader_epoch=epoch)
             partition.append_records_to_follower(records, high_watermark, log_start_offset, leader_epoch=epoch)
+            return partition.log_end_offset
 
     def truncate_on_fetch_response(self, state, partition, fetch_offset: int, epoch: int,
                                    end_offset: int) -> None:
