@@ -329,21 +329,49 @@ class Partition:
         the leader's log end offset at its previous fetch
         (``lastFetchLeaderLogEndOffset``). Then the high watermark may move
         (returned: True if it did). False for a replica not assigned here."""
+        with self.state.lock():
+            return self._record_follower_fetch(replica_id, fetch_offset, now_ms)
+
+    def _record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """``update_follower_fetch_state`` with the partition lock held: one
+        read of the replica block serves the replica's position, its fetch
+        state and the ISR's smallest log end offset (``_position``,
+        ``high_watermark_limit`` and ``maybe_increment_high_watermark`` would
+        read it three more times; every fetch of a follower comes here)."""
         state = self.state
-        with state.lock():
-            position = self._position(replica_id)
-            if position < 0:
-                return False
-            _, _, caught_up, last_fetch_leo, last_fetch_ms = state.replica_block()[
-                position * REPLICA_WORDS:(position + 1) * REPLICA_WORDS]
-            leader_leo = state.log_end_offset
-            if fetch_offset >= leader_leo:
-                caught_up = max(caught_up, now_ms)
-            elif fetch_offset >= last_fetch_leo:
-                caught_up = max(caught_up, last_fetch_ms)
-            state.store_replica(position, (replica_id, fetch_offset, caught_up,
-                                           max(leader_leo, last_fetch_leo), now_ms))
-            return self.maybe_increment_high_watermark()
+        count = state.replica_count
+        block = state.replica_block()
+        position = -1
+        for r in range(count):
+            if block[r * REPLICA_WORDS] == replica_id:
+                position = r
+                break
+        if position < 0:
+            return False
+        first = position * REPLICA_WORDS
+        _, _, caught_up, last_fetch_leo, last_fetch_ms = block[first:first + REPLICA_WORDS]
+        leader_leo = state.log_end_offset
+        if fetch_offset >= leader_leo:
+            caught_up = max(caught_up, now_ms)
+        elif fetch_offset >= last_fetch_leo:
+            caught_up = max(caught_up, last_fetch_ms)
+        state.store_replica(position, (replica_id, fetch_offset, caught_up,
+                                       max(leader_leo, last_fetch_leo), now_ms))
+        # maybe_increment_high_watermark over the block as just stored.
+        limit = LONG_MAX
+        if count > 1:
+            mask = state.isr_mask
+            local = self.local_broker_id
+            for r in range(count):
+                if mask >> r & 1:
+                    leo = fetch_offset if r == position else block[r * REPLICA_WORDS + 1]
+                    if leo < limit and block[r * REPLICA_WORDS] != local:
+                        limit = leo
+        new_high_watermark = min(leader_leo, limit)
+        if new_high_watermark > state.high_watermark:
+            state.high_watermark = new_high_watermark
+            return True
+        return False
 
     def _position(self, replica_id: int) -> int:
         state = self.state
@@ -675,7 +703,7 @@ class Partition:
         if fetch_offset == state.log_end_offset and self._fetch_state_holds(replica_id, fetch_offset, now_ms):
             return NOTHING_READ, state.high_watermark, state.log_start_offset
         with log.lock():
-            self.update_follower_fetch_state(replica_id, fetch_offset, now_ms)
+            self._record_follower_fetch(replica_id, fetch_offset, now_ms)
             high_watermark = state.high_watermark
             log_start_offset = state.log_start_offset
             if fetch_offset == state.log_end_offset:
