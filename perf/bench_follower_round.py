@@ -160,7 +160,10 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             if prof is not None:
                 prof.enable()
-            fetcher.run_once(timeout_s=0)
+            # run_once without its wait: answers come back inside send_fetches
+            fetcher.maybe_update_assignment()
+            fetcher.send_fetches()
+            fetcher.process_answers()
             if prof is not None:
                 prof.disable()
             total += time.perf_counter() - t0
