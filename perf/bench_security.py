@@ -15,8 +15,10 @@ ApiVersions round trip, from one client thread for ``--handshake-s`` seconds.
 Beside them, where the produce time goes: the processor's CPU per GB (it
 decrypts), the client's (this process: librdkafka encrypts), and the machine
 limit of the cipher the handshake negotiates: one core decrypting 1 MiB
-writes through an ``SSLObject`` pair over memory BIOs, as the processor does
-(``tls_decrypt_MBps``, ``tls_encrypt_MBps``).
+writes through an ``SSLObject`` pair over memory BIOs with the processor's
+reader (``tls_decrypt_MBps``, ``tls_encrypt_MBps``), and librdkafka's small
+records through it and through its plain-Python twin (``..._small``,
+``..._small_twin``).
 ``--protocols PLAINTEXT`` runs against a checkout without TLS support.
 """
 
@@ -120,18 +122,20 @@ def _cipher_limit(certs, megabytes=100) -> dict:
     as the processor does (``kafkapy._core`` tls reader, the compiled one
     when built): in 16 KiB records (1 MiB writes, what the Java client
     sends) and in librdkafka's records (one ``SSL_write`` per buffer
-    segment: a 10-byte record header, then the 1 KiB value).
-    ``tls_records_per_s_small``: records of the latter decrypted per second."""
-    from kafkapy._core import load
+    segment: a 10-byte record header, then the 1 KiB value), the latter
+    also through the plain-Python twin (``..._twin``: one ``SSLObject.read``
+    per record). ``tls_records_per_s_small``: records decrypted per second."""
+    from kafkapy._core import load, tls_py
 
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(certs.server_keystore)
     client = ssl.create_default_context(cafile=str(certs.ca_cert))
     out = bytearray(1 << 21)
     rates = {}
-    for shape in ("large", "small"):
+    compiled = load("tls")
+    for shape, module in (("large", compiled), ("small", compiled), ("small", tls_py)):
         tls = memory_tls(server, client)
-        reader = load("tls").Reader(tls.server, tls.server_in)
+        reader = module.Reader(tls.server, tls.server_in)
         wire, records, size = [], 0, 0
         started = time.perf_counter()
         while size < megabytes * (1 << 20):
@@ -152,12 +156,13 @@ def _cipher_limit(certs, megabytes=100) -> dict:
                 pass
         decrypt_s = time.perf_counter() - started
         mb = size / 1e6
-        suffix = "" if shape == "large" else "_small"
-        rates.update({f"tls_encrypt_MBps{suffix}": round(mb / encrypt_s),
-                      f"tls_decrypt_MBps{suffix}": round(mb / decrypt_s)})
+        suffix = ("" if shape == "large" else "_small") + ("_twin" if module is tls_py and compiled is not tls_py else "")
+        if not suffix.endswith("_twin"):
+            rates[f"tls_encrypt_MBps{suffix}"] = round(mb / encrypt_s)
+        rates[f"tls_decrypt_MBps{suffix}"] = round(mb / decrypt_s)
         if shape == "small":
-            rates["tls_records_per_s_small"] = round(records / decrypt_s)
-    return {"cipher": tls.server.cipher()[0], "reader": type(reader).__module__, **rates}
+            rates[f"tls_records_per_s{suffix}"] = round(records / decrypt_s)
+    return {"cipher": tls.server.cipher()[0], "reader": compiled.__name__, **rates}
 
 
 def _handshakes(certs, port, seconds):

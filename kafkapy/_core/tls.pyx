@@ -53,7 +53,7 @@ cdef enum:
     _ZERO_RETURN = 6
 
 
-cdef bint _resolve():
+def _resolve():
     """Point the function pointers at the OpenSSL ``_ssl`` uses; False when
     this interpreter's ``_ssl`` objects or symbols are not the known ones."""
     global _read_ex, _get_error, _clear_error, _get_ctx, _get_rbio
@@ -82,7 +82,7 @@ cdef bint _resolve():
 AVAILABLE = _resolve()
 
 
-cdef inline void *_pointer_after_head(object o, Py_ssize_t skip):
+cdef inline void *_pointer_after_head(object o, Py_ssize_t skip) noexcept:
     """The pointer field ``skip`` pointers after ``o``'s PyObject header."""
     return (<void **>(<char *><void *>o + sizeof(void *) * 2))[skip]
 

@@ -4,6 +4,8 @@
 import ssl
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support.certs import make_certs
 from support.tls_memory import memory_tls
 from support.twins import REQUIRE_EXTENSIONS, import_core  # noqa: F401
@@ -103,3 +105,34 @@ def test_a_range_outside_the_buffer_is_refused(contexts, tls_mod):
     s_in.write(c_out.read())
     with pytest.raises((ValueError, IndexError)):
         reader.read_into(bytearray(8), 4, 8)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.integers(1, 20000), min_size=1, max_size=12),
+       wants=st.lists(st.integers(1, 40000), min_size=1, max_size=30),
+       split=st.integers(0, 100))
+def test_compiled_and_twin_agree(contexts, writes, wants, split):
+    compiled = import_core("tls", "compiled")
+    twin = import_core("tls", "twin")
+    data = bytes(i % 253 for i in range(sum(writes)))
+    answers = []
+    for module in (compiled, twin):
+        reader, client, s_in, c_out = _connected(contexts, module)
+        pos = 0
+        for size in writes:
+            client.write(data[pos:pos + size])
+            pos += size
+        wire = c_out.read()
+        cut = len(wire) * split // 100  # the ciphertext arrives in two pieces
+        s_in.write(wire[:cut])
+        buf, got, returned = bytearray(len(data) + 40000), 0, []
+        for want in wants * 3:
+            n = reader.read_into(buf, got, want)
+            returned.append(n)
+            if n < 0 and cut < len(wire):
+                s_in.write(wire[cut:])
+                cut = len(wire)
+            got += max(n, 0)
+        answers.append((returned, bytes(buf[:got])))
+        assert data.startswith(answers[-1][1])
+    assert answers[0] == answers[1]
