@@ -13,7 +13,9 @@ would sendfile into one frame and decodes it with the client's decoder, as
 ``--batch-kib`` 1 KiB records per partition to the leader (an acks=1
 produce, not timed) and runs one fetcher round (fetch, append, and the next
 fetch's high watermark). Prints microseconds per round for the fetcher side
-(request build, decode, append) and the leader side (handler, encode), and
+(request build and encode, answer decode, append; ``--codec``: through the
+generic codec as before replication.fetch_wire) and the leader side (request
+decode, handler, answer encode), and
 with ``--profile`` the cProfile of the whole round. Under callgrind
 (``valgrind --tool=callgrind``) the instruction counts of two ``--rounds``
 give the per-round cost independent of the machine's load.
@@ -42,6 +44,7 @@ from kafkapy.client._schema import build  # noqa: E402
 from kafkapy.coordination.metadata import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo  # noqa: E402
 from kafkapy.protocol.api import API_TABLE  # noqa: E402
 from kafkapy.protocol.codec import Parts, decode, encode  # noqa: E402
+from kafkapy.replication import fetch_wire  # noqa: E402
 from kafkapy.replication.partition import Partition  # noqa: E402
 from kafkapy.server.config import BrokerConfig  # noqa: E402
 from kafkapy.server.fetch_session import FetchSessionCache  # noqa: E402
@@ -91,8 +94,17 @@ class Leader:
         self.decoder = API_TABLE[1].response_class(12)
 
     def send_fetch(self, values, callback):
+        # The fetcher's side: the request's bytes (LeaderEndPoint.send_fetch).
+        request_class = API_TABLE[1].request_class(12)
+        if self.env.codec:
+            out = Parts()
+            encode(build(request_class, values), out)
+            body = b"".join(bytes(x) for x in out.parts())
+        else:
+            body = bytes(fetch_wire.encode_fetch_request(values))
         t0 = time.perf_counter()
-        request = build(API_TABLE[1].request_class(12), values)
+        # The leader's side: decode the request, handle it, encode the answer.
+        request, _ = decode(request_class, body, 0)
         ctx = RequestContext(SimpleNamespace(replica_manager=self.env.leader_rm, fetch_sessions=self.fetch_sessions),
                              1, 12, 1, "f", 0)
         response = fetch_handler.handle(ctx, request)
@@ -100,7 +112,11 @@ class Leader:
         encode(response, out)
         frame = _materialize(out.parts())  # the socket's bytes (sendfile + recv)
         self.env.timer.leader_s += time.perf_counter() - t0
-        decoded, _ = decode(self.decoder, frame, 0)
+        # The fetcher's side again: Connection._dispatch's decoder.
+        if self.env.codec:
+            decoded, _ = decode(self.decoder, frame, 0)
+        else:
+            decoded = fetch_wire.decode_fetch_response(frame, 0)
         callback(decoded, None)
 
     def fileno(self):
@@ -110,10 +126,10 @@ class Leader:
         pass
 
 
-def make_env(tmp: str, partitions: int):
+def make_env(tmp: str, partitions: int, codec: bool = False):
     table = SharedPartitionTable(capacity=1024, lock_path=os.path.join(tmp, "partitions.lock"))
     topic_id = uuid.UUID(int=7)
-    env = SimpleNamespace(timer=Timer(), logs=[], table=table)
+    env = SimpleNamespace(timer=Timer(), logs=[], table=table, codec=codec)
     leaders, followers = {}, {}
     for i in range(partitions):
         for name, broker, into in (("leader", LEADER, leaders), ("follower", FOLLOWER, followers)):
@@ -145,9 +161,11 @@ def main(argv=None) -> int:
     p.add_argument("--batch-kib", type=int, default=224, help="1 KiB records per partition per round")
     p.add_argument("--partitions", type=int, default=1)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--codec", action="store_true",
+                   help="the fetcher's request and answer through the generic codec (as before fetch_wire)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kafkapy-follower-round-") as tmp:
-        env = make_env(tmp, args.partitions)
+        env = make_env(tmp, args.partitions, args.codec)
         batch = records_of(make_batch(args.batch_kib, value_size=1024))
         fetcher = env.fetcher
         for _ in range(3):  # sessions established, caught up

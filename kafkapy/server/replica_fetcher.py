@@ -98,6 +98,7 @@ from kafkapy.client import errors as client_errors
 from kafkapy.client.conn import Connection
 from kafkapy.metrics import probes
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.replication import fetch_wire
 from kafkapy.replication.quota import throttle_for
 from kafkapy.server.fetch_session import INITIAL_EPOCH, next_epoch
 from kafkapy.storage.errors import OffsetsOutOfOrder, StorageError
@@ -106,7 +107,7 @@ log = logging.getLogger("kafkapy.replica.fetcher")
 
 FETCH = 1
 LIST_OFFSETS = 2
-FETCH_VERSION = 12  # the server's highest: diverging epochs (KIP-320 truncation on fetch)
+FETCH_VERSION = 12  # diverging epochs (KIP-320 truncation on fetch); fetch_wire's version
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 _TICK_S = 0.1  # longest single wait (see the module docstring)
 # Kafka's socket.connection.setup.timeout.ms: a connect never waits longer.
@@ -197,7 +198,13 @@ class LeaderEndPoint:
     def send_fetch(self, values: dict, callback) -> None:
         self.ensure_connected()
         try:
-            self.conn.send(FETCH, values, callback, version=min(FETCH_VERSION, self.conn.version(FETCH)))
+            version = min(FETCH_VERSION, self.conn.version(FETCH))
+            if version == fetch_wire.VERSION:
+                # One pass each way (replication.fetch_wire), not the codec's entities.
+                self.conn.send_encoded(FETCH, version, fetch_wire.encode_fetch_request(values), callback,
+                                       fetch_wire.decode_fetch_response, True)
+            else:
+                self.conn.send(FETCH, values, callback, version=version)
         except client_errors.KafkaError as exc:
             raise LeaderUnavailable(str(exc)) from None
 
