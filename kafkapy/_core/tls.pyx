@@ -22,6 +22,7 @@ function pointers (process-wide, set at import).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.object cimport PyObject
 from libc.stdint cimport uintptr_t
 
 import ssl
@@ -84,7 +85,7 @@ AVAILABLE = _resolve()
 
 cdef inline void *_pointer_after_head(object o, Py_ssize_t skip) noexcept:
     """The pointer field ``skip`` pointers after ``o``'s PyObject header."""
-    return (<void **>(<char *><void *>o + sizeof(void *) * 2))[skip]
+    return (<void **>(<char *><void *>o + sizeof(PyObject)))[skip]
 
 
 cdef class _Reader:
