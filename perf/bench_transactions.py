@@ -49,6 +49,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import socket
 import statistics
 import subprocess
@@ -208,6 +209,22 @@ def _fleet_worker(bootstrap: str, topic: str, partition: int, records: int, valu
         results.put((partition, 0, 0.0, 0.0, [], repr(exc)))
 
 
+def _collect(q, procs, timeout_s: float) -> list:
+    """One item per process from ``q``, within ``timeout_s``; a process that
+    died without answering (it crashed while starting) fails at once."""
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < len(procs):
+        try:
+            got.append(q.get(timeout=1.0))
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError(f"fleet: {len(got)} of {len(procs)} producers answered "
+                                   f"(exit codes {dead})") from None
+    return got
+
+
 def run_fleet(broker, topic: str, records: int, value: bytes, mode: str, tag: str, producers: int) -> dict:
     """``producers`` processes, each its own producer (its own transactional.id
     for ``txn-N``) writing ``records // producers`` records to its own
@@ -223,12 +240,11 @@ def run_fleet(broker, topic: str, records: int, value: bytes, mode: str, tag: st
     for proc in procs:
         proc.start()
     try:
-        for _ in procs:
-            ready.get(timeout=TIMEOUT_S * 2)
+        _collect(ready, procs, TIMEOUT_S * 2)
         cpu0 = tree_cpu_seconds(broker.pid)
         t0 = time.perf_counter()
         go.set()
-        got = [results.get(timeout=660) for _ in procs]
+        got = _collect(results, procs, 660)
         cpu = tree_cpu_seconds(broker.pid) - cpu0
     finally:
         for proc in procs:
