@@ -178,6 +178,9 @@ class Purgatory:
             raise ValueError(f"{key!r} has an operation parked already")
         self._parked[key] = op
 
+    def get(self, key) -> DelayedOperation | None:
+        return self._parked.get(key)
+
     def cancel(self, key) -> DelayedOperation | None:
         """Forget ``key``'s operation (its connection closed); it is never returned."""
         return self._parked.pop(key, None)

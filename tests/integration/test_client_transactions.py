@@ -46,13 +46,13 @@ def txn_producer(bootstrap, txn_id, **conf):
 def _drain(poll, want, idle_s) -> list:
     """Values from ``poll()`` (an iterable of (partition, value) per call), in
     partition then offset order: until ``want`` came (then 0.5 s more shows no
-    extra), nothing new for ``idle_s``, or TIMEOUT_S."""
+    extra), without ``want`` nothing new for ``idle_s``, or TIMEOUT_S."""
     got: dict[int, list] = {}
     deadline = time.monotonic() + TIMEOUT_S
     last_new = time.monotonic()
     count = 0
     for _ in range(10_000):
-        if time.monotonic() > deadline or time.monotonic() - last_new > idle_s:
+        if time.monotonic() > deadline or (want is None and time.monotonic() - last_new > idle_s):
             break
         if want is not None and count >= want and time.monotonic() - last_new > 0.5:
             break

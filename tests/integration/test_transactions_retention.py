@@ -51,22 +51,32 @@ def listed(bs):
     return {s.transactional_id for s in r.transaction_states}
 
 
-def read_from_start(bs, topic, isolation, partitions=1, idle_s=1.5):
-    """``(partition, offset, value, key)`` of everything a reader gets from the earliest offset."""
+def read_from_start(bs, topic, isolation, partitions=1):
+    """``(partition, offset, value, key)`` of everything a reader gets from the
+    earliest offset to the end (the high watermark, or the last stable offset
+    read_committed): read until every partition reported its end after its
+    last record, not until a quiet spell (a loaded machine's first fetch can
+    come later than any spell)."""
     c = Consumer({"bootstrap.servers": bs, "group.id": f"ret-{topic}-{isolation}", "isolation.level": isolation,
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+                  "enable.partition.eof": True})
     c.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
     got = []
+    at_end = set()
     deadline = time.monotonic() + TIMEOUT_S
-    last_new = time.monotonic()
     try:
-        while time.monotonic() < deadline and time.monotonic() - last_new < idle_s:
+        while time.monotonic() < deadline and len(at_end) < partitions:
             m = c.poll(0.2)
-            if m is not None and m.error() is None:
+            if m is None:
+                continue
+            if m.error() is None:
                 got.append((m.partition(), m.offset(), m.value(), m.key()))
-                last_new = time.monotonic()
+                at_end.discard(m.partition())
+            elif m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                at_end.add(m.partition())
     finally:
         c.close()
+    assert len(at_end) == partitions, f"{topic}: the end of {partitions - len(at_end)} partitions not reached"
     return got
 
 

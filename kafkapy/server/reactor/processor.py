@@ -74,6 +74,8 @@ _HANDSHAKE, _CLOSING = 4, 5
 # touches few active segments, 256 keeps fd use bounded (LimitNOFILE).
 _MAX_CACHED_FILES = 256
 _SCRATCH_BYTES = 64 * 1024
+# A request in flight this long with no deadline to wait for is logged (once).
+_STUCK_S = 20.0
 # TLS: response bytes and file regions are copied (os.preadv for regions)
 # into a buffer of this size, encrypted with one SSL_write (16 records).
 _TLS_CHUNK = 256 * 1024
@@ -133,7 +135,7 @@ class Connection:
         "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
         "last_active", "listener", "api_key", "received_at", "responded_at", "at_worker",
         "tls", "sasl", "principal_bytes", "close_at", "session_expires", "reauth_at", "authenticated",
-        "throttle_until", "held_parts",
+        "throttle_until", "held_parts", "reported_at",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer):
@@ -175,6 +177,7 @@ class Connection:
         # after its response; a response held for an old client until then.
         self.throttle_until = 0.0
         self.held_parts = None
+        self.reported_at = 0.0  # received_at of the request last logged as stuck
         # KIP-368: when the SASL session expires (time.monotonic(); 0.0:
         # never), when the last re-authentication began, and the
         # (mechanism, principal) a re-authentication must keep.
@@ -299,12 +302,28 @@ class Processor:
                 self._close(conn)
 
     def _close_idle(self, now: float) -> None:
-        """Kafka's connections.max.idle.ms: close connections with nothing in flight."""
+        """Kafka's connections.max.idle.ms: close connections with nothing in
+        flight; and say which requests have been in flight for more than
+        ``_STUCK_S`` without a reason (not parked to a later deadline, not
+        throttled): a request nobody answers leaves its client waiting for
+        its own timeout, so the log names the connection's state."""
         limit = now - self.idle_ms / 1000.0
+        stuck = now - _STUCK_S
         for conn in list(self.conns.values()):
             if conn.last_active < limit and conn.state in (_READ_HEADER, _READ_BODY, _HANDSHAKE) and not conn.out:
                 log.debug("closing idle connection %s", conn.peer)
                 self._close(conn)
+            elif (conn.state == _MUTED and conn.received_at < stuck and conn.received_at != conn.reported_at
+                  and not conn.throttle_until):
+                op = self.purgatory.get(conn.conn_id)
+                if op is not None and op.deadline_ms > time.time() * 1000:
+                    continue
+                conn.reported_at = conn.received_at
+                log.warning("request (api key %d) from %s in flight for %.0f s: at_worker=%s parked=%s "
+                            "backlog=%s out=%d events=%d deadline_ms=%d inline=%s arena_off=%d inbuf=%d",
+                            conn.api_key, conn.peer, now - conn.received_at, conn.at_worker, op,
+                            conn in self.backlog, len(conn.out), conn.events, conn.deadline_ms,
+                            conn.inline is not None, conn.arena_off, len(conn.inbuf))
 
     def _timeout(self):
         if self.backlog or self.arena_waiters:

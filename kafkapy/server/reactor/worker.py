@@ -33,6 +33,8 @@ from kafkapy.server.quotas import enforce as quota_enforce
 from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
 
 log = logging.getLogger("kafkapy.request")
+# A request handled for longer than this is logged: its client is waiting.
+_SLOW_S = 10.0
 
 
 class Decoded:
@@ -168,6 +170,8 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
         kind, payload = handle_request(broker, buf, req.deadline_ms, req.listener, req.principal,
                                        req.peer_host)
         done = monotonic()
+        if done - started > _SLOW_S:
+            log.warning("a request (api key %d) took %.1f s in the handler", api_key, done - started)
         # A re-run of a parked fetch (deadline_ms set) waited in a processor,
         # not in the queue: its queue time was counted on the first pass.
         probe.request_handled(api_key, -1.0 if req.deadline_ms else started - req.put_s,
