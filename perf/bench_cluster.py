@@ -63,7 +63,7 @@ class ClusterTarget:
 
     name = "kafkapy x3"
 
-    def __init__(self, workdir: str, overrides: dict):
+    def __init__(self, workdir: str, overrides: dict, src: str | None = None):
         self.workdir = workdir
         self.zk_dir = Path(workdir) / "zookeeper"
         self.zk_dir.mkdir(parents=True)
@@ -77,7 +77,7 @@ class ClusterTarget:
             props = {"broker.id": str(broker_id),
                      "zookeeper.connect": f"127.0.0.1:{self.zk_port}/bench",
                      "offsets.topic.replication.factor": "3", **overrides}
-            self.brokers.append(_brokers.make_kafkapy(d, props))
+            self.brokers.append(_brokers.make_kafkapy(d, props, src=src))  # src: a snapshot (A/B runs)
 
     @property
     def bootstrap(self) -> str:
