@@ -54,6 +54,10 @@ class TransactionCoordinator:
         now = state.clock_ms()
         self._next_abort_ms = now + abort_interval_ms
         self._next_expire_ms = now + expire_interval_ms
+        # When unwritten markers are tried again: at most every
+        # MARKER_RETRY_INTERVAL_MS however often ``tick`` runs (the process
+        # calls it before every request), as Kafka's marker channel backs off.
+        self._next_retry_ms = now
 
     # ------------------------------------------------------------ running decisions
 
@@ -67,8 +71,11 @@ class TransactionCoordinator:
                 reply(result.answer)
                 reply = None
             follow = None
-            if result.markers is not None and self.channel.send(result.markers):
-                follow = state.markers_written(result.markers)
+            if result.markers is not None:
+                if self.channel.send(result.markers):
+                    follow = state.markers_written(result.markers)
+                else:
+                    self._retry_later()
             if result.persist is not None:
                 error = self.store.persist(result.persist)
                 if error:
@@ -109,11 +116,21 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------ timers
 
+    def _retry_later(self) -> None:
+        """Markers are left unwritten: try them again after the interval
+        (an earlier retry already due is kept, so a stream of failing
+        transactions cannot postpone the older ones')."""
+        now = self.state.clock_ms()
+        if self._next_retry_ms <= now:
+            self._next_retry_ms = now + MARKER_RETRY_INTERVAL_MS
+
     def tick(self) -> int:
         """Run what is due; returns when to call again (ms, the state's clock)."""
         now = self.state.clock_ms()
-        for markers in self.channel.retry():
-            self.run(self.state.markers_written(markers))
+        if self.channel.pending and now >= self._next_retry_ms:
+            self._next_retry_ms = now + MARKER_RETRY_INTERVAL_MS
+            for markers in self.channel.retry():
+                self.run(self.state.markers_written(markers))
         if now >= self._next_abort_ms:
             self._next_abort_ms = now + self.abort_interval_ms
             for result in self.state.abort_timed_out_transactions():
@@ -123,4 +140,4 @@ class TransactionCoordinator:
             for persist in self.state.expire_transactional_ids():
                 self.run(Result(persist=persist))
         nearest = min(self._next_abort_ms, self._next_expire_ms)
-        return min(nearest, now + MARKER_RETRY_INTERVAL_MS) if self.channel.pending else nearest
+        return min(nearest, max(now, self._next_retry_ms)) if self.channel.pending else nearest

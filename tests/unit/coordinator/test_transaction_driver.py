@@ -11,7 +11,7 @@ from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
 from kafkapy.coordinator.transaction.marker_channel import TransactionMarkerChannel
 from kafkapy.coordinator.transaction.state_log import decode_key, decode_value, encode_key
 from kafkapy.coordinator.transaction.transaction_coordinator import (
-    ABORT_TIMED_OUT_INTERVAL_MS, TransactionCoordinator)
+    ABORT_TIMED_OUT_INTERVAL_MS, MARKER_RETRY_INTERVAL_MS, TransactionCoordinator)
 from kafkapy.protocol.codec import encode_to_bytes
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode as E
@@ -157,6 +157,7 @@ def test_unwritten_markers_are_retried_and_block_the_transaction(env):
     next_ms = txn.tick()
     assert next_ms <= clock.now + 100 and txn.channel.pending   # still down
     logs.down.clear()
+    clock.now += 100   # retried after Kafka's backoff, not at every tick
     txn.tick()
     assert not txn.channel.pending and store.states()[-1] == 4
     assert written == [(("out", 0), True), (("out", 1), True)]   # each partition once, when written
@@ -164,6 +165,31 @@ def test_unwritten_markers_are_retried_and_block_the_transaction(env):
     for p in (0, 1):
         log = logs.log("out", p)
         assert log.log_end_offset == 1
+
+
+def test_marker_retries_are_spaced_however_often_tick_runs(env):
+    # The coordinator process ticks before every request: a leader that keeps
+    # refusing a marker is tried again every MARKER_RETRY_INTERVAL_MS, not
+    # once per request.
+    txn, store, logs, clock = env
+    attempts = []
+    write_all = txn.channel.write_all
+    txn.channel.write_all = lambda batch: (attempts.append(len(batch)), write_all(batch))[1]
+    call(txn.init_producer_id, TXN, 60000, -1, -1)
+    call(txn.add_partitions, TXN, 5000, 0, [("out", 0)])
+    logs.down.add(("out", 0))
+    failed_at = clock.now
+    call(txn.end_txn, TXN, 5000, 0, True)
+    assert attempts == [1] and txn.channel.pending
+    for _ in range(150):   # a request every millisecond, each after a tick
+        next_ms = txn.tick()
+        clock.now += 1
+    assert attempts == [1, 1]   # once, when the interval had passed
+    assert next_ms == failed_at + 2 * MARKER_RETRY_INTERVAL_MS   # the next one
+    logs.down.clear()
+    clock.now = next_ms
+    txn.tick()
+    assert not txn.channel.pending and store.states()[-1] == 4 and len(attempts) == 3
 
 
 def test_failed_state_write_answers_and_changes_nothing(env):
