@@ -683,7 +683,7 @@ class Partition:
         return data, high_watermark, log_start_offset, last_stable_offset, aborted
 
     def fetch_records_for_follower(self, replica_id: int, fetch_offset: int, max_bytes: int,
-                                   min_one_batch: bool, now_ms: int):
+                                   min_one_batch: bool, now_ms: int, record: bool = True):
         """A follower's fetch (Kafka's fetch with replica_id >= 0): record its
         fetch state (``update_follower_fetch_state``), then read up to the log
         end offset; the same ``(FetchData or None, high_watermark,
@@ -697,13 +697,19 @@ class Partition:
         ``FETCH_STATE_REFRESH_MS`` of the last record nothing is written and
         no lock is taken. Its caught-up time is then at most that old, far
         inside ``replica.lag.time.max.ms`` (Kafka's default 30 s); the high
-        watermark cannot move, since no log end offset did."""
+        watermark cannot move, since no log end offset did.
+
+        ``record`` False: only read (a parked fetch run again when woken or
+        expired; Kafka's DelayedFetch completes with ``readFromPurgatory``,
+        which leaves the follower's fetch state as its first run recorded it)."""
         log = self.log
         state = self.state
-        if fetch_offset == state.log_end_offset and self._fetch_state_holds(replica_id, fetch_offset, now_ms):
+        if fetch_offset == state.log_end_offset and (
+                not record or self._fetch_state_holds(replica_id, fetch_offset, now_ms)):
             return NOTHING_READ, state.high_watermark, state.log_start_offset
         with log.lock():
-            self._record_follower_fetch(replica_id, fetch_offset, now_ms)
+            if record:
+                self._record_follower_fetch(replica_id, fetch_offset, now_ms)
             high_watermark = state.high_watermark
             log_start_offset = state.log_start_offset
             if fetch_offset == state.log_end_offset:

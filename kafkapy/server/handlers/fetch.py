@@ -52,7 +52,9 @@ Contract:
   recorded, at once, so the follower truncates and fetches again. Otherwise
   it records the follower's fetch state, which may move the high watermark:
   then the processors' parked operations are woken (a DelayedProduce waiting
-  for acks=all, a consumer's DelayedFetch), as an append wakes them. It
+  for acks=all, a consumer's DelayedFetch), as an append wakes them; a parked
+  fetch run again (woken or expired: ``deadline_ms`` set) only reads, as
+  Kafka's DelayedFetch completes (``readFromPurgatory``). It
   reads up to the log end offset; parked, it waits for the log end offset to
   pass its fetch offset. A consumer's fetch pays one int compare for all this.
 - Fetch sessions (KIP-227, v7+; Kafka's FetchManager.newContext), by
@@ -307,6 +309,7 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
     names = _topic_names(broker.metadata()) if version >= 13 else None
     has_epoch = version >= 9
     idle_checks = replica_id >= 0 and version >= 12  # last_fetched_epoch from v12
+    first_run = not ctx.deadline_ms  # a parked fetch run again does not record the follower's state
     committed = request.isolation_level == READ_COMMITTED and replica_id < 0
     remaining = request.max_bytes
     total = 0
@@ -368,7 +371,7 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
                 continue
             before = partition.high_watermark
             data, high_watermark, log_start_offset = partition.fetch_records_for_follower(
-                replica_id, e.fetch_offset, max_bytes, total == 0, ctx.now_ms)
+                replica_id, e.fetch_offset, max_bytes, total == 0, ctx.now_ms, record=first_run)
             if high_watermark > before:
                 high_watermark_moved.append(partition.slot)
             if throttle is not None and data is not None and data.size and throttle.is_throttled(name, e.partition):

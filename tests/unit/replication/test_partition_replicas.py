@@ -243,3 +243,25 @@ def test_an_idle_followers_fetch_is_answered_from_one_read_only_when_nothing_is_
     assert p.idle_follower_fetch(F1, end, 2, 2, T + 3) is None  # new records
     p.make_follower(F2, 3, (LEADER, F1, F2), 2)
     assert p.idle_follower_fetch(F1, p.log_end_offset, 3, 3, T + 4) is None  # not the leader
+
+
+def test_a_parked_followers_fetch_run_again_reads_without_recording(make_partition):
+    # Kafka's DelayedFetch completes with readFromPurgatory: the fetch state
+    # (and so the high watermark) is what the fetch's first run recorded.
+    p = make_partition()
+    p.make_leader(1, (LEADER, F1, F2), (LEADER, F1, F2), 1, now_ms=T)
+    _append(p, 3)
+    end = p.log_end_offset
+    p.fetch_records_for_follower(F1, end, 1 << 20, True, T + 1)
+    p.fetch_records_for_follower(F2, end, 1 << 20, True, T + 1)
+    assert p.high_watermark == end
+    states = p.replica_states()
+    _append(p, 2)
+    data, hw, _ = p.fetch_records_for_follower(F1, end, 1 << 20, True, T + 50, record=False)
+    assert data.size > 0 and hw == end  # the new records are read
+    assert p.replica_states() == states and p.high_watermark == end  # nothing recorded
+    data, _, _ = p.fetch_records_for_follower(F2, p.log_end_offset, 1 << 20, True, T + 60, record=False)
+    assert data.size == 0 and p.replica_states() == states
+    # A first run records as before.
+    p.fetch_records_for_follower(F1, p.log_end_offset, 1 << 20, True, T + 70)
+    assert p.replica_states()[F1][0] == p.log_end_offset and p.replica_states() != states
