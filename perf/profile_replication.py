@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -262,10 +263,11 @@ def main(argv=None) -> int:
         sources = {rev: _brokers.snapshot_source(str(HERE.parent), os.path.join(tmp, f"src-{n}"), rev)
                    for n, rev in enumerate(args.rev)} or {None: None}
         for i in range(args.repeat):
-            for rev, src in sources.items():
+            for n, (rev, src) in enumerate(sources.items()):
                 if rev is not None:
                     print(f"\n#### revision {rev} (round {i + 1})")
-                cluster = ClusterTarget(os.path.join(tmp, f"cluster-{i}-{rev}"), {}, src=src)
+                workdir = os.path.join(tmp, f"cluster-{i}-{n}")
+                cluster = ClusterTarget(workdir, {}, src=src)
                 try:
                     cluster.start()
                     for partitions in args.partitions:
@@ -273,6 +275,9 @@ def main(argv=None) -> int:
                                   args.kinds, args.native, args.perf)
                 finally:
                     cluster.stop()
+                    # Gigabytes of logs left behind would make the next
+                    # cluster's page-cache writes pay for reclaim.
+                    shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
