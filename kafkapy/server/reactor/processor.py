@@ -420,7 +420,11 @@ class Processor:
         sent.
         """
         if conn.state != _READ_HEADER and conn.state != _READ_BODY:
-            self._set_events(conn, 0)
+            # Muted: out of the selector for reading. Write interest stays:
+            # one select can report the response pipe and this connection
+            # together, and the answer handled first may be waiting for the
+            # socket already.
+            self._set_events(conn, conn.events & selectors.EVENT_WRITE)
             return
         if conn.tls:
             return self._tls_read(conn)
