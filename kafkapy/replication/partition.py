@@ -495,8 +495,7 @@ class Partition:
         try:
             with state.lock():
                 self._check_follower(leader_epoch)
-                result = log.append_as_follower(records)
-                log.update_high_watermark(leader_high_watermark)
+                result = log.append_as_follower(records, leader_high_watermark)
                 new_start = min(leader_log_start_offset, state.high_watermark)
                 if new_start > state.log_start_offset:
                     log.delete_records(new_start)

@@ -645,7 +645,7 @@ class Log:
         return _new_tuple(AppendResult, (first_offset, next_offset - 1, log_append_time_ms,
                                          slot[_F_LOG_START_OFFSET], record_count, False))
 
-    def append_as_follower(self, records) -> AppendResult:
+    def append_as_follower(self, records, high_watermark: int | None = None) -> AppendResult:
         """Append batches fetched from the leader, as they are (Kafka's
         appendAsFollower): offsets, leader epochs and timestamps were assigned
         by the leader and are kept. CRCs are verified; the leader's limits
@@ -658,9 +658,13 @@ class Log:
         latest cached one starts that epoch at its base offset. Producer
         state is not touched here: it catches up from the log on its next
         use, as every worker's does. The high watermark is left to
-        replication. Raises RecordError on a corrupt batch."""
+        replication: ``high_watermark`` (the leader's) becomes it after the
+        append, clamped as ``update_high_watermark`` clamps it, in the
+        append's own slot store. Raises RecordError on a corrupt batch."""
         slot = self._sync()
         if len(records) == 0:
+            if high_watermark is not None:
+                self.update_high_watermark(high_watermark)
             return AppendResult(-1, -1, -1, slot[_F_LOG_START_OFFSET], 0, False)
         headers, _end, error = batch.scan_batches(records, 0, -1, True, -1)
         if error:
@@ -697,8 +701,12 @@ class Log:
             # whoever appends the marker, from producer state caught up to it.
             psm = self._producer_state()
             psm.catch_up(log_end_offset, self._read_headers_from)
+        if high_watermark is None:
+            high_watermark = slot[1]
+        else:  # update_high_watermark's clamp, to the new log end offset
+            high_watermark = min(max(high_watermark, slot[_F_LOG_START_OFFSET]), expected)
         self._write_batches(records, headers, slot, self._clock_ms(), first_offset, expected, record_count,
-                            max_timestamp, -1, slot[1], None, epochs)
+                            max_timestamp, -1, high_watermark, None, epochs)
         if psm is not None:
             psm.catch_up(self.state.log_end_offset, self._read_headers_from, self._index_completed_txn)
         return _new_tuple(AppendResult, (first_offset, expected - 1, -1, slot[_F_LOG_START_OFFSET],
