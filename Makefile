@@ -135,7 +135,7 @@ install-kafkajs: install-test deps-node
 	fi
 
 test: install-test install-kafkajs
-	KAFKAPY_REQUIRE_EXTENSIONS=1 $(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --timeout=300 $(PYTEST_ARGS)
+	KAFKAPY_REQUIRE_EXTENSIONS=1 $(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --timeout=300 --durations=25 $(PYTEST_ARGS)
 
 bench: install-test
 	@[ -f $(PERF_STAMP) ] || { $(PIP) install $(PIP_FLAGS) -e '.[test,perf]' && touch $(PERF_STAMP); }
