@@ -312,6 +312,11 @@ def _mode_rows(rows, mode: str) -> tuple[list, float]:
     return sel, statistics.median(r["rec_per_s"] for r in sel)
 
 
+def _commit_stats(sel) -> tuple:
+    """Median commit p50 and p99 (ms) and broker CPU per transaction (ms) of ``sel``."""
+    return tuple(statistics.median(r[k] for r in sel) for k in ("commit_p50_ms", "commit_p99_ms", "cpu_ms_per_txn"))
+
+
 def print_fleet_table(rows, modes) -> None:
     idem = _mode_rows(rows, "idempotent")[1]
     print(f"{'mode':<16} {'rec/s':>10} {'vs idem':>8} {'commit p50':>11} {'p99':>8} {'cpu ms/txn':>11}"
@@ -323,8 +328,7 @@ def print_fleet_table(rows, modes) -> None:
         if mode == "idempotent":
             print(f"{line} {'':>11} {'':>8} {'':>11} {per_krec:>12,.0f}")
             continue
-        p50, p99, cpu = (statistics.median(r[k] for r in sel) for k in ("commit_p50_ms", "commit_p99_ms",
-                                                                          "cpu_ms_per_txn"))
+        p50, p99, cpu = _commit_stats(sel)
         print(f"{line} {p50:>9.2f}ms {p99:>6.1f}ms {cpu:>11.2f} {per_krec:>12,.0f}")
 
 
@@ -339,8 +343,7 @@ def print_table(rows, modes) -> None:
         if mode == "idempotent":
             print(f"{line} {'':>11} {'':>8} {'':>11} {'':>10} {produce_rtt:>10.2f}ms")
             continue
-        p50, p99, cpu = (statistics.median(r[k] for r in sel) for k in ("commit_p50_ms", "commit_p99_ms",
-                                                                          "cpu_ms_per_txn"))
+        p50, p99, cpu = _commit_stats(sel)
         coord = statistics.median(r["coord_rtt_ms"] for r in sel)
         coord_text = f"{coord:>8.2f}ms" if coord == coord else f"{'':>10}"
         print(f"{line} {p50:>9.2f}ms {p99:>6.1f}ms {cpu:>11.2f} {coord_text} {produce_rtt:>10.2f}ms")
