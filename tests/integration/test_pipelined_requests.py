@@ -36,6 +36,7 @@ pytestmark = pytest.mark.timeout(120)
 
 FETCH, FETCH_VERSION = 1, 11  # the newest non-flexible version (request header v1)
 RECORDS, VALUE_BYTES = 2000, 2048
+ROUNDS = 3  # each on a fresh connection
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +67,13 @@ def correlation_id(frame: bytes) -> int:
     return struct.unpack_from(">i", frame)[0]
 
 
-@pytest.mark.parametrize("rounds", [3])
-def test_requests_behind_a_partly_written_answer_are_answered_in_order(broker, rounds):
+def test_requests_behind_a_partly_written_answer_are_answered_in_order(broker):
     topic = "pipelined"
     create_topic(broker.bootstrap, topic)
     assert_delivered(produce_confluent(broker.bootstrap, topic,
                                        [Rec(partition=0, key=None, value=bytes([i % 251]) * VALUE_BYTES) for i in range(RECORDS)]))
     host, _, port = broker.bootstrap.rpartition(":")
-    for round_ in range(rounds):  # bounded: a few rounds, each on a fresh connection
+    for round_ in range(ROUNDS):  # bounded: a few rounds, each on a fresh connection
         client = RawClient(host, int(port), timeout_s=20, receive_buffer=16384)
         try:
             # One write: the ~4 MB Fetch, then a Fetch at the log end that waits.

@@ -25,21 +25,13 @@ import uuid
 import pytest
 
 from kafkapy.coordination import zk_data
-from support.cluster import SESSION_TIMEOUT_MS, Cluster, wait_for
+from support.cluster import SESSION_TIMEOUT_MS, Cluster, running_cluster, wait_for
 from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
 
 @pytest.fixture
 def cluster(zookeeper, tmp_path, request):  # noqa: F811
-    c = Cluster(zookeeper, tmp_path, f"/{request.node.name[:40]}")
-    client = zookeeper.client(c.chroot)
-    try:
-        c.start()
-        yield c, client
-    finally:
-        c.close()
-        client.stop()
-        client.close()
+    yield from running_cluster(zookeeper, tmp_path, f"/{request.node.name[:40]}")
 
 
 def _create_topic(zk, name, assignment) -> uuid.UUID:
