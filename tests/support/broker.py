@@ -17,6 +17,7 @@ Ownership: one ``BrokerProcess`` per broker, driven by one test thread.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -62,8 +63,35 @@ class BrokerStartError(RuntimeError):
     pass
 
 
+# Listening ports are taken below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range), so that no outgoing connection of another
+# test can take one between the check and the broker's bind: port 0 would
+# hand out a port from that very range.
+LISTEN_PORT_RANGE = (10000, 32768)
+# A broker whose first start finds its free-a-moment-ago port taken starts again
+# on another one, this many times.
+BIND_RETRIES = 3
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return LISTEN_PORT_RANGE[1]
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the kernel picks it)."""
+    """A TCP port that was free a moment ago: a random one below the kernel's
+    ephemeral range (see ``LISTEN_PORT_RANGE``), else one the kernel picks."""
+    low, high = LISTEN_PORT_RANGE[0], min(LISTEN_PORT_RANGE[1], _ephemeral_low())
+    for _ in range(50 if high > low else 0):
+        port = random.randrange(low, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
@@ -171,6 +199,8 @@ class BrokerProcess(ProcessWithLog):
         self.host = host
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.port = port if port is not None else free_port()
+        # Only a port the harness chose may be changed when it turns out taken.
+        self._port_chosen = port is None
         self.start_timeout_s = start_timeout_s
         self.props_path = self.work_dir / "server.properties"
         self.log_path = self.work_dir / "broker.log"
@@ -193,6 +223,7 @@ class BrokerProcess(ProcessWithLog):
         address = f"PLAINTEXT://{host}:{self.port}"
         props["listeners"] = address
         props["advertised.listeners"] = address
+        self._listener = address
         props["log.dirs"] = str(self.work_dir / "logs")
         for key, value in (overrides or {}).items():
             if value is None:
@@ -217,6 +248,31 @@ class BrokerProcess(ProcessWithLog):
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> "BrokerProcess":
+        """Start the broker and wait until it answers. On its first start, a
+        listener port the harness chose that another process took in the
+        meantime (the broker logs EADDRINUSE and exits) is replaced by a new
+        one, up to ``BIND_RETRIES`` times; later starts keep their port, as
+        clients and the cluster know the broker by it."""
+        for attempt in range(BIND_RETRIES + 1):
+            try:
+                return self._start_once()
+            except BrokerStartError as exc:
+                if not (self._port_chosen and self.starts == 1 and attempt < BIND_RETRIES
+                        and self._listener in self.props.get("listeners", "")
+                        and "Address already in use" in str(exc)):
+                    raise
+                self._move_to_port(free_port(self.host))
+                self.starts = 0
+        raise AssertionError("unreachable")
+
+    def _move_to_port(self, port: int) -> None:
+        address = f"PLAINTEXT://{self.host}:{port}"
+        for key in ("listeners", "advertised.listeners"):
+            self.props[key] = self.props[key].replace(self._listener, address)
+        self._listener, self.port = address, port
+        write_properties(self.props_path, self.props)
+
+    def _start_once(self) -> "BrokerProcess":
         if self.running:
             raise RuntimeError("broker already running")
         if self.command is not None:

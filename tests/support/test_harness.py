@@ -175,8 +175,10 @@ def test_probe_fails_fast_on_closed_port():
 # ---------------------------------------------------------------- BrokerProcess
 
 
-def test_free_port_is_bindable():
+def test_free_port_is_bindable_and_outside_the_ephemeral_range():
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     port = free_port()
+    assert port < low  # no outgoing connection can take it
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
 
@@ -294,6 +296,29 @@ def test_real_broker_start_stop_restart(broker):
     assert (broker.port, broker.log_dirs) == (port, dirs)
     with RawClient.connect(broker.bootstrap) as client:
         assert client.api_versions()[0] == 0
+
+
+def test_a_first_start_on_a_taken_port_moves_to_a_free_one(tmp_path):
+    """The race the harness closes: its free port is taken before the broker
+    binds it (here by a socket the test holds). The real broker exits with
+    EADDRINUSE; the harness starts it again on a new port, written to the
+    properties, and the broker answers there."""
+    b = BrokerProcess(tmp_path)
+    taken = b.port
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", taken))
+        holder.listen()
+        b.start()
+        assert b.port != taken and b.starts == 1
+        assert f"listeners=PLAINTEXT://127.0.0.1:{b.port}" in b.props_path.read_text()
+        assert "Address already in use" in b.log_text()
+        with RawClient.connect(b.bootstrap) as client:
+            assert client.api_versions()[0] == 0
+    finally:
+        holder.close()
+        b.close()
+    assert b.leaked == []
 
 
 def test_real_broker_sigkill_leaves_no_children(broker):
