@@ -1499,10 +1499,16 @@ DEFAULT_BROKER_ENTITY = "<default>"
 # every broker synonym of a topic config reconfigurable (log.retention.ms but
 # not log.retention.hours, message.max.bytes, compression.type, ...), and
 # kafkapy applies exactly those: each process rebuilds its open logs'
-# LogConfig when the metadata generation moves.  Kafka's other dynamic keys
-# (num.io.threads, max.connections, listeners, ...) size processes forked at
-# start-up here, so they are refused like any read-only key.
-DYNAMIC_BROKER_CONFIGS = frozenset(
+# LogConfig when the metadata generation moves.  The connection limits
+# (Kafka's DynamicConnectionQuota) are dynamic too: the acceptor reads them
+# again when the generation moves.  Kafka's other dynamic keys
+# (num.io.threads, num.network.threads, listeners, ...) size processes forked
+# at start-up here, so they are refused like any read-only key.
+CONNECTION_LIMIT_CONFIGS = frozenset({"max.connections", "max.connections.per.ip",
+                                      "max.connections.per.ip.overrides", "max.connection.creation.rate"})
+# Of those, the keys a listener may override (listener.name.<l>.<key>), at run time too.
+LISTENER_CONNECTION_LIMIT_CONFIGS = ("max.connections", "max.connection.creation.rate")
+DYNAMIC_BROKER_CONFIGS = CONNECTION_LIMIT_CONFIGS | frozenset(
     key.synonym for key in _TOPIC_KEYS if key.synonym is not None and key.synonym in BROKER_CONFIGS
     # Kafka keeps log.message.format.version read-only (DynamicLogConfig)
     and key.synonym != "log.message.format.version") | {
@@ -1555,7 +1561,7 @@ def validate_dynamic_broker_configs(configs: Mapping[str, Optional[str]]) -> dic
     Unknown or read-only keys raise ``NonDynamicConfigError``; a null value or
     a value that does not parse raises ``InvalidConfigError``.
     """
-    refused = [name for name in configs if name not in DYNAMIC_BROKER_CONFIGS]
+    refused = [name for name in configs if name not in DYNAMIC_BROKER_CONFIGS and _listener_key(name) is None]
     if refused:
         raise NonDynamicConfigError(refused)
     result: dict[str, str] = {}
@@ -1563,11 +1569,32 @@ def validate_dynamic_broker_configs(configs: Mapping[str, Optional[str]]) -> dic
         if raw is None:
             raise InvalidConfigError(name, f"Null value not supported for : {name}")
         try:
-            BROKER_CONFIGS[name].parse(raw)
+            BROKER_CONFIGS[_listener_key(name) or name].parse(raw)
         except ConfigException as exc:
             raise InvalidConfigError(name, str(exc)) from None
+        if name == "max.connections.per.ip.overrides":
+            _check_ip_overrides(name, raw)
         result[name] = raw.strip()
     return result
+
+
+def _listener_key(name: str) -> Optional[str]:
+    """The connection-limit key a ``listener.name.<l>.<key>`` name overrides, else None."""
+    if name.startswith("listener.name."):
+        for key in LISTENER_CONNECTION_LIMIT_CONFIGS:
+            if name.endswith("." + key) and len(name) > len("listener.name.") + len(key) + 1:
+                return key
+    return None
+
+
+def _check_ip_overrides(name: str, raw: str) -> None:
+    """``host:count,...`` with whole counts (Kafka's DynamicConnectionQuota
+    validation; host names are resolved when applied, not here)."""
+    for item in raw.split(","):
+        item = item.strip()
+        host, sep, count = item.rpartition(":")
+        if item and (not sep or not host or not count.strip().isdigit()):
+            raise InvalidConfigError(name, f"Invalid entry in {name}: {item}")
 
 
 def effective_broker_config(static: "BrokerConfig", cluster_dynamic: Mapping[str, str],

@@ -264,3 +264,96 @@ def test_ip_connection_creation_rate_quota(broker):
     finally:
         for s in socks:
             s.close()
+
+
+def _alter_broker(bootstrap: str, name: str, configs: dict):
+    """kafkapy-configs --entity-type brokers (``name`` "" = --entity-default):
+    --add-config the non-None values, --delete-config the None ones; the
+    completed process."""
+    import subprocess
+
+    tool = Path(sys.executable).parent / "kafkapy-configs"
+    argv = [str(tool), "--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers"]
+    argv += ["--entity-default"] if name == "" else ["--entity-name", name]
+    added = ",".join(f"{k}=[{v}]" if "," in v else f"{k}={v}" for k, v in configs.items() if v is not None)
+    deleted = ",".join(k for k, v in configs.items() if v is None)
+    argv += (["--add-config", added] if added else []) + (["--delete-config", deleted] if deleted else [])
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def _altered(bootstrap: str, name: str, configs: dict) -> None:
+    p = _alter_broker(bootstrap, name, configs)
+    assert p.returncode == 0 and p.stdout.startswith("Completed updating"), (p.stdout, p.stderr)
+
+
+@pytest.mark.broker_config({"max.connections.per.ip": 3})
+def test_connection_limits_change_at_run_time(broker):
+    """Kafka's DynamicConnectionQuota: max.connections.per.ip (and its overrides)
+    set with IncrementalAlterConfigs apply to the next connection, per broker
+    over the cluster default over the file; connections already open stay."""
+    def accepted(n: int, source: str = "127.0.0.1") -> int:
+        """How many of ``n`` new connections from ``source`` are served."""
+        socks = [_open(broker, source) for _ in range(n)]
+        try:
+            return sum(_served(s, 3.0) for s in socks)
+        finally:
+            for s in socks:
+                s.close()
+
+    def settles(n: int, want: int, source: str = "127.0.0.1") -> None:
+        # the acceptor reads the limits when the metadata moves; counts of closed
+        # connections are released by their processors: both are asynchronous
+        wait_for(lambda: accepted(n, source) == want, 15, f"{want} of {n} connections from {source} served")
+
+    settles(5, 3)
+    _altered(broker.bootstrap, "", {"max.connections.per.ip": "5"})
+    settles(7, 5)
+    # the broker's own value wins over the cluster default
+    _altered(broker.bootstrap, "0", {"max.connections.per.ip": "2"})
+    settles(4, 2)
+    # an override for one address
+    _altered(broker.bootstrap, "0", {"max.connections.per.ip.overrides": "127.0.0.4:6"})
+    settles(8, 6, "127.0.0.4")
+    settles(4, 2)
+    # a bad overrides list is refused and changes nothing
+    p = _alter_broker(broker.bootstrap, "0", {"max.connections.per.ip.overrides": "127.0.0.4:many"})
+    assert p.returncode != 0 and "Invalid entry in max.connections.per.ip.overrides" in p.stdout + p.stderr
+    settles(8, 6, "127.0.0.4")
+    # connections already open stay when the limit drops under their count
+    # (from 127.0.0.7; the tool, which opens two connections, from 127.0.0.1 with an override)
+    held = [_open(broker, "127.0.0.7") for _ in range(2)]
+    try:
+        assert all(_served(s, 3.0) for s in held)
+        _altered(broker.bootstrap, "0", {"max.connections.per.ip": "1", "max.connections.per.ip.overrides": "127.0.0.1:9"})
+        wait_for(lambda: accepted(1, "127.0.0.7") == 0, 15, "a third connection refused at the new limit of 1")
+        assert all(_served(s, 3.0) for s in held)
+    finally:
+        for s in held:
+            s.close()
+    # deleting the broker's values falls back to the cluster default (5)
+    _altered(broker.bootstrap, "0", {"max.connections.per.ip": None, "max.connections.per.ip.overrides": None})
+    settles(7, 5)
+
+
+def test_listener_max_connections_raised_at_run_time_releases_waiting_connections(broker_factory):
+    """listener.name.<l>.max.connections changed at run time (Kafka allows the
+    listener-prefixed form dynamically): a connection waiting in the backlog of
+    the full listener is accepted at once; the ADMIN listener, not limited,
+    carries the change."""
+    from support.certs import named_listeners
+
+    port, ports, listeners = named_listeners(["ADMIN"], {"ADMIN": "PLAINTEXT"})
+    broker = broker_factory({**listeners, "listener.name.plaintext.max.connections": 3}, port=port)
+    held = [_open(broker, "127.0.0.1") for _ in range(3)]
+    waiting = None
+    try:
+        assert all(_served(s, 5.0) for s in held)
+        waiting = _open(broker, "127.0.0.2")
+        assert not _served(waiting, 1.0)  # not accepted while at the limit
+        _altered(f"127.0.0.1:{ports['ADMIN']}", "0", {"listener.name.plaintext.max.connections": "5"})
+        waiting.settimeout(10.0)
+        head = waiting.recv(4)  # the request sent while it waited is answered now
+        assert len(head) == 4
+    finally:
+        for s in held + ([waiting] if waiting else []):
+            s.close()

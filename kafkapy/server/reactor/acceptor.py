@@ -76,6 +76,8 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
     closing: list = []  # (monotonic time, order, socket): throttled by an IP quota, closed then
     order = itertools.count()
     while not stopping:
+        if limits is not None:
+            limits.refresh()  # dynamic max.connections* (a no-op unless the metadata moved)
         timeout = _SLOT_POLL_S if paused else 0.5
         if closing:
             now = time.monotonic()
