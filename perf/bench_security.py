@@ -20,6 +20,13 @@ reader (``tls_decrypt_MBps``, ``tls_encrypt_MBps``), and librdkafka's small
 records through it and through its plain-Python twin (``..._small``,
 ``..._small_twin``).
 ``--protocols PLAINTEXT`` runs against a checkout without TLS support.
+``--client java``: the producer is Apache's Java client (kafka-clients 3.9,
+the reference client; perf/java/PerfProducer.java in its own JVM, warmed up
+with ``--java-warmup`` records first) with the same acks=1, linger.ms=5,
+batch.size=1000000 unless ``--producer-conf`` says otherwise; it writes whole
+16 KiB TLS records, where librdkafka writes one per buffer segment. The
+consumer stays confluent-kafka; ``produce_client_cpu_s_per_GB`` is then the
+JVM's.
 """
 
 from __future__ import annotations
@@ -74,11 +81,41 @@ def _client_conf(protocol, certs, port):
     return conf
 
 
-def _produce(conf, topic, records, size):
+def _java_conf(protocol, certs, port) -> dict:
+    conf = {"security.protocol": protocol}
+    if "SSL" in protocol:
+        conf.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_cert)})
+    if protocol.startswith("SASL"):
+        conf.update({"sasl.mechanism": "SCRAM-SHA-256",
+                     "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                         'username="bench" password="bench-secret";'})
+    return conf
+
+
+def _produce_java(protocol, certs, port, topic, records, size, warmup, extra, on_release):
+    """(seconds, the JVM's CPU seconds) of ``records`` records through the
+    Java producer, timed after its ``warmup`` records (perf/_java.py);
+    ``on_release()`` runs between the warm-up and the timed part."""
+    from _java import JavaProducerRun
+
+    conf = {"acks": "1", "linger.ms": 5, "batch.size": 1000000, **_java_conf(protocol, certs, port), **(extra or {})}
+    run = JavaProducerRun(f"127.0.0.1:{port}", topic, records, size, "idempotent", warmup=warmup, configs=conf)
+    try:
+        run.wait_ready()
+        on_release()
+        run.go()
+        result = run.result()
+    finally:
+        run.close()
+    assert result.acked == records and result.errors == 0, result
+    return result.elapsed_s, result.client_cpu_s
+
+
+def _produce(conf, topic, records, size, extra=None):
     import confluent_kafka
 
     producer = confluent_kafka.Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 1000000,
-                                         "queue.buffering.max.kbytes": 1048576})
+                                         "queue.buffering.max.kbytes": 1048576, **(extra or {})})
     value = b"x" * size
     started = time.monotonic()
     for _ in range(records):
@@ -188,7 +225,17 @@ def main(argv=None) -> int:
     parser.add_argument("--protocols", default="PLAINTEXT,SSL,SASL_SSL")
     parser.add_argument("--handshake-s", type=float, default=3.0)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--producer-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a producer setting for every protocol (repeatable)")
+    parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
+                        help="the producer: confluent-kafka (librdkafka) or Apache's Java client")
+    parser.add_argument("--java-warmup", type=int, default=100000)
     args = parser.parse_args(argv)
+    producer_conf = dict(kv.split("=", 1) for kv in args.producer_conf)
+    if args.client == "java":
+        from _java import java_tool
+
+        java_tool()
     protocols = args.protocols.split(",")
     work = Path(tempfile.mkdtemp(prefix="kafkapy-bench-security-"))
     certs = make_certs(work / "certs")
@@ -217,12 +264,23 @@ def main(argv=None) -> int:
                 mb = args.records * args.size / 1e6
                 cpu0 = _cpu_s(broker.pgid)
                 by0 = _cpu_by_process(broker.pgid)
-                client0 = _client_cpu_s()
-                produce_s = _produce(conf, topic, args.records, args.size)
-                client1 = _client_cpu_s()
+                if args.client == "java":
+                    before = {}
+
+                    def released():
+                        before.update(cpu=_cpu_s(broker.pgid), by=_cpu_by_process(broker.pgid))
+
+                    produce_s, client1 = _produce_java(protocol, certs, ports[protocol], topic, args.records,
+                                                       args.size, args.java_warmup, producer_conf, released)
+                    cpu0, by0, client0 = before["cpu"], before["by"], 0.0
+                else:
+                    client0 = _client_cpu_s()
+                    produce_s = _produce(conf, topic, args.records, args.size, producer_conf)
+                    client1 = _client_cpu_s()
                 cpu1 = _cpu_s(broker.pgid)
                 by1 = _cpu_by_process(broker.pgid)
-                consume_s = _consume(conf, topic, args.records)
+                in_topic = args.records + (args.java_warmup if args.client == "java" else 0)
+                consume_s = _consume(conf, topic, in_topic) * args.records / in_topic
                 cpu2 = _cpu_s(broker.pgid)
                 row = {"protocol": protocol, "produce_MBps": round(mb / produce_s, 1),
                        "produce_cpu_s_per_GB": round((cpu1 - cpu0) / mb * 1000, 1),

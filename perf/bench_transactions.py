@@ -38,9 +38,18 @@ window (``cpu us/krec``: per 1,000 records). One client's commit drains its
 own pipeline (flush, EndTxn, AddPartitionsToTxn); a fleet overlaps them, so
 its ratio is the broker's rather than one client's.
 
+``--client java``: the same modes with Apache's Java producer (kafka-clients
+3.9, the reference client; perf/java/PerfProducer.java, one JVM per producer)
+at its own defaults (``linger.ms=0``, ``batch.size=16384``: batches leave
+while the application is still sending, where librdkafka's defaults,
+``linger.ms=5`` and ``batch.size=1000000``, hold a 1,000-record transaction
+until its commit flushes it), overridable with ``--java-config k=v``; each
+JVM first runs ``--java-warmup`` records in the same mode, untimed, for its
+JIT. No ``coord``/``produce rtt`` columns (librdkafka's statistics).
+
 Every loop is bounded in count and time. Run:
 ``.venv/bin/python perf/bench_transactions.py [--records N] [--size B] [--repeat R] [--rev REV ...]
-[--producers N ...]``.
+[--producers N ...] [--client confluent|java]``.
 """
 
 from __future__ import annotations
@@ -165,6 +174,49 @@ def _commit_figures(commits: list, cpu: float) -> dict:
         return {}
     return {"transactions": len(commits), "commit_p50_ms": _percentile(commits, 0.5),
             "commit_p99_ms": _percentile(commits, 0.99), "cpu_ms_per_txn": cpu * 1000 / len(commits)}
+
+
+class JavaLoad:
+    """``--client java``: each producer a PerfProducer JVM (perf/_java.py)."""
+
+    def __init__(self, warmup: int, configs: dict):
+        from _java import java_tool
+
+        java_tool()  # compile once, before any timing
+        self.warmup, self.configs = warmup, configs
+
+    def run(self, broker, topic: str, records: int, size: int, mode: str, producers: int) -> dict:
+        """``producers`` JVMs (partition i each, ``records // producers``
+        records), warmed up, then released together; broker CPU over the
+        release to the last one's end."""
+        from _java import JavaProducerRun
+
+        per = records // producers
+        runs = [JavaProducerRun(broker.bootstrap, topic, per, size, mode, partition=i,
+                                warmup=min(self.warmup, per) if self.warmup else 0, configs=self.configs)
+                for i in range(producers)]
+        try:
+            for r in runs:
+                r.wait_ready()
+            cpu0 = tree_cpu_seconds(broker.pid)
+            for r in runs:
+                r.go()
+            results = [r.result() for r in runs]
+            cpu = tree_cpu_seconds(broker.pid) - cpu0
+        finally:
+            for r in runs:
+                r.close()
+        bad = [(r.acked, r.errors) for r in results if r.errors or r.acked != per]
+        if bad:
+            raise RuntimeError(f"Java producers fell short (acked, errors): {bad}")
+        sent = sum(r.acked for r in results)
+        commits = [c for r in results for c in r.commits_ms]
+        flushes = [c for r in results for c in r.flushes_ms]
+        return {"mode": mode, "producers": producers, "records": sent,
+                "flush_p50_ms": _percentile(flushes, 0.5) if flushes else float("nan"),
+                "rec_per_s": sent / max(r.elapsed_s for r in results), "broker_cpu_s": cpu,
+                "client_cpu_s": sum(r.client_cpu_s for r in results),
+                "coord_rtt_ms": float("nan"), "produce_rtt_ms": float("nan"), **_commit_figures(commits, cpu)}
 
 
 def run_mode(broker, topic: str, records: int, value: bytes, mode: str, tag: str) -> dict:
@@ -359,7 +411,14 @@ def main() -> None:
     ap.add_argument("--producers", type=int, nargs="+", default=[1],
                     help="fleet sizes: 1 = one producer in this process (with idem+flush); N > 1 = N producer "
                          "processes, each its own transactional.id and partition of an N-partition topic")
+    ap.add_argument("--client", choices=("confluent", "java"), default="confluent")
+    ap.add_argument("--java-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Java producer setting (repeatable); default: the client's own defaults")
+    ap.add_argument("--java-warmup", type=int, default=100_000,
+                    help="records each JVM sends in the same mode before the timing (its JIT)")
     args = ap.parse_args()
+    java = (JavaLoad(args.java_warmup, dict(kv.split("=", 1) for kv in args.java_config))
+            if args.client == "java" else None)
     revs = args.rev or ["tree"]
     value = b"x" * args.size
     modes = ["idempotent", f"idem+flush-{FLUSH_EVERY}"] + [f"txn-{s}" for s in TXN_SIZES]
@@ -376,7 +435,10 @@ def main() -> None:
                     for rev in (revs if r % 2 == 0 else revs[::-1]):
                         topic = f"bench-{r}-{n}-{mode}".replace("+", "-")
                         tag = f"{r}-{n}-{mode}"
-                        if n == 1:
+                        if java is not None:
+                            create_topic(brokers[rev], topic, n)
+                            row = java.run(brokers[rev], topic, args.records, args.size, mode, n)
+                        elif n == 1:
                             create_topic(brokers[rev], topic)
                             row = run_mode(brokers[rev], topic, args.records, value, mode, tag)
                         else:
@@ -389,7 +451,7 @@ def main() -> None:
             for broker in brokers.values():
                 broker.stop()
     print(f"\n{args.records:,} records of {args.size} B per mode, median of {args.repeat} round(s), "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {os.getloadavg()[0]:.1f}, client {args.client}")
     for rev in revs:
         for n in args.producers:
             if n == 1:

@@ -167,10 +167,15 @@ def _parse(stdout: str, returncode: int, stderr: str) -> Result:
 class JavaKafkaClient:
     """Runs KafkaClientTool (compiled on first use) with the wheel's jars."""
 
-    def __init__(self, cache_root: Path = CACHE_ROOT):
+    def __init__(self, cache_root: Path = CACHE_ROOT, source: Path = SOURCE, main_class: str = MAIN_CLASS,
+                 jvm_flags: tuple = JVM_FLAGS):
+        """``source``/``main_class``/``jvm_flags``: another single-file program
+        on the same classpath (perf/java/PerfProducer.java, run with the JIT's
+        full tiers)."""
         self.jars = kafka_client_jars()
         self.version = kafka_clients_version()
         self.cache_root = Path(cache_root)
+        self.source, self.main_class, self.jvm_flags = Path(source), main_class, tuple(jvm_flags)
         self.classes_dir: Optional[Path] = None
         self.compiled_now = False
 
@@ -188,12 +193,12 @@ class JavaKafkaClient:
         javac_version = subprocess.run([JAVAC, "-version"], capture_output=True, text=True,
                                        timeout=30).stdout.strip()
         h = hashlib.sha256()
-        h.update(SOURCE.read_bytes())
+        h.update(self.source.read_bytes())
         h.update(self.version.encode())
         h.update(str(self.jars["kafka-clients.jar"].stat().st_size).encode())
         h.update(javac_version.encode())
-        target = self.cache_root / f"java-client-{h.hexdigest()[:16]}"
-        if (target / f"{MAIN_CLASS}.class").exists():
+        target = self.cache_root / f"java-{self.main_class}-{h.hexdigest()[:16]}"
+        if (target / f"{self.main_class}.class").exists():
             self.classes_dir = target
             return target
         self.cache_root.mkdir(parents=True, exist_ok=True)
@@ -203,7 +208,7 @@ class JavaKafkaClient:
         try:
             proc = subprocess.run(
                 [JAVAC, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "--release", "17", "-nowarn",
-                 "-cp", str(self.jars["kafka-clients.jar"]), "-d", str(staging), str(SOURCE)],
+                 "-cp", str(self.jars["kafka-clients.jar"]), "-d", str(staging), str(self.source)],
                 capture_output=True, text=True, timeout=timeout_s)
             if proc.returncode != 0:
                 raise JavaClientError(f"javac failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -211,7 +216,7 @@ class JavaKafkaClient:
                 staging.rename(target)
                 self.compiled_now = True
             except OSError:
-                if not (target / f"{MAIN_CLASS}.class").exists():
+                if not (target / f"{self.main_class}.class").exists():
                     raise
         finally:
             if staging.exists():
@@ -219,12 +224,16 @@ class JavaKafkaClient:
         self.classes_dir = target
         return target
 
+    def argv(self, args: Iterable[str]) -> list[str]:
+        """The command line that runs the program (compiled first if needed)."""
+        if self.classes_dir is None:
+            self.compile()
+        return [JAVA, *self.jvm_flags, "-cp", self.classpath, self.main_class, *args]
+
     def run(self, args: Iterable[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> Result:
         """Run one command; the JVM is killed (and JavaClientError raised) if
         it outlives ``timeout_s``."""
-        if self.classes_dir is None:
-            self.compile()
-        argv = [JAVA, *JVM_FLAGS, "-cp", self.classpath, MAIN_CLASS, *args]
+        argv = self.argv(args)
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             # subprocess.run(timeout=) SIGKILLs only this child: the JVM is
             # the process we started, and it has no children of its own.
