@@ -99,24 +99,26 @@ class DelayedProduce(DelayedOperation):
     ``slot`` is -1 for a partition that answers at once (an error), else the
     key of its entry in ``watch``. ``correlation_id``, ``api_version`` say
     which request this answers (the processor that completes it encodes the
-    response from them alone).
+    response from them alone); ``throttle_ms``, the client quota's throttle
+    time its answer carries (server/quotas/enforce.py).
     """
 
-    __slots__ = ("correlation_id", "api_version", "results", "leader_epochs")
+    __slots__ = ("correlation_id", "api_version", "results", "leader_epochs", "throttle_ms")
     KIND = PRODUCE
 
     def __init__(self, watch: dict, deadline_ms: int, correlation_id: int, api_version: int,
-                 results: list, leader_epochs: dict | None = None):
+                 results: list, leader_epochs: dict | None = None, throttle_ms: int = 0):
         super().__init__(watch, deadline_ms)
         self.correlation_id = correlation_id
         self.api_version = api_version
         self.results = results
         # slot -> the leader epoch the records were appended at (none: not checked)
         self.leader_epochs = leader_epochs or {}
+        self.throttle_ms = throttle_ms
 
     def to_wire(self) -> tuple:
         return (PRODUCE, self.watch, self.deadline_ms, self.correlation_id, self.api_version,
-                self.results, self.leader_epochs)
+                self.results, self.leader_epochs, self.throttle_ms)
 
     def _moved(self, read_field, slot) -> bool:
         epoch = self.leader_epochs.get(slot)

@@ -48,6 +48,20 @@ def test_quota_set_on_one_broker_applies_on_another(zookeeper, tmp_path):  # noq
             assert throttle_ms >= 500  # ~900 KB against a bucket of 10 s x 80 KB/s
         finally:
             conn.close()
+        # an acks=all produce answered late (when broker 1 has fetched the
+        # records) carries the throttle time too, as Kafka computes it for
+        # the response it sends after its DelayedProduce completes
+        create_topic_assigned(cluster, "cq-all", [[2, 1]])
+        conn = Connection(two, "cq-client")
+        try:
+            response, _ = conn.call(0, 9, {**produce_request("cq-all", 100_000), "acks": -1})
+            partition = response.responses[0].partition_responses[0]
+            assert partition.error_code == E.NONE and partition.base_offset == 0
+            throttle = response.throttle_time
+            throttle_ms = throttle.total_seconds() * 1000 if hasattr(throttle, "total_seconds") else throttle
+            assert throttle_ms >= 500, throttle_ms  # still over its 80 KB/s
+        finally:
+            conn.close()
         # another client on the same broker is not throttled
         conn = Connection(two, "cq-other")
         try:

@@ -86,8 +86,8 @@ def _response_classes(cls):
 
     has_throttle = any(f.name == "throttle_time" for f in dataclasses.fields(cls))
 
-    def response(topics):
-        return cls(responses=topics, throttle_time=0) if has_throttle else cls(responses=topics)
+    def response(topics, throttle_ms: int = 0):
+        return cls(responses=topics, throttle_time=throttle_ms) if has_throttle else cls(responses=topics)
 
     return topic_cls, partition, response
 
@@ -223,5 +223,5 @@ def delayed_produce_response(op: DelayedProduce, read_field):
             partition(index, int(code), base, append_time, start, message)
             for index, code, base, append_time, start, message, _slot in parts))
         for name, parts in op.final_results(read_field))
-    return response(topics)
+    return response(topics, op.throttle_ms)
 

@@ -92,6 +92,11 @@ def handle(manager, quotas, ctx, decoded, buf_size: int, handler, finish):
         if any(f.name == "throttle_time" for f in dataclasses.fields(response)):
             response = dataclasses.replace(response, throttle_time=throttle)
         kind, payload = finish(decoded, response)
+    elif kind == DELAY and hasattr(response, "throttle_ms"):
+        # an acks=all produce answered later (by the processor, when its
+        # replicas caught up) carries the throttle time too
+        response.throttle_ms = throttle
+        kind, payload = finish(decoded, response)
     _count_throttle(manager, quotas, ctx, user, client, throttle)
     return _throttled(ctx, decoded, kind, payload, throttle)
 
