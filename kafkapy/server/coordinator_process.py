@@ -15,14 +15,18 @@ request in flight, so a parked request simply gets its SEND later).
 
 Transactions (docs/architecture.md, "Transactions"): the same process owns
 the transaction coordinator (``TransactionCoordinator`` over
-``__transaction_state``, markers written by ``LocalMarkerWriter``). It serves
+``__transaction_state``, markers written by ``MarkerWriter``: local appends
+on this thread, other leaders through one sender thread each; outcomes and
+replication waits taken from the loop, never waited for). It serves
 the ``__transaction_state`` partitions this broker leads (standalone: all of
 them once the topic exists; FindCoordinator key type 1 creates it), followed
 on every metadata generation change in both modes, before each transaction
 request and from the loop; ``tick`` runs its timers (timed-out transactions
-aborted, markers retried).
+aborted, markers' outcomes taken and failed ones retried; while markers are
+in flight it asks to run again within 1-16 ms).
 
-Single-threaded: the loop runs due timers (session, rebalance, sync and
+Single-threaded (coordinator state is this thread's; the marker senders'
+threads touch only their own connections and queues): the loop runs due timers (session, rebalance, sync and
 initial-delay timeouts, offset expiry, compaction of ``__consumer_offsets``),
 then waits for the next request at most until the next timer deadline.
 
@@ -378,7 +382,11 @@ def coordinator_main(broker_factory, channel, config) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopped via the queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     broker = broker_factory(-1)
+    server = None
     try:
-        CoordinatorServer(broker, channel, config).run()
+        server = CoordinatorServer(broker, channel, config)
+        server.run()
     finally:
+        if server is not None:
+            server.txn.close()  # the marker senders' threads and connections
         broker.close()

@@ -2,34 +2,52 @@
 its completion handler), for the transaction coordinator's one thread.
 
 ``TransactionMarkerChannel`` keeps, per transaction, the partitions whose
-COMMIT/ABORT marker is not written yet; ``send`` tries them all and
-``retry`` tries every pending transaction's rest again in one pass (the
-coordinator calls it from its timer). Each partition's outcome is Kafka's:
-written, dropped (its topic is gone, or the marker format is not supported),
-retried (no leader here yet, not enough replicas, timed out) or fatal for the
-whole transaction's sending (the coordinator or the producer was fenced: a
-newer coordinator owns the transaction now). When every partition is written
-the transaction is ``done`` and the coordinator persists CompleteCommit /
+COMMIT/ABORT marker is not written yet and which of them are in flight.
+``send`` starts them all; ``poll`` takes the outcomes that came back since
+(the coordinator calls it from its loop); ``retry`` starts again, in one
+pass, every pending transaction's partitions that failed (the coordinator
+calls it every 100 ms). Each partition's outcome is Kafka's: written,
+dropped (its topic is gone, or the marker format is not supported), retried
+(no leader here yet, not enough replicas, timed out) or fatal for the whole
+transaction's sending (the coordinator or the producer was fenced: a newer
+coordinator owns the transaction now). When every partition is written the
+transaction is ``done`` and the coordinator persists CompleteCommit /
 CompleteAbort.
 
-The writer does the writes, a pass at a time: ``write_all([(markers,
-[(topic, partition), ...]), ...]) -> [{(topic, partition): error_code}, ...]``.
-``MarkerWriter`` appends to the partitions this broker leads
-(``LocalMarkerWriter``; standalone, every partition: no request is sent) and
-sends each other leader ONE WriteTxnMarkers request holding all of the
-pass's markers for it (Kafka batches per destination broker the same way),
-to every such leader before reading any answer; the leader's handler makes
-the same local appends. A partition without a live leader answers
-NOT_LEADER_OR_FOLLOWER and is retried (docs/architecture.md, "Transactions").
-A plain ``write_marker(topic, partition, markers) -> error_code`` callable is
-accepted too (one partition at a time; the unit tests' writers).
+Nothing here blocks the coordinator's thread on another broker or on
+replication (a frozen leader or a slow follower must not stall every other
+transaction the coordinator owns). The writer's contract, all calls on that
+thread:
+
+* ``begin([(markers, [(topic, partition), ...]), ...]) -> [{tp: error_code}, ...]``
+  starts a pass and returns the outcomes known at once; a partition missing
+  from its dict is in flight;
+* ``poll() -> [(markers, tp, error_code), ...]``: outcomes that came in since;
+* ``outstanding``: how many partitions are in flight;
+* ``forget(keep)``: drop queued work whose ``markers`` ``keep`` rejects;
+* ``close()``.
+
+``MarkerWriter`` appends to the partitions this broker leads on the calling
+thread (``LocalMarkerWriter.begin``; standalone, every partition: no request
+is sent) and hands the others to one sender thread per leader
+(``_Destination``: ONE WriteTxnMarkers request at a time holding every
+marker queued for that leader, as Kafka's channel drains a destination's
+queue into one request with one request in flight per connection); the
+leader's handler makes the same local appends. A partition without a live
+leader answers NOT_LEADER_OR_FOLLOWER and is retried (docs/architecture.md,
+"Transactions"). A plain ``write_marker(topic, partition, markers) ->
+error_code`` callable is accepted too (one partition at a time, answered at
+once; the unit tests' writers).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import socket
 import struct
+import threading
+import time
 
 from kafkapy.coordinator.offsets_topic import await_replication
 from kafkapy.coordinator.transaction.coordinator import WriteMarkers
@@ -48,80 +66,198 @@ _ABORT_SENDING = frozenset({E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_
 _SKIP = frozenset({E.UNSUPPORTED_FOR_MESSAGE_FORMAT, E.UNSUPPORTED_VERSION})
 
 
-def _one_by_one(write_marker):
-    """``write_all`` over a per-partition ``write_marker`` callable."""
-    def write_all(batch):
-        return [{tp: write_marker(tp[0], tp[1], markers) for tp in tps} for markers, tps in batch]
-    return write_all
+class _OneByOne:
+    """The writer contract over a per-partition ``write_marker`` callable
+    (every outcome known at once)."""
+
+    outstanding = 0
+
+    def __init__(self, write_marker):
+        self.write_marker = write_marker
+
+    def begin(self, batch):
+        return [{tp: self.write_marker(tp[0], tp[1], markers) for tp in tps} for markers, tps in batch]
+
+    def poll(self):
+        return []
+
+    def forget(self, keep) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Pending:
+    """One transaction's markers: the partitions not written yet, and those
+    of them in flight (started, outcome not back)."""
+
+    __slots__ = ("markers", "remaining", "in_flight")
+
+    def __init__(self, markers: WriteMarkers):
+        self.markers = markers
+        self.remaining = set(markers.partitions)
+        self.in_flight = set()
 
 
 class TransactionMarkerChannel:
+    """Owned by the coordinator's thread (every method)."""
+
     def __init__(self, writer, on_written=None):
-        self.write_all = getattr(writer, "write_all", None) or _one_by_one(writer)
+        self.writer = writer if hasattr(writer, "begin") else _OneByOne(writer)
+        # The writer's ``begin``, called once per pass (a seam for the tests).
+        self.write_all = self.writer.begin
         # (topic, partition), markers -> None, after each marker is written:
         # the group coordinator's seam for TxnOffsetCommit (Kafka's
         # handleTxnCompletion: a marker on a __consumer_offsets partition
         # makes the producer's pending offsets committed or drops them).
         self.on_written = on_written
-        # transactional id -> (markers, partitions still to write)
-        self.pending: dict[str, tuple[WriteMarkers, set]] = {}
+        self.pending: dict[str, _Pending] = {}  # transactional id -> its markers being written
+        # Transactional ids with partitions neither written nor in flight:
+        # what the next ``retry`` starts again.
+        self.unsent: set[str] = set()
+        # A retriable outcome came in (the coordinator reads and clears it to
+        # schedule the retry), and something was started or came back (it
+        # polls again soon).
+        self.failed = False
+        self.activity = False
+
+    @property
+    def in_flight(self) -> bool:
+        return self.writer.outstanding > 0
 
     def send(self, markers: WriteMarkers) -> bool:
         """Start writing ``markers``; True when all are written now."""
-        self.pending[markers.transactional_id] = (markers, set(markers.partitions))
-        return bool(self._attempt([markers.transactional_id]))
+        txn_id = markers.transactional_id
+        replaced = txn_id in self.pending
+        self.pending[txn_id] = _Pending(markers)
+        if replaced:
+            self._forget_stale()
+        return bool(self._attempt([txn_id]))
 
     def retry(self) -> list[WriteMarkers]:
-        """Try every pending transaction's unwritten partitions again (one
+        """Start every pending transaction's failed partitions again (one
         pass: one request per leader); the transactions now complete."""
-        return self._attempt(list(self.pending)) if self.pending else []
+        if not self.unsent:
+            return []
+        return self._attempt([t for t in self.pending if t in self.unsent])
+
+    def poll(self) -> list[WriteMarkers]:
+        """Apply the outcomes that came back; the transactions now complete."""
+        done = []
+        for markers, tp, error in self.writer.poll():
+            self.activity = True
+            entry = self.pending.get(markers.transactional_id)
+            if entry is None or entry.markers is not markers:
+                continue  # fenced, unloaded or replaced meanwhile
+            if self._settle(entry, tp, error) and not entry.remaining:
+                del self.pending[markers.transactional_id]
+                done.append(markers)
+        return done
 
     def _attempt(self, txn_ids) -> list[WriteMarkers]:
-        batch = [(self.pending[t][0], sorted(self.pending[t][1])) for t in txn_ids]
+        batch, entries = [], []
+        unsent, pending = self.unsent, self.pending
+        for txn_id in txn_ids:
+            unsent.discard(txn_id)
+            entry = pending[txn_id]
+            tps = sorted(entry.remaining - entry.in_flight if entry.in_flight else entry.remaining)
+            if tps:
+                batch.append((entry.markers, tps))
+                entries.append(entry)
+        if not batch:
+            return []
         done = []
-        for (markers, tps), errors in zip(batch, self.write_all(batch)):
-            txn_id = markers.transactional_id
-            remaining = self.pending[txn_id][1]
+        for entry, (_, tps), answered in zip(entries, batch, self.write_all(batch)):
             for tp in tps:
-                error = errors.get(tp, E.REQUEST_TIMED_OUT)
-                if error == E.NONE and self.on_written is not None:
-                    self.on_written(tp, markers)
-                if error == E.NONE or error in _SKIP:
-                    remaining.discard(tp)
-                elif error in _ABORT_SENDING:
-                    log.warning("markers of %s stop at %s-%d: %s (a newer coordinator or producer epoch owns it)",
-                                txn_id, tp[0], tp[1], E(error).name)
+                error = answered.get(tp)
+                if error is None:
+                    entry.in_flight.add(tp)
+                    self.activity = True
+                elif not self._settle(entry, tp, error):
                     break
-                elif error not in _RETRY:
-                    # Kafka treats the rest as a bug (IllegalStateException); a
-                    # marker is never dropped silently: log and retry.
-                    log.error("marker of %s for %s-%d failed with %s; retrying", txn_id, tp[0], tp[1], error)
             else:
-                if not remaining:
-                    del self.pending[txn_id]
-                    done.append(markers)
-                continue
-            del self.pending[txn_id]  # sending stopped (fenced)
+                if not entry.remaining:
+                    del self.pending[entry.markers.transactional_id]
+                    done.append(entry.markers)
         return done
+
+    def _settle(self, entry: _Pending, tp, error: int) -> bool:
+        """One partition's outcome; False when the transaction's sending stopped."""
+        entry.in_flight.discard(tp)
+        markers = entry.markers
+        if error == E.NONE:
+            entry.remaining.discard(tp)
+            if self.on_written is not None:
+                self.on_written(tp, markers)
+        elif error in _SKIP:
+            entry.remaining.discard(tp)
+        elif error in _ABORT_SENDING:
+            log.warning("markers of %s stop at %s-%d: %s (a newer coordinator or producer epoch owns it)",
+                        markers.transactional_id, tp[0], tp[1], E(error).name)
+            del self.pending[markers.transactional_id]
+            self.unsent.discard(markers.transactional_id)
+            self._forget_stale()
+            return False
+        else:
+            if error not in _RETRY:
+                # Kafka treats the rest as a bug (IllegalStateException); a
+                # marker is never dropped silently: log and retry.
+                log.error("marker of %s for %s-%d failed with %s; retrying", markers.transactional_id,
+                          tp[0], tp[1], error)
+            self.unsent.add(markers.transactional_id)
+            self.failed = True
+        return True
+
+    def _forget_stale(self) -> None:
+        """Let the writer drop queued work of markers no longer pending."""
+        pending = self.pending
+
+        def keep(markers):
+            entry = pending.get(markers.transactional_id)
+            return entry is not None and entry.markers is markers
+
+        self.writer.forget(keep)
 
     def remove_for(self, still_owned) -> None:
         """Forget the transactions ``still_owned(transactional_id)`` rejects
-        (their ``__transaction_state`` partition was unloaded)."""
-        for txn_id in [t for t in self.pending if not still_owned(t)]:
+        (their ``__transaction_state`` partition was unloaded); outcomes of
+        their markers still in flight are ignored when they come back."""
+        gone = [t for t in self.pending if not still_owned(t)]
+        for txn_id in gone:
             del self.pending[txn_id]
+            self.unsent.discard(txn_id)
+        if gone:
+            self._forget_stale()
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 class LocalMarkerWriter:
     """Appends markers to partitions this broker leads
     (``Partition.append_control_batch_to_leader``: a produce's leader and
-    min.insync.replicas checks, acks=-1 as Kafka's coordinator writes it),
-    waiting for the high watermark at most ``timeout_ms``. ``write_all``
-    appends every marker of the pass first, then waits for them (in a
-    cluster the followers fetch them all in the same rounds)."""
+    min.insync.replicas checks, acks=-1 as Kafka's coordinator writes it).
 
-    def __init__(self, broker, timeout_ms: int = 30000):
+    ``begin`` (the coordinator's channel) appends every marker of the pass and
+    answers at once those whose high watermark already passed them (with the
+    ISR the leader alone, a standalone broker: all); the others wait for the
+    followers without blocking anyone: ``poll`` looks at their high
+    watermarks again (Kafka completes them in the produce purgatory), and
+    answers REQUEST_TIMED_OUT after ``timeout_ms``. ``write_all`` appends the
+    same way then waits (the WriteTxnMarkers handler in a worker). Owned by
+    its caller's thread."""
+
+    def __init__(self, broker, timeout_ms: int = 30000, clock=time.monotonic):
         self.broker = broker
         self.timeout_ms = timeout_ms
+        self.clock = clock
+        # Appended, waiting for the high watermark: [deadline, markers, tp, partition, offset].
+        self._waiting: list = []
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._waiting)
 
     def append(self, topic: str, partition_id: int, markers: WriteMarkers):
         """``(error_code, partition, offset the high watermark must pass)``;
@@ -139,19 +275,20 @@ class LocalMarkerWriter:
             return error, None, 0
         return E.NONE, partition, result.last_offset + 1
 
-    def __call__(self, topic: str, partition_id: int, markers: WriteMarkers) -> int:
-        return self.write_all([(markers, [(topic, partition_id)])])[0][(topic, partition_id)]
-
-    def write_all(self, batch) -> list[dict]:
-        appended = []
+    def _append_all(self, batch):
+        """Every marker of ``batch`` appended: (per entry {tp: error} of those
+        refused or with nothing to wait for, [(errors, markers, tp, partition,
+        offset)] of those appended)."""
         results = []
+        appended = []
         for markers, tps in batch:
             errors = {}
             for tp in tps:
                 error, partition, offset = self.append(tp[0], tp[1], markers)
-                errors[tp] = error
-                if partition is not None:
-                    appended.append((errors, tp, partition, offset))
+                if partition is None:
+                    errors[tp] = error
+                else:
+                    appended.append((errors, markers, tp, partition, offset))
             results.append(errors)
         if appended:
             # A marker moves the log end offset and, with the leader alone in
@@ -159,8 +296,66 @@ class LocalMarkerWriter:
             # wake the fetches parked on them (a read_committed consumer
             # waiting at the LSO, followers), as Kafka's append completes its
             # delayed fetches. Otherwise they sleep out max_wait_ms.
-            self.broker.replica_manager.wake_delayed_operations([a[2].slot for a in appended])
-        for errors, tp, partition, offset in appended:
+            self.broker.replica_manager.wake_delayed_operations([a[3].slot for a in appended])
+        return results, appended
+
+    def begin(self, batch) -> list[dict]:
+        results = []
+        slots = []
+        waits = False
+        for markers, tps in batch:
+            errors = {}
+            for tp in tps:
+                error, partition, offset = self.append(tp[0], tp[1], markers)
+                if partition is not None:
+                    slots.append(partition.slot)
+                    done, error = partition.check_enough_replicas_reach_offset(offset)
+                    if not (done or error):
+                        self._waiting.append((self.clock() + self.timeout_ms / 1000, markers, tp, partition, offset))
+                        waits = True
+                        continue
+                errors[tp] = error
+            results.append(errors)
+        if slots:
+            # As _append_all: the fetches parked on these partitions.
+            self.broker.replica_manager.wake_delayed_operations(slots)
+        if waits:
+            # The followers' fetches parked on the old log end offset, as
+            # await_replication wakes them.
+            self.broker.replica_manager.wake_delayed_operations()
+        return results
+
+    def poll(self) -> list:
+        if not self._waiting:
+            return []
+        now = self.clock()
+        out, still = [], []
+        for item in self._waiting:
+            deadline, markers, tp, partition, offset = item
+            done, error = partition.check_enough_replicas_reach_offset(offset)
+            if done or error:
+                out.append((markers, tp, error))
+            elif now >= deadline:
+                out.append((markers, tp, E.REQUEST_TIMED_OUT))
+            else:
+                still.append(item)
+        self._waiting = still
+        return out
+
+    def forget(self, keep) -> None:
+        self._waiting = [w for w in self._waiting if keep(w[1])]
+
+    def close(self) -> None:
+        self._waiting = []
+
+    def __call__(self, topic: str, partition_id: int, markers: WriteMarkers) -> int:
+        return self.write_all([(markers, [(topic, partition_id)])])[0][(topic, partition_id)]
+
+    def write_all(self, batch) -> list[dict]:
+        """Append every marker of ``batch``, then wait for each (blocking: a
+        worker's WriteTxnMarkers handler, never the coordinator's thread)."""
+        results, appended = self._append_all(batch)
+        for errors, _, tp, partition, offset in appended:
             errors[tp] = await_replication(self.broker, partition, offset, self.timeout_ms)
         return results
 
@@ -170,20 +365,166 @@ _WRITE_TXN_MARKERS_VERSION = 0  # Kafka 3.9 brokers serve 0-1; v0 has no tagged 
 # One WriteTxnMarkers round trip at most this long (the leader's handler
 # waits up to 10 s for its high watermark, write_txn_markers.MARKER_WAIT_MS).
 REMOTE_TIMEOUT_S = 15.0
+# How long close() waits for each sender thread (a thread in a socket call is
+# woken by shutting its socket down; only a TLS connect cannot be woken).
+_JOIN_TIMEOUT_S = 2.0
 _SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+
+
+def _request_markers(items) -> list:
+    """One WritableTxnMarker per transaction of ``items`` (``(markers, tp)``), in their order."""
+    grouped: dict[int, tuple] = {}  # id(markers) -> (markers, {topic: [partitions]})
+    for markers, (topic, p) in items:
+        grouped.setdefault(id(markers), (markers, {}))[1].setdefault(topic, []).append(p)
+    return [{"producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "transaction_result": m.commit,
+             "coordinator_epoch": m.coordinator_epoch,
+             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+            for m, topics in grouped.values()]
+
+
+class _Destination:
+    """One leader's sender thread (Kafka's marker channel keeps a queue per
+    destination broker). The thread owns the connection: it takes every item
+    queued for the leader (``(markers, tp)``), sends them in ONE
+    WriteTxnMarkers request, waits for the answer (at most
+    ``REMOTE_TIMEOUT_S``) and posts ``(items, errors)`` to ``completions``
+    (a deque the coordinator's thread drains). A failed connection answers
+    REQUEST_TIMED_OUT for the request's items and for those queued behind
+    them, so the coordinator routes them again (to a new leader if there is
+    one) instead of leaving them behind a dead one. ``_items``, ``address``,
+    ``_sock`` and ``_stopping`` are guarded by ``_cond``."""
+
+    def __init__(self, broker_id: int, client_id: bytes, connect, completions):
+        self.broker_id = broker_id
+        self.client_id = client_id
+        self.connect = connect
+        self.completions = completions
+        self.address = None
+        self._items: list = []
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._sock = None
+        self._sock_address = None
+        self._correlation_id = 0
+        self.thread = threading.Thread(target=self._run, name=f"txn-marker-sender-{broker_id}", daemon=True)
+        self.thread.start()
+
+    def enqueue(self, address, items) -> None:
+        with self._cond:
+            self.address = address
+            self._items.extend(items)
+            self._cond.notify()
+
+    def forget(self, keep) -> int:
+        """Drop queued (not yet sent) items ``keep`` rejects; how many."""
+        with self._cond:
+            before = len(self._items)
+            self._items = [i for i in self._items if keep(i[0])]
+            return before - len(self._items)
+
+    def signal_stop(self) -> None:
+        """Tell the thread to stop and wake it from a wait or a socket call."""
+        with self._cond:
+            self._stopping = True
+            sock = self._sock
+            self._cond.notify()
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv/send in progress
+            except OSError:
+                pass
+
+    def join(self) -> None:
+        self.thread.join(_JOIN_TIMEOUT_S)
+        if self.thread.is_alive():
+            log.warning("the marker sender to broker %d did not stop in %.0f s", self.broker_id, _JOIN_TIMEOUT_S)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._items and not self._stopping:
+                        self._cond.wait()
+                    if self._stopping:
+                        return
+                    items, self._items = self._items, []
+                    address = self.address
+                try:
+                    errors = self._exchange(address, items)
+                except Exception as exc:  # noqa: BLE001 - any failure answers its items (never lost)
+                    with self._cond:
+                        if self._stopping:
+                            return
+                        behind, self._items = self._items, []
+                    if isinstance(exc, (OSError, ValueError)):
+                        log.warning("WriteTxnMarkers to broker %d for %d partition(s) failed: %s", self.broker_id,
+                                    len(items), exc)
+                    else:
+                        log.exception("WriteTxnMarkers to broker %d failed", self.broker_id)
+                    self._close()
+                    items += behind
+                    errors = [E.REQUEST_TIMED_OUT] * len(items)
+                self.completions.append((items, errors))
+        finally:
+            self._close()
+
+    def _exchange(self, address, items) -> list[int]:
+        """Send ``items`` in one request and read the answer: their errors, in order."""
+        sock = self._socket(address)
+        spec = API_TABLE[WRITE_TXN_MARKERS]
+        requested = _request_markers(items)
+        body = encode_to_bytes(construct(spec.request_class(_WRITE_TXN_MARKERS_VERSION), {"markers": requested}))
+        self._correlation_id = correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        frame = _HEADER.pack(WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, correlation_id,
+                             len(self.client_id)) + self.client_id + body
+        sock.sendall(_SIZE.pack(len(frame)) + frame)
+        (size,) = _SIZE.unpack(_recv_exactly(sock, 4))
+        data = _recv_exactly(sock, size)
+        if _SIZE.unpack_from(data)[0] != correlation_id:
+            raise ValueError("WriteTxnMarkers answer with another correlation id")
+        response, _ = decode(spec.response_class(_WRITE_TXN_MARKERS_VERSION), memoryview(data)[4:], 0)
+        if len(response.markers) != len(requested):
+            raise ValueError("WriteTxnMarkers answer with another number of markers")
+        errors = {}
+        for asked, answered in zip(requested, response.markers):
+            for t in answered.topics:
+                for p in t.partitions:
+                    errors[asked["producer_id"], t.name, p.partition_index] = p.error_code
+        return [errors.get((m.producer_id, tp[0], tp[1]), E.REQUEST_TIMED_OUT) for m, tp in items]
+
+    def _socket(self, address):
+        if self._sock is not None and self._sock_address == address:
+            return self._sock
+        self._close()
+        if self.connect is not None:
+            sock = self.connect(address, REMOTE_TIMEOUT_S)
+        else:
+            sock = socket.create_connection(address, timeout=REMOTE_TIMEOUT_S)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._cond:
+            if self._stopping:
+                sock.close()
+                raise OSError("stopping")
+            self._sock, self._sock_address = sock, address
+        return sock
+
+    def _close(self) -> None:
+        with self._cond:
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
 
 
 class MarkerWriter:
     """Where each marker goes (Kafka's TransactionMarkerChannelManager
     destinations): a partition this broker leads is appended here
-    (``LocalMarkerWriter``), those led by another live broker go there in one
-    WriteTxnMarkers request per broker and pass (a connection kept per
-    broker; ``address_of(broker_id)`` is its inter-broker endpoint or None);
-    no live leader: NOT_LEADER_OR_FOLLOWER, retried. A failed connection
-    answers REQUEST_TIMED_OUT for its partitions, retried. The requests of a
-    pass are all sent before the local appends and before any answer is
-    read, so the leaders write in parallel with each other and with this one."""
+    (``LocalMarkerWriter``, on the caller's thread), those led by another
+    live broker go to that broker's sender thread (``_Destination``;
+    ``address_of(broker_id)`` is its inter-broker endpoint or None); no live
+    leader: NOT_LEADER_OR_FOLLOWER, retried. Owned by the coordinator's
+    thread; the sender threads touch only their own connections, queues and
+    the completions deque, never the broker or its partitions."""
 
     def __init__(self, broker, address_of, local=None, connect=None):
         self.broker = broker
@@ -192,18 +533,20 @@ class MarkerWriter:
         # listener's TLS/SASL done (kafkapy.client.security.open_socket); None: PLAINTEXT.
         self.connect = connect
         self.local = local or LocalMarkerWriter(broker)
-        self.connections: dict[int, tuple] = {}  # broker id -> (address, socket)
-        self._correlation_id = 0
+        self.destinations: dict[int, _Destination] = {}
+        self._completions: collections.deque = collections.deque()
+        self._remote_outstanding = 0
         self._client_id = f"transaction-coordinator-{broker.broker_id}".encode()
 
-    def __call__(self, topic: str, partition_id: int, markers: WriteMarkers) -> int:
-        return self.write_all([(markers, [(topic, partition_id)])])[0][(topic, partition_id)]
+    @property
+    def outstanding(self) -> int:
+        return self._remote_outstanding + self.local.outstanding
 
-    def write_all(self, batch) -> list[dict]:
+    def begin(self, batch) -> list[dict]:
         metadata = self.broker.metadata()
         results = [{} for _ in batch]
         local = []
-        remote: dict[int, list] = {}  # leader -> [(batch index, markers, tp)]
+        remote: dict[int, list] = {}  # leader -> [(markers, tp)]
         for i, (markers, tps) in enumerate(batch):
             mine = []
             for tp in tps:
@@ -213,91 +556,46 @@ class MarkerWriter:
                 elif state.leader < 0 or self.address_of(state.leader) is None:
                     results[i][tp] = E.NOT_LEADER_OR_FOLLOWER
                 else:
-                    remote.setdefault(state.leader, []).append((i, markers, tp))
+                    remote.setdefault(state.leader, []).append((markers, tp))
             if mine:
                 local.append((i, markers, mine))
-        sent = []
+        # Handed to the senders first: the leaders write while this one appends.
         for leader, items in remote.items():
-            try:
-                sent.append((leader, self._send(leader, self.address_of(leader), items), items))
-            except (OSError, ValueError) as exc:
-                self._failed(leader, exc, items, results)
+            destination = self.destinations.get(leader)
+            if destination is None:
+                destination = self.destinations[leader] = _Destination(leader, self._client_id, self.connect,
+                                                                       self._completions)
+            self._remote_outstanding += len(items)
+            destination.enqueue(self.address_of(leader), items)
         if local:
-            for (i, _, _), errors in zip(local, self.local.write_all([(m, tps) for _, m, tps in local])):
+            for (i, _, _), errors in zip(local, self.local.begin([(m, tps) for _, m, tps in local])):
                 results[i].update(errors)
-        for leader, correlation_id, items in sent:
-            try:
-                for (i, _, tp), error in zip(items, self._receive(leader, correlation_id, items)):
-                    results[i][tp] = error
-            except (OSError, ValueError) as exc:
-                self._failed(leader, exc, items, results)
         return results
 
-    def _failed(self, leader: int, exc, items, results) -> None:
-        log.warning("WriteTxnMarkers to broker %d for %d partition(s) failed: %s", leader, len(items), exc)
-        self.close(leader)
-        for i, _, tp in items:
-            results[i][tp] = E.REQUEST_TIMED_OUT
+    def poll(self) -> list:
+        out = self.local.poll()
+        completions = self._completions
+        while completions:
+            items, errors = completions.popleft()
+            self._remote_outstanding -= len(items)
+            out.extend((markers, tp, error) for (markers, tp), error in zip(items, errors))
+        return out
 
-    @staticmethod
-    def _request_markers(items) -> list:
-        """One WritableTxnMarker per transaction of ``items``, in their order."""
-        grouped: dict[int, tuple] = {}  # id(markers) -> (markers, {topic: [partitions]})
-        for _, markers, (topic, p) in items:
-            grouped.setdefault(id(markers), (markers, {}))[1].setdefault(topic, []).append(p)
-        return [{"producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "transaction_result": m.commit,
-                 "coordinator_epoch": m.coordinator_epoch,
-                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
-                for m, topics in grouped.values()]
+    def forget(self, keep) -> None:
+        self.local.forget(keep)
+        for destination in self.destinations.values():
+            self._remote_outstanding -= destination.forget(keep)
 
-    def _send(self, leader: int, address, items) -> int:
-        sock = self._socket(leader, address)
-        spec = API_TABLE[WRITE_TXN_MARKERS]
-        body = encode_to_bytes(construct(spec.request_class(_WRITE_TXN_MARKERS_VERSION),
-                                         {"markers": self._request_markers(items)}))
-        self._correlation_id = correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        frame = _HEADER.pack(WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, correlation_id,
-                             len(self._client_id)) + self._client_id + body
-        sock.sendall(_SIZE.pack(len(frame)) + frame)
-        return correlation_id
-
-    def _receive(self, leader: int, correlation_id: int, items) -> list[int]:
-        """The error of each of ``items``' partitions, in their order."""
-        sock = self.connections[leader][1]
-        (size,) = _SIZE.unpack(_recv_exactly(sock, 4))
-        data = _recv_exactly(sock, size)
-        if _SIZE.unpack_from(data)[0] != correlation_id:
-            raise ValueError("WriteTxnMarkers answer with another correlation id")
-        spec = API_TABLE[WRITE_TXN_MARKERS]
-        response, _ = decode(spec.response_class(_WRITE_TXN_MARKERS_VERSION), memoryview(data)[4:], 0)
-        errors = {}
-        requested = self._request_markers(items)
-        if len(response.markers) != len(requested):
-            raise ValueError("WriteTxnMarkers answer with another number of markers")
-        for asked, answered in zip(requested, response.markers):
-            for t in answered.topics:
-                for p in t.partitions:
-                    errors[asked["producer_id"], t.name, p.partition_index] = p.error_code
-        return [errors.get((m.producer_id, tp[0], tp[1]), E.REQUEST_TIMED_OUT) for _, m, tp in items]
-
-    def _socket(self, leader: int, address):
-        known = self.connections.get(leader)
-        if known is not None and known[0] == address:
-            return known[1]
-        self.close(leader)
-        if self.connect is not None:
-            sock = self.connect(address, REMOTE_TIMEOUT_S)
-        else:
-            sock = socket.create_connection(address, timeout=REMOTE_TIMEOUT_S)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.connections[leader] = (address, sock)
-        return sock
-
-    def close(self, leader: int | None = None) -> None:
-        for broker_id in list(self.connections) if leader is None else [leader]:
-            known = self.connections.pop(broker_id, None)
-            if known is not None:
-                known[1].close()
+    def close(self) -> None:
+        """Stop every sender thread (their connections closed)."""
+        destinations, self.destinations = list(self.destinations.values()), {}
+        for destination in destinations:
+            destination.signal_stop()
+        for destination in destinations:
+            destination.join()
+        self.local.close()
+        self._completions.clear()
+        self._remote_outstanding = 0
 
 
 def _recv_exactly(sock, n: int) -> bytes:

@@ -7,8 +7,12 @@ TransactionStateStore``: ``persist``, ``replay``) and a marker channel
 (``marker_channel.TransactionMarkerChannel``), all on the one thread of the
 group-coordinator process (docs/architecture.md, "Transactions"): a request
 is decided, its transition written with acks=-1, completed, answered, and its
-markers written, in order. ``tick`` runs the timed work (timed-out
-transactions aborted, expired ids removed, markers retried).
+markers started, in order. Markers complete later without blocking this
+thread (a frozen leader or a slow follower holds only its own
+transactions): ``tick`` takes their outcomes (persisting CompleteCommit /
+CompleteAbort for the transactions whose markers are all written) and runs
+the timed work (timed-out transactions aborted, expired ids removed, failed
+markers retried).
 
 Built and driven by the group-coordinator process
 (``server.coordinator_process``: ``build_transaction_coordinator``, which
@@ -31,6 +35,13 @@ log = logging.getLogger("kafkapy.coordinator")
 ABORT_TIMED_OUT_INTERVAL_MS = 10_000
 REMOVE_EXPIRED_INTERVAL_MS = 3_600_000
 MARKER_RETRY_INTERVAL_MS = 100
+# While markers are in flight the loop looks for their outcomes this often:
+# every millisecond after something was started or came back (a remote
+# leader answers in ~1-3 ms: its append and one follower fetch round), then
+# backing off to MARKER_POLL_MAX_MS while nothing comes back (a frozen
+# leader's request waits up to 15 s: ~60 looks a second, not 1,000).
+MARKER_POLL_MIN_MS = 1
+MARKER_POLL_MAX_MS = 16
 
 
 def txn_config(config, num_partitions: int | None = None) -> TxnConfig:
@@ -58,6 +69,7 @@ class TransactionCoordinator:
         # MARKER_RETRY_INTERVAL_MS however often ``tick`` runs (the process
         # calls it before every request), as Kafka's marker channel backs off.
         self._next_retry_ms = now
+        self._poll_ms = MARKER_POLL_MIN_MS  # how soon ``tick`` wants to run again for markers in flight
 
     # ------------------------------------------------------------ running decisions
 
@@ -74,7 +86,8 @@ class TransactionCoordinator:
             if result.markers is not None:
                 if self.channel.send(result.markers):
                     follow = state.markers_written(result.markers)
-                else:
+                elif self.channel.failed:
+                    self.channel.failed = False
                     self._retry_later()
             if result.persist is not None:
                 error = self.store.persist(result.persist)
@@ -114,6 +127,10 @@ class TransactionCoordinator:
         self.channel.remove_for(lambda txn_id: self.state.partition_for(txn_id) in owned)
         return dropped
 
+    def close(self) -> None:
+        """Stop the marker channel's senders (the process is stopping)."""
+        self.channel.close()
+
     # ------------------------------------------------------------ timers
 
     def _retry_later(self) -> None:
@@ -127,10 +144,18 @@ class TransactionCoordinator:
     def tick(self) -> int:
         """Run what is due; returns when to call again (ms, the state's clock)."""
         now = self.state.clock_ms()
-        if self.channel.pending and now >= self._next_retry_ms:
-            self._next_retry_ms = now + MARKER_RETRY_INTERVAL_MS
-            for markers in self.channel.retry():
+        channel = self.channel
+        if channel.in_flight:
+            for markers in channel.poll():
                 self.run(self.state.markers_written(markers))
+        if channel.failed:
+            channel.failed = False
+            self._retry_later()
+        if channel.unsent and now >= self._next_retry_ms:
+            self._next_retry_ms = now + MARKER_RETRY_INTERVAL_MS
+            for markers in channel.retry():
+                self.run(self.state.markers_written(markers))
+            channel.failed = False  # this pass's failures wait for the next interval
         if now >= self._next_abort_ms:
             self._next_abort_ms = now + self.abort_interval_ms
             for result in self.state.abort_timed_out_transactions():
@@ -140,4 +165,13 @@ class TransactionCoordinator:
             for persist in self.state.expire_transactional_ids():
                 self.run(Result(persist=persist))
         nearest = min(self._next_abort_ms, self._next_expire_ms)
-        return min(nearest, max(now, self._next_retry_ms)) if self.channel.pending else nearest
+        if channel.unsent:
+            nearest = min(nearest, max(now, self._next_retry_ms))
+        if channel.in_flight:
+            if channel.activity:
+                channel.activity = False
+                self._poll_ms = MARKER_POLL_MIN_MS
+            else:
+                self._poll_ms = min(self._poll_ms * 2, MARKER_POLL_MAX_MS)
+            nearest = min(nearest, now + self._poll_ms)
+        return nearest
