@@ -425,19 +425,15 @@ class Supervisor:
         return False
 
     def _clean_compacted_logs(self) -> None:
-        """Compact every ``cleanup.policy=compact`` log except
-        ``__consumer_offsets``, which its only writer, the coordinator
-        process, compacts itself."""
-        from kafkapy.storage.cleaner import clean_log
+        """Compact the due ``cleanup.policy=compact`` logs, dirtiest first
+        (``storage.cleaner.clean_logs``: min.cleanable.dirty.ratio,
+        min/max.compaction.lag.ms), except ``__consumer_offsets``, which its
+        only writer, the coordinator process, compacts itself."""
+        from kafkapy.storage.cleaner import clean_logs
 
-        now_ms = int(time.time() * 1000)
-        for (topic, partition), lg in list(self.log_manager.logs.items()):
-            if topic == "__consumer_offsets" or "compact" not in lg.config.cleanup_policy:
-                continue
-            try:
-                clean_log(lg, now_ms)
-            except Exception:
-                log.exception("cleaning %s-%d failed", topic, partition)
+        clean_logs([lg for (topic, _p), lg in list(self.log_manager.logs.items())
+                    if topic != "__consumer_offsets" and "compact" in lg.config.cleanup_policy],
+                   int(time.time() * 1000))
 
     def _kill_children(self) -> None:
         """After a child died: no clean shutdown is possible (it may have died

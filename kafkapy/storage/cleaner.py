@@ -1,63 +1,245 @@
-"""Log compaction (``cleanup.policy=compact``): a bounded subset of Kafka's LogCleaner.
+"""Log compaction (``cleanup.policy=compact``): Kafka's LogCleaner, one pass at a time.
 
-What it does, per log, under the partition lock:
+Scheduling (Kafka's LogCleanerManager). Each log dir keeps
+``cleaner-offset-checkpoint`` (Kafka's offset-checkpoint format: ``0``, the
+count, then ``topic partition offset`` lines): per partition, the first
+dirty offset, where the last pass's offset map ended. For a log:
 
-1. Builds the offset map: the last offset of every key in the whole log
-   (inactive segments and the active one).
-2. Rewrites each *inactive* segment that holds a record some later record
-   supersedes, keeping the records whose offset is the key's last one.
-   Tombstones (null value) are kept until ``delete.retention.ms`` after
-   their batch's max timestamp, then dropped, so a consumer that is behind
-   still sees the delete (Kafka's rule, measured per batch instead of per
-   cleaned segment). Records without a key cannot be compacted and go.
-3. Kept records keep their offsets; batches whose records all survive are
-   copied byte for byte (compression, producer ids and all); others are
-   rebuilt uncompressed, one batch per run of consecutive offsets (a v2
-   batch's offsets are base..base+count-1, which ``scan_batches`` checks).
-   A segment left with nothing keeps one empty batch at its last offset so
-   offsets never go backwards across segments.
+* first dirty offset: the checkpoint, reset to the log start offset when it
+  is below it or past the log end offset (a truncated or recreated log);
+* first uncleanable offset: the lowest of the last stable offset, the
+  active segment's base, and (``min.compaction.lag.ms`` > 0) the base of
+  the first dirty segment whose largest timestamp is within the lag of now;
+* clean bytes: the segments below the first dirty offset; cleanable bytes:
+  the segments from the one holding the first dirty offset up to the one
+  holding the first uncleanable offset; dirty ratio = cleanable / (clean +
+  cleanable);
+* the log is cleaned when its ratio is above ``min.cleanable.dirty.ratio``
+  (Kafka compares with ``>``), or when ``max.compaction.lag.ms`` forces it
+  (the first batch of a dirty inactive segment is older than the lag) and
+  there are cleanable bytes. ``clean_logs`` cleans the eligible logs
+  dirtiest first (Kafka cleans the dirtiest one per cleaner-thread
+  iteration; here one pass takes them all, in that order).
 
-Crash safety with the rename dance (Kafka's .cleaned/.swap): the new data
-is written to ``<base>.log.cleaned`` and fsynced, renamed to
-``<base>.log.swap``; the segment's index files are removed, then the
-``.swap`` is renamed over ``<base>.log`` (atomic). A crash before that
-rename leaves the old segment (load removes ``.cleaned``/``.swap`` strays
-and rebuilds missing indexes from the old log); after it, the new log,
-whose missing indexes load rebuilds. Either way no offset is lost or
-duplicated. Other processes holding the old segment keep reading the old
-inode until the bumped generation makes them reload.
+A pass under the partition lock:
 
-Transactions (Kafka's cleaner, simplified): records of aborted transactions
-are dropped and never supersede a key; records of transactions still open
-(no marker yet) are kept as they are and supersede nothing yet; committed
-transactional records compact like any other, a rebuilt batch keeping its
-producer id, epoch, sequence and transactional flag. Control batches
-(markers) are kept.
+1. The offset map: the last offset of each key in [first dirty, first
+   uncleanable), aborted transactions' records and markers left out.
+2. The segments below the map's end are grouped (Kafka's
+   groupSegmentsBySize: a group's log bytes stay within ``segment.bytes``,
+   its offset and time index bytes within ``segment.index.bytes``, its
+   offsets within an int of its base) and each group whose content changes,
+   or that has more than one segment, is rewritten into one segment at the
+   group's first base offset.
+3. A record stays when its offset is past the map's end, or it has a key
+   whose map offset is not later than its own, and it has a value or its
+   batch's delete horizon has not passed. Records without a key go.
+4. Tombstones and transaction markers (Kafka 3.x, KIP-534): a batch with a
+   surviving tombstone, or a marker whose transaction has no data left, is
+   rewritten with the delete-horizon attribute (0x40) and its base
+   timestamp set to now + ``delete.retention.ms`` the first time a pass
+   keeps it; a later pass past that horizon drops the tombstones and the
+   marker. A COMMIT marker's transaction has data left while a pass still
+   meets a batch of it; an ABORT marker's while an aborted batch of it is
+   met (that pass drops the aborted records and keeps the marker and its
+   ``.txnindex`` entry; the next pass finds no data and starts the
+   horizon). The batch holding an active producer's last data offset (or
+   its last marker, if it has no data) is kept, empty if need be, as is the
+   last batch below the first uncleanable offset, so producer state and
+   offsets survive. ``.txnindex`` entries of the rewritten group are the
+   ABORT markers it keeps with data still present (Kafka's
+   CleanedTransactionMetadata).
+5. Kept records keep their offsets; batches whose records all survive are
+   copied byte for byte; others are rebuilt uncompressed, one batch per run
+   of consecutive offsets (kafkapy's batches are dense:
+   ``scan_batches`` checks base..base+count-1), with the batch's producer,
+   sequence, leader epoch, timestamp type and flags.
 
-Not done (vs Kafka): the dirty-ratio scheduling (``min.cleanable.dirty.ratio``),
-``min.compaction.lag.ms``, merging small segments, removing markers after
-``delete.retention.ms``.
+Crash safety (Kafka's .cleaned/.swap): a group's data goes to
+``<base>.log.cleaned`` and its aborted-transaction entries to
+``<base>.txnindex.cleaned``, both fsynced; the index becomes
+``.txnindex.swap``, then the log ``.log.swap``: that rename is the commit
+point. Completing a swap (here at once, or by ``complete_swaps`` when the
+log is loaded after a crash) removes the indexes of the group's first
+segment and every file of the other segments the swap covers (bases up to
+its last offset), renames the ``.txnindex.swap`` over the ``.txnindex``
+(an empty one is removed) and the ``.log.swap`` over the ``.log``. Before
+the commit point load removes the ``.cleaned`` strays and the old segments
+stand; after it, load finishes the swap. Either way no offset is lost or
+duplicated. Other processes holding old segments keep reading the old
+inodes until the bumped generation makes them reload the list.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import struct
+import time
+from collections import namedtuple
+
+import crc32c
 
 from kafkapy._core import load as _load_core
 from kafkapy._core.records_py import build_batch, decode_records
+from kafkapy.storage import checkpoints
 from kafkapy.storage.control_records import CorruptRecordError, parse_end_txn_marker
-from kafkapy.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
+from kafkapy.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, \
+    segment_file_name
+from kafkapy.storage.transaction_index import TransactionIndex, decode_entries, encode_entry
 
 log = logging.getLogger("kafkapy.storage.cleaner")
 _batch = _load_core("batch")
 
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _LOG_OVERHEAD = 12
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
+_DELETE_HORIZON = 0x40   # Kafka's DELETE_HORIZON_FLAG_MASK: baseTimestamp holds the delete horizon
+_LOG_APPEND_TIME = 0x08
+_INT_MAX = 2**31 - 1
+# v2 batch header: baseOffset i64, batchLength i32, leaderEpoch i32, magic i8, crc u32, then the
+# CRC-covered part from attributes i16, lastOffsetDelta i32, baseTimestamp i64 on.
+_CRC_AT, _ATTRIBUTES_AT, _BASE_TIMESTAMP_AT = 17, 21, 27
 COMMITTED, ABORTED, OPEN = "committed", "aborted", "open"
+
+LogToClean = namedtuple("LogToClean", ("first_dirty_offset", "uncleanable_offset", "first_uncleanable_offset",
+                                       "clean_bytes", "cleanable_bytes", "ratio", "need_compaction_now",
+                                       "reset_checkpoint"))
+
+
+class CleanerStats:
+    """Kafka's cleaner metrics over this process's passes: ``max_dirty_percent``
+    (the dirtiest log of the last ``clean_logs``), ``max_clean_time_secs``
+    (the longest pass) and ``recopy_percent`` (bytes written over bytes read
+    in the last pass). Owned by the process that runs the cleaner."""
+
+    def __init__(self):
+        self.max_dirty_percent = 0
+        self.max_clean_time_secs = 0.0
+        self.recopy_percent = 0
+        self.passes = 0
+
+
+stats = CleanerStats()
+
+
+# ------------------------------------------------------------------ the checkpoint
+
+
+def read_cleaner_checkpoint(log_dir: str) -> dict:
+    try:
+        return checkpoints.read_offset_checkpoint(os.path.join(log_dir, CLEANER_CHECKPOINT))
+    except (FileNotFoundError, checkpoints.CheckpointError):
+        return {}
+
+
+def update_cleaner_checkpoint(log_dir: str, topic: str, partition: int, offset: int | None) -> None:
+    """Set (``offset`` None: remove) one partition's entry. The supervisor and
+    the coordinator process both clean logs of the same dir, so the
+    read-modify-write holds an exclusive flock on the dir; entries of
+    partitions whose directory is gone are dropped on the way."""
+    fd = os.open(log_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        offsets = read_cleaner_checkpoint(log_dir)
+        if offset is None:
+            offsets.pop((topic, partition), None)
+        else:
+            offsets[(topic, partition)] = offset
+        offsets = {tp: o for tp, o in offsets.items() if tp == (topic, partition)
+                   or os.path.isdir(os.path.join(log_dir, f"{tp[0]}-{tp[1]}"))}
+        checkpoints.write_offset_checkpoint(os.path.join(log_dir, CLEANER_CHECKPOINT), offsets)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+# ------------------------------------------------------------------ scheduling
+
+
+def _floor(segments, offset: int):
+    """Index of the segment holding ``offset`` (the last one with base <= offset), at least 0."""
+    i = 0
+    for j, segment in enumerate(segments):
+        if segment.base_offset <= offset:
+            i = j
+    return i
+
+
+def to_clean(lg, now_ms: int, checkpoint: int | None) -> LogToClean | None:
+    """Kafka's cleanableOffsets + LogToClean for ``lg`` (under its lock); None for an empty log."""
+    segments = lg.segments()
+    start, end = lg.log_start_offset, lg.log_end_offset
+    first_dirty, reset = (start, checkpoint is not None) \
+        if checkpoint is None or checkpoint < start or checkpoint > end else (checkpoint, False)
+    active_base = segments[-1].base_offset
+    uncleanable = min(lg.last_stable_offset(), active_base)
+    dirty_inactive = segments[_floor(segments, first_dirty):-1] if first_dirty < active_base else []
+    lag_ms = max(lg.config.min_compaction_lag_ms, 0)
+    if lag_ms > 0:
+        young = [s.base_offset for s in dirty_inactive if s.largest_timestamp() > now_ms - lag_ms]
+        if young:
+            uncleanable = min(uncleanable, young[0])
+    uncleanable = max(first_dirty, uncleanable)
+    first_uncleanable = segments[_floor(segments[:-1], uncleanable)].base_offset \
+        if len(segments) > 1 and uncleanable < active_base else active_base
+    clean_bytes = sum(s.size for s in segments if s.base_offset < first_dirty)
+    low = min(first_dirty, first_uncleanable)
+    cleanable_bytes = sum(s.size for i, s in enumerate(segments)
+                          if s.base_offset < first_uncleanable
+                          and (s.base_offset >= low or (i + 1 < len(segments) and segments[i + 1].base_offset > low)))
+    total = clean_bytes + cleanable_bytes
+    if total == 0:
+        return None
+    # Kafka's maxCompactionDelay: the earliest first-batch timestamp of the dirty inactive segments.
+    firsts = [t for t in (s.first_batch_max_timestamp() for s in dirty_inactive) if t > 0]
+    clean_until = now_ms - max(lg.config.max_compaction_lag_ms, 0)
+    need_now = bool(firsts) and min(firsts) < clean_until
+    return LogToClean(first_dirty, uncleanable, first_uncleanable, clean_bytes, cleanable_bytes,
+                      cleanable_bytes / total, need_now, reset)
+
+
+def _eligible(lg, ltc: LogToClean | None) -> bool:
+    return ltc is not None and ((ltc.need_compaction_now and ltc.cleanable_bytes > 0)
+                                or ltc.ratio > lg.config.min_cleanable_dirty_ratio)
+
+
+def _checkpoint_of(lg) -> int | None:
+    return read_cleaner_checkpoint(os.path.dirname(lg.dir)).get((lg.topic, lg.partition))
+
+
+def dirty_ratio(lg, now_ms: int) -> float:
+    """The log's cleanable ratio now (0 for a log that is not compacted or is empty)."""
+    if "compact" not in lg.config.cleanup_policy:
+        return 0.0
+    with lg.lock():
+        ltc = to_clean(lg, now_ms, _checkpoint_of(lg))
+    return ltc.ratio if ltc else 0.0
+
+
+def clean_logs(logs, now_ms: int) -> int:
+    """One cleaner pass over ``logs``: every eligible compacted log, dirtiest
+    first; records the dirtiest ratio in ``stats``; returns segments rewritten."""
+    ranked = []
+    for lg in logs:
+        try:
+            ranked.append((dirty_ratio(lg, now_ms), lg))
+        except Exception:
+            log.exception("%s: computing the dirty ratio failed", lg.dir)
+    stats.max_dirty_percent = int(100 * max((r for r, _ in ranked), default=0.0))
+    rewritten = 0
+    for _ratio, lg in sorted(ranked, key=lambda x: -x[0]):
+        try:
+            rewritten += clean_log(lg, now_ms)
+        except Exception:
+            log.exception("%s: cleaning failed", lg.dir)
+    return rewritten
+
+
+# ------------------------------------------------------------------ one pass
 
 
 def _read_segment(segment) -> bytes:
@@ -68,68 +250,239 @@ def _read_segment(segment) -> bytes:
         os.close(fd)
 
 
-def _records(buf):
-    """``(header, [(offset, ts, key, value, headers)])`` per batch of ``buf``."""
+def _batches(buf):
+    """``(header, view, records)`` per batch of ``buf`` (records decoded for data batches only)."""
     headers, _, _ = _batch.scan_batches(buf, 0, -1, False)
     for h in headers:
         view = memoryview(buf)[h.position:h.position + h.batch_length + _LOG_OVERHEAD]
-        yield h, view, (decode_records(view) if not h.attributes & 0x20 else [])
+        yield h, view, (decode_records(view) if not h.attributes & _CONTROL else None)
 
 
-def clean_log(lg, now_ms: int) -> int:
-    """Compact ``lg`` if its policy includes compact; returns segments rewritten."""
+def clean_log(lg, now_ms: int, force: bool = False) -> int:
+    """Clean ``lg`` if it is compacted and due; returns the segments rewritten.
+    ``force`` (tests, tools): clean now, from the log start as if there were
+    no checkpoint, whatever the ratio."""
     if "compact" not in lg.config.cleanup_policy:
         return 0
+    log_dir = os.path.dirname(lg.dir)
+    started = time.monotonic()
     with lg.lock():
-        segments = lg.segments()
-        if len(segments) < 2:
+        checkpoint = None if force else _checkpoint_of(lg)
+        ltc = to_clean(lg, now_ms, checkpoint)
+        if ltc is not None and ltc.reset_checkpoint:
+            update_cleaner_checkpoint(log_dir, lg.topic, lg.partition, ltc.first_dirty_offset)
+        if not (_eligible(lg, ltc) or (force and ltc is not None and ltc.cleanable_bytes > 0)):
             return 0
-        contents = [list(_records(_read_segment(segment))) for segment in segments]
-        fate = _transaction_fates(contents)
-        last_offset_of: dict[bytes, int] = {}
-        for batches in contents:
-            for h, _view, records in batches:
-                if fate.get(h.base_offset, COMMITTED) != COMMITTED:
-                    continue  # an aborted or open transaction's records supersede nothing
-                for offset, _ts, key, _value, _hdrs in records:
-                    if key is not None:
-                        last_offset_of[key] = offset
-        rewritten = 0
-        delete_retention_ms = lg.config.delete_retention_ms
-        for i, segment in enumerate(segments[:-1]):
-            out = bytearray()
-            changed = False
-            last_offset = segment.base_offset
-            for h, view, records in contents[i]:
-                last_offset = h.base_offset + h.last_offset_delta
-                if h.attributes & _CONTROL or fate.get(h.base_offset) == OPEN:
-                    out += view
-                    continue
-                tombstone_expired = h.max_timestamp + delete_retention_ms <= now_ms
-                kept = [] if fate.get(h.base_offset) == ABORTED else [
-                    r for r in records if r[2] is not None and last_offset_of.get(r[2]) == r[0]
-                    and not (r[3] is None and tombstone_expired)]
-                if len(kept) == len(records):
-                    out += view
-                    continue
-                changed = True
-                run: list = []
-                for rec in kept + [None]:
-                    if run and (rec is None or rec[0] != run[-1][0] + 1):
-                        out += _rebuilt(h, run)
-                        run = []
-                    if rec is not None:
-                        run.append(rec)
-            if not changed:
+        rewritten, end_offset, read, written = _Pass(lg, now_ms, ltc).run()
+        if end_offset is not None:
+            update_cleaner_checkpoint(log_dir, lg.topic, lg.partition, end_offset)
+    elapsed = time.monotonic() - started
+    stats.passes += 1
+    stats.max_clean_time_secs = max(stats.max_clean_time_secs, elapsed)
+    stats.recopy_percent = int(100 * written / read) if read else 0
+    if rewritten:
+        log.info("%s: cleaned up to offset %s, %d segments rewritten, %.1f%% of %d bytes recopied in %.3f s",
+                 lg.dir, end_offset, rewritten, 100 * written / max(read, 1), read, elapsed)
+    return rewritten
+
+
+class _Pass:
+    """One cleaning pass of one log (Kafka's doClean); used under the log's lock."""
+
+    def __init__(self, lg, now_ms: int, ltc: LogToClean):
+        self.lg = lg
+        self.now_ms = now_ms
+        self.ltc = ltc
+        self.horizon_ms = now_ms + lg.config.delete_retention_ms
+        # Kafka's CleanedTransactionMetadata, carried across the groups of the pass.
+        self.committed_seen: set[int] = set()
+        self.aborted_seen: dict[int, bool] = {}
+
+    def run(self):
+        lg = self.lg
+        segments = lg.segments()
+        contents = {s.base_offset: list(_batches(_read_segment(s))) for s in segments}
+        self.fate = _transaction_fates(contents[s.base_offset] for s in segments)
+        # Kafka maps and cleans up to the base of the segment holding the
+        # first uncleanable offset: every cleaned segment ends below it.
+        upper = self.ltc.first_uncleanable_offset
+        self.offset_map, latest = self._offset_map(segments, contents, upper)
+        if latest < 0:
+            return 0, None, 0, 0
+        end_offset = latest + 1
+        self.upper = upper
+        self.latest = latest
+        self.last_of_producer = {e.producer_id: (e.last_data_offset, e.producer_epoch)
+                                 for e in lg.active_producers()}
+        cleaned = [s for s in segments[:-1] if s.base_offset < end_offset]
+        groups = group_segments_by_size(cleaned, lg.config.segment_bytes, lg.config.max_index_size, upper)
+        rewritten = read = written = 0
+        for group in groups:
+            data, entries, changed = self._clean_group(group, contents)
+            read += sum(s.size for s in group)
+            if not changed and len(group) == 1:
+                written += group[0].size
                 continue
-            if not out:
-                out += build_batch([], base_offset=last_offset)
-            _swap_in(lg, i, segment, bytes(out))
-            rewritten += 1
+            written += len(data)
+            _swap_in(lg, group, data, entries)
+            rewritten += len(group)
         if rewritten:
             lg._bump_generation()
-            log.info("%s: compacted %d segments", lg.dir, rewritten)
-        return rewritten
+        return rewritten, end_offset, read, written
+
+    def _offset_map(self, segments, contents, upper: int):
+        """Kafka's buildOffsetMap over [first dirty, upper): key -> last offset; and the last offset mapped."""
+        first_dirty = self.ltc.first_dirty_offset
+        offsets: dict[bytes, int] = {}
+        latest = -1
+        for s in segments:
+            for h, _view, records in contents[s.base_offset]:
+                if h.base_offset < first_dirty or h.base_offset >= upper:
+                    continue
+                latest = max(latest, h.base_offset + h.last_offset_delta)
+                if records is None or self.fate.get(h.base_offset, COMMITTED) == ABORTED:
+                    continue
+                for offset, _ts, key, _value, _hdrs in records:
+                    if key is not None:
+                        offsets[key] = offset
+        return offsets, latest
+
+    def _emptied(self, h) -> bytes:
+        """What is left of batch ``h`` with no records (Kafka's RETAIN_EMPTY or
+        DELETE): an active producer's last data batch (or last marker, if it
+        has no data) stays as an empty batch with its producer fields; the
+        last batch before the uncleanable offset as a plain empty batch (its
+        offset must not be lost); any other goes."""
+        last = self.last_of_producer.get(h.producer_id) if h.producer_id >= 0 else None
+        if last is not None:
+            last_data_offset, epoch = last
+            if (h.base_offset + h.last_offset_delta == last_data_offset if last_data_offset >= 0
+                    else h.attributes & _CONTROL and h.producer_epoch == epoch):
+                return _empty_like(h)
+        if h.base_offset + h.last_offset_delta + 1 == self.upper:
+            return build_batch([], base_offset=h.base_offset + h.last_offset_delta)
+        return b""
+
+    def _clean_group(self, group, contents):
+        """The group's new bytes, its ``.txnindex`` entries, and whether anything differs from the old."""
+        old_entries = {}
+        for s in group:
+            for e in TransactionIndex(self.lg.dir, s.base_offset).entries():
+                old_entries[e.last_offset] = e
+        out = bytearray()
+        entries = []
+        changed = False
+        last_offset = group[0].base_offset
+        for s in group:
+            for h, view, records in contents[s.base_offset]:
+                last_offset = h.base_offset + h.last_offset_delta
+                kept_bytes, keep_entry = self._clean_batch(h, view, records)
+                if kept_bytes is None:
+                    out += view
+                    if keep_entry and last_offset in old_entries:
+                        entries.append(old_entries[last_offset])
+                    continue
+                changed = True
+                out += kept_bytes
+                if keep_entry and last_offset in old_entries:
+                    entries.append(old_entries[last_offset])
+        if changed and not out:
+            # Keep one empty batch at the group's last offset: offsets never go backwards across segments.
+            out += build_batch([], base_offset=last_offset)
+        if not changed and len(entries) != len(old_entries):
+            changed = True
+        return bytes(out), entries, changed
+
+    def _clean_batch(self, h, view, records):
+        """``(new bytes or None for "copy as is", keep this marker's .txnindex entry)`` for one batch."""
+        pid = h.producer_id
+        has_horizon = bool(h.attributes & _DELETE_HORIZON)
+        horizon = h.base_timestamp if has_horizon else None
+        if h.attributes & _CONTROL:
+            try:
+                commit = parse_end_txn_marker(view).is_commit
+            except CorruptRecordError:
+                return None, False
+            if commit:
+                can_discard = pid not in self.committed_seen
+                self.committed_seen.discard(pid)
+            else:
+                can_discard = not self.aborted_seen.pop(pid, False)
+            if h.base_offset > self.latest:
+                return None, not can_discard
+            if can_discard and has_horizon and horizon <= self.now_ms:
+                return self._emptied(h), False
+            if can_discard and not has_horizon:
+                return _rebuilt(h, decode_records(view), self.horizon_ms, control=True), False
+            return None, not can_discard
+        discard = False
+        if h.attributes & _TRANSACTIONAL:
+            if self.fate.get(h.base_offset) == ABORTED:
+                self.aborted_seen[pid] = True
+                discard = True
+            else:
+                self.committed_seen.add(pid)
+        if h.base_offset > self.latest:
+            return None, False  # past the offset map (not below the uncleanable offset): kept as it is
+        if discard:
+            kept = []
+        else:
+            kept = [r for r in records if self._retain(r, horizon)]
+        tombstones = any(r[3] is None for r in kept)
+        new_horizon = horizon if has_horizon else (self.horizon_ms if tombstones else None)
+        if len(kept) == len(records) and new_horizon == horizon:
+            return None, False
+        if not kept:
+            return self._emptied(h), False
+        out = bytearray()
+        run: list = []
+        for rec in kept + [None]:
+            if run and (rec is None or rec[0] != run[-1][0] + 1):
+                out += _rebuilt(h, run, new_horizon)
+                run = []
+            if rec is not None:
+                run.append(rec)
+        return bytes(out), False
+
+    def _retain(self, record, horizon) -> bool:
+        offset, _ts, key, value, _hdrs = record
+        if offset > self.latest:
+            return True
+        if key is None:
+            return False
+        if offset < self.offset_map.get(key, -1):
+            return False
+        return value is not None or horizon is None or self.now_ms < horizon
+
+
+def group_segments_by_size(segments, max_size: int, max_index_size: int, first_uncleanable_offset: int):
+    """Kafka's groupSegmentsBySize: runs of adjacent segments whose log bytes
+    total at most ``max_size``, whose offset and time index bytes each total
+    at most ``max_index_size``, and whose offsets stay within an int of the
+    group's base (relative offsets in the index are 4 bytes)."""
+    groups = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        log_size = segments[i].size
+        index_size = segments[i].offset_index.entries * 8
+        time_index_size = segments[i].time_index.entries * 12
+        i += 1
+        while i < len(segments):
+            s = segments[i]
+            last = segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable_offset - 1
+            if not (log_size + s.size <= max_size
+                    and index_size + s.offset_index.entries * 8 <= max_index_size
+                    and time_index_size + s.time_index.entries * 12 <= max_index_size
+                    and (s.size == 0 or last - group[0].base_offset <= _INT_MAX)):
+                break
+            group.append(s)
+            log_size += s.size
+            index_size += s.offset_index.entries * 8
+            time_index_size += s.time_index.entries * 12
+            i += 1
+        groups.append(group)
+    return groups
 
 
 def _transaction_fates(contents) -> dict:
@@ -152,46 +505,126 @@ def _transaction_fates(contents) -> dict:
     return fate
 
 
-def _rebuilt(h, run) -> bytes:
+def _with_delete_horizon(data: bytes) -> bytes:
+    """``data`` (one v2 batch built with its base timestamp at the horizon) with the
+    delete-horizon attribute set and the CRC recomputed."""
+    buf = bytearray(data)
+    (attributes,) = struct.unpack_from(">h", buf, _ATTRIBUTES_AT)
+    struct.pack_into(">h", buf, _ATTRIBUTES_AT, attributes | _DELETE_HORIZON)
+    struct.pack_into(">I", buf, _CRC_AT, crc32c.crc32c(bytes(buf[_ATTRIBUTES_AT:])))
+    return bytes(buf)
+
+
+def _rebuilt(h, run, horizon_ms=None, control: bool = False) -> bytes:
     """Records ``run`` (consecutive offsets) of batch ``h`` as one new
-    uncompressed batch, with the batch's producer and transactional flag."""
+    uncompressed batch, with the batch's producer, sequence, leader epoch,
+    timestamp type and flags; ``horizon_ms`` set: Kafka's delete horizon in
+    the base timestamp (record timestamps stay, as deltas from it)."""
     first = run[0][0]
     sequence = -1 if h.base_sequence < 0 else (h.base_sequence + first - h.base_offset) % (1 << 31)
-    return build_batch([(k, v, hd, ts) for _o, ts, k, v, hd in run], base_offset=first,
+    data = build_batch([(k, v, hd, ts) for _o, ts, k, v, hd in run], base_offset=first,
+                       partition_leader_epoch=h.partition_leader_epoch, base_timestamp=horizon_ms,
                        producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=sequence,
-                       is_transactional=bool(h.attributes & _TRANSACTIONAL))
+                       timestamp_type=1 if h.attributes & _LOG_APPEND_TIME else 0,
+                       is_transactional=bool(h.attributes & _TRANSACTIONAL), is_control=control)
+    return _with_delete_horizon(data) if horizon_ms is not None else data
 
 
-def _swap_in(lg, index: int, segment, data: bytes) -> None:
-    base = segment.base_offset
-    log_path = os.path.join(lg.dir, segment_file_name(base, LOG_SUFFIX))
-    cleaned = log_path + CLEANED_SUFFIX
-    swap = log_path + SWAP_SUFFIX
-    fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _empty_like(h) -> bytes:
+    """Kafka's RETAIN_EMPTY for a dense log: an empty batch at ``h``'s last
+    offset with its producer, epoch, last sequence, leader epoch, max
+    timestamp and flags (what producer state reads back)."""
+    last = h.base_offset + h.last_offset_delta
+    sequence = -1 if h.base_sequence < 0 else (h.base_sequence + h.last_offset_delta) % (1 << 31)
+    return build_batch([], base_offset=last, partition_leader_epoch=h.partition_leader_epoch,
+                       base_timestamp=h.max_timestamp, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                       base_sequence=sequence, timestamp_type=1 if h.attributes & _LOG_APPEND_TIME else 0,
+                       is_transactional=bool(h.attributes & _TRANSACTIONAL),
+                       is_control=bool(h.attributes & _CONTROL))
+
+
+# ------------------------------------------------------------------ the swap
+
+
+def _write_synced(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.rename(cleaned, swap)
-    _fsync_dir(lg.dir)
-    segment.close()
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        try:
-            os.unlink(os.path.join(lg.dir, segment_file_name(base, suffix)))
-        except FileNotFoundError:
-            pass
-    os.rename(swap, log_path)
-    _fsync_dir(lg.dir)
+
+
+def _swap_in(lg, group, data: bytes, entries) -> None:
+    base = group[0].base_offset
+    log_path = os.path.join(lg.dir, segment_file_name(base, LOG_SUFFIX))
+    txn_path = os.path.join(lg.dir, segment_file_name(base, TXN_INDEX_SUFFIX))
+    _write_synced(log_path + CLEANED_SUFFIX, data)
+    _write_synced(txn_path + CLEANED_SUFFIX, b"".join(encode_entry(e) for e in entries))
+    os.rename(txn_path + CLEANED_SUFFIX, txn_path + SWAP_SUFFIX)
+    os.rename(log_path + CLEANED_SUFFIX, log_path + SWAP_SUFFIX)  # the commit point
+    checkpoints.fsync_dir(lg.dir)
+    for segment in group:
+        segment.close()
+    _complete_swap(lg.dir, base, [s.base_offset for s in group[1:]])
+    first = lg._segments.index(group[0])
     fresh = lg._open_segment(base)
     fresh.recover()
     fresh.on_become_inactive()
-    lg._segments[index] = fresh
+    lg._segments[first:first + len(group)] = [fresh]
+    lg._bases[first:first + len(group)] = [base]
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _unlink(path: str) -> None:
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _complete_swap(dir_path: str, base: int, covered) -> None:
+    """Finish the swap of ``<base>.log.swap`` over the segments at ``base`` and ``covered``."""
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        _unlink(os.path.join(dir_path, segment_file_name(base, suffix)))
+    for other in covered:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
+            _unlink(os.path.join(dir_path, segment_file_name(other, suffix)))
+    txn_path = os.path.join(dir_path, segment_file_name(base, TXN_INDEX_SUFFIX))
+    if os.path.exists(txn_path + SWAP_SUFFIX):
+        os.rename(txn_path + SWAP_SUFFIX, txn_path)
+    if os.path.exists(txn_path) and os.path.getsize(txn_path) == 0:
+        os.unlink(txn_path)
+    log_path = os.path.join(dir_path, segment_file_name(base, LOG_SUFFIX))
+    os.rename(log_path + SWAP_SUFFIX, log_path)
+    checkpoints.fsync_dir(dir_path)
+
+
+def complete_swaps(dir_path: str) -> int:
+    """At load, before strays are removed: finish every committed swap
+    (``<base>.log.swap``) a crash interrupted; returns how many."""
+    done = 0
+    for name in sorted(os.listdir(dir_path)):
+        if not (name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and name[:20].isdigit()):
+            continue
+        base = int(name[:20])
+        with open(os.path.join(dir_path, name), "rb") as f:
+            buf = f.read()
+        headers, _end, _err = _batch.scan_batches(buf, 0, -1, False)
+        next_offset = headers[-1].base_offset + headers[-1].last_offset_delta + 1 if headers else base + 1
+        covered = [int(n[:20]) for n in os.listdir(dir_path)
+                   if n.endswith(LOG_SUFFIX) and n[:20].isdigit() and base < int(n[:20]) < next_offset]
+        log.warning("%s: completing the interrupted swap of cleaned segment %d over %s", dir_path, base, covered)
+        _complete_swap(dir_path, base, covered)
+        done += 1
+    return done
+
+
+def aborted_entries_of(dir_path: str, base: int):
+    """The ``.txnindex`` entries of segment ``base`` (tests and tools)."""
+    try:
+        with open(os.path.join(dir_path, segment_file_name(base, TXN_INDEX_SUFFIX)), "rb") as f:
+            return decode_entries(f.read())
+    except FileNotFoundError:
+        return []

@@ -49,6 +49,8 @@ class LogConfig:
     compression_type: str = "producer"          # compression.type
     delete_retention_ms: int = 86400000         # delete.retention.ms, 1 day
     min_compaction_lag_ms: int = 0              # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX       # max.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5      # min.cleanable.dirty.ratio
     message_timestamp_difference_max_ms: int = LONG_MAX  # message.timestamp.difference.max.ms
     # KIP-937: each side's own bound; LONG_MAX (unset) falls back to
     # message.timestamp.difference.max.ms, as Kafka's LogConfig does.

@@ -34,6 +34,7 @@ from kafkapy._core import load
 from kafkapy._core.types import AppendCheckError, FileRegion
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints, recompress
+from kafkapy.storage.cleaner import complete_swaps
 from kafkapy.storage.control_records import (ABORT, COMMIT, CorruptRecordError, EndTxnMarker,
                                              build_end_txn_marker_batch, parse_end_txn_marker)
 from kafkapy.storage.config import LONG_MAX, LogConfig
@@ -329,6 +330,7 @@ class Log:
         """Start-up load (Kafka's LogLoader): remove strays, open segments, rebuild broken indexes,
         recover unflushed segments, then publish the partition's state into the slot."""
         state = self.state
+        complete_swaps(self.dir)  # a cleaner swap past its commit point is finished, as Kafka's LogLoader does
         self._remove_stray_files()
         bases = _segment_bases(self.dir)
         # Without a clean shutdown every segment from the one holding the

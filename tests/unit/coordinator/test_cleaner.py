@@ -25,7 +25,8 @@ def _append(lg, records, ts):
         lg.update_high_watermark(lg.log_end_offset)
 
 
-def _all_records(lg):
+def _batches(lg):
+    """``(header, segment bytes)`` of every batch on disk, CRCs checked."""
     out = []
     with lg.lock():
         for seg in lg.segments():
@@ -34,13 +35,20 @@ def _all_records(lg):
             os.close(fd)
             headers, _, err = batch.scan_batches(buf, 0, -1, True)
             assert err == 0
-            for h in headers:
-                out += [(o, k, v) for o, _t, k, v, _h in decode_records(buf[h.position:])]
+            out += [(h, buf) for h in headers]
     return out
 
 
-def _log(tmp_path, clock):
-    config = LogConfig(cleanup_policy="compact", segment_bytes=400, delete_retention_ms=DAY)
+def _all_records(lg):
+    return [(o, k, v) for h, buf in _batches(lg) for o, _t, k, v, _h in decode_records(buf[h.position:])]
+
+
+def _headers(lg):
+    return [h for h, _buf in _batches(lg)]
+
+
+def _log(tmp_path, clock, **kw):
+    config = LogConfig(**{"cleanup_policy": "compact", "segment_bytes": 400, "delete_retention_ms": DAY, **kw})
     return open_log(tmp_path / "t-0", config, LocalPartitionState(), clock)
 
 
@@ -69,6 +77,9 @@ def test_keeps_last_record_per_key_and_offsets(tmp_path):
 
 
 def test_tombstones_dropped_after_delete_retention(tmp_path):
+    """Kafka 3.x (KIP-534): the first pass that keeps a tombstone stamps its
+    batch with a delete horizon (now + delete.retention.ms, attribute 0x40);
+    a pass past the horizon drops it."""
     clock = Clock()
     lg = _log(tmp_path, clock)
     for i in range(10):
@@ -78,20 +89,26 @@ def test_tombstones_dropped_after_delete_retention(tmp_path):
         _append(lg, [(b"b%d" % i, b"y" * 40)], T0)
     clean_log(lg, T0 + 1)
     assert (10, b"a", None) in _all_records(lg)
-    clean_log(lg, T0 + DAY + 1)
+    (h,) = [h for h in _headers(lg) if h.base_offset == 10]
+    assert h.attributes & 0x40 and h.base_timestamp == T0 + 1 + DAY
+    assert h.max_timestamp == T0  # the records' own timestamps stay
+    clean_log(lg, T0 + DAY, force=True)  # before the horizon: kept
+    assert (10, b"a", None) in _all_records(lg)
+    clean_log(lg, T0 + DAY + 1, force=True)
     assert all(k != b"a" for _, k, _ in _all_records(lg))
 
 
 def test_crash_leftovers_are_harmless(tmp_path):
+    """Before the commit point (no ``.log.swap``) the strays go and the old segments stand."""
     clock = Clock()
     lg = _log(tmp_path, clock)
     for i in range(20):
         _append(lg, [(b"k", b"v%d" % i)], T0)
     before = _all_records(lg)
     first = lg.segments()[0]
-    # A crash after writing .cleaned / .swap but before the swap rename.
+    # A crash after writing .cleaned files and the .txnindex.swap, before the .log.swap rename.
     Path(first.path + ".cleaned").write_bytes(b"junk")
-    Path(first.path + ".swap").write_bytes(b"junk")
+    Path(first.path[:-4] + ".txnindex.swap").write_bytes(b"")
     lg.close()
     lg2 = _log(tmp_path, clock)
     assert _all_records(lg2) == before
@@ -132,6 +149,8 @@ def test_transactions_aborted_dropped_open_kept_committed_compacted(tmp_path):
     _append_txn(lg, 11, [(b"k2", b"committed"), (b"k3", b"old")], T0)     # 3, 4
     _marker(lg, 11, commit=True)                                          # 5
     _append(lg, [(b"k3", b"new")], T0)                                    # 6
+    with lg.lock():
+        lg.roll()  # the open transaction in a later segment: the LSO (7) bounds the cleaning
     _append_txn(lg, 12, [(b"k1", b"open")], T0)                           # 7
     with lg.lock():
         lg.roll()
@@ -151,3 +170,231 @@ def test_transactions_aborted_dropped_open_kept_committed_compacted(tmp_path):
     # The log still answers read_committed as before: nothing open but pid 12.
     with lg.lock():
         assert lg.last_stable_offset() == 7
+
+
+# --- scheduling: cleaner-offset-checkpoint, dirty ratio, compaction lags --------------------------
+
+HOUR = 3_600_000
+
+
+def _roll(lg):
+    with lg.lock():
+        lg.roll()
+
+
+def test_dirty_ratio_and_cleaner_checkpoint(tmp_path):
+    """A log is cleaned when its dirty ratio is above min.cleanable.dirty.ratio;
+    the pass records where its offset map ended in the log dir's
+    cleaner-offset-checkpoint (Kafka's format) and the next ratio counts from there."""
+    from kafkapy.storage.cleaner import dirty_ratio
+
+    clock = Clock()
+    lg = _log(tmp_path, clock)
+    for i in range(30):
+        _append(lg, [(b"k%d" % (i % 3), b"v%d" % i)], T0 + i)
+    _roll(lg)
+    assert dirty_ratio(lg, clock()) == 1.0  # no checkpoint: all dirty
+    assert clean_log(lg, clock()) > 0
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 0 30\n"
+    assert dirty_ratio(lg, clock()) == 0.0
+    _append(lg, [(b"k0", b"one more")], T0)
+    _roll(lg)
+    assert 0 < dirty_ratio(lg, clock()) < 0.5
+    files = sorted(os.listdir(tmp_path / "t-0"))
+    assert clean_log(lg, clock()) == 0  # not dirty enough: nothing touched
+    assert sorted(os.listdir(tmp_path / "t-0")) == files
+    for i in range(10):
+        _append(lg, [(b"k%d" % (i % 3), b"w%d" % i)], T0)
+    _roll(lg)
+    assert dirty_ratio(lg, clock()) > 0.5
+    assert clean_log(lg, clock()) > 0
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 0 41\n"
+    latest = {k: v for _o, k, v in _all_records(lg)}
+    assert latest == {b"k0": b"w9", b"k1": b"w7", b"k2": b"w8"}
+
+
+def test_checkpoint_past_the_log_end_is_reset(tmp_path):
+    from kafkapy.storage.checkpoints import write_offset_checkpoint
+    from kafkapy.storage.cleaner import CLEANER_CHECKPOINT
+
+    clock = Clock()
+    lg = _log(tmp_path, clock)
+    for i in range(20):
+        _append(lg, [(b"k", b"v%d" % i)], T0)
+    _roll(lg)
+    # A stale entry of a deleted partition goes; one past the log end is reset to the log start.
+    write_offset_checkpoint(str(tmp_path / CLEANER_CHECKPOINT), {("t", 0): 999, ("gone", 3): 5})
+    assert clean_log(lg, clock()) > 0
+    assert [o for o, _k, _v in _all_records(lg)] == [19]
+    assert (tmp_path / CLEANER_CHECKPOINT).read_text() == "0\n1\nt 0 20\n"
+
+
+def test_min_compaction_lag_keeps_young_records(tmp_path):
+    """Segments whose largest timestamp is within min.compaction.lag.ms of now
+    are uncleanable: their records neither go nor supersede older ones."""
+    clock = Clock()
+    lg = _log(tmp_path, clock, min_compaction_lag_ms=HOUR)
+    for i in range(10):
+        _append(lg, [(b"k%d" % (i % 2), b"old%d" % i)], T0)
+    _roll(lg)
+    for i in range(10):
+        _append(lg, [(b"k%d" % (i % 2), b"new%d" % i)], T0 + 2 * HOUR)
+    _roll(lg)
+    _append(lg, [(b"z", b"active")], T0 + 2 * HOUR)
+    clean_log(lg, T0 + 2 * HOUR + 1)
+    recs = _all_records(lg)
+    assert [v for _o, _k, v in recs if v.startswith(b"new")] == [b"new%d" % i for i in range(10)]  # untouched
+    assert [v for _o, _k, v in recs if v.startswith(b"old")] == [b"old8", b"old9"]  # last per key among the old
+    clean_log(lg, T0 + 3 * HOUR + 1)  # now the young ones are old enough
+    recs = _all_records(lg)
+    assert [v for _o, _k, v in recs] == [b"new8", b"new9", b"active"]
+
+
+def test_max_compaction_lag_forces_cleaning(tmp_path):
+    """A ratio that never triggers (1.0), but the first dirty batch is older than
+    max.compaction.lag.ms: the log is cleaned anyway."""
+    clock = Clock()
+    lg = _log(tmp_path, clock, min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=HOUR)
+    for i in range(20):
+        _append(lg, [(b"k", b"v%d" % i)], T0)
+    _roll(lg)
+    assert clean_log(lg, T0 + HOUR // 2) == 0
+    assert len(_all_records(lg)) == 20
+    assert clean_log(lg, T0 + 2 * HOUR) > 0
+    assert [o for o, _k, _v in _all_records(lg)] == [19]
+
+
+def test_small_segments_are_merged(tmp_path):
+    """Segments are grouped by their size before the pass (Kafka's
+    groupSegmentsBySize: total log bytes within segment.bytes), so the
+    segments a pass shrinks merge on the next pass; offsets, reads by offset
+    and a reopen all agree, and other processes see a new generation."""
+    from storage_util import read_bytes
+
+    clock = Clock()
+    lg = _log(tmp_path, clock)
+    for i in range(60):
+        _append(lg, [(b"k%d" % (i % 4), b"v%d" % i)], T0 + i)
+    _roll(lg)
+    before = len(lg.segments())
+    generation = lg.state.generation
+    assert before >= 10
+    assert clean_log(lg, clock()) >= before - 1
+    assert len(lg.segments()) == before  # full-size segments: one per group
+    assert clean_log(lg, clock(), force=True) > 0
+    segments = lg.segments()
+    assert len(segments) <= 4 < before, [(s.base_offset, s.size) for s in segments]  # 3 inactive + active
+    assert all(s.size <= 400 for s in segments)
+    assert lg.state.generation > generation
+    on_disk = sorted(n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log"))
+    assert on_disk == sorted("%020d.log" % s.base_offset for s in segments)
+    recs = _all_records(lg)
+    assert [(o, v) for o, _k, v in recs] == [(56, b"v56"), (57, b"v57"), (58, b"v58"), (59, b"v59")]
+    data = read_bytes(lg, 57)
+    assert decode_records(data)[0][0] == 57 or decode_records(data)[-1][0] >= 57
+    with lg.lock():
+        assert lg.log_end_offset == 60
+    lg.close()
+    lg2 = _log(tmp_path, clock)
+    assert _all_records(lg2) == recs
+    assert len(lg2.segments()) == len(segments)
+
+
+def _concat_segments(lg, segs) -> bytes:
+    out = b""
+    for s in segs:
+        fd = os.open(s.path, os.O_RDONLY)
+        out += os.pread(fd, s.size, 0)
+        os.close(fd)
+    return out
+
+
+def test_crash_after_the_commit_point_finishes_the_swap(tmp_path):
+    """A ``.log.swap`` is a cleaned group past its commit point: load finishes
+    the swap (the covered segments go, whether or not the crash removed some
+    already), so no offset is lost or duplicated."""
+    from kafkapy.storage.cleaner import complete_swaps  # noqa: F401 (load calls it)
+
+    for deleted_some in (False, True):
+        d = tmp_path / str(deleted_some)
+        d.mkdir()
+        clock = Clock()
+        lg = _log(d, clock)
+        for i in range(30):
+            _append(lg, [(b"k%d" % i, b"v%d" % i)], T0)
+        _roll(lg)
+        before = _all_records(lg)
+        segs = lg.segments()
+        group = segs[:3]
+        merged = _concat_segments(lg, group)
+        lg.close()
+        part = d / "t-0"
+        (part / ("%020d.log.swap" % group[0].base_offset)).write_bytes(merged)
+        (part / ("%020d.txnindex.swap" % group[0].base_offset)).write_bytes(b"")
+        if deleted_some:
+            os.unlink(part / ("%020d.log" % group[1].base_offset))
+            os.unlink(part / ("%020d.index" % group[0].base_offset))
+        lg2 = _log(d, clock)
+        assert _all_records(lg2) == before
+        assert [s.base_offset for s in lg2.segments()] == [group[0].base_offset] + \
+            [s.base_offset for s in segs[3:]]
+        assert not [n for n in os.listdir(part) if n.endswith((".swap", ".cleaned"))]
+
+
+def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path):
+    """Kafka's CleanedTransactionMetadata: a pass that still meets a
+    transaction's data keeps its marker (an ABORT marker with its .txnindex
+    entry, while the pass drops the aborted records); the next pass stamps the
+    marker with a delete horizon (and drops the index entry); a pass past the
+    horizon drops the marker. An active producer's last transaction keeps its
+    data batch and so its marker."""
+    clock = Clock()
+    lg = _log(tmp_path, clock, segment_bytes=4096)
+    _append_txn(lg, 11, [(b"a", b"c1")], T0)              # 0
+    _marker(lg, 11, commit=True)                          # 1
+    _append_txn(lg, 10, [(b"b", b"aborted")], T0)         # 2
+    _marker(lg, 10, commit=False)                         # 3
+    _append(lg, [(b"a", b"plain")], T0)                   # 4 supersedes offset 0
+    _append_txn(lg, 11, [(b"z", b"c2")], T0, seq=1)       # 5
+    _marker(lg, 11, commit=True)                          # 6
+    _append_txn(lg, 10, [(b"y", b"c3")], T0, seq=1)       # 7
+    _marker(lg, 10, commit=True)                          # 8
+    _roll(lg)
+    _append(lg, [(b"q", b"active")], T0)                  # 9
+
+    def state():
+        heads = {h.base_offset: h for h in _headers(lg)}
+        with lg.lock():
+            aborted = [(t.producer_id, t.first_offset, t.last_offset) for t in lg.collect_aborted_transactions(0, 10)]
+            lso = lg.last_stable_offset()
+        return heads, aborted, lso
+
+    now = T0 + 1
+    clean_log(lg, now, force=True)
+    heads, aborted, lso = state()
+    assert 0 not in heads and 2 not in heads              # superseded, aborted
+    assert {1, 3, 4, 5, 6, 7, 8} <= set(heads)
+    assert not heads[1].attributes & 0x40 and not heads[3].attributes & 0x40
+    assert aborted == [(10, 2, 3)] and lso == 10
+
+    clean_log(lg, now + 1, force=True)
+    heads, aborted, lso = state()
+    for m in (1, 3):
+        assert heads[m].attributes & 0x60 == 0x60 and heads[m].base_timestamp == now + 1 + DAY
+    assert not heads[6].attributes & 0x40 and not heads[8].attributes & 0x40
+    assert aborted == [] and lso == 10
+
+    clean_log(lg, now + DAY, force=True)  # before the horizon
+    assert {1, 3} <= set(state()[0])
+    clean_log(lg, now + 1 + DAY, force=True)
+    heads, aborted, lso = state()
+    assert 1 not in heads and 3 not in heads
+    assert {4, 5, 6, 7, 8, 9} <= set(heads) and lso == 10
+    values = [(o, k, v) for o, k, v in _all_records(lg) if o not in (6, 8)]  # not the markers' records
+    assert values == [(4, b"a", b"plain"), (5, b"z", b"c2"), (7, b"y", b"c3"), (9, b"q", b"active")]
+    lg.close()
+    lg2 = _log(tmp_path, clock, segment_bytes=4096)
+    with lg2.lock():
+        lg2.update_high_watermark(lg2.log_end_offset)  # the unit log has no high-watermark checkpoint
+        assert lg2.last_stable_offset() == 10 and lg2.log_end_offset == 10
+        assert lg2.collect_aborted_transactions(0, 10) == []

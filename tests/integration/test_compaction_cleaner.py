@@ -1,0 +1,200 @@
+"""The log cleaner on a real broker with real clients (confluent-kafka), as
+Kafka 3.9 cleans: dirty-ratio scheduling, min.compaction.lag.ms, small
+segments merged, transaction markers removed after delete.retention.ms once
+their transaction's data is gone, and a SIGKILL during cleaning that loses or
+duplicates no offset."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clients_support import create_topic  # noqa: E402
+from test_transactions import producer as txn_producer  # noqa: E402
+
+from kafkapy._core import load  # noqa: E402
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+batch = load("batch")
+TIMEOUT_S = 30
+CLEANER = {"log.cleaner.backoff.ms": "100"}
+
+
+def read_all(bs, topic, isolation="read_uncommitted"):
+    """``(offset, key, value)`` of everything from the earliest offset to the end."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"cc-{topic}-{isolation}", "isolation.level": isolation,
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 100, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+    got = []
+    done = False
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while time.monotonic() < deadline and not done:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is None:
+                got.append((m.offset(), m.key(), m.value()))
+            elif m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                done = True
+    finally:
+        c.close()
+    assert done, f"{topic}: the end was not reached"
+    offsets = [o for o, _k, _v in got]
+    assert offsets == sorted(set(offsets)), "offsets duplicated or out of order"
+    return got
+
+
+def batches_on_disk(part_dir: Path):
+    """``(segment base, batch header)`` of every batch in the partition's segment files."""
+    out = []
+    for f in sorted(part_dir.glob("*.log")):
+        buf = f.read_bytes()
+        headers, _end, _err = batch.scan_batches(buf, 0, -1, True)
+        out += [(int(f.name[:20]), h) for h in headers]
+    return out
+
+
+def produce(p, topic, items):
+    delivered = []
+
+    def on_delivery(err, msg):
+        assert err is None, err
+        delivered.append((msg.offset(), msg.key(), msg.value()))
+
+    for key, value in items:
+        p.produce(topic, key=key, value=value, partition=0, on_delivery=on_delivery)
+    assert p.flush(TIMEOUT_S) == 0
+    return delivered
+
+
+def test_cleaner_schedules_merges_and_removes_markers(broker_factory):
+    b = broker_factory(CLEANER)
+    bs = b.bootstrap
+    create_topic(bs, "cc", 1, config={"cleanup.policy": "compact", "segment.bytes": "1024",
+                                      "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"})
+    create_topic(bs, "cc-young", 1, config={"cleanup.policy": "compact", "segment.bytes": "1024",
+                                            "min.cleanable.dirty.ratio": "0.01",
+                                            "min.compaction.lag.ms": "600000"})
+    t = txn_producer(bs, "cc-txn")
+    t.begin_transaction()                                  # offsets 0-4, COMMIT marker at 5
+    for i in range(5):
+        t.produce("cc", key=b"t%d" % i, value=b"txn1-%d" % i, partition=0)
+    t.commit_transaction(TIMEOUT_S)
+    t.begin_transaction()                                  # offsets 6-10, ABORT marker at 11
+    for i in range(5):
+        t.produce("cc", key=b"a%d" % i, value=b"aborted-%d" % i, partition=0)
+    t.flush(TIMEOUT_S)
+    t.abort_transaction(TIMEOUT_S)
+    t.begin_transaction()                                  # the producer's last transaction: stays
+    t.produce("cc", key=b"last-txn", value=b"kept", partition=0)
+    t.commit_transaction(TIMEOUT_S)
+
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 800})  # a batch fits a 1 KB segment
+    expected = {b"last-txn": b"kept"}
+    expected.update({b"t%d" % i: b"plain-t%d" % i for i in range(5)})
+    produce(p, "cc", expected.items() - {(b"last-txn", b"kept")})
+    young = produce(p, "cc-young", [(b"y%d" % (i % 3), b"young-%d" % i + b"." * 100) for i in range(40)])
+    part = b.log_dirs[0] / "cc-0"
+
+    def markers():
+        return {h.base_offset for _s, h in batches_on_disk(part) if h.attributes & 0x20}
+
+    assert {5, 11} <= markers()
+    first_trickle = None
+
+    def merged_span():
+        """The most offsets one segment from the trickle on spans: a 1 KB
+        segment of ~100-byte records holds at most 10, so 30 means merged."""
+        bases = sorted({s for s, _h in batches_on_disk(part)})
+        return max((b2 - b1 for b1, b2 in zip(bases, bases[1:]) if b1 >= first_trickle), default=0)
+
+    deadline = time.monotonic() + 60
+    rnd = 0
+    while time.monotonic() < deadline and ({5, 11} & markers() or merged_span() < 30):
+        # A trickle of new dirty data (about one 1 KB segment a round) keeps
+        # the dirty ratio above 0.01, so every cleaner pass runs.
+        items = [(b"k%d" % (i % 10), b"r%d-%d-" % (rnd, i) + b"x" * 80) for i in range(10)]
+        done = produce(p, "cc", items)
+        first_trickle = first_trickle if first_trickle is not None else min(o for o, _k, _v in done)
+        expected.update(items)
+        rnd += 1
+        time.sleep(0.3)
+    assert not {5, 11} & markers(), "markers of transactions with no data left were not removed"
+    assert merged_span() >= 30, "small segments were not merged"
+    on_disk = batches_on_disk(part)
+    # The live transaction's marker and its data stay (an active producer's last transaction).
+    txn_batches = [h for _s, h in on_disk if h.producer_id >= 0 and h.attributes & 0x10]
+    assert any(h.attributes & 0x20 for h in txn_batches) and any(not h.attributes & 0x20 for h in txn_batches)
+    # The aborted transaction's .txnindex entry went with its marker.
+    assert all(f.stat().st_size == 0 for f in part.glob("*.txnindex"))
+
+    for isolation in ("read_uncommitted", "read_committed"):
+        records = read_all(bs, "cc", isolation)
+        last = {}
+        for _o, k, v in records:
+            last[k] = v
+        assert last == expected, isolation  # no aborted record, every key's last value
+        assert len(records) < len(expected) + 10 * rnd  # and compacted
+
+    # Young records (min.compaction.lag.ms 10 min) are untouched, passes later.
+    assert read_all(bs, "cc-young") == young
+
+
+def test_sigkill_during_cleaning_loses_and_duplicates_nothing(broker_factory):
+    """The broker is SIGKILLed the moment a cleaner pass has a ``.cleaned`` or
+    ``.swap`` file on disk (mid-rename dance), and restarted: every key's last
+    acknowledged value is at its offset, no offset is duplicated or invented,
+    and the log end is where it was."""
+    b = broker_factory({"log.cleaner.backoff.ms": "20"})
+    bs = b.bootstrap
+    create_topic(bs, "cck", 1, config={"cleanup.policy": "compact", "segment.bytes": "16384",
+                                       "min.cleanable.dirty.ratio": "0.01"})
+    part = b.log_dirs[0] / "cck-0"
+    delivered = []
+    hits = 0
+    for attempt in range(5):
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 8000})
+        for rnd in range(10):
+            delivered += produce(p, "cck", [(b"k%d" % (i % 200), b"%d-%d-%d-" % (attempt, rnd, i) + b"v" * 80)
+                                            for i in range(400)])
+        deadline = time.monotonic() + 10
+        caught = False
+        while time.monotonic() < deadline and not caught:
+            caught = any(n.endswith((".cleaned", ".swap")) for n in os.listdir(part))
+        b.stop(signal.SIGKILL)
+        hits += caught
+        b.start()
+        assert not [n for n in os.listdir(part) if n.endswith((".swap", ".cleaned"))]
+        if hits >= 2:
+            break
+    assert hits >= 1, "no SIGKILL landed inside a cleaner pass"
+    last_delivered = {}
+    for o, k, v in delivered:
+        last_delivered[k] = (o, v)
+    by_offset = {o: (k, v) for o, k, v in delivered}
+
+    def check():
+        records = read_all(bs, "cck")
+        # Nothing corrupted or invented, each key's last acknowledged value at
+        # its offset, the log end where it was.
+        assert all(by_offset[o] == (k, v) for o, k, v in records)
+        assert {k: (o, v) for o, k, v in records} == last_delivered
+        assert records[-1][0] == max(by_offset)
+        return len(records)
+
+    check()  # right after the last restart
+    deadline = time.monotonic() + 30
+    while check() >= len(delivered) and time.monotonic() < deadline:  # the restarted cleaner finishes
+        time.sleep(0.5)
+    assert check() < len(delivered), "nothing was compacted after the restarts"
