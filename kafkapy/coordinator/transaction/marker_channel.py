@@ -23,7 +23,8 @@ thread:
   starts a pass and returns the outcomes known at once; a partition missing
   from its dict is in flight;
 * ``poll() -> [(markers, tp, error_code), ...]``: outcomes that came in since;
-* ``outstanding``: how many partitions are in flight;
+* ``outstanding``: how many partitions were started whose outcome ``poll``
+  has not returned yet (the coordinator polls while it is not 0);
 * ``forget(keep)``: drop queued work whose ``markers`` ``keep`` rejects;
 * ``close()``.
 

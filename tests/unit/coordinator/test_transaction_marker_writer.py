@@ -367,3 +367,83 @@ def test_local_markers_wait_for_the_high_watermark_without_blocking():
     assert channel.poll() == [] and channel.unsent == {"a"}
     partitions["t", 1].high_watermark = 5
     assert channel.retry() == [a] and channel.pending == {}   # the HW had passed: written at once
+
+
+class Later:
+    """A writer whose markers stay in flight until the test answers them."""
+
+    def __init__(self):
+        self.flying = []   # (markers, tp) started, not answered
+        self.answers = []  # (markers, tp, error) for the next poll
+        self.passes = 0
+
+    @property
+    def outstanding(self):
+        return len(self.flying) + len(self.answers)   # until ``poll`` returned them
+
+    def begin(self, batch):
+        self.passes += 1
+        self.flying += [(m, tp) for m, tps in batch for tp in tps]
+        return [{} for _ in batch]
+
+    def answer(self, txn_id, error=E.NONE):
+        for m, tp in [f for f in self.flying if f[0].transactional_id == txn_id]:
+            self.flying.remove((m, tp))
+            self.answers.append((m, tp, error))
+
+    def poll(self):
+        out, self.answers = self.answers, []
+        return out
+
+    def forget(self, keep):
+        self.flying = [f for f in self.flying if keep(f[0])]
+
+    def close(self):
+        pass
+
+
+def test_the_coordinator_answers_and_completes_transactions_as_outcomes_come_back():
+    from coordinator.test_transaction_coordinator import Clock
+    from coordinator.test_transaction_driver import Store
+    from kafkapy.coordinator.transaction.coordinator import TransactionCoordinatorState, TxnConfig
+    from kafkapy.coordinator.transaction.transaction_coordinator import (
+        MARKER_POLL_MAX_MS, MARKER_RETRY_INTERVAL_MS, TransactionCoordinator)
+
+    clock, store, writer = Clock(), Store(), Later()
+    pids = iter(range(5000, 6000))
+    txn = TransactionCoordinator(TransactionCoordinatorState(TxnConfig(num_partitions=3), lambda: next(pids), clock),
+                                 store, TransactionMarkerChannel(writer))
+    for p in range(3):
+        txn.load(p, 4)
+
+    def call(method, *args):
+        answers = []
+        method(*args, answers.append)
+        [answer] = answers
+        return answer
+
+    pid = {}
+    for t in ("a", "b"):
+        pid[t] = call(txn.init_producer_id, t, 60000, -1, -1).producer_id
+        assert call(txn.add_partitions, t, pid[t], 0, [("out", 0), ("out", 1)]).error_code == 0
+    # Both EndTxn are answered while the first one's markers are in flight.
+    assert call(txn.end_txn, "a", pid["a"], 0, True).error_code == 0
+    assert call(txn.end_txn, "b", pid["b"], 0, False).error_code == 0
+    assert store.states("a")[-1] == 2 and store.states("b")[-1] == 3   # PrepareCommit, PrepareAbort
+    # In flight: the loop is asked back in 1 ms, then less often while nothing comes back.
+    waits = []
+    for _ in range(7):
+        waits.append(txn.tick() - clock.now)
+    assert waits == [1, 2, 4, 8, 16, 16, 16] and MARKER_POLL_MAX_MS == 16
+    writer.answer("b")
+    assert txn.tick() == clock.now + 1
+    assert store.states("b")[-1] == 5 and store.states("a")[-1] == 2   # CompleteAbort; "a" still waits
+    assert call(txn.add_partitions, "a", pid["a"], 0, [("out", 0)]).error_code == E.CONCURRENT_TRANSACTIONS
+    writer.answer("a", E.NOT_LEADER_OR_FOLLOWER)   # retried after the backoff, not at once
+    passes = writer.passes
+    assert txn.tick() == clock.now + MARKER_RETRY_INTERVAL_MS and writer.passes == passes
+    clock.now += MARKER_RETRY_INTERVAL_MS
+    assert txn.tick() == clock.now + 1 and writer.passes == passes + 1   # started again: in flight
+    writer.answer("a")
+    txn.tick()
+    assert store.states("a")[-1] == 4 and not txn.channel.pending and not txn.channel.in_flight
