@@ -65,6 +65,14 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @property
+    def max_segment_ms(self) -> int:
+        """Kafka's maxSegmentMs: a compacted log rolls by max.compaction.lag.ms too,
+        so no record waits in the (uncleanable) active segment past the lag."""
+        if "compact" in self.cleanup_policy and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
     def max_index_size(self) -> int:
         """segment.index.bytes rounded down to a whole number of 8-byte offset entries (Kafka does this)."""
         return self.segment_index_bytes - self.segment_index_bytes % 8

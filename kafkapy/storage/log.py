@@ -143,7 +143,7 @@ def _append_settings(config: LogConfig) -> tuple:
         # The jitter is below min(segment.jitter.ms, segment.ms): no segment
         # rolls by time before waiting longer than this (tested first in an
         # append, without a call).
-        config.segment_ms - min(max(config.segment_jitter_ms, 0), config.segment_ms),
+        max(0, config.max_segment_ms - min(max(config.segment_jitter_ms, 0), config.segment_ms)),
     )
 
 
@@ -244,10 +244,10 @@ class Log:
         self._roll_after = (None, 0)
 
     def _roll_after_ms(self, base_offset: int) -> int:
-        """segment.ms less the jitter of the segment at ``base_offset`` (Kafka's rollJitterMs)."""
+        """segment.ms (Kafka's maxSegmentMs) less the jitter of the segment at ``base_offset`` (Kafka's rollJitterMs)."""
         base, roll_ms = self._roll_after
         if base != base_offset:
-            roll_ms = self._config.segment_ms - self._roll_jitter_ms(base_offset)
+            roll_ms = self._config.max_segment_ms - self._roll_jitter_ms(base_offset)
             self._roll_after = (base_offset, roll_ms)
         return roll_ms
 

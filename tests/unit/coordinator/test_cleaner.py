@@ -398,3 +398,16 @@ def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path):
         lg2.update_high_watermark(lg2.log_end_offset)  # the unit log has no high-watermark checkpoint
         assert lg2.last_stable_offset() == 10 and lg2.log_end_offset == 10
         assert lg2.collect_aborted_transactions(0, 10) == []
+
+
+def test_max_compaction_lag_rolls_the_active_segment(tmp_path):
+    """Kafka's maxSegmentMs: a compacted log's active segment rolls by
+    max.compaction.lag.ms when that is below segment.ms (a delete-policy log does not)."""
+    for policy, rolled in (("compact", True), ("delete", False)):
+        clock = Clock()
+        config = LogConfig(cleanup_policy=policy, max_compaction_lag_ms=1000, segment_ms=7 * DAY)
+        lg = open_log(tmp_path / policy / "t-0", config, LocalPartitionState(), clock)
+        _append(lg, [(b"k", b"v0")], clock())
+        clock.advance(1001)
+        _append(lg, [(b"k", b"v1")], clock())
+        assert (len(lg.segments()) == 2) is rolled, policy
