@@ -320,6 +320,13 @@ class LogProbe(_Publisher):
         self.flush.observe(seconds)
         self.flushes += 1
 
+    def cleaned(self, max_dirty_percent: int, max_clean_time_s: float, recopy_percent: int) -> None:
+        """A log cleaner pass (rare): its three gauges are set at once."""
+        m = self.m
+        m.cleaner_max_dirty_percent.set(max_dirty_percent)
+        m.cleaner_max_clean_time.set(max_clean_time_s)
+        m.cleaner_recopy_percent.set(recopy_percent)
+
     def publish(self) -> None:
         m = self.m
         if self.by_topic:

@@ -104,6 +104,9 @@ class NullLogProbe:
     def flushed(self, seconds: float) -> None:
         pass
 
+    def cleaned(self, max_dirty_percent: int, max_clean_time_s: float, recopy_percent: int) -> None:
+        pass
+
     def publish(self) -> None:
         pass
 

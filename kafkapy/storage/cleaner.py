@@ -83,6 +83,7 @@ import crc32c
 
 from kafkapy._core import load as _load_core
 from kafkapy._core.records_py import build_batch, decode_records
+from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints
 from kafkapy.storage.control_records import CorruptRecordError, parse_end_txn_marker
 from kafkapy.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, \
@@ -112,10 +113,12 @@ LogToClean = namedtuple("LogToClean", ("first_dirty_offset", "uncleanable_offset
 
 
 class CleanerStats:
-    """Kafka's cleaner metrics over this process's passes: ``max_dirty_percent``
-    (the dirtiest log of the last ``clean_logs``), ``max_clean_time_secs``
-    (the longest pass) and ``recopy_percent`` (bytes written over bytes read
-    in the last pass). Owned by the process that runs the cleaner."""
+    """Kafka's cleaner metrics for this process's last ``clean_logs`` pass:
+    ``max_dirty_percent`` (the dirtiest compacted log, LogCleanerManager's
+    max-dirty-percent), ``max_clean_time_secs`` (the longest cleaning of one
+    log, max-clean-time-secs) and ``recopy_percent`` (bytes written over
+    bytes read by the last cleaning, cleaner-recopy-percent); published
+    through the log probe. Owned by the process that runs the cleaner."""
 
     def __init__(self):
         self.max_dirty_percent = 0
@@ -230,12 +233,14 @@ def clean_logs(logs, now_ms: int) -> int:
         except Exception:
             log.exception("%s: computing the dirty ratio failed", lg.dir)
     stats.max_dirty_percent = int(100 * max((r for r, _ in ranked), default=0.0))
+    stats.max_clean_time_secs = 0.0
     rewritten = 0
     for _ratio, lg in sorted(ranked, key=lambda x: -x[0]):
         try:
             rewritten += clean_log(lg, now_ms)
         except Exception:
             log.exception("%s: cleaning failed", lg.dir)
+    probes.log.cleaned(stats.max_dirty_percent, stats.max_clean_time_secs, stats.recopy_percent)
     return rewritten
 
 

@@ -411,3 +411,53 @@ def test_max_compaction_lag_rolls_the_active_segment(tmp_path):
         clock.advance(1001)
         _append(lg, [(b"k", b"v1")], clock())
         assert (len(lg.segments()) == 2) is rolled, policy
+
+
+def test_clean_logs_takes_the_due_logs_and_reports_cleaner_metrics(tmp_path):
+    """clean_logs cleans the logs above their dirty ratio (dirtiest first),
+    leaves the others, and hands the log probe Kafka's max-dirty-percent,
+    max-clean-time-secs and cleaner-recopy-percent."""
+    from storage_util import no_fsync
+
+    from kafkapy.metrics import probes
+    from kafkapy.storage.cleaner import clean_logs, dirty_ratio, read_cleaner_checkpoint
+    from kafkapy.storage.log import Log
+
+    class Recorder(probes.NullLogProbe):
+        __slots__ = ("calls",)
+
+        def __init__(self):
+            self.calls = []
+
+        def cleaned(self, *args):
+            self.calls.append(args)
+
+    clock = Clock()
+    config = LogConfig(cleanup_policy="compact", segment_bytes=400)
+    logs = {name: Log.open(str(tmp_path / f"{name}-0"), name, 0, config, LocalPartitionState(), None, clock,
+                           fsync=no_fsync) for name in ("a", "b")}
+
+    def write(lg, n):
+        for i in range(n):
+            _append(lg, [(b"k%d" % (i % 2), b"v%d" % i)], T0)
+        _roll(lg)
+
+    write(logs["a"], 20)
+    write(logs["b"], 20)
+    recorder = Recorder()
+    probes.install(log_probe=recorder)
+    try:
+        assert clean_logs(logs.values(), clock()) > 0
+        first = read_cleaner_checkpoint(str(tmp_path))
+        assert first == {("a", 0): 20, ("b", 0): 20}
+        write(logs["a"], 1)   # a little dirt: below 0.5
+        write(logs["b"], 30)  # a lot: above
+        ratio_b = dirty_ratio(logs["b"], clock())
+        assert dirty_ratio(logs["a"], clock()) < 0.5 < ratio_b
+        assert clean_logs(logs.values(), clock()) > 0
+    finally:
+        probes.install()
+    assert read_cleaner_checkpoint(str(tmp_path)) == {("a", 0): 20, ("b", 0): 50}
+    (dirty1, secs1, recopy1), (dirty2, secs2, recopy2) = recorder.calls
+    assert dirty1 == 100 and secs1 > 0 and 0 < recopy1 < 100
+    assert dirty2 == int(100 * ratio_b) and secs2 > 0 and 0 < recopy2 < 100
