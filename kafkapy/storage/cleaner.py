@@ -140,24 +140,49 @@ def read_cleaner_checkpoint(log_dir: str) -> dict:
         return {}
 
 
-def update_cleaner_checkpoint(log_dir: str, topic: str, partition: int, offset: int | None) -> None:
-    """Set (``offset`` None: remove) one partition's entry. The supervisor and
-    the coordinator process both clean logs of the same dir, so the
-    read-modify-write holds an exclusive flock on the dir; entries of
-    partitions whose directory is gone are dropped on the way."""
+def _rewrite_cleaner_checkpoint(log_dir: str, change) -> None:
+    """Read-modify-write of the dir's checkpoint: ``change(offsets)`` edits the
+    dict in place and returns whether to write it. The supervisor, the
+    coordinator process and the replica fetchers (truncations) all update
+    the same file, so this holds an exclusive flock on the dir."""
     fd = os.open(log_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         offsets = read_cleaner_checkpoint(log_dir)
+        if change(offsets):
+            checkpoints.write_offset_checkpoint(os.path.join(log_dir, CLEANER_CHECKPOINT), offsets)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def update_cleaner_checkpoint(log_dir: str, topic: str, partition: int, offset: int | None) -> None:
+    """Set (``offset`` None: remove) one partition's entry; entries of
+    partitions whose directory is gone are dropped on the way."""
+    def change(offsets):
         if offset is None:
             offsets.pop((topic, partition), None)
         else:
             offsets[(topic, partition)] = offset
-        offsets = {tp: o for tp, o in offsets.items() if tp == (topic, partition)
-                   or os.path.isdir(os.path.join(log_dir, f"{tp[0]}-{tp[1]}"))}
-        checkpoints.write_offset_checkpoint(os.path.join(log_dir, CLEANER_CHECKPOINT), offsets)
-    finally:
-        os.close(fd)  # releases the lock
+        for tp in [tp for tp in offsets if tp != (topic, partition)
+                   and not os.path.isdir(os.path.join(log_dir, f"{tp[0]}-{tp[1]}"))]:
+            del offsets[tp]
+        return True
+
+    _rewrite_cleaner_checkpoint(log_dir, change)
+
+
+def truncate_cleaner_checkpoint(log_dir: str, topic: str, partition: int, offset: int) -> None:
+    """Kafka's maybeTruncateCheckpoint, after a truncation: an entry above
+    ``offset`` (the active segment's base) comes down to it, so records
+    written again above it count as dirty."""
+    def change(offsets):
+        if offsets.get((topic, partition), 0) <= offset:
+            return False
+        offsets[(topic, partition)] = offset
+        return True
+
+    if read_cleaner_checkpoint(log_dir).get((topic, partition), 0) > offset:
+        _rewrite_cleaner_checkpoint(log_dir, change)
 
 
 # ------------------------------------------------------------------ scheduling
@@ -214,12 +239,15 @@ def _checkpoint_of(lg) -> int | None:
     return read_cleaner_checkpoint(os.path.dirname(lg.dir)).get((lg.topic, lg.partition))
 
 
-def dirty_ratio(lg, now_ms: int) -> float:
-    """The log's cleanable ratio now (0 for a log that is not compacted or is empty)."""
+def dirty_ratio(lg, now_ms: int, checkpoints_of_dir: dict | None = None) -> float:
+    """The log's cleanable ratio now (0 for a log that is not compacted or is
+    empty); ``checkpoints_of_dir``: its log dir's cleaner checkpoint, if read already."""
     if "compact" not in lg.config.cleanup_policy:
         return 0.0
     with lg.lock():
-        ltc = to_clean(lg, now_ms, _checkpoint_of(lg))
+        checkpoint = _checkpoint_of(lg) if checkpoints_of_dir is None \
+            else checkpoints_of_dir.get((lg.topic, lg.partition))
+        ltc = to_clean(lg, now_ms, checkpoint)
     return ltc.ratio if ltc else 0.0
 
 
@@ -227,9 +255,13 @@ def clean_logs(logs, now_ms: int) -> int:
     """One cleaner pass over ``logs``: every eligible compacted log, dirtiest
     first; records the dirtiest ratio in ``stats``; returns segments rewritten."""
     ranked = []
+    by_dir: dict[str, dict] = {}  # each dir's checkpoint read once a pass, not once a log
     for lg in logs:
         try:
-            ranked.append((dirty_ratio(lg, now_ms), lg))
+            log_dir = os.path.dirname(lg.dir)
+            if log_dir not in by_dir:
+                by_dir[log_dir] = read_cleaner_checkpoint(log_dir)
+            ranked.append((dirty_ratio(lg, now_ms, by_dir[log_dir]), lg))
         except Exception:
             log.exception("%s: computing the dirty ratio failed", lg.dir)
     stats.max_dirty_percent = int(100 * max((r for r, _ in ranked), default=0.0))

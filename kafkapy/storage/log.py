@@ -34,7 +34,7 @@ from kafkapy._core import load
 from kafkapy._core.types import AppendCheckError, FileRegion
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints, recompress
-from kafkapy.storage.cleaner import complete_swaps
+from kafkapy.storage.cleaner import complete_swaps, truncate_cleaner_checkpoint
 from kafkapy.storage.control_records import (ABORT, COMMIT, CorruptRecordError, EndTxnMarker,
                                              build_end_txn_marker_batch, parse_end_txn_marker)
 from kafkapy.storage.config import LONG_MAX, LogConfig
@@ -1264,6 +1264,8 @@ class Log:
         self._created_ms = self._clock_ms()
         self._publish_active(active)
         self._bump_generation()
+        if "compact" in self.config.cleanup_policy:
+            truncate_cleaner_checkpoint(os.path.dirname(self.dir), self.topic, self.partition, active.base_offset)
         epochs = self._epoch_entries()
         trimmed = self._trim_epochs(epochs, state.log_start_offset, log_end_offset)
         if trimmed != epochs:

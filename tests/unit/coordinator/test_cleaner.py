@@ -461,3 +461,20 @@ def test_clean_logs_takes_the_due_logs_and_reports_cleaner_metrics(tmp_path):
     (dirty1, secs1, recopy1), (dirty2, secs2, recopy2) = recorder.calls
     assert dirty1 == 100 and secs1 > 0 and 0 < recopy1 < 100
     assert dirty2 == int(100 * ratio_b) and secs2 > 0 and 0 < recopy2 < 100
+
+
+def test_truncation_lowers_the_cleaner_checkpoint(tmp_path):
+    """Kafka's maybeTruncateCheckpoint: a truncation below the checkpoint brings
+    it down to the active segment's base, so what is written again is dirty."""
+    clock = Clock()
+    lg = _log(tmp_path, clock)
+    for i in range(30):
+        _append(lg, [(b"k%d" % (i % 3), b"v%d" % i)], T0)
+    _roll(lg)
+    assert clean_log(lg, clock()) > 0
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 0 30\n"
+    with lg.lock():
+        lg.truncate_to(29)
+        active_base = lg.segments()[-1].base_offset
+    assert active_base < 30
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 0 %d\n" % active_base
