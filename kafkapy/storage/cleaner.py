@@ -436,6 +436,11 @@ class _Pass:
         has_horizon = bool(h.attributes & _DELETE_HORIZON)
         horizon = h.base_timestamp if has_horizon else None
         if h.attributes & _CONTROL:
+            if h.records_count == 0:
+                # A marker an earlier pass emptied (an active producer's last
+                # one): Kafka discards it once that is no longer so.
+                out = self._emptied(h)
+                return (None if out == bytes(view) else out), False
             try:
                 commit = parse_end_txn_marker(view).is_commit
             except CorruptRecordError:
