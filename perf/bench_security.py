@@ -27,6 +27,9 @@ batch.size=1000000 unless ``--producer-conf`` says otherwise; it writes whole
 16 KiB TLS records, where librdkafka writes one per buffer segment. The
 consumer stays confluent-kafka; ``produce_client_cpu_s_per_GB`` is then the
 JVM's.
+``--pin``: the broker's processes on CPU 0, this process and its clients
+(the JVM included) on CPU 1, so neither takes the other's core: each
+protocol's rate is then the slower side's, which the CPU columns tell.
 """
 
 from __future__ import annotations
@@ -230,7 +233,13 @@ def main(argv=None) -> int:
     parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
                         help="the producer: confluent-kafka (librdkafka) or Apache's Java client")
     parser.add_argument("--java-warmup", type=int, default=100000)
+    parser.add_argument("--pin", action="store_true",
+                        help="broker on CPU 0, the clients on CPU 1 (needs 2 CPUs)")
     args = parser.parse_args(argv)
+    broker_prefix = []
+    if args.pin:
+        broker_prefix = [shutil.which("taskset") or "taskset", "-c", "0"]
+        os.sched_setaffinity(0, {1})
     producer_conf = dict(kv.split("=", 1) for kv in args.producer_conf)
     if args.client == "java":
         from _java import java_tool
@@ -251,7 +260,7 @@ def main(argv=None) -> int:
         add_scram_credentials(str(work / "logs"), "bench", "SCRAM-SHA-256", "bench-secret")
     first = protocols[0]
     broker = BrokerProcess(work / "broker", overrides, port=ports[first] if first == "PLAINTEXT" else None,
-                           command=[sys.executable, "-m", "kafkapy"], env={"PYTHONPATH": args.repo})
+                           command=[*broker_prefix, sys.executable, "-m", "kafkapy"], env={"PYTHONPATH": args.repo})
     if first != "PLAINTEXT":
         raise SystemExit("the first protocol must be PLAINTEXT (the harness probes it)")
     broker.start()
