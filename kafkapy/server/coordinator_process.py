@@ -74,9 +74,6 @@ _IDLE_WAIT_S = 1.0
 # In a cluster the loop also follows leadership of __consumer_offsets
 # partitions: a new leader starts loading within this long of LeaderAndIsr.
 _CLUSTER_IDLE_WAIT_S = 0.2
-# How often __consumer_offsets is compacted (Kafka's log.cleaner.backoff.ms
-# is 15 s between cleaner passes when there is nothing to clean).
-CLEANER_INTERVAL_MS = 15_000
 
 
 def _now_ms() -> int:
@@ -299,33 +296,33 @@ class CoordinatorServer:
 
     # -- maintenance ------------------------------------------------------------
     def clean_offsets_topic(self) -> None:
-        from kafkapy.storage.cleaner import clean_log
+        """A cleaner pass over the ``__consumer_offsets`` partitions here (the
+        supervisor's passes leave them to this process): dirtiest first, each
+        when due, with the cleaner's metrics (``storage.cleaner.clean_logs``)."""
+        from kafkapy.storage.cleaner import clean_logs
 
         info = self.broker.metadata().topics.get(OFFSETS_TOPIC)
         if info is None:
             return
-        now = self.clock_ms()
-        for p in range(info.num_partitions):
-            partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, p)
-            if partition is None:
-                continue
-            try:
-                clean_log(partition.log, now)
-            except Exception:
-                log.exception("cleaning %s-%d failed", OFFSETS_TOPIC, p)
+        partitions = (self.broker.replica_manager.get_partition(OFFSETS_TOPIC, p) for p in range(info.num_partitions))
+        clean_logs([partition.log for partition in partitions if partition is not None], self.clock_ms())
+
+    def _cleaner_backoff_ms(self) -> int:
+        """Kafka's log.cleaner.backoff.ms between cleaner passes (the supervisor's too)."""
+        return int(self.config["log.cleaner.backoff.ms"])
 
     def _cleaner_tick(self) -> None:
         try:
             self.clean_offsets_topic()
         finally:
-            self.coordinator.timers.schedule(self.clock_ms() + CLEANER_INTERVAL_MS, self._cleaner_tick)
+            self.coordinator.timers.schedule(self.clock_ms() + self._cleaner_backoff_ms(), self._cleaner_tick)
 
     def run(self) -> None:
         if not self.cluster_mode and not self.load():
             return
         coordinator = self.coordinator
         coordinator.schedule_offset_expiry()
-        coordinator.timers.schedule(self.clock_ms() + CLEANER_INTERVAL_MS, self._cleaner_tick)
+        coordinator.timers.schedule(self.clock_ms() + self._cleaner_backoff_ms(), self._cleaner_tick)
         timers = coordinator.timers
         while True:
             if self.cluster_mode and not self.follow_leadership():

@@ -233,3 +233,28 @@ def test_cleaner_metrics_are_exported(broker_factory):
     assert dirtiest == 100, got
     assert 0 < got["kafka_log_logcleaner_cleaner_recopy_percent"] < 100, got
     assert got["kafka_log_logcleaner_max_clean_time_secs"] > 0, got
+
+
+def test_consumer_offsets_are_compacted_by_the_coordinator(broker_factory):
+    """``__consumer_offsets`` is cleaned by the group-coordinator process with
+    the same passes (log.cleaner.backoff.ms, dirtiest first, when due): 300
+    commits of one group's offset shrink to the last one per key below the
+    active segment, and the group still reads its last commit."""
+    b = broker_factory({**CLEANER, "offsets.topic.segment.bytes": 2048, "offsets.topic.num.partitions": 1,
+                        "offsets.topic.replication.factor": 1})
+    create_topic(b.bootstrap, "co", 1)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "co-group", "enable.auto.commit": False})
+    try:
+        for i in range(300):
+            c.commit(offsets=[TopicPartition("co", 0, i + 1)], asynchronous=False)
+        part = b.log_dirs[0] / "__consumer_offsets-0"
+        assert max(h.base_offset for _s, h in batches_on_disk(part)) >= 299  # 300 commits were written
+        # log.cleaner.backoff.ms is 100 ms here: well before Kafka's default 15 s
+        deadline = time.monotonic() + 10
+        while len(batches_on_disk(part)) > 60 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(batches_on_disk(part)) <= 60, len(batches_on_disk(part))
+        [tp] = c.committed([TopicPartition("co", 0)], timeout=TIMEOUT_S)
+        assert tp.offset == 300
+    finally:
+        c.close()
