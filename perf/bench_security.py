@@ -117,19 +117,11 @@ def _produce_java(protocol, certs, port, topic, records, size, warmup, extra, on
 def _produce(conf, topic, records, size, extra=None):
     import confluent_kafka
 
+    from _brokers import timed_produce
+
     producer = confluent_kafka.Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 1000000,
                                          "queue.buffering.max.kbytes": 1048576, **(extra or {})})
-    value = b"x" * size
-    started = time.monotonic()
-    for _ in range(records):
-        while True:
-            try:
-                producer.produce(topic, value)
-                break
-            except BufferError:
-                producer.poll(0.005)
-    assert producer.flush(120) == 0
-    return time.monotonic() - started
+    return timed_produce(producer, topic, b"x" * size, records, os.getpid())[0]
 
 
 def _consume(conf, topic, records):
