@@ -365,11 +365,13 @@ class BrokerProcess(ProcessWithLog):
         return self.start()
 
     def close(self) -> None:
-        """Teardown: end the broker whatever its state; never raises."""
+        """Teardown: end the broker whatever its state (a test's SIGSTOP
+        included: its group is continued first, to see the SIGTERM); never raises."""
         if self.proc is None:
             return
         if self.proc.poll() is None:
             try:
+                os.killpg(self.pgid, signal.SIGCONT)
                 os.kill(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(self.stop_timeout_s)
             except ProcessLookupError:

@@ -95,16 +95,11 @@ def test_markers_reach_partitions_led_by_every_broker(cluster):
 
 @pytest.fixture
 def failover_cluster(zookeeper, tmp_path):  # noqa: F811
-    c = Cluster(zookeeper, tmp_path / "cluster", "/cluster-txn-failover", overrides={
-        "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
-        "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2})
-    try:
-        yield c.start()
-    finally:
-        for b in c.brokers.values():  # a frozen broker must be thawed to be stopped
-            if b.running:
-                os.killpg(b.proc.pid, signal.SIGCONT)
-        c.close()
+    # (a broker left frozen is continued by its close)
+    with Cluster(zookeeper, tmp_path / "cluster", "/cluster-txn-failover", overrides={
+            "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
+            "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2}) as c:
+        yield c
 
 
 def _freeze(broker, sig) -> None:

@@ -45,16 +45,11 @@ B_COMMITS = 5
 
 @pytest.fixture
 def cluster(zookeeper, tmp_path):  # noqa: F811
-    c = Cluster(zookeeper, tmp_path / "cluster", "/txn-marker-stalls", overrides={
-        "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
-        "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1})
-    try:
-        yield c.start()
-    finally:
-        for b in c.brokers.values():  # a frozen broker must be thawed to be stopped
-            if b.running:
-                os.killpg(b.proc.pid, signal.SIGCONT)
-        c.close()
+    # (a broker left frozen is continued by its close)
+    with Cluster(zookeeper, tmp_path / "cluster", "/txn-marker-stalls", overrides={
+            "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
+            "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1}) as c:
+        yield c
 
 
 def _timed(what: str, fn, *args) -> float:
