@@ -24,6 +24,11 @@ in any worker, a produce is answered by the processor from its results.
   NOT_LEADER_OR_FOLLOWER (6), one still short at expiry REQUEST_TIMED_OUT
   (7), as Kafka's DelayedProduce does (checkEnoughReplicasReachOffset).
   Re-running a produce would append twice.
+* ``DelayedTxnMarkers`` is a ``DelayedProduce`` (Kafka writes transaction
+  markers through the same appendRecords with acks=-1 and DelayedProduce):
+  the same watch, completion and answering by the processor, with the
+  per-partition results of a WriteTxnMarkers request; its ``KIND`` tells the
+  processor which response to build.
 
 Pure: no I/O, no imports from the server. ``Purgatory.poll`` is given a
 ``read_field(slot, field)`` function (the processor's reads the shared table).
@@ -45,6 +50,7 @@ from kafkapy.protocol.errors import ErrorCode
 # to_wire()[0]: which kind of operation a wire tuple is.
 FETCH = 0
 PRODUCE = 1
+TXN_MARKERS = 2
 # The slot field that says which leader epoch a partition's role is at
 # (kafkapy.storage.shared; replication.Partition writes it).
 LEADER_EPOCH = "current_leader_epoch"
@@ -153,12 +159,69 @@ class DelayedProduce(DelayedOperation):
         return out
 
 
+class DelayedTxnMarkers(DelayedProduce):
+    """A WriteTxnMarkers request whose markers wait for the ISR (Kafka's
+    handleWriteTxnMarkersRequest: appendRecords with requiredAcks=-1, the
+    response sent from the DelayedProduce's completion).
+
+    ``results``: ``[(producer_id, [(topic, [(index, error_code, slot,
+    required_offset), ...]), ...]), ...]`` in request order; ``slot`` -1 for a
+    partition answered at once (its append failed, or the high watermark had
+    passed it already), else the key of its entry in ``watch``, whose value
+    is the largest ``required_offset`` of the slot (two producers' markers
+    for one partition wait for the later). ``min_isr``: slot -> the
+    effective min.insync.replicas at append time: a partition whose high
+    watermark passed its marker with a smaller ISR answers
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND (19 is before the append, 20 after),
+    as checkEnoughReplicasReachOffset. ``throttle_ms`` is never set: Kafka
+    sends this response exempt from throttling.
+    """
+
+    __slots__ = ("min_isr",)
+    KIND = TXN_MARKERS
+
+    def __init__(self, watch: dict, deadline_ms: int, correlation_id: int, api_version: int,
+                 results: list, leader_epochs: dict | None = None, throttle_ms: int = 0,
+                 min_isr: dict | None = None):
+        super().__init__(watch, deadline_ms, correlation_id, api_version, results, leader_epochs, throttle_ms)
+        self.min_isr = min_isr or {}
+
+    def to_wire(self) -> tuple:
+        return (TXN_MARKERS, self.watch, self.deadline_ms, self.correlation_id, self.api_version,
+                self.results, self.leader_epochs, self.throttle_ms, self.min_isr)
+
+    def final_results(self, read_field) -> list:
+        """``[(producer_id, [(topic, [(index, error_code), ...]), ...]), ...]``:
+        a waiting partition whose leadership moved answers
+        NOT_LEADER_OR_FOLLOWER (whether or not its high watermark passed the
+        marker: Kafka looks at leadership first), one still short
+        REQUEST_TIMED_OUT (the coordinator retries it), one whose ISR shrank
+        below min.insync.replicas NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        out = []
+        for producer_id, topics in self.results:
+            answered = []
+            for topic, partitions in topics:
+                codes = []
+                for index, code, slot, required_offset in partitions:
+                    if slot >= 0:
+                        if self._moved(read_field, slot):
+                            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                        elif read_field(slot, "high_watermark") < required_offset:
+                            code = ErrorCode.REQUEST_TIMED_OUT
+                        elif read_field(slot, "isr_mask").bit_count() < self.min_isr.get(slot, 1):
+                            code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    codes.append((index, int(code)))
+                answered.append((topic, codes))
+            out.append((producer_id, answered))
+        return out
+
+
 def from_wire(wire: tuple) -> DelayedOperation:
     """The operation a ``to_wire()`` tuple describes."""
     return _KINDS[wire[0]](*wire[1:])
 
 
-_KINDS = {FETCH: DelayedFetch, PRODUCE: DelayedProduce}
+_KINDS = {FETCH: DelayedFetch, PRODUCE: DelayedProduce, TXN_MARKERS: DelayedTxnMarkers}
 
 
 class Purgatory:

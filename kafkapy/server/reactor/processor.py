@@ -44,8 +44,9 @@ from kafkapy._core.types import FileRegion
 from kafkapy.metrics import probes
 from kafkapy.protocol.api import API_TABLE, COORDINATOR_KEYS
 from kafkapy.protocol.headers import encode_response
-from kafkapy.replication.purgatory import DelayedProduce, Purgatory, from_wire
+from kafkapy.replication.purgatory import PRODUCE, TXN_MARKERS, DelayedProduce, Purgatory, from_wire
 from kafkapy.server.handlers.produce import delayed_produce_response
+from kafkapy.server.handlers.write_txn_markers import delayed_txn_markers_response
 from kafkapy.server.quotas.connections import ConnectionQuotas
 from kafkapy.server.quotas.throttle import THROTTLED
 from kafkapy.server.reactor.channel import (
@@ -61,6 +62,10 @@ from kafkapy.server.security import sasl as _sasl
 from kafkapy.server.security.principal import NoMatchingRule, distinguished_name
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
+# A parked DelayedProduce's KIND -> (API key, builder of its response from
+# the operation and the shared table): what the processor answers it with.
+_DELAYED_ANSWERS = {PRODUCE: (0, delayed_produce_response),
+                    TXN_MARKERS: (27, delayed_txn_markers_response)}
 
 
 log = logging.getLogger("kafkapy.network")
@@ -630,20 +635,21 @@ class Processor:
         self._send(conn)
 
     def _answer_delayed_produce(self, conn: Connection, op: DelayedProduce) -> None:
-        """Answer a parked produce that is complete or expired, here: its
-        results travel with it and its partitions' fields are in the shared
-        table, so a worker round trip (pickle, queue, wake, response pipe)
-        would add nothing but latency to every acks=all produce. Partitions
-        still short of their offset answer NOT_LEADER_OR_FOLLOWER or
-        REQUEST_TIMED_OUT (``DelayedProduce.final_results``)."""
+        """Answer a parked produce (or WriteTxnMarkers, ``DelayedTxnMarkers``)
+        that is complete or expired, here: its results travel with it and its
+        partitions' fields are in the shared table, so a worker round trip
+        (pickle, queue, wake, response pipe) would add nothing but latency to
+        every acks=all produce. Partitions still short of their offset answer
+        NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT (``final_results``)."""
+        api_key, build = _DELAYED_ANSWERS[op.KIND]
         try:
-            response = delayed_produce_response(op, self._read_field)
-            parts = encode_response(op.correlation_id, response, API_TABLE[0].is_flexible(op.api_version))
+            response = build(op, self._read_field)
+            parts = encode_response(op.correlation_id, response, API_TABLE[api_key].is_flexible(op.api_version))
         except Exception:
             log.exception("answering a delayed produce failed; closing %s", conn.peer)
             conn.state = _READ_HEADER
             return self._close(conn)
-        probes.request.response_built(0, response)
+        probes.request.response_built(api_key, response)
         conn.inline = None
         conn.responded_at = time.monotonic()
         self._respond(conn, parts)

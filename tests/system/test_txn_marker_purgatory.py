@@ -1,0 +1,177 @@
+"""A leader waiting for its followers to get a transaction's markers holds no
+handler worker (issue 11; Kafka's handleWriteTxnMarkersRequest appends with
+requiredAcks=-1 and answers from the DelayedProduce completion).
+
+Three brokers on a real ZooKeeper, each with ONE handler worker
+(``num.io.threads=1``: a coordinator broker keeps one WriteTxnMarkers in
+flight per leader, so one worker is what a single coordinator can tie up).
+``__transaction_state`` has one partition, led by broker C; the data
+partition is led by L and followed by F, neither of them C. Transactional
+producers write to the data partition; F is SIGSTOPped (its ZooKeeper
+session and ``replica.lag.time.max.ms`` outlast the freeze, so it stays in
+the ISR and the high watermark cannot pass the markers) and every producer
+commits: C's WriteTxnMarkers to L waits for F. Meanwhile another client's
+produce and fetch on L (another topic, no follower) must each be answered
+within ``BOUND_S``: before the markers were parked, L's worker sat in the
+marker's replication wait for the whole freeze and that client's first
+request waited with it (seconds). After SIGCONT every transaction ends
+CompleteCommit and read_committed sees each committed record exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from support.cluster import Cluster, PinnedClient, controller_id, wait_for
+from support.zookeeper import zookeeper  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from raw_api import call  # noqa: E402
+from test_transactions import TIMEOUT_S, consume, producer  # noqa: E402
+
+pytestmark = pytest.mark.timeout(150)
+
+PRODUCERS = 4
+RECORDS = 5  # per producer
+# F stays frozen this long: inside its ZooKeeper session (10 s, the test
+# server's cap) so the controller does not take it out of the ISR.
+FREEZE_S = 5.0
+# Each of the other client's requests on L while F is frozen (a few ms; the
+# old blocking handler held the first for the rest of the freeze).
+BOUND_S = 1.5
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path):  # noqa: F811
+    c = Cluster(zookeeper, tmp_path / "cluster", "/txn-marker-purgatory", overrides={
+        "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
+        "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
+        "num.io.threads": 1, "replica.lag.time.max.ms": 60000, "zookeeper.session.timeout.ms": 10000})
+    try:
+        yield c.start()
+    finally:
+        for b in c.brokers.values():  # a frozen broker must be thawed to be stopped
+            if b.running:
+                os.killpg(b.proc.pid, signal.SIGCONT)
+        c.close()
+
+
+def _create_topic(cluster, name: str, assignment: list) -> None:
+    """CreateTopics answered at once (operation timeout 0), then Metadata
+    polled: with one worker, a CreateTopics waiting for the new leaders would
+    hold the worker that has to handle the controller's LeaderAndIsr."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = cluster.admin()  # kept until the future resolves
+    admin.create_topics([NewTopic(name, len(assignment), -1, replica_assignment=assignment)],
+                        operation_timeout=0)[name].result(timeout=30)
+    cluster.wait_topic_ready(name, len(assignment), len(assignment[0]), 30)
+
+
+def _txn_states(broker, txn_ids) -> list:
+    r = call(broker.bootstrap, 65, 0, {"transactional_ids": list(txn_ids)}, timeout_s=5)
+    return [s.transaction_state if s.error_code == 0 else f"error {s.error_code}" for s in r.transaction_states]
+
+
+def _probe(client: PinnedClient, until: float, latencies: list, errors: list) -> None:
+    """Produce one record then fetch from offset 0, on and on until ``until``
+    (at most 5,000 rounds): each request's seconds into ``latencies``."""
+    for n in range(5000):
+        if time.monotonic() >= until:
+            return
+        try:
+            started = time.monotonic()
+            code, _ = client.produce("wtm-other", 0, [n], acks=-1)
+            latencies.append(time.monotonic() - started)
+            started = time.monotonic()
+            fetched, _hw, records = client.fetch("wtm-other", 0)
+            latencies.append(time.monotonic() - started)
+        except Exception as exc:  # a timeout of the raw client: what the test reports
+            errors.append(repr(exc))
+            return
+        if code or fetched or not records:
+            errors.append(f"round {n}: produce {code}, fetch {fetched}, {len(records)} records")
+            return
+        time.sleep(0.02)
+
+
+def test_markers_waiting_for_a_frozen_follower_hold_no_worker(cluster):
+    bs = cluster.bootstrap
+    txn_ids = [f"wtm-{i}" for i in range(PRODUCERS)]
+    producers = [producer(bs, t) for t in txn_ids]  # the first creates __transaction_state
+    coordinator = wait_for(lambda: max(cluster.partitions("__transaction_state").get(0, (-1,))[0], 0),
+                           30, "a leader of __transaction_state-0")  # broker ids start at 1
+    controller = controller_id(cluster)
+    frozen = next(i for i in sorted(cluster.brokers) if i not in (coordinator, controller))
+    leader = next(i for i in sorted(cluster.brokers) if i not in (coordinator, frozen))
+    _create_topic(cluster, "wtm-data", [[leader, frozen]])
+    _create_topic(cluster, "wtm-other", [[leader]])
+    coordinator_broker = cluster.brokers[coordinator]
+
+    def known_to_coordinator():  # AddPartitionsToTxn checks the coordinator's own metadata
+        r = call(coordinator_broker.bootstrap, 3, 4, {"topics": [{"name": "wtm-data"}],
+                                                      "allow_auto_topic_creation": False})
+        return all(t.error_code == 0 and t.partitions and all(q.leader_id >= 0 for q in t.partitions)
+                   for t in r.topics)
+
+    wait_for(known_to_coordinator, 30, "the topic in the coordinator's metadata")
+    for n, p in enumerate(producers):
+        p.begin_transaction()
+        for i in range(RECORDS):
+            p.produce("wtm-data", value=b"t%d-%d" % (n, i), partition=0)
+    for p in producers:
+        p.flush(TIMEOUT_S)  # acks=all: F has every record before it is frozen
+    probe = PinnedClient(cluster.brokers[leader], timeout_s=30)
+    assert probe.produce("wtm-other", 0, [0])[0] == 0  # connected, the topic led by L
+
+    f_pid = cluster.brokers[frozen].proc.pid
+    os.killpg(f_pid, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    latencies: list = []
+    errors: list = []
+    try:
+        commits = []
+        for p in producers:  # EndTxn is answered once PrepareCommit is logged; the markers follow
+            started = time.monotonic()
+            p.commit_transaction(TIMEOUT_S)
+            commits.append(time.monotonic() - started)
+        prober = threading.Thread(target=_probe, args=(probe, frozen_at + FREEZE_S, latencies, errors), daemon=True)
+        prober.start()
+        # Every transaction's marker waits at L for F (the high watermark cannot pass it).
+        states = _txn_states(coordinator_broker, txn_ids)
+        prober.join(FREEZE_S + 1)
+    finally:
+        thaw_wait = frozen_at + FREEZE_S - time.monotonic()
+        if thaw_wait > 0:
+            time.sleep(thaw_wait)
+        os.killpg(f_pid, signal.SIGCONT)
+    prober.join(40)  # the old code's stuck request ends once F is thawed
+    probe.close()
+    print(f"coordinator {coordinator}, leader {leader}, frozen follower {frozen}: commits "
+          f"{', '.join(f'{c:.3f}' for c in commits)} s; other client's {len(latencies)} requests on the leader "
+          f"while frozen: max {max(latencies, default=-1):.3f} s")
+    assert not prober.is_alive() and not errors, errors
+    assert states == ["PrepareCommit"] * PRODUCERS, states
+    assert len(latencies) >= 20, latencies
+    assert max(latencies) < BOUND_S, sorted(latencies)[-5:]
+
+    # Thawed, F fetches the markers, L's high watermark passes them and the
+    # parked WriteTxnMarkers is answered: every transaction completes.
+    wait_for(lambda: _txn_states(coordinator_broker, txn_ids) == ["CompleteCommit"] * PRODUCERS, 60,
+             "every CompleteCommit", interval_s=0.3)
+    got = consume(cluster.bootstrap, "wtm-data", 1, "read_committed", want=PRODUCERS * RECORDS)
+    assert sorted(got) == sorted(b"t%d-%d" % (n, i) for n in range(PRODUCERS) for i in range(RECORDS))
+    for p in producers:  # the producers go on: a transaction after the stall commits too
+        p.begin_transaction()
+        p.produce("wtm-data", value=b"after", partition=0)
+        p.commit_transaction(TIMEOUT_S)
+    got = consume(cluster.bootstrap, "wtm-data", 1, "read_committed", want=PRODUCERS * (RECORDS + 1))
+    assert got.count(b"after") == PRODUCERS and len(got) == PRODUCERS * (RECORDS + 1)
