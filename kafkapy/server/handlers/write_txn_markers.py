@@ -57,7 +57,7 @@ def handle(ctx, request):
             (m.producer_id, [(t.name, [(p, denied) for p in t.partition_indexes]) for t in m.topics])
             for m in request.markers])
     topics_md = broker.metadata().topics
-    writer = LocalMarkerWriter(broker, MARKER_WAIT_MS)
+    writer = LocalMarkerWriter(broker)  # its append only; the wait is the processor's
     watch = {}  # slot -> (HIGH_WATERMARK, the largest offset its markers need)
     leader_epochs, min_isr = {}, {}
     appended = []  # slots appended to: the fetches (followers') parked on them wake
