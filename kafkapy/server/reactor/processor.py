@@ -887,7 +887,11 @@ class Processor:
         read_into = tls.reader.read_into
         conn.last_active = time.monotonic()
         try:
-            for _ in range(_TLS_READS):
+            # At most _TLS_READS recvs, and the BIO is drained after the last
+            # one too: a whole record left in it would be seen by nobody (the
+            # socket it came from is no longer readable) and the client would
+            # wait for its own request timeout.
+            for reads_left in range(_TLS_READS, -1, -1):
                 # Everything the BIO holds is decrypted before reading more.
                 while True:
                     if conn.state == _READ_BODY:
@@ -911,6 +915,8 @@ class Processor:
                         # unmuted (conn.more: the selector cannot see it).
                         conn.more = tls.buffered()
                         return
+                if not reads_left:
+                    break
                 n = conn.sock.recv_into(self.tls_raw)
                 if n == 0:
                     return self._close(conn)
