@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.broker import BrokerProcess, free_port, process_group_members  # noqa: E402
 from support.certs import make_certs  # noqa: E402
-from support.tls_memory import memory_tls  # noqa: E402
+from support.tls_memory import memory_tls, tls_contexts  # noqa: E402
 
 
 def _cpu_by_process(pgid: int) -> dict:
@@ -159,9 +159,7 @@ def _cipher_limit(certs, megabytes=100) -> dict:
     per record). ``tls_records_per_s_small``: records decrypted per second."""
     from kafkapy._core import load, tls_py
 
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(certs.server_keystore)
-    client = ssl.create_default_context(cafile=str(certs.ca_cert))
+    server, client = tls_contexts(certs)
     out = bytearray(1 << 21)
     rates = {}
     compiled = load("tls")

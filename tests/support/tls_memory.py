@@ -18,9 +18,15 @@ class MemoryTls(NamedTuple):
         self.server_in.write(self.client_out.read())
 
 
-def memory_tls(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> MemoryTls:
-    s_in, s_out, c_in, c_out = (ssl.MemoryBIO() for _ in range(4))
-    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+def memory_tls(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, server_bios=None) -> MemoryTls:
+    """A handshaken pair; ``server_bios``: the server's ``(SSLObject, incoming,
+    outgoing)`` to use (a processor's ``TlsSession``) instead of new ones."""
+    c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    if server_bios is None:
+        s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    else:
+        server, s_in, s_out = server_bios
     client = client_ctx.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
     for _ in range(10):  # the handshake's flights
         for obj in (client, server):
@@ -32,3 +38,10 @@ def memory_tls(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> Memory
         s_in.write(c_out.read())
     assert server.version() and client.version(), "handshake did not complete"
     return MemoryTls(server, client, s_in, s_out, c_in, c_out)
+
+
+def tls_contexts(certs) -> tuple:
+    """``(server context, client context)`` for ``support.certs.make_certs``'s certificates."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(certs.server_keystore)
+    return server, ssl.create_default_context(cafile=str(certs.ca_cert))

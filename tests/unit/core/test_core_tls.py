@@ -7,16 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.certs import make_certs
-from support.tls_memory import memory_tls
+from support.tls_memory import memory_tls, tls_contexts
 from support.twins import REQUIRE_EXTENSIONS, import_core  # noqa: F401
 
 
 @pytest.fixture(scope="module")
 def contexts(tmp_path_factory):
-    certs = make_certs(tmp_path_factory.mktemp("certs"))
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(certs.server_keystore)
-    return server, ssl.create_default_context(cafile=str(certs.ca_cert))
+    return tls_contexts(make_certs(tmp_path_factory.mktemp("certs")))
 
 
 @pytest.fixture(params=["compiled", "twin"])

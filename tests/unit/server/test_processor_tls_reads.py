@@ -12,44 +12,30 @@ timeout").
 """
 
 import selectors
-import ssl
 
 import pytest
 
 from kafkapy.server.reactor import processor as processor_module
 from kafkapy.server.reactor.processor import _READ_HEADER, TlsSession
 from support.certs import make_certs
+from support.tls_memory import memory_tls, tls_contexts
 
 
 @pytest.fixture(scope="module")
 def contexts(tmp_path_factory):
-    certs = make_certs(tmp_path_factory.mktemp("certs"))
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(certs.server_keystore)
-    return server, ssl.create_default_context(cafile=str(certs.ca_cert))
+    return tls_contexts(make_certs(tmp_path_factory.mktemp("certs")))
 
 
 def _tls_connection(p, contexts):
     """A connection of ``p`` past its TLS handshake (done through the BIOs) and
     the client's ``(SSLObject, its outgoing BIO)``."""
-    server_ctx, client_ctx = contexts
     conn = p.connect(b"\x00\x12\x00\x00")  # a first request, at a worker
-    conn.tls = TlsSession(server_ctx)
-    c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
-    for _ in range(10):  # the handshake's flights
-        for obj in (client, conn.tls.obj):
-            try:
-                obj.do_handshake()
-            except ssl.SSLWantReadError:
-                pass
-        conn.tls.incoming.write(c_out.read())
-        c_in.write(conn.tls.outgoing.read())
-    assert client.version() and conn.tls.obj.version()
+    conn.tls = TlsSession(contexts[0])
+    tls = memory_tls(*contexts, server_bios=(conn.tls.obj, conn.tls.incoming, conn.tls.outgoing))
     conn.at_worker = False
     conn.state = _READ_HEADER
     p._set_events(conn, selectors.EVENT_READ)
-    return conn, client, c_out
+    return conn, tls.client, tls.client_out
 
 
 @pytest.mark.parametrize("body_bytes", [20, 300_000], ids=["inline", "arena"])
