@@ -200,56 +200,54 @@ class ConnectionLimits:
     (kept in the process tree's ``QuotaTable``)."""
 
     def __init__(self, config, listeners, quotas: ConnectionQuotas, rates: QuotaTable | None = None, store=None):
+        from kafkapy.server.metadata_cache import MetadataCache
+
         self.quotas = quotas
         self.rates = rates
-        # the metadata store, for the IP entities' connection_creation_rate and
-        # the dynamic broker configs (read again only when the metadata moved)
-        self.store = store
+        # The metadata store through this process's MetadataCache: the IP
+        # entities' connection_creation_rate and the effective broker config
+        # (static + dynamic, Kafka's precedence), read again only when the
+        # metadata moved.
+        self.cache = MetadataCache(config, store, config["broker.id"]) if store is not None else None
         self._md = None
-        self._limits_md = None
         self._ip_rates: dict = {}
-        self.static_config = config
         self.samples = config["quota.window.num"]
         self.window_ms = config["quota.window.size.seconds"] * 1000
         inter = getattr(config, "inter_broker_listener_name", None)
         self.names = [ep.listener_name for ep in listeners]
         # Only with several listeners is one the protected inter-broker listener.
         self.protected = [len(self.names) > 1 and n == inter for n in self.names]
-        self._dynamic = ({}, {})
+        self._applied = config
         self._apply(config)
 
     def _apply(self, config) -> None:
+        """Take ``config``'s limits, all or none (the overrides, which may
+        resolve host names, first)."""
         from kafkapy.server.security import listener_value
 
-        self.max_per_ip = config["max.connections.per.ip"]
-        self.overrides = parse_overrides(config["max.connections.per.ip.overrides"])
-        self.max_broker = config["max.connections"]
-        self.broker_rate = config["max.connection.creation.rate"]
+        overrides = parse_overrides(config["max.connections.per.ip.overrides"])
         self.max_listener = [listener_value(config, n, "max.connections") for n in self.names]
         self.listener_rate = [listener_value(config, n, "max.connection.creation.rate") for n in self.names]
+        self.overrides = overrides
+        self.max_per_ip = config["max.connections.per.ip"]
+        self.max_broker = config["max.connections"]
+        self.broker_rate = config["max.connection.creation.rate"]
 
     def refresh(self) -> None:
         """Take the dynamic broker configs' connection limits (Kafka's
-        DynamicConnectionQuota: per-broker over cluster default over the file)
-        when the metadata moved. Connections already counted stay; the new
-        limits apply to the next accept."""
-        if self.store is None:
+        DynamicConnectionQuota) when the effective config changed. Connections
+        already counted stay; the new limits apply to the next accept."""
+        if self.cache is None:
             return
-        md = self.store.current()
-        if md is self._limits_md:
+        config = self.cache.config
+        if config is self._applied:
             return
-        self._limits_md = md
-        from kafkapy.server.config import DEFAULT_BROKER_ENTITY, InvalidConfigError, effective_broker_config
-
-        dynamic = (md.broker_dynamic(DEFAULT_BROKER_ENTITY), md.broker_dynamic(str(self.static_config["broker.id"])))
-        if dynamic == self._dynamic:
-            return
+        self._applied = config
         try:
-            self._apply(effective_broker_config(self.static_config, *dynamic))
-        except (InvalidConfigError, ValueError, OSError) as exc:
+            self._apply(config)
+        except (ValueError, OSError) as exc:
             log.error("keeping the connection limits: the dynamic ones do not apply: %s", exc)
             return
-        self._dynamic = dynamic
         log.info("connection limits now: max.connections %d, max.connections.per.ip %d (overrides %s), "
                  "max.connection.creation.rate %d", self.max_broker, self.max_per_ip, self.overrides or "none",
                  self.broker_rate)
@@ -263,9 +261,9 @@ class ConnectionLimits:
 
     def ip_rates(self) -> dict:
         """{ip or DEFAULT_ENTITY: connection_creation_rate} of the IP entities."""
-        if self.store is None:
+        if self.cache is None:
             return {}
-        md = self.store.current()
+        md = self.cache.metadata()
         if md is not self._md:
             self._md = md
             rates = {}
