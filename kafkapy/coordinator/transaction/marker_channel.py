@@ -50,7 +50,6 @@ import struct
 import threading
 import time
 
-from kafkapy.coordinator.offsets_topic import await_replication
 from kafkapy.coordinator.transaction.coordinator import WriteMarkers
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, encode_to_bytes
@@ -245,9 +244,9 @@ class LocalMarkerWriter:
     ISR the leader alone, a standalone broker: all); the others wait for the
     followers without blocking anyone: ``poll`` looks at their high
     watermarks again (Kafka completes them in the produce purgatory), and
-    answers REQUEST_TIMED_OUT after ``timeout_ms``. ``write_all`` appends the
-    same way then waits (the WriteTxnMarkers handler in a worker). Owned by
-    its caller's thread."""
+    answers REQUEST_TIMED_OUT after ``timeout_ms``. ``append`` alone is the
+    WriteTxnMarkers handler's (the processor parks its wait). Owned by its
+    caller's thread."""
 
     def __init__(self, broker, timeout_ms: int = 30000, clock=time.monotonic):
         self.broker = broker
@@ -276,30 +275,6 @@ class LocalMarkerWriter:
             return error, None, 0
         return E.NONE, partition, result.last_offset + 1
 
-    def _append_all(self, batch):
-        """Every marker of ``batch`` appended: (per entry {tp: error} of those
-        refused or with nothing to wait for, [(errors, markers, tp, partition,
-        offset)] of those appended)."""
-        results = []
-        appended = []
-        for markers, tps in batch:
-            errors = {}
-            for tp in tps:
-                error, partition, offset = self.append(tp[0], tp[1], markers)
-                if partition is None:
-                    errors[tp] = error
-                else:
-                    appended.append((errors, markers, tp, partition, offset))
-            results.append(errors)
-        if appended:
-            # A marker moves the log end offset and, with the leader alone in
-            # the ISR, the high watermark and last stable offset at once:
-            # wake the fetches parked on them (a read_committed consumer
-            # waiting at the LSO, followers), as Kafka's append completes its
-            # delayed fetches. Otherwise they sleep out max_wait_ms.
-            self.broker.replica_manager.wake_delayed_operations([a[3].slot for a in appended])
-        return results, appended
-
     def begin(self, batch) -> list[dict]:
         results = []
         slots = []
@@ -318,11 +293,15 @@ class LocalMarkerWriter:
                 errors[tp] = error
             results.append(errors)
         if slots:
-            # As _append_all: the fetches parked on these partitions.
+            # A marker moves the log end offset and, with the leader alone in
+            # the ISR, the high watermark and last stable offset at once:
+            # wake the fetches parked on them (a read_committed consumer
+            # waiting at the LSO, followers), as Kafka's append completes its
+            # delayed fetches. Otherwise they sleep out max_wait_ms.
             self.broker.replica_manager.wake_delayed_operations(slots)
         if waits:
-            # The followers' fetches parked on the old log end offset, as
-            # await_replication wakes them.
+            # The followers' fetches parked on the old log end offset (as
+            # offsets_topic.await_replication wakes them for offset commits).
             self.broker.replica_manager.wake_delayed_operations()
         return results
 
@@ -348,17 +327,6 @@ class LocalMarkerWriter:
 
     def close(self) -> None:
         self._waiting = []
-
-    def __call__(self, topic: str, partition_id: int, markers: WriteMarkers) -> int:
-        return self.write_all([(markers, [(topic, partition_id)])])[0][(topic, partition_id)]
-
-    def write_all(self, batch) -> list[dict]:
-        """Append every marker of ``batch``, then wait for each (blocking: a
-        worker's WriteTxnMarkers handler, never the coordinator's thread)."""
-        results, appended = self._append_all(batch)
-        for errors, _, tp, partition, offset in appended:
-            errors[tp] = await_replication(self.broker, partition, offset, self.timeout_ms)
-        return results
 
 
 WRITE_TXN_MARKERS = 27

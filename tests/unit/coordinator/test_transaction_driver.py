@@ -346,7 +346,12 @@ def test_local_marker_writer_on_a_real_partition(tmp_path, table):
         metadata=lambda: SimpleNamespace(topics=topics),
         replica_manager=SimpleNamespace(get_partition=lambda t, p: partition if (t, p) == ("out", 0) else None,
                                         wake_delayed_operations=lambda slots=None: woken.append(slots)))
-    writer = LocalMarkerWriter(broker, timeout_ms=1000)
+    local = LocalMarkerWriter(broker, timeout_ms=1000)
+
+    def writer(topic, partition_id, markers):
+        """One marker through the coordinator's pass (ISR alone: answered at once)."""
+        return local.begin([(markers, [(topic, partition_id)])])[0][(topic, partition_id)]
+
     data = build_batch([(b"k", b"v", [], 1)], producer_id=7, producer_epoch=2, base_sequence=0,
                        is_transactional=True)
     with log.lock():
