@@ -85,7 +85,12 @@ def _client_conf(protocol, certs, port):
     return conf
 
 
-def _java_conf(protocol, certs, port) -> dict:
+# The producer settings of every protocol and client (librdkafka's defaults
+# for linger and batch size; acks=1).
+PRODUCE_SETTINGS = {"acks": 1, "linger.ms": 5, "batch.size": 1000000}
+
+
+def _java_conf(protocol, certs) -> dict:
     conf = {"security.protocol": protocol}
     if "SSL" in protocol:
         conf.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_cert)})
@@ -102,7 +107,7 @@ def _produce_java(protocol, certs, port, topic, records, size, warmup, extra, on
     ``on_release()`` runs between the warm-up and the timed part."""
     from _java import JavaProducerRun
 
-    conf = {"acks": "1", "linger.ms": 5, "batch.size": 1000000, **_java_conf(protocol, certs, port), **(extra or {})}
+    conf = {**PRODUCE_SETTINGS, **_java_conf(protocol, certs), **(extra or {})}
     run = JavaProducerRun(f"127.0.0.1:{port}", topic, records, size, "idempotent", warmup=warmup, configs=conf)
     try:
         run.wait_ready()
@@ -120,8 +125,8 @@ def _produce(conf, topic, records, size, extra=None):
 
     from _brokers import timed_produce
 
-    producer = confluent_kafka.Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 1000000,
-                                         "queue.buffering.max.kbytes": 1048576, **(extra or {})})
+    producer = confluent_kafka.Producer({**conf, **PRODUCE_SETTINGS, "queue.buffering.max.kbytes": 1048576,
+                                         **(extra or {})})
     return timed_produce(producer, topic, b"x" * size, records, os.getpid())[0]
 
 
