@@ -88,7 +88,7 @@ from kafkapy.storage import checkpoints
 from kafkapy.storage.control_records import CorruptRecordError, parse_end_txn_marker
 from kafkapy.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, \
     segment_file_name
-from kafkapy.storage.transaction_index import TransactionIndex, decode_entries, encode_entry
+from kafkapy.storage.transaction_index import TransactionIndex, encode_entry
 
 log = logging.getLogger("kafkapy.storage.cleaner")
 _batch = _load_core("batch")
@@ -661,12 +661,3 @@ def complete_swaps(dir_path: str) -> int:
         _complete_swap(dir_path, base, covered)
         done += 1
     return done
-
-
-def aborted_entries_of(dir_path: str, base: int):
-    """The ``.txnindex`` entries of segment ``base`` (tests and tools)."""
-    try:
-        with open(os.path.join(dir_path, segment_file_name(base, TXN_INDEX_SUFFIX)), "rb") as f:
-            return decode_entries(f.read())
-    except FileNotFoundError:
-        return []
