@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 
 from kafkapy._core import load as _load_core
 from kafkapy._core.records_py import build_batch, decode_records
@@ -62,27 +63,15 @@ def ensure_internal_topic(broker, topic: str, num_partitions: int, configs: dict
         return E.COORDINATOR_NOT_AVAILABLE, 0
 
 
-def await_replication(broker, partition, required_offset: int, timeout_ms: int) -> int:
-    """Wait until ``partition``'s high watermark passed ``required_offset``
-    (an acks=-1 append by a coordinator), at most ``timeout_ms``: its error
-    code (REQUEST_TIMED_OUT when the time ran out). With the ISR the leader
-    alone (a standalone broker) the append already moved the high watermark
-    and nothing waits; in a cluster the wait is one follower fetch round
-    trip, started by waking the followers' fetches parked on this
-    partition's log end offset."""
-    done, code = partition.check_enough_replicas_reach_offset(required_offset)
-    if done or code:
-        return code
-    broker.replica_manager.wake_delayed_operations()
-    deadline = time.monotonic() + timeout_ms / 1000
-    pause = 0.0002
-    while time.monotonic() < deadline:  # bounded by timeout_ms
-        time.sleep(pause)
-        pause = min(pause * 2, 0.005)
-        done, code = partition.check_enough_replicas_reach_offset(required_offset)
-        if done or code:
-            return code
-    return E.REQUEST_TIMED_OUT
+@dataclass
+class PendingAppend:
+    """An acks=-1 coordinator append the high watermark had not passed yet
+    (``OffsetsTopicStore.begin_append``): ``poll_append`` settles it."""
+
+    partition: object  # the leader's replication Partition
+    required_offset: int  # the high watermark must reach this
+    first_offset: int  # the appended batch's base offset
+    deadline: float  # monotonic seconds: REQUEST_TIMED_OUT from then
 
 
 _TRANSACTIONAL = 0x10  # batch attribute bits
@@ -136,6 +125,7 @@ class OffsetsTopicStore:
         self.broker = broker
         self.config = config
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.monotonic = time.monotonic  # append deadlines (a test may set it)
         info = broker.metadata().topics.get(self.topic)
         # The partition count is fixed once the topic exists (changing it
         # would move groups); before that, the configured count is what
@@ -179,17 +169,40 @@ class OffsetsTopicStore:
         return self._append(partition, records, (producer_id, producer_epoch))
 
     def _append(self, partition: int, records, producer=None) -> tuple[int, int]:
+        """``begin_append``, then wait here for the high watermark: the group
+        coordinator's appends (this process has one thread; Kafka's waits in
+        the DelayedProduce purgatory), bounded by the append timeout. With the
+        ISR the leader alone (a standalone broker) nothing waits; in a cluster
+        the wait is one follower fetch round trip."""
+        code, first_offset, pending = self.begin_append(partition, records, producer)
+        pause = 0.0002
+        while pending is not None:  # bounded by pending.deadline (poll_append)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
+            settled = self.poll_append(pending)
+            if settled is not None:
+                return settled
+        return code, first_offset
+
+    def begin_append(self, partition: int, records, producer=None):
+        """Append ``[(key, value_or_None)]`` as one batch (``producer``: its
+        ``(id, epoch)`` for a transactional batch) with acks=-1 without
+        waiting: ``(error_code, base offset, None)`` once settled (the
+        mapped error, as ``append`` answers it; at once when the high
+        watermark already passed the batch: always with the ISR the leader
+        alone), else ``(NONE, base offset, PendingAppend)`` for
+        ``poll_append`` after the followers' parked fetches were woken."""
         if not records:
-            return E.NONE, -1
+            return E.NONE, -1, None
         if self.ensure():
-            return E.COORDINATOR_NOT_AVAILABLE, -1
+            return E.COORDINATOR_NOT_AVAILABLE, -1, None
         now = self.clock_ms()
         replica_manager = self.broker.replica_manager
         txn = {}
         if producer is not None:
             leader = replica_manager.get_partition(self.topic, partition)
             if leader is None:
-                return E.NOT_COORDINATOR, -1
+                return E.NOT_COORDINATOR, -1, None
             with leader.lock():
                 sequence = leader.log.next_sequence(*producer)
             txn = {"producer_id": producer[0], "producer_epoch": producer[1], "base_sequence": sequence,
@@ -201,12 +214,37 @@ class OffsetsTopicStore:
                 self.topic, partition, memoryview(bytearray(batch)), -1)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", self.topic, partition, exc)
-            return E.COORDINATOR_NOT_AVAILABLE, -1
+            return E.COORDINATOR_NOT_AVAILABLE, -1, None
         if code == E.NONE:
-            code = self._await_replication(partition, result.last_offset + 1)
+            leader = replica_manager.get_partition(self.topic, partition)
+            if leader is None:
+                code = E.NOT_LEADER_OR_FOLLOWER
+            else:
+                required = result.last_offset + 1
+                done, code = leader.check_enough_replicas_reach_offset(required)
+                if not (done or code):
+                    # The followers' fetches are parked on the old log end offset.
+                    replica_manager.wake_delayed_operations()
+                    deadline = self.monotonic() + self.config[self.append_timeout_key] / 1000
+                    return E.NONE, result.first_offset, PendingAppend(leader, required, result.first_offset, deadline)
+        return (*self._append_outcome(partition, code, result.first_offset if code == E.NONE else -1, message), None)
+
+    def poll_append(self, pending: PendingAppend):
+        """A ``begin_append`` left waiting: ``(error_code, base offset)`` as
+        ``append`` would have answered it once the high watermark passed it,
+        leadership moved or the append timeout ran out
+        (REQUEST_TIMED_OUT, mapped); None while it still waits."""
+        done, code = pending.partition.check_enough_replicas_reach_offset(pending.required_offset)
+        if not (done or code):
+            if self.monotonic() < pending.deadline:
+                return None
+            code = E.REQUEST_TIMED_OUT
+        return self._append_outcome(pending.partition.partition_id, code, pending.first_offset, "")
+
+    def _append_outcome(self, partition: int, code: int, first_offset: int, message: str) -> tuple[int, int]:
+        """Kafka's GroupMetadataManager error mapping of a failed append."""
         if code == E.NONE:
-            return E.NONE, result.first_offset
-        # Kafka's GroupMetadataManager error mapping of a failed append.
+            return E.NONE, first_offset
         if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
                     E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
             return E.COORDINATOR_NOT_AVAILABLE, -1
@@ -216,17 +254,8 @@ class OffsetsTopicStore:
             return E.INVALID_COMMIT_OFFSET_SIZE, -1
         if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
             return code, -1
-        log.error("append to %s-%d failed: %s", self.topic, partition, message)
+        log.error("append to %s-%d failed: %s", self.topic, partition, message or code)
         return E.UNKNOWN_SERVER_ERROR, -1
-
-    def _await_replication(self, partition_id: int, required_offset: int) -> int:
-        """acks=-1: the append counts once the high watermark passed it (Kafka's
-        coordinator waits in the DelayedProduce purgatory; this process has one
-        thread, so it waits here, bounded by ``offsets.commit.timeout.ms``)."""
-        partition = self.broker.replica_manager.get_partition(self.topic, partition_id)
-        if partition is None:
-            return E.NOT_LEADER_OR_FOLLOWER
-        return await_replication(self.broker, partition, required_offset, self.config[self.append_timeout_key])
 
     def replay(self, partitions=None):
         """Yield ``(partition, key, value)`` for every record of ``partitions``

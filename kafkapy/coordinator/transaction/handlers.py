@@ -88,8 +88,10 @@ def _topic_results(errors: dict) -> list:
     return [{"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]
 
 
-def _add_or_verify(txn, ctx, txn_id, producer_id, producer_epoch, topics, verify_only=False) -> dict:
-    """One transaction of AddPartitionsToTxn: (topic, partition) -> error.
+def _add_or_verify(txn, ctx, txn_id, producer_id, producer_epoch, topics, done, verify_only=False) -> None:
+    """One transaction of AddPartitionsToTxn: ``done({(topic, partition): error})``
+    once, now or when its ``__transaction_state`` write settles (parked
+    while the followers replicate it).
     As Kafka's KafkaApis: partitions of unknown topics fail the whole
     transaction (UNKNOWN_TOPIC_OR_PARTITION for them, OPERATION_NOT_ATTEMPTED
     for the others); otherwise the coordinator's one answer for them all."""
@@ -97,38 +99,50 @@ def _add_or_verify(txn, ctx, txn_id, producer_id, producer_epoch, topics, verify
     auth = getattr(ctx, "authorizer", None)
     if auth is not None and ctx.api_version < 4:
         if _denied(ctx, acls.WRITE, acls.TRANSACTIONAL_ID, txn_id):
-            return dict.fromkeys(partitions, int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            return done(dict.fromkeys(partitions, int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))
         denied = auth.denied(ctx, acls.WRITE, acls.TOPIC, {t for t, _ in partitions})
         if denied:
-            return {tp: int(E.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else E.OPERATION_NOT_ATTEMPTED)
-                    for tp in partitions}
+            return done({tp: int(E.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else E.OPERATION_NOT_ATTEMPTED)
+                         for tp in partitions})
     unknown = {tp for tp in partitions if not ctx.store.partition_exists(*tp)}
     if unknown:
-        return {tp: int(E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED)
-                for tp in partitions}
+        return done({tp: int(E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED)
+                     for tp in partitions})
     if verify_only:
-        return txn.state.verify_partitions(txn_id, producer_id, producer_epoch, partitions)
-    answers = []
-    txn.add_partitions(txn_id, producer_id, producer_epoch, partitions, answers.append)
-    error = answers[0].error_code if answers else int(E.UNKNOWN_SERVER_ERROR)
-    return dict.fromkeys(partitions, _compatible(error, ctx.api_version, 2))
+        return done(txn.state.verify_partitions(txn_id, producer_id, producer_epoch, partitions))
+    txn.add_partitions(txn_id, producer_id, producer_epoch, partitions,
+                       lambda answer: done(dict.fromkeys(partitions,
+                                                         _compatible(answer.error_code, ctx.api_version, 2))))
 
 
 def add_partitions_to_txn(txn, ctx, request) -> None:
     if ctx.api_version < 4:
-        errors = _add_or_verify(txn, ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-                                request.v3_and_below_producer_epoch, request.v3_and_below_topics)
-        ctx.reply({"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(errors)})
+        _add_or_verify(txn, ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                       request.v3_and_below_producer_epoch, request.v3_and_below_topics,
+                       lambda errors: ctx.reply({"throttle_time": 0,
+                                                 "results_by_topic_v3_and_below": _topic_results(errors)}))
         return
     if _denied(ctx, acls.CLUSTER_ACTION, acls.CLUSTER, acls.CLUSTER_NAME):  # v4+: a broker's verification
         ctx.reply({"throttle_time": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED, "results_by_transaction": []})
         return
-    results = []
-    for t in request.transactions:
-        errors = _add_or_verify(txn, ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
-                                t.verify_only)
-        results.append({"transactional_id": t.transactional_id, "topic_results": _topic_results(errors)})
-    ctx.reply({"throttle_time": 0, "error_code": 0, "results_by_transaction": results})
+    # One answer once every transaction's result is in (some may wait for
+    # their __transaction_state write), in the request's order.
+    results = [None] * len(request.transactions)
+    left = [len(results)]
+
+    def done_for(i, txn_id):
+        def done(errors):
+            results[i] = {"transactional_id": txn_id, "topic_results": _topic_results(errors)}
+            left[0] -= 1
+            if not left[0]:
+                ctx.reply({"throttle_time": 0, "error_code": 0, "results_by_transaction": results})
+        return done
+
+    if not results:
+        ctx.reply({"throttle_time": 0, "error_code": 0, "results_by_transaction": []})
+    for i, t in enumerate(request.transactions):
+        _add_or_verify(txn, ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
+                       done_for(i, t.transactional_id), t.verify_only)
 
 
 def add_offsets_to_txn(txn, ctx, request) -> None:

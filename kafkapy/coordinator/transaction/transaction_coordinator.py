@@ -7,12 +7,15 @@ TransactionStateStore``: ``persist``, ``replay``) and a marker channel
 (``marker_channel.TransactionMarkerChannel``), all on the one thread of the
 group-coordinator process (docs/architecture.md, "Transactions"): a request
 is decided, its transition written with acks=-1, completed, answered, and its
-markers started, in order. Markers complete later without blocking this
-thread (a frozen leader or a slow follower holds only its own
-transactions): ``tick`` takes their outcomes (persisting CompleteCommit /
-CompleteAbort for the transactions whose markers are all written) and runs
-the timed work (timed-out transactions aborted, expired ids removed, failed
-markers retried).
+markers started, in order. Neither the transition's replication nor the
+markers block this thread (a frozen follower or leader holds only its own
+transactions): a write whose high watermark has not passed it yet is parked
+with the rest of its request (the transactional id answers
+CONCURRENT_TRANSACTIONS meanwhile: its transition is pending), and ``tick``
+completes the parked writes that settled, takes the markers' outcomes
+(persisting CompleteCommit / CompleteAbort for the transactions whose
+markers are all written) and runs the timed work (timed-out transactions
+aborted, expired ids removed, failed markers retried).
 
 Built and driven by the group-coordinator process
 (``server.coordinator_process``: ``build_transaction_coordinator``, which
@@ -24,7 +27,8 @@ from __future__ import annotations
 
 import logging
 
-from kafkapy.coordinator.transaction.coordinator import Result, TransactionCoordinatorState, TxnConfig
+from kafkapy.coordinator.transaction.coordinator import Persist, Result, TransactionCoordinatorState, TxnConfig
+from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
 
@@ -35,11 +39,13 @@ log = logging.getLogger("kafkapy.coordinator")
 ABORT_TIMED_OUT_INTERVAL_MS = 10_000
 REMOVE_EXPIRED_INTERVAL_MS = 3_600_000
 MARKER_RETRY_INTERVAL_MS = 100
-# While markers are in flight the loop looks for their outcomes this often:
-# every millisecond after something was started or came back (a remote
-# leader answers in ~1-3 ms: its append and one follower fetch round), then
-# backing off to MARKER_POLL_MAX_MS while nothing comes back (a frozen
-# leader's request waits up to 15 s: ~60 looks a second, not 1,000).
+# While markers are in flight or state writes parked the loop looks for their
+# outcomes this often: every millisecond after something was started or came
+# back (a remote leader answers in ~1-3 ms: its append and one follower fetch
+# round; a state write's followers likewise), then backing off to
+# MARKER_POLL_MAX_MS while nothing comes back (a frozen leader's request
+# waits up to 15 s, a frozen follower holds a state write until it leaves the
+# ISR: ~60 looks a second, not 1,000).
 MARKER_POLL_MIN_MS = 1
 MARKER_POLL_MAX_MS = 16
 
@@ -70,13 +76,21 @@ class TransactionCoordinator:
         # calls it before every request), as Kafka's marker channel backs off.
         self._next_retry_ms = now
         self._poll_ms = MARKER_POLL_MIN_MS  # how soon ``tick`` wants to run again for markers in flight
+        # State writes waiting for their followers, in append order:
+        # (the store's pending handle, the Persist, the request's reply not
+        # used yet or None). Owned by this thread, as all of this object.
+        self._parked: list[tuple[object, Persist, object]] = []
+        self._parked_activity = False  # something parked or settled since the last tick
 
     # ------------------------------------------------------------ running decisions
 
     def run(self, result: Result, reply=None) -> None:
         """Carry ``result`` out: write what it persists, complete it, answer
         ``reply(Answer)`` once (if given and there is an answer), write its
-        markers and, once they are all written, persist the completion."""
+        markers and, once they are all written, persist the completion.
+        A write the followers have not replicated yet parks the rest (its
+        completion, the answer if not given, what follows) until ``tick``
+        sees it settled; standalone every write settles at once."""
         state = self.state
         while result is not None:
             if result.answer is not None and reply is not None:
@@ -90,12 +104,57 @@ class TransactionCoordinator:
                     self.channel.failed = False
                     self._retry_later()
             if result.persist is not None:
-                error = self.store.persist(result.persist)
-                if error:
-                    log.warning("writing %s of %s to __transaction_state failed: error %d",
-                                result.persist.kind, result.persist.transactional_id, error)
-                follow = state.complete(result.persist, error)
+                outcome = self.store.persist(result.persist)
+                if not isinstance(outcome, int):  # waiting for the followers (Kafka's DelayedProduce)
+                    self._parked.append((outcome, result.persist, reply))
+                    self._parked_activity = True
+                    return
+                follow = self._completed(result.persist, outcome)
             result = follow
+
+    def _completed(self, persist: Persist, error: int) -> Result:
+        if error:
+            log.warning("writing %s of %s to __transaction_state failed: error %d",
+                        persist.kind, persist.transactional_id, error)
+        return self.state.complete(persist, error)
+
+    def _settle_parked(self) -> None:
+        """Carry on the parked requests whose write settled (replicated, or
+        failed: leadership moved, request.timeout.ms ran out), in append
+        order; the others stay parked, ahead of any their chains park."""
+        parked, self._parked = self._parked, []
+        waiting = []
+        for item in parked:
+            pending, persist, reply = item
+            error = self.store.poll_persist(pending)
+            if error is None:
+                waiting.append(item)
+                continue
+            self._parked_activity = True
+            self._resume(self._completed(persist, error), reply)
+        self._parked[:0] = waiting
+
+    def _resume(self, result: Result, reply) -> None:
+        """``run`` for a parked request's continuation: a failure costs that
+        request's answer only, never its transaction's next steps (a reply
+        that raises, say its pipe) nor the other parked requests (whose ids
+        would otherwise stay pending for good)."""
+        def answer(value):
+            try:
+                reply(value)
+            except Exception:
+                log.exception("answering a parked transaction request failed")
+        try:
+            self.run(result, None if reply is None else answer)
+        except Exception:
+            log.exception("continuing a parked transaction request failed")
+
+    def _drop_parked(self, which) -> list:
+        """Take the parked requests whose Persist ``which`` picks out of the list."""
+        taken = [item for item in self._parked if which(item[1])]
+        if taken:
+            self._parked = [item for item in self._parked if not which(item[1])]
+        return taken
 
     # ------------------------------------------------------------ requests
 
@@ -123,12 +182,23 @@ class TransactionCoordinator:
 
     def unload(self, partition: int) -> int:
         dropped = self.state.unload_partition(partition)
+        # Requests parked on this partition's writes end now: completing a
+        # write of an unloaded partition answers NOT_COORDINATOR (init, add,
+        # end, fence) or nothing, whatever the code, and changes nothing.
+        for _pending, persist, reply in self._drop_parked(lambda persist: persist.partition == partition):
+            self._resume(self.state.complete(persist, E.NOT_COORDINATOR), reply)
         owned = self.state.partitions
         self.channel.remove_for(lambda txn_id: self.state.partition_for(txn_id) in owned)
         return dropped
 
     def close(self) -> None:
-        """Stop the marker channel's senders (the process is stopping)."""
+        """Stop the marker channel's senders (the process is stopping).
+        Parked requests are dropped unanswered: the processors, which own
+        their connections, are stopped before this process
+        (``supervisor._stop_children``) and closed those connections, and
+        this process ends only with the broker; a write that was in the log
+        is loaded by the partition's next leader, as Kafka's would be."""
+        self._parked = []
         self.channel.close()
 
     # ------------------------------------------------------------ timers
@@ -145,6 +215,8 @@ class TransactionCoordinator:
         """Run what is due; returns when to call again (ms, the state's clock)."""
         now = self.state.clock_ms()
         channel = self.channel
+        if self._parked:
+            self._settle_parked()
         if channel.in_flight:
             for markers in channel.poll():
                 self.run(self.state.markers_written(markers))
@@ -167,9 +239,9 @@ class TransactionCoordinator:
         nearest = min(self._next_abort_ms, self._next_expire_ms)
         if channel.unsent:
             nearest = min(nearest, max(now, self._next_retry_ms))
-        if channel.in_flight:
-            if channel.activity:
-                channel.activity = False
+        if channel.in_flight or self._parked:
+            if channel.activity or self._parked_activity:
+                channel.activity = self._parked_activity = False
                 self._poll_ms = MARKER_POLL_MIN_MS
             else:
                 self._poll_ms = min(self._poll_ms * 2, MARKER_POLL_MAX_MS)
