@@ -2,12 +2,13 @@
 from the client certificate through ``ssl.principal.mapping.rules`` and
 used by the authorizer, ``ssl.client.auth=requested``,
 ``ssl.enabled.protocols`` and ``ssl.cipher.suites`` in Kafka's (IANA)
-spelling.
+spelling, TLS 1.3 suites included.
 
 One broker with Kafka's ZooKeeper authorizer name and ``super.users=User:admin``;
 listeners: PLAINTEXT (the harness's readiness probe), MTLS (client auth
 required), REQ (client auth requested), TLS13 (``ssl.enabled.protocols=
-TLSv1.3``) and CIPHER (TLS 1.2 with one suite). The mapping rule turns
+TLSv1.3``), CIPHER (TLS 1.2 with one suite), SUITE13 (one TLS 1.3 suite)
+and SUITES (one TLS 1.3 and one TLS 1.2 suite). The mapping rule turns
 ``CN=Admin,O=kafkapy`` into ``admin``. Certificates are made by the
 ``openssl`` CLI (tests/support/certs.py). Clients: confluent-kafka and
 Python's ``ssl`` module for the handshake checks.
@@ -30,7 +31,7 @@ from confluent_kafka.admin import (  # noqa: E402
     AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType,
 )
 
-NAMES = ("MTLS", "REQ", "TLS13", "CIPHER")
+NAMES = ("MTLS", "REQ", "TLS13", "CIPHER", "SUITE13", "SUITES")
 RULES = "RULE:^CN=([a-zA-Z0-9]*),.*$/$1/L,DEFAULT"
 SUITE, SUITE_OPENSSL = "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384"
 TOPIC = "cert-topic"
@@ -52,6 +53,8 @@ def broker(tmp_path_factory):
         "listener.name.tls13.ssl.enabled.protocols": "TLSv1.3",
         "listener.name.cipher.ssl.enabled.protocols": "TLSv1.2",
         "listener.name.cipher.ssl.cipher.suites": SUITE,
+        "listener.name.suite13.ssl.cipher.suites": "TLS_AES_128_GCM_SHA256",
+        "listener.name.suites.ssl.cipher.suites": "TLS_CHACHA20_POLY1305_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
     })
     b = BrokerProcess(work / "broker", overrides, port=port)
     b.start()
@@ -115,6 +118,21 @@ def _handshake(broker, name, *, maximum=None, ciphers=None):
         return tls.version(), tls.cipher()[0]
 
 
+def _openssl_handshake(broker, name, suite: str) -> bool:
+    """Whether ``openssl s_client`` offering TLS 1.3 with only ``suite``
+    completes a handshake with listener ``name`` (Python's client cannot
+    narrow its TLS 1.3 suites)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl CLI")
+    done = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{broker.ports[name]}", "-tls1_3",
+                           "-ciphersuites", suite, "-CAfile", str(broker.certs.ca_cert), "-brief"],
+                          input=b"", capture_output=True, timeout=30)
+    return done.returncode == 0 and b"CONNECTION ESTABLISHED" in done.stderr
+
+
 def test_enabled_protocols_and_cipher_suites(broker):
     assert _handshake(broker, "TLS13")[0] == "TLSv1.3"
     with pytest.raises(ssl.SSLError):
@@ -123,6 +141,19 @@ def test_enabled_protocols_and_cipher_suites(broker):
     assert _handshake(broker, "CIPHER") == ("TLSv1.2", SUITE_OPENSSL)
     with pytest.raises(ssl.SSLError):
         _handshake(broker, "CIPHER", ciphers="ECDHE-RSA-AES128-GCM-SHA256")
+    # TLS 1.3 suites are honoured too (Kafka's JVM offers only the listed
+    # ones): a list without TLS 1.2 suites leaves TLS 1.2 nothing to negotiate.
+    assert _handshake(broker, "SUITE13") == ("TLSv1.3", "TLS_AES_128_GCM_SHA256")
+    with pytest.raises(ssl.SSLError):
+        _handshake(broker, "SUITE13", maximum=ssl.TLSVersion.TLSv1_2)
+    assert _openssl_handshake(broker, "SUITE13", "TLS_AES_256_GCM_SHA384") is False
+    assert _openssl_handshake(broker, "SUITE13", "TLS_AES_128_GCM_SHA256") is True
+    assert _handshake(broker, "SUITES") == ("TLSv1.3", "TLS_CHACHA20_POLY1305_SHA256")
+    assert _handshake(broker, "SUITES", maximum=ssl.TLSVersion.TLSv1_2) == ("TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256")
+    # A Kafka client over the one-suite listener.
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.ports['SUITE13']}", "security.protocol": "SSL",
+                         "ssl.ca.location": str(broker.certs.ca_cert)})
+    assert admin.list_topics(timeout=20).brokers
     # The refused handshakes left the broker serving.
     with RawClient.connect(broker.bootstrap) as client:
         assert client.api_versions(timeout_s=5)[0] == 0

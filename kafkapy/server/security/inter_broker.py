@@ -63,8 +63,6 @@ def _tls_context(get, listener: str):
 
     where = f"listener {listener}"
     versions = sorted(tls._VERSIONS[p] for p in get("ssl.enabled.protocols") if p in tls._VERSIONS)
-    tls12 = [tls.openssl_cipher_name(c) for c in get("ssl.cipher.suites")
-             if c and not c.startswith(("TLS_AES_", "TLS_CHACHA20_"))]
     location, chain, key = get("ssl.keystore.location"), secret(get("ssl.keystore.certificate.chain")), \
         secret(get("ssl.keystore.key"))
     try:
@@ -72,8 +70,8 @@ def _tls_context(get, listener: str):
                              certfile=location, password=secret(get("ssl.key.password")),
                              check_hostname=get("ssl.endpoint.identification.algorithm").lower() == "https",
                              minimum_version=versions[0] if versions else None,
-                             maximum_version=versions[-1] if versions else None,
-                             ciphers=":".join(tls12) or None)
+                             maximum_version=versions[-1] if versions else None)
+        tls.apply_cipher_suites(ctx, versions, get("ssl.cipher.suites"), where)
         if not location and chain and key:
             tls._load_inline_chain(ctx, chain, key, secret(get("ssl.key.password")))
     except (OSError, ssl.SSLError) as exc:

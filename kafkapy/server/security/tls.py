@@ -40,6 +40,80 @@ def openssl_cipher_name(name: str) -> str:
     return _KX[kx] + f"AES{m['bits']}-" + ("GCM-" if m["mode"] == "GCM" else "") + m["mac"]
 
 
+# Kafka's (IANA's) names of the TLS 1.3 suites, which OpenSSL spells the same;
+# every other name in ssl.cipher.suites is a TLS 1.2 suite.
+TLS13_SUITES = frozenset({"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
+                          "TLS_AES_128_CCM_SHA256", "TLS_AES_128_CCM_8_SHA256"})
+
+
+def apply_cipher_suites(ctx: ssl.SSLContext, versions, suites, where: str) -> None:
+    """Kafka's ``ssl.enabled.protocols`` (``versions``: their TLSVersions) and
+    ``ssl.cipher.suites`` on ``ctx``, as the JVM's SSLEngine applies them: an
+    empty list keeps the defaults; otherwise only the listed suites are
+    offered, TLS 1.3 ones included, so a protocol none of the listed suites
+    belongs to cannot be negotiated (it is dropped from the enabled ones).
+    ConfigException when a name is unknown or no enabled protocol is left."""
+    enabled = set(versions)
+    suites = [c for c in suites or () if c]
+    if suites:
+        value = ",".join(suites)
+        tls13 = [c for c in suites if c in TLS13_SUITES]
+        tls12 = [openssl_cipher_name(c) for c in suites if c not in TLS13_SUITES]
+        try:
+            if tls12:
+                ctx.set_ciphers(":".join(tls12))
+            if tls13:
+                _set_tls13_suites(ctx, ":".join(tls13))
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigException("ssl.cipher.suites", value, f"{where}: {exc}") from None
+        if not tls12:
+            enabled.discard(ssl.TLSVersion.TLSv1_2)
+        if not tls13:
+            enabled.discard(ssl.TLSVersion.TLSv1_3)
+        if not enabled:
+            raise ConfigException("ssl.cipher.suites", value,
+                                  f"{where}: none of these suites is of a protocol in ssl.enabled.protocols")
+    if enabled:
+        ctx.minimum_version = min(enabled)
+        ctx.maximum_version = max(enabled)
+
+
+def _set_tls13_suites(ctx: ssl.SSLContext, value: str) -> None:
+    """``SSL_CTX_set_ciphersuites(ctx, value)``, which the ``ssl`` module does
+    not offer (its ``set_ciphers`` sets TLS 1.2 suites only), called in the
+    OpenSSL ``_ssl`` is linked to on the ``SSL_CTX *`` of ``ctx``. The pointer
+    is read from CPython's ``PySSLContext`` (its first field, the same layout
+    from 3.7 to 3.13) and used only after OpenSSL confirms it is the context
+    of an ``SSLObject`` made from ``ctx``. OSError when that cannot be done,
+    SSLError when OpenSSL refuses the list."""
+    import ctypes
+    import sys
+
+    import _ssl
+
+    if sys.implementation.name != "cpython" or not (3, 7) <= sys.version_info[:2] <= (3, 13):
+        raise OSError("TLS 1.3 suites cannot be restricted on this interpreter")
+    try:
+        lib = ctypes.CDLL(_ssl.__file__)
+        set_suites, get_ctx = lib.SSL_CTX_set_ciphersuites, lib.SSL_get_SSL_CTX
+    except (OSError, AttributeError):
+        raise OSError("TLS 1.3 suites cannot be restricted: the ssl module does not export OpenSSL's "
+                      "SSL_CTX_set_ciphersuites") from None
+    set_suites.argtypes, set_suites.restype = (ctypes.c_void_p, ctypes.c_char_p), ctypes.c_int
+    get_ctx.argtypes, get_ctx.restype = (ctypes.c_void_p,), ctypes.c_void_p
+    head = object.__basicsize__  # PyObject_HEAD: what precedes the first field
+    ctx_pointer = ctypes.c_void_p.from_address(id(ctx) + head).value
+    probe = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_side=True)
+    if type(probe._sslobj) is not _ssl._SSLSocket:
+        raise OSError("TLS 1.3 suites cannot be restricted: unknown ssl object layout")
+    # PySSLSocket: PyObject_HEAD, the Socket weak reference, then the SSL *.
+    ssl_pointer = ctypes.c_void_p.from_address(id(probe._sslobj) + head + ctypes.sizeof(ctypes.c_void_p)).value
+    if not ctx_pointer or not ssl_pointer or get_ctx(ssl_pointer) != ctx_pointer:
+        raise OSError("TLS 1.3 suites cannot be restricted: unknown ssl context layout")
+    if set_suites(ctx_pointer, value.encode("ascii")) != 1:
+        raise ssl.SSLError(f"OpenSSL knows none of the TLS 1.3 suites {value}")
+
+
 def _secret(value):
     from kafkapy.server.security import secret
 
@@ -66,19 +140,7 @@ def server_context(get, listener: str) -> ssl.SSLContext:
     protocol = get("ssl.protocol")
     if protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
         raise ConfigException("ssl.protocol", protocol, f"{where}: use TLSv1.2 or TLSv1.3")
-    versions = sorted(_VERSIONS[p] for p in enabled)
-    ctx.minimum_version = versions[0]
-    ctx.maximum_version = versions[-1]
-    ciphers = [c for c in get("ssl.cipher.suites") if c]
-    if ciphers:
-        # TLS 1.2 suites in OpenSSL's spelling; TLS 1.3 suites are all enabled
-        # by OpenSSL's defaults and not configurable through the ssl module.
-        tls12 = [c for c in ciphers if not c.startswith("TLS_AES_") and not c.startswith("TLS_CHACHA20_")]
-        if tls12:
-            try:
-                ctx.set_ciphers(":".join(openssl_cipher_name(c) for c in tls12))
-            except ssl.SSLError as exc:
-                raise ConfigException("ssl.cipher.suites", ",".join(ciphers), f"{where}: {exc}") from None
+    apply_cipher_suites(ctx, [_VERSIONS[p] for p in enabled], get("ssl.cipher.suites"), where)
     key_password = _secret(get("ssl.key.password"))
     location = get("ssl.keystore.location")
     chain = _secret(get("ssl.keystore.certificate.chain"))

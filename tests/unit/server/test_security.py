@@ -242,6 +242,35 @@ def test_jks_and_pkcs12_stores_are_refused_at_start(kind):
         server_context(lambda key: values.get(key), "SSL")
 
 
+def test_cipher_suites_restrict_tls13_and_drop_protocols_left_without_a_suite():
+    """ssl.cipher.suites as the JVM applies it: TLS 1.3 names restrict TLS 1.3
+    (the ssl module alone cannot), a protocol with no listed suite is not
+    negotiated, and a list that leaves no enabled protocol is refused."""
+    import ssl
+
+    from kafkapy.server.config import ConfigException
+    from kafkapy.server.security.tls import apply_cipher_suites
+
+    both = [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    apply_cipher_suites(ctx, both, ["TLS_AES_128_GCM_SHA256"], "listener SSL")
+    tls13 = [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.3"]
+    assert tls13 == ["TLS_AES_128_GCM_SHA256"]
+    assert ctx.minimum_version == ctx.maximum_version == ssl.TLSVersion.TLSv1_3
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    apply_cipher_suites(ctx, both, ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"], "listener SSL")
+    assert ctx.minimum_version == ctx.maximum_version == ssl.TLSVersion.TLSv1_2
+    assert [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"] == ["ECDHE-RSA-AES128-GCM-SHA256"]
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    apply_cipher_suites(ctx, both, [], "listener SSL")  # no list: the defaults, both protocols
+    assert (ctx.minimum_version, ctx.maximum_version) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
+    with pytest.raises(ConfigException, match="ssl.cipher.suites"):
+        apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), [ssl.TLSVersion.TLSv1_2],
+                            ["TLS_AES_128_GCM_SHA256"], "listener SSL")
+    with pytest.raises(ConfigException, match="ssl.cipher.suites"):
+        apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), both, ["TLS_NO_SUCH_SUITE"], "listener SSL")
+
+
 def test_kafka_cipher_suite_names_in_openssls_spelling():
     """ssl.cipher.suites in Kafka's (IANA) names: each TLS 1.2 suite openssl
     knows by a standard name converts to openssl's own name for it."""
