@@ -28,7 +28,12 @@ batch.size=1000000 unless ``--producer-conf`` says otherwise; it writes whole
 consumer stays confluent-kafka; ``produce_client_cpu_s_per_GB`` is then the
 JVM's.
 Each round's topic is deleted after it is read (the page cache would fill
-over the rounds otherwise). ``--pin``: the broker's processes on CPU 0, this process and its clients
+over the rounds otherwise), every timed produce starts after ``os.sync()``
+(the previous run's dirty pages written back: past the kernel's dirty
+threshold, ~10 % of memory, writers are throttled, and a run would pay for
+the one before it), and each round starts with the next protocol, so that
+none always runs last; the last line gives each protocol's rate as a share of
+its round's PLAINTEXT (median and every round). ``--pin``: the broker's processes on CPU 0, this process and its clients
 (the JVM included) on CPU 1, so neither takes the other's core: each
 protocol's rate is then the slower side's, which the CPU columns tell.
 """
@@ -275,8 +280,15 @@ def main(argv=None) -> int:
     results = []
     try:
         for rep in range(args.repeat):
-            for protocol in protocols:
+            # Each round starts with the next protocol, so none always runs
+            # last in a round (after the most bytes written).
+            shift = rep % len(protocols)
+            for protocol in protocols[shift:] + protocols[:shift]:
                 conf = _client_conf(protocol, certs, ports[protocol])
+                # The last run's pages written back before this one is timed:
+                # past ~10 % of memory dirty the kernel throttles writers, and
+                # a run would measure the one before it.
+                os.sync()
                 topic = f"bench-{protocol.lower()}-{rep}"
                 mb = args.records * args.size / 1e6
                 cpu0 = _cpu_s(broker.pgid)
@@ -309,9 +321,14 @@ def main(argv=None) -> int:
                        "consume_cpu_s_per_GB": round((cpu2 - cpu1) / mb * 1000, 1),
                        "produce_cpu_s_by_process": {k: round(v - by0.get(k, 0.0), 2) for k, v in by1.items()
                                                     if v - by0.get(k, 0.0) >= 0.01}}
+                row["round"] = rep
                 results.append(row)
                 print(json.dumps(row), flush=True)
                 _delete_topic(ports["PLAINTEXT"], topic)
+        summary = _round_ratios(results, protocols)
+        if summary:
+            results.append(summary)
+            print(json.dumps(summary), flush=True)
         if "SSL" in ports:
             rate = _handshakes(certs, ports["SSL"], args.handshake_s)
             results.append({"tls_handshakes_per_s": round(rate, 1)})
@@ -323,6 +340,24 @@ def main(argv=None) -> int:
         broker.close()
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _round_ratios(rows, protocols) -> dict:
+    """Each protocol's produce and consume rate as a share of the same
+    round's PLAINTEXT: the median over the rounds and every round's."""
+    import statistics
+
+    base = {r["round"]: r for r in rows if r.get("protocol") == "PLAINTEXT"}
+    out = {}
+    for protocol in protocols:
+        if protocol == "PLAINTEXT":
+            continue
+        for what in ("produce", "consume"):
+            shares = [round(r[f"{what}_MBps"] / base[r["round"]][f"{what}_MBps"], 3) for r in rows
+                      if r.get("protocol") == protocol and r["round"] in base]
+            if shares:
+                out[f"{protocol}_{what}_vs_plaintext"] = {"median": statistics.median(shares), "rounds": shares}
+    return out
 
 
 if __name__ == "__main__":

@@ -423,6 +423,9 @@ def main() -> None:
                     help="a Java producer setting (repeatable); default: the client's own defaults")
     ap.add_argument("--java-warmup", type=int, default=100_000,
                     help="records each JVM sends in the same mode before the timing (its JIT)")
+    ap.add_argument("--pin", action="store_true",
+                    help="the brokers on CPU 0, the producers (this process's children) on CPU 1: "
+                         "each on its own core, as on separate machines (needs 2 CPUs)")
     args = ap.parse_args()
     java = (JavaLoad(args.java_warmup, dict(kv.split("=", 1) for kv in args.java_config))
             if args.client == "java" else None)
@@ -435,8 +438,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         brokers = {}
         try:
+            if args.pin:
+                os.sched_setaffinity(0, {0})  # inherited by the brokers' processes
             for i, rev in enumerate(revs):
                 brokers[rev] = start_broker(os.path.join(work, f"b{i}"), rev)
+            if args.pin:
+                os.sched_setaffinity(0, {1})  # and this by the producers
             for r in range(args.repeat):
                 for n, mode in runs:
                     for rev in (revs if r % 2 == 0 else revs[::-1]):
@@ -458,7 +465,8 @@ def main() -> None:
             for broker in brokers.values():
                 broker.stop()
     print(f"\n{args.records:,} records of {args.size} B per mode, median of {args.repeat} round(s), "
-          f"load average {os.getloadavg()[0]:.1f}, client {args.client}")
+          f"load average {os.getloadavg()[0]:.1f}, client {args.client}"
+          f"{', brokers on CPU 0 and producers on CPU 1' if args.pin else ''}")
     for rev in revs:
         for n in args.producers:
             if n == 1:
