@@ -1,0 +1,174 @@
+"""A ``__transaction_state`` write waiting for a frozen follower holds only its
+own transactional id, not the coordinator process (issue 11; Kafka parks the
+append in its DelayedProduce purgatory and completes the transition from its
+callback, the id answering CONCURRENT_TRANSACTIONS meanwhile).
+
+Three brokers on a real ZooKeeper; ``__transaction_state`` has 6 partitions
+of 2 replicas, so (Kafka's replica assignment) each broker leads two
+partitions whose followers differ. Coordinator C leads partition P1
+(follower F) and P2 (follower G, not F); transactional id T1 lives on P1, T2
+on P2; both write to topics only C hosts. F (not the controller) is
+SIGSTOPped while in P1's ISR and T1 commits: its PrepareCommit write cannot
+pass the high watermark until F leaves the ISR (``replica.lag.time.max.ms``,
+5 s here; ZooKeeper's session outlasts it). Meanwhile C must answer another
+client's ListGroups and DescribeGroups, and T2's whole transaction (its
+AddPartitionsToTxn, EndTxn, markers and CompleteCommit on P2), each within
+``BOUND_S``: before the writes were parked the coordinator's one thread
+slept in T1's replication wait and all of them waited until F left the ISR.
+Then T1's commit completes, and read_committed consumers see T1's and T2's
+records exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+
+from kafkapy.coordinator.transaction.state_log import partition_for
+from support.cluster import Cluster, controller_id, create_topic_assigned, wait_for
+from support.zookeeper import zookeeper  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from raw_api import call  # noqa: E402
+from test_transactions import TIMEOUT_S, consume, producer  # noqa: E402
+
+pytestmark = pytest.mark.timeout(150)
+
+STATE_PARTITIONS = 6
+LAG_MS = 5000  # replica.lag.time.max.ms: F leaves P1's ISR within the test
+# Each of the other requests on C while T1's write waits (a few ms; the old
+# blocking write held them until F left the ISR, 5 s and more).
+BOUND_S = 1.5
+T2_COMMITS = 3
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path):  # noqa: F811
+    c = Cluster(zookeeper, tmp_path / "cluster", "/txn-state-parking", overrides={
+        "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": STATE_PARTITIONS,
+        "transaction.state.log.replication.factor": 2, "transaction.state.log.min.isr": 1,
+        "replica.lag.time.max.ms": LAG_MS, "zookeeper.session.timeout.ms": 10000,
+        "request.timeout.ms": 30000})
+    try:
+        yield c.start()
+    finally:
+        for b in c.brokers.values():  # a frozen broker must be thawed to be stopped
+            if b.running:
+                os.killpg(b.proc.pid, signal.SIGCONT)
+        c.close()
+
+
+def _txn_state(broker, txn_id: str):
+    r = call(broker.bootstrap, 65, 0, {"transactional_ids": [txn_id]}, timeout_s=5)
+    s = r.transaction_states[0]
+    return s.transaction_state if s.error_code == 0 else f"error {s.error_code}"
+
+
+def _id_on(partition: int, prefix: str) -> str:
+    return next(f"{prefix}-{i}" for i in range(10_000) if partition_for(f"{prefix}-{i}", STATE_PARTITIONS) == partition)
+
+
+def _placement(cluster):
+    """(C, P1, F, P2, G): C leads P1 (follower F, not the controller) and P2 (follower G != F)."""
+    parts = cluster.wait_topic_ready("__transaction_state", STATE_PARTITIONS, 2, 30)
+    controller = controller_id(cluster)
+    for c in sorted(cluster.brokers):
+        led = {p: next(r for r in replicas if r != leader) for p, (leader, replicas, _isr) in sorted(parts.items())
+               if leader == c}
+        for p1, f in led.items():
+            for p2, g in led.items():
+                if f != g and f != controller:
+                    return c, p1, f, p2, g
+    pytest.fail(f"no coordinator with two differently followed partitions: {parts}")
+
+
+def test_a_write_waiting_for_a_frozen_follower_holds_only_its_transaction(cluster):
+    # The first FindCoordinator (key type 1) creates __transaction_state.
+    any_broker = cluster.brokers[min(cluster.brokers)].bootstrap
+    wait_for(lambda: call(any_broker, 10, 3, {"key": "any", "key_type": 1}, timeout_s=5).error_code == 0,
+             30, "__transaction_state created")
+    c, p1, frozen, p2, g = _placement(cluster)
+    t1, t2 = _id_on(p1, "park-t1"), _id_on(p2, "park-t2")
+    create_topic_assigned(cluster, "park-a", [[c]])
+    create_topic_assigned(cluster, "park-b", [[c]])
+    coordinator = cluster.brokers[c]
+
+    def known_to_coordinator():  # AddPartitionsToTxn checks the coordinator's own metadata
+        r = call(coordinator.bootstrap, 3, 4, {"topics": [{"name": "park-a"}, {"name": "park-b"}],
+                                               "allow_auto_topic_creation": False})
+        return all(t.error_code == 0 and t.partitions and all(q.leader_id >= 0 for q in t.partitions)
+                   for t in r.topics)
+
+    wait_for(known_to_coordinator, 30, "the topics in the coordinator's metadata")
+    # Neither producer needs F (librdkafka connects only to the brokers it uses).
+    live = f"{coordinator.bootstrap},{cluster.brokers[g].bootstrap}"
+    a, b = producer(live, t1), producer(live, t2)
+    a.begin_transaction()
+    for i in range(10):
+        a.produce("park-a", value=b"a%d" % i, partition=0)
+    a.flush(TIMEOUT_S)
+    assert frozen in cluster.partitions("__transaction_state")[p1][2], "F in P1's ISR before the freeze"
+
+    f_pid = cluster.brokers[frozen].proc.pid
+    outcome: list = []
+
+    def commit_a():
+        started = time.monotonic()
+        try:
+            a.commit_transaction(TIMEOUT_S)
+            outcome.append(time.monotonic() - started)
+        except KafkaException as exc:
+            outcome.append(exc)
+
+    latencies: dict = {}
+    os.killpg(f_pid, signal.SIGSTOP)
+    try:
+        committer = threading.Thread(target=commit_a, daemon=True)
+        committer.start()
+        time.sleep(0.5)  # T1's EndTxn is at C, its PrepareCommit waiting for F
+
+        def timed(what, fn, *args):
+            started = time.monotonic()
+            fn(*args)
+            latencies[what] = time.monotonic() - started
+
+        timed("ListGroups", call, coordinator.bootstrap, 16, 4, {"states_filter": []}, 20)
+        timed("DescribeGroups", call, coordinator.bootstrap, 15, 5,
+              {"groups": ["park-group"], "include_authorized_operations": False}, 20)
+        for n in range(T2_COMMITS):
+            b.begin_transaction()
+            for i in range(4):
+                b.produce("park-b", value=b"b%d-%d" % (n, i), partition=0)
+            timed(f"T2's transaction {n}", lambda: (b.flush(TIMEOUT_S), b.commit_transaction(TIMEOUT_S)))
+        still_waiting = committer.is_alive() and not outcome
+        # F leaves P1's ISR (its lag passes replica.lag.time.max.ms): the
+        # write settles and T1's EndTxn is answered.
+        committer.join(LAG_MS / 1000 + 25)
+    finally:
+        os.killpg(f_pid, signal.SIGCONT)
+    print(f"coordinator {c}: T1 on {p1} (frozen follower {frozen}), T2 on {p2} (follower {g}); "
+          + ", ".join(f"{what} {s:.3f} s" for what, s in latencies.items()) + f"; T1's commit {outcome}")
+    assert still_waiting, f"T1's commit did not wait for F: {outcome}"
+    assert max(latencies.values()) < BOUND_S, latencies
+    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+    assert outcome[0] >= BOUND_S, outcome  # it did wait for F to leave the ISR
+
+    wait_for(lambda: _txn_state(coordinator, t1) == "CompleteCommit", 30, "T1's CompleteCommit", interval_s=0.3)
+    assert _txn_state(coordinator, t2) == "CompleteCommit"
+    assert consume(cluster.bootstrap, "park-a", 1, "read_committed", want=10) == [b"a%d" % i for i in range(10)]
+    got = consume(cluster.bootstrap, "park-b", 1, "read_committed", want=4 * T2_COMMITS)
+    assert got == [b"b%d-%d" % (n, i) for n in range(T2_COMMITS) for i in range(4)]
+    # T1's producer goes on: its next transaction commits (F is back).
+    a.begin_transaction()
+    a.produce("park-a", value=b"after", partition=0)
+    a.commit_transaction(TIMEOUT_S)
+    got = consume(cluster.bootstrap, "park-a", 1, "read_committed", want=11)
+    assert got == [b"a%d" % i for i in range(10)] + [b"after"]
