@@ -246,6 +246,8 @@ def main(argv=None) -> int:
     parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
                         help="the producer: confluent-kafka (librdkafka) or Apache's Java client")
     parser.add_argument("--java-warmup", type=int, default=100000)
+    parser.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting (repeatable), e.g. ssl.cipher.suites=TLS_AES_128_GCM_SHA256")
     parser.add_argument("--pin", action="store_true",
                         help="broker on CPU 0, the clients on CPU 1 (needs 2 CPUs)")
     args = parser.parse_args(argv)
@@ -271,6 +273,7 @@ def main(argv=None) -> int:
         from kafkapy.server.security.scram_store import add_scram_credentials
 
         add_scram_credentials(str(work / "logs"), "bench", "SCRAM-SHA-256", "bench-secret")
+    overrides.update(dict(kv.split("=", 1) for kv in args.broker_conf))
     first = protocols[0]
     broker = BrokerProcess(work / "broker", overrides, port=ports[first] if first == "PLAINTEXT" else None,
                            command=[*broker_prefix, sys.executable, "-m", "kafkapy"], env={"PYTHONPATH": args.repo})
