@@ -22,8 +22,9 @@ the ``__transaction_state`` partitions this broker leads (standalone: all of
 them once the topic exists; FindCoordinator key type 1 creates it), followed
 on every metadata generation change in both modes, before each transaction
 request and from the loop; ``tick`` runs its timers (timed-out transactions
-aborted, markers' outcomes taken and failed ones retried; while markers are
-in flight it asks to run again within 1-16 ms).
+aborted, parked state writes and markers' outcomes taken, failed markers
+retried; while markers are in flight or state writes wait for their
+followers it asks to run again within 1-16 ms).
 
 Single-threaded (coordinator state is this thread's; the marker senders'
 threads touch only their own connections and queues): the loop runs due timers (session, rebalance, sync and

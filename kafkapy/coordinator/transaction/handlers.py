@@ -5,7 +5,9 @@ Each takes ``(txn, ctx, request)``: the process's ``TransactionCoordinator``,
 the request's ``CoordinatorContext`` (``api_version``, ``reply(dict)``,
 ``store``: the ``__consumer_offsets`` store, for AddOffsetsToTxn's partition
 and which partitions exist)
-and the decoded kio request; it calls ``ctx.reply`` exactly once. Versions
+and the decoded kio request; it calls ``ctx.reply`` exactly once: at once,
+or later from the coordinator's ``tick`` when the request's
+``__transaction_state`` write waits for its followers. Versions
 as Kafka 3.9 serves them: InitProducerId 0-5 (with a transactional id; the
 null id stays with the workers), AddPartitionsToTxn 0-5 (v4+: batched,
 ``verify_only``), AddOffsetsToTxn 0-4, EndTxn 0-4, DescribeTransactions 0,
