@@ -784,10 +784,8 @@ NOT_IN_EFFECT: dict[str, str] = {
     "advertised.host.name": "removed in Kafka 3.0; advertised.listeners is used",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replicas are never moved between log dirs (no "
                                                       "AlterReplicaLogDirs)",
-    "log.cleaner.threads": "compaction runs in the supervisor process, one log at a time",
-    "log.cleaner.dedupe.buffer.size": "compaction keeps a log's latest offsets per key in a dict, unbounded",
-    "log.cleaner.io.buffer.size": "compaction reads and writes whole segments through the OS",
-    "log.cleaner.io.buffer.load.factor": "compaction keeps a log's latest offsets per key in a dict, unbounded",
+    "log.cleaner.threads": "compaction runs in the supervisor process, one log at a time (the value "
+                           "still divides log.cleaner.dedupe.buffer.size, as Kafka's cleaner threads share it)",
     "log.cleaner.io.max.bytes.per.second": "compaction I/O is not throttled",
     "log.message.format.version": "deprecated since Kafka 3.0; batches are always stored in format v2",
     "log.local.retention.ms": "no tiered storage: local retention is retention.ms",

@@ -300,13 +300,14 @@ class CoordinatorServer:
         """A cleaner pass over the ``__consumer_offsets`` partitions here (the
         supervisor's passes leave them to this process): dirtiest first, each
         when due, with the cleaner's metrics (``storage.cleaner.clean_logs``)."""
-        from kafkapy.storage.cleaner import clean_logs
+        from kafkapy.storage.cleaner import CleanerConfig, clean_logs
 
         info = self.broker.metadata().topics.get(OFFSETS_TOPIC)
         if info is None:
             return
         partitions = (self.broker.replica_manager.get_partition(OFFSETS_TOPIC, p) for p in range(info.num_partitions))
-        clean_logs([partition.log for partition in partitions if partition is not None], self.clock_ms())
+        clean_logs([partition.log for partition in partitions if partition is not None], self.clock_ms(),
+                   CleanerConfig.from_broker(self.config))
 
     def _cleaner_backoff_ms(self) -> int:
         """Kafka's log.cleaner.backoff.ms between cleaner passes (the supervisor's too)."""

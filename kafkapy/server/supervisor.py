@@ -429,11 +429,11 @@ class Supervisor:
         (``storage.cleaner.clean_logs``: min.cleanable.dirty.ratio,
         min/max.compaction.lag.ms), except ``__consumer_offsets``, which its
         only writer, the coordinator process, compacts itself."""
-        from kafkapy.storage.cleaner import clean_logs
+        from kafkapy.storage.cleaner import CleanerConfig, clean_logs
 
         clean_logs([lg for (topic, _p), lg in list(self.log_manager.logs.items())
                     if topic != "__consumer_offsets" and "compact" in lg.config.cleanup_policy],
-                   int(time.time() * 1000))
+                   int(time.time() * 1000), CleanerConfig.from_broker(self.config))
 
     def _kill_children(self) -> None:
         """After a child died: no clean shutdown is possible (it may have died

@@ -73,11 +73,13 @@ inodes until the bumped generation makes them reload the list.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 import struct
 import time
 from collections import namedtuple
+from dataclasses import dataclass
 
 import crc32c
 
@@ -128,6 +130,38 @@ class CleanerStats:
 
 
 stats = CleanerStats()
+
+
+# What one key costs the offset map in this process (a 16-byte digest as a
+# bytes object, an int offset and a dict slot; measured ~137 bytes): the map
+# holds at most log.cleaner.dedupe.buffer.size of them, as Kafka's
+# SkimpyOffsetMap holds its 24-byte entries in that many bytes.
+MAP_ENTRY_BYTES = 140
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    """The broker's cleaner settings (Kafka's CleanerConfig): the offset map's
+    memory (``log.cleaner.dedupe.buffer.size`` over ``log.cleaner.threads``,
+    filled to ``log.cleaner.io.buffer.load.factor``) and the read and write
+    buffers (``log.cleaner.io.buffer.size``, grown to hold a larger batch)."""
+
+    dedupe_buffer_size: int = 134217728
+    io_buffer_size: int = 524288
+    load_factor: float = 0.9
+    threads: int = 1
+
+    @classmethod
+    def from_broker(cls, config) -> "CleanerConfig":
+        return cls(int(config["log.cleaner.dedupe.buffer.size"]), int(config["log.cleaner.io.buffer.size"]),
+                   float(config["log.cleaner.io.buffer.load.factor"]), max(1, int(config["log.cleaner.threads"])))
+
+    @property
+    def max_map_entries(self) -> int:
+        return max(1, int(self.dedupe_buffer_size / self.threads * self.load_factor / MAP_ENTRY_BYTES))
+
+
+DEFAULT_CONFIG = CleanerConfig()
 
 
 # ------------------------------------------------------------------ the checkpoint
@@ -251,7 +285,7 @@ def dirty_ratio(lg, now_ms: int, checkpoints_of_dir: dict | None = None) -> floa
     return ltc.ratio if ltc else 0.0
 
 
-def clean_logs(logs, now_ms: int) -> int:
+def clean_logs(logs, now_ms: int, config: CleanerConfig = DEFAULT_CONFIG) -> int:
     """One cleaner pass over ``logs``: every eligible compacted log, dirtiest
     first; records the dirtiest ratio in ``stats``; returns segments rewritten."""
     ranked = []
@@ -269,7 +303,7 @@ def clean_logs(logs, now_ms: int) -> int:
     rewritten = 0
     for _ratio, lg in sorted(ranked, key=lambda x: -x[0]):
         try:
-            rewritten += clean_log(lg, now_ms)
+            rewritten += clean_log(lg, now_ms, config=config)
         except Exception:
             log.exception("%s: cleaning failed", lg.dir)
     probes.log.cleaned(stats.max_dirty_percent, stats.max_clean_time_secs, stats.recopy_percent)
@@ -279,26 +313,64 @@ def clean_logs(logs, now_ms: int) -> int:
 # ------------------------------------------------------------------ one pass
 
 
-def _read_segment(segment) -> bytes:
-    fd = os.open(segment.path, os.O_RDONLY)
+def _key_hash(key) -> bytes:
+    """The offset map's key: the record key's MD5 (Kafka's SkimpyOffsetMap
+    stores the same 16-byte digest instead of the key)."""
+    return hashlib.md5(key, usedforsecurity=False).digest()
+
+
+def _segment_batches(path: str, size: int, read_bytes: int):
+    """``(header, view)`` per batch of the first ``size`` bytes of the .log
+    at ``path``, read ``read_bytes`` at a time (more for a larger batch), so
+    memory stays at one read whatever the segment's size. Stops at a torn
+    or short batch (a file truncated under the reader)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        return os.pread(fd, segment.size, 0)
+        position = 0
+        want = max(read_bytes, _LOG_OVERHEAD)
+        while position < size:
+            chunk = os.pread(fd, min(want, size - position), position)
+            headers, end, _error = _batch.scan_batches(chunk, 0, -1, False)
+            if not headers:
+                if len(chunk) < _LOG_OVERHEAD:
+                    return
+                need = struct.unpack_from(">i", chunk, 8)[0] + _LOG_OVERHEAD
+                if need <= len(chunk) or position + need > size:
+                    return  # not a batch, or one cut short: nothing more to read
+                want = need
+                continue
+            view = memoryview(chunk)
+            for h in headers:
+                yield h, view[h.position:h.position + h.batch_length + _LOG_OVERHEAD]
+            position += end
+            want = max(read_bytes, _LOG_OVERHEAD)
     finally:
         os.close(fd)
 
 
-def _batches(buf):
-    """``(header, view, records)`` per batch of ``buf`` (records decoded for data batches only)."""
-    headers, _, _ = _batch.scan_batches(buf, 0, -1, False)
-    for h in headers:
-        view = memoryview(buf)[h.position:h.position + h.batch_length + _LOG_OVERHEAD]
-        yield h, view, (decode_records(view) if not h.attributes & _CONTROL else None)
+def _file_identity(path: str) -> tuple:
+    """What changes when a segment file is replaced, truncated or written to."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def clean_log(lg, now_ms: int, force: bool = False) -> int:
+# A segment as the pass saw it under the lock: what it reads, and what the
+# swap checks is still so.
+_Seg = namedtuple("_Seg", ("base_offset", "path", "size", "index_entries", "time_index_entries", "identity"))
+
+
+def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFAULT_CONFIG) -> int:
     """Clean ``lg`` if it is compacted and due; returns the segments rewritten.
     ``force`` (tests, tools): clean now, from the log start as if there were
-    no checkpoint, whatever the ratio."""
+    no checkpoint, whatever the ratio.
+
+    The log's lock is held twice, briefly: to decide and note what the
+    segments are, and to swap the cleaned groups in. Reading the segments,
+    building the offset map and writing the cleaned groups happen without
+    it (Kafka's cleaner threads likewise hold the log's lock only to replace
+    segments), so producers and readers of the partition go on meanwhile.
+    A group whose segments changed in between (truncated, deleted, replaced)
+    makes the pass give up its work; the next pass starts again."""
     if "compact" not in lg.config.cleanup_policy:
         return 0
     log_dir = os.path.dirname(lg.dir)
@@ -310,9 +382,20 @@ def clean_log(lg, now_ms: int, force: bool = False) -> int:
             update_cleaner_checkpoint(log_dir, lg.topic, lg.partition, ltc.first_dirty_offset)
         if not (_eligible(lg, ltc) or (force and ltc is not None and ltc.cleanable_bytes > 0)):
             return 0
-        rewritten, end_offset, read, written = _Pass(lg, now_ms, ltc).run()
+        cleaning = _Pass(lg, now_ms, ltc, config)
+    try:
+        end_offset, read, written = cleaning.build()
+        rewritten = 0
         if end_offset is not None:
-            update_cleaner_checkpoint(log_dir, lg.topic, lg.partition, end_offset)
+            with lg.lock():
+                rewritten = cleaning.swap()
+                if rewritten >= 0:
+                    update_cleaner_checkpoint(log_dir, lg.topic, lg.partition, end_offset)
+    finally:
+        cleaning.discard_leftovers()
+    if rewritten < 0:
+        log.info("%s: segments changed while they were cleaned; the pass is given up", lg.dir)
+        return 0
     elapsed = time.monotonic() - started
     stats.passes += 1
     stats.max_clean_time_secs = max(stats.max_clean_time_secs, elapsed)
@@ -324,64 +407,110 @@ def clean_log(lg, now_ms: int, force: bool = False) -> int:
 
 
 class _Pass:
-    """One cleaning pass of one log (Kafka's doClean); used under the log's lock."""
+    """One cleaning pass of one log (Kafka's doClean): made under the log's
+    lock (what the segments are), ``build`` without it, ``swap`` under it."""
 
-    def __init__(self, lg, now_ms: int, ltc: LogToClean):
+    def __init__(self, lg, now_ms: int, ltc: LogToClean, config: CleanerConfig = DEFAULT_CONFIG):
         self.lg = lg
         self.now_ms = now_ms
         self.ltc = ltc
+        self.config = config
         self.horizon_ms = now_ms + lg.config.delete_retention_ms
         # Kafka's CleanedTransactionMetadata, carried across the groups of the pass.
         self.committed_seen: set[int] = set()
         self.aborted_seen: dict[int, bool] = {}
-
-    def run(self):
-        lg = self.lg
         segments = lg.segments()
-        contents = {s.base_offset: list(_batches(_read_segment(s))) for s in segments}
-        self.fate = _transaction_fates(contents[s.base_offset] for s in segments)
+        active = len(segments) - 1
+        self.segments = [_Seg(s.base_offset, s.path, s.size, s.offset_index.entries, s.time_index.entries,
+                              None if i == active else _file_identity(s.path)) for i, s in enumerate(segments)]
+        self.last_of_producer = {e.producer_id: (e.last_data_offset, e.producer_epoch)
+                                 for e in lg.active_producers()}
+        self.built: list[tuple[list[_Seg], list, bool]] = []  # (group, .txnindex entries, changed)
+        self.cleaned_paths: list[str] = []
+
+    def _batches(self, segment: _Seg):
+        return _segment_batches(segment.path, segment.size, self.config.io_buffer_size)
+
+    def build(self):
+        """Map, clean and write every group to its ``.cleaned`` file; ``(end
+        offset or None when there is nothing to clean, bytes read, bytes written)``."""
+        segments = self.segments
+        self.fate = _transaction_fates(self._batches(s) for s in segments)
         # Kafka maps and cleans up to the base of the segment holding the
         # first uncleanable offset: every cleaned segment ends below it.
         upper = self.ltc.first_uncleanable_offset
-        self.offset_map, latest = self._offset_map(segments, contents, upper)
+        self.offset_map, latest = self._offset_map(segments, upper)
         if latest < 0:
-            return 0, None, 0, 0
+            return None, 0, 0
         end_offset = latest + 1
         self.upper = upper
         self.latest = latest
-        self.last_of_producer = {e.producer_id: (e.last_data_offset, e.producer_epoch)
-                                 for e in lg.active_producers()}
         cleaned = [s for s in segments[:-1] if s.base_offset < end_offset]
-        groups = group_segments_by_size(cleaned, lg.config.segment_bytes, lg.config.max_index_size, upper)
-        rewritten = read = written = 0
+        groups = group_segments_by_size(cleaned, self.lg.config.segment_bytes, self.lg.config.max_index_size, upper)
+        read = written = 0
         for group in groups:
-            data, entries, changed = self._clean_group(group, contents)
+            entries, changed, size = self._clean_group(group)
             read += sum(s.size for s in group)
             if not changed and len(group) == 1:
                 written += group[0].size
                 continue
-            written += len(data)
-            _swap_in(lg, group, data, entries)
+            written += size
+            self.built.append((group, entries, changed))
+        return end_offset, read, written
+
+    def swap(self) -> int:
+        """Under the log's lock: swap the built groups in; the segments
+        rewritten, or -1 (nothing swapped) when a group's segments are not
+        what the pass read any more."""
+        lg = self.lg
+        live = lg.segments()
+        bases = {s.base_offset: s for s in live[:-1]}  # never the active segment
+        for group, _entries, _changed in self.built:
+            for seg in group:
+                try:
+                    same = seg.base_offset in bases and _file_identity(seg.path) == seg.identity
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    return -1
+        rewritten = 0
+        for group, entries, _changed in self.built:
+            _swap_in(lg, [bases[seg.base_offset] for seg in group], entries)
             rewritten += len(group)
         if rewritten:
             lg._bump_generation()
-        return rewritten, end_offset, read, written
+        return rewritten
 
-    def _offset_map(self, segments, contents, upper: int):
-        """Kafka's buildOffsetMap over [first dirty, upper): key -> last offset; and the last offset mapped."""
+    def discard_leftovers(self) -> None:
+        """Remove the ``.cleaned`` files no swap took."""
+        for path in self.cleaned_paths:
+            _unlink(path)
+
+    def _offset_map(self, segments, upper: int):
+        """Kafka's buildOffsetMap over [first dirty, upper): key digest -> last
+        offset, and the last offset mapped. When the next batch would take the
+        map past ``max_map_entries`` it stops there (Kafka's "offset map is
+        full"): the pass cleans up to the last offset mapped, and the next
+        pass goes on from it."""
         first_dirty = self.ltc.first_dirty_offset
+        room = self.config.max_map_entries
         offsets: dict[bytes, int] = {}
         latest = -1
         for s in segments:
-            for h, _view, records in contents[s.base_offset]:
+            if s.base_offset >= upper:
+                break
+            for h, view in self._batches(s):
                 if h.base_offset < first_dirty or h.base_offset >= upper:
                     continue
+                if not h.attributes & _CONTROL and self.fate.get(h.base_offset, COMMITTED) != ABORTED:
+                    if offsets and len(offsets) + h.records_count > room:
+                        log.info("%s: the offset map is full (%d keys); cleaning up to offset %d",
+                                 self.lg.dir, len(offsets), latest)
+                        return offsets, latest
+                    for offset, _ts, key, _value, _hdrs in decode_records(view):
+                        if key is not None:
+                            offsets[_key_hash(key)] = offset
                 latest = max(latest, h.base_offset + h.last_offset_delta)
-                if records is None or self.fate.get(h.base_offset, COMMITTED) == ABORTED:
-                    continue
-                for offset, _ts, key, _value, _hdrs in records:
-                    if key is not None:
-                        offsets[key] = offset
         return offsets, latest
 
     def _emptied(self, h) -> bytes:
@@ -400,37 +529,39 @@ class _Pass:
             return build_batch([], base_offset=h.base_offset + h.last_offset_delta)
         return b""
 
-    def _clean_group(self, group, contents):
-        """The group's new bytes, its ``.txnindex`` entries, and whether anything differs from the old."""
+    def _clean_group(self, group):
+        """Write the group's new bytes to ``<base>.log.cleaned`` (fsynced);
+        ``(its .txnindex entries, whether anything differs from the old, bytes written)``."""
         old_entries = {}
         for s in group:
             for e in TransactionIndex(self.lg.dir, s.base_offset).entries():
                 old_entries[e.last_offset] = e
-        out = bytearray()
+        path = os.path.join(self.lg.dir, segment_file_name(group[0].base_offset, LOG_SUFFIX)) + CLEANED_SUFFIX
+        self.cleaned_paths.append(path)
         entries = []
         changed = False
         last_offset = group[0].base_offset
-        for s in group:
-            for h, view, records in contents[s.base_offset]:
-                last_offset = h.base_offset + h.last_offset_delta
-                kept_bytes, keep_entry = self._clean_batch(h, view, records)
-                if kept_bytes is None:
-                    out += view
+        with _CleanedFile(path, self.config.io_buffer_size) as out:
+            for s in group:
+                for h, view in self._batches(s):
+                    last_offset = h.base_offset + h.last_offset_delta
+                    kept_bytes, keep_entry = self._clean_batch(h, view)
+                    if kept_bytes is None:
+                        out.write(view)
+                    else:
+                        changed = True
+                        out.write(kept_bytes)
                     if keep_entry and last_offset in old_entries:
                         entries.append(old_entries[last_offset])
-                    continue
-                changed = True
-                out += kept_bytes
-                if keep_entry and last_offset in old_entries:
-                    entries.append(old_entries[last_offset])
-        if changed and not out:
-            # Keep one empty batch at the group's last offset: offsets never go backwards across segments.
-            out += build_batch([], base_offset=last_offset)
+            if changed and not out.size:
+                # Keep one empty batch at the group's last offset: offsets never go backwards across segments.
+                out.write(build_batch([], base_offset=last_offset))
+            out.sync()
         if not changed and len(entries) != len(old_entries):
             changed = True
-        return bytes(out), entries, changed
+        return entries, changed, out.size
 
-    def _clean_batch(self, h, view, records):
+    def _clean_batch(self, h, view):
         """``(new bytes or None for "copy as is", keep this marker's .txnindex entry)`` for one batch."""
         pid = h.producer_id
         has_horizon = bool(h.attributes & _DELETE_HORIZON)
@@ -466,6 +597,7 @@ class _Pass:
                 self.committed_seen.add(pid)
         if h.base_offset > self.latest:
             return None, False  # past the offset map (not below the uncleanable offset): kept as it is
+        records = decode_records(view)
         if discard:
             kept = []
         else:
@@ -492,7 +624,7 @@ class _Pass:
             return True
         if key is None:
             return False
-        if offset < self.offset_map.get(key, -1):
+        if offset < self.offset_map.get(_key_hash(key), -1):
             return False
         return value is not None or horizon is None or self.now_ms < horizon
 
@@ -507,21 +639,21 @@ def group_segments_by_size(segments, max_size: int, max_index_size: int, first_u
     while i < len(segments):
         group = [segments[i]]
         log_size = segments[i].size
-        index_size = segments[i].offset_index.entries * 8
-        time_index_size = segments[i].time_index.entries * 12
+        index_size = segments[i].index_entries * 8
+        time_index_size = segments[i].time_index_entries * 12
         i += 1
         while i < len(segments):
             s = segments[i]
             last = segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable_offset - 1
             if not (log_size + s.size <= max_size
-                    and index_size + s.offset_index.entries * 8 <= max_index_size
-                    and time_index_size + s.time_index.entries * 12 <= max_index_size
+                    and index_size + s.index_entries * 8 <= max_index_size
+                    and time_index_size + s.time_index_entries * 12 <= max_index_size
                     and (s.size == 0 or last - group[0].base_offset <= _INT_MAX)):
                 break
             group.append(s)
             log_size += s.size
-            index_size += s.offset_index.entries * 8
-            time_index_size += s.time_index.entries * 12
+            index_size += s.index_entries * 8
+            time_index_size += s.time_index_entries * 12
             i += 1
         groups.append(group)
     return groups
@@ -533,7 +665,7 @@ def _transaction_fates(contents) -> dict:
     fate = {}
     open_batches: dict[int, list] = {}  # producer id -> base offsets of its open transaction's batches
     for batches in contents:
-        for h, view, _records in batches:
+        for h, view in batches:
             if h.attributes & _CONTROL:
                 try:
                     outcome = COMMITTED if parse_end_txn_marker(view).is_commit else ABORTED
@@ -599,11 +731,45 @@ def _write_synced(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def _swap_in(lg, group, data: bytes, entries) -> None:
+class _CleanedFile:
+    """A group's ``.cleaned`` log, written through a buffer of ``buffer_bytes``."""
+
+    def __init__(self, path: str, buffer_bytes: int):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.buffer = bytearray()
+        self.buffer_bytes = max(buffer_bytes, 4096)
+        self.size = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+
+    def write(self, data) -> None:
+        self.buffer += data
+        self.size += len(data)
+        if len(self.buffer) >= self.buffer_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        view = memoryview(self.buffer)
+        while view:
+            view = view[os.write(self.fd, view):]
+        view.release()
+        del self.buffer[:]
+
+    def sync(self) -> None:
+        self._flush()
+        os.fsync(self.fd)
+
+
+def _swap_in(lg, group, entries) -> None:
+    """Swap ``<base>.log.cleaned`` (written and fsynced) in for ``group`` (the
+    log's own segments; under its lock)."""
     base = group[0].base_offset
     log_path = os.path.join(lg.dir, segment_file_name(base, LOG_SUFFIX))
     txn_path = os.path.join(lg.dir, segment_file_name(base, TXN_INDEX_SUFFIX))
-    _write_synced(log_path + CLEANED_SUFFIX, data)
     _write_synced(txn_path + CLEANED_SUFFIX, b"".join(encode_entry(e) for e in entries))
     os.rename(txn_path + CLEANED_SUFFIX, txn_path + SWAP_SUFFIX)
     os.rename(log_path + CLEANED_SUFFIX, log_path + SWAP_SUFFIX)  # the commit point
@@ -651,10 +817,11 @@ def complete_swaps(dir_path: str) -> int:
         if not (name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and name[:20].isdigit()):
             continue
         base = int(name[:20])
-        with open(os.path.join(dir_path, name), "rb") as f:
-            buf = f.read()
-        headers, _end, _err = _batch.scan_batches(buf, 0, -1, False)
-        next_offset = headers[-1].base_offset + headers[-1].last_offset_delta + 1 if headers else base + 1
+        path = os.path.join(dir_path, name)
+        last = None
+        for last, _view in _segment_batches(path, os.path.getsize(path), DEFAULT_CONFIG.io_buffer_size):
+            pass
+        next_offset = last.base_offset + last.last_offset_delta + 1 if last is not None else base + 1
         covered = [int(n[:20]) for n in os.listdir(dir_path)
                    if n.endswith(LOG_SUFFIX) and n[:20].isdigit() and base < int(n[:20]) < next_offset]
         log.warning("%s: completing the interrupted swap of cleaned segment %d over %s", dir_path, base, covered)
