@@ -21,10 +21,14 @@ dirty offset, where the last pass's offset map ended. For a log:
   dirtiest first (Kafka cleans the dirtiest one per cleaner-thread
   iteration; here one pass takes them all, in that order).
 
-A pass under the partition lock:
+A pass (the partition lock is held to decide and to swap, not while
+segments are read and the cleaned groups written; memory is one read
+buffer, one batch's records and the offset map, bounded by
+``CleanerConfig``: docs/architecture.md, "The log cleaner"):
 
-1. The offset map: the last offset of each key in [first dirty, first
-   uncleanable), aborted transactions' records and markers left out.
+1. The offset map: the last offset of each key (its MD5 digest) in [first
+   dirty, first uncleanable), aborted transactions' records and markers
+   left out; a full map ends the pass's range where it filled.
 2. The segments below the map's end are grouped (Kafka's
    groupSegmentsBySize: a group's log bytes stay within ``segment.bytes``,
    its offset and time index bytes within ``segment.index.bytes``, its
