@@ -784,7 +784,7 @@ NOT_IN_EFFECT: dict[str, str] = {
     "advertised.host.name": "removed in Kafka 3.0; advertised.listeners is used",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replicas are never moved between log dirs (no "
                                                       "AlterReplicaLogDirs)",
-    "log.cleaner.threads": "compaction runs in the supervisor process, one log at a time (the value "
+    "log.cleaner.threads": "compaction runs in one log-cleaner process, one log at a time (the value "
                            "still divides log.cleaner.dedupe.buffer.size, as Kafka's cleaner threads share it)",
     "log.cleaner.io.max.bytes.per.second": "compaction I/O is not throttled",
     "log.message.format.version": "deprecated since Kafka 3.0; batches are always stored in format v2",

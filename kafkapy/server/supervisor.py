@@ -8,7 +8,8 @@ Cluster mode (``zookeeper.connect``) differs there: the logs found on disk
 claim their slots by their topic ids, the metadata image is left to the
 controller and no partition is led until LeaderAndIsr says so; the
 ``controller`` child (the broker's ZooKeeper session) and
-``num.replica.fetchers`` ``replica-fetcher-<i>`` children are forked too.
+``num.replica.fetchers`` ``replica-fetcher-<i>`` children are forked too;
+with ``log.cleaner.enable``, the ``log-cleaner`` child (compaction) in both modes.
 
 It then waits on the children's sentinels, waking for log maintenance
 (retention, flush, checkpoints) on Kafka's intervals. If a child dies the
@@ -178,6 +179,10 @@ class Supervisor:
         # Connection limits (server/quotas/connections.py), counted in shared memory.
         limits = ConnectionLimits(config, config.listeners, self.broker.connection_quotas, self.broker.quotas.table,
                                   self.store)
+        if config["log.cleaner.enable"]:
+            from kafkapy.server.cleaner_process import cleaner_main
+
+            self._spawn("log-cleaner", cleaner_main, (self._worker_broker, config))
         self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs], limits))
         if self.cluster_mode:
             self._spawn_replica_fetchers()
@@ -354,9 +359,6 @@ class Supervisor:
         next_checkpoint = now + checkpoint_every
         next_start_checkpoint = now + start_checkpoint_every
         next_flush = now + flush_every
-        # Kafka's log.cleaner.backoff.ms between passes over compacted logs.
-        clean_every = config["log.cleaner.backoff.ms"] / 1000
-        next_clean = now + clean_every
         while not self.stopping:
             ready = multiprocessing.connection.wait(list(self.children), timeout=_TICK_S)
             if ready and not self.stopping:
@@ -378,10 +380,6 @@ class Supervisor:
                 if now >= next_retention:
                     next_retention = now + retention_every
                     self.log_manager.cleanup(int(time.time() * 1000))
-                if now >= next_clean:
-                    next_clean = now + clean_every
-                    if config["log.cleaner.enable"]:
-                        self._clean_compacted_logs()
                 if now >= next_flush:
                     next_flush = now + flush_every
                     self.log_manager.flush_dirty_logs(int(time.time() * 1000))
@@ -424,17 +422,6 @@ class Supervisor:
             return True
         return False
 
-    def _clean_compacted_logs(self) -> None:
-        """Compact the due ``cleanup.policy=compact`` logs, dirtiest first
-        (``storage.cleaner.clean_logs``: min.cleanable.dirty.ratio,
-        min/max.compaction.lag.ms), except ``__consumer_offsets``, which its
-        only writer, the coordinator process, compacts itself."""
-        from kafkapy.storage.cleaner import CleanerConfig, clean_logs
-
-        clean_logs([lg for (topic, _p), lg in list(self.log_manager.logs.items())
-                    if topic != "__consumer_offsets" and "compact" in lg.config.cleanup_policy],
-                   int(time.time() * 1000), CleanerConfig.from_broker(self.config))
-
     def _kill_children(self) -> None:
         """After a child died: no clean shutdown is possible (it may have died
         mid-append or holding a queue lock), so end the rest at once. The
@@ -453,8 +440,8 @@ class Supervisor:
         groups = [
             [p for p in procs if p.name == "acceptor"],
             [p for p in procs if p.name.startswith("processor-")],
-            # Followers stop appending before the logs are closed.
-            [p for p in procs if p.name.startswith("replica-fetcher-")],
+            # Followers stop appending, and the cleaner swapping, before the logs are closed.
+            [p for p in procs if p.name.startswith("replica-fetcher-") or p.name == "log-cleaner"],
         ]
         ok = True
         for group in groups:

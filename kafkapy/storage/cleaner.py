@@ -130,7 +130,8 @@ class CleanerStats:
         self.max_dirty_percent = 0
         self.max_clean_time_secs = 0.0
         self.recopy_percent = 0
-        self.passes = 0
+        self.passes = 0  # logs cleaned
+        self.last_clean_time_secs = 0.0  # the last log's cleaning
 
 
 stats = CleanerStats()
@@ -289,9 +290,11 @@ def dirty_ratio(lg, now_ms: int, checkpoints_of_dir: dict | None = None) -> floa
     return ltc.ratio if ltc else 0.0
 
 
-def clean_logs(logs, now_ms: int, config: CleanerConfig = DEFAULT_CONFIG) -> int:
+def clean_logs(logs, now_ms: int, config: CleanerConfig = DEFAULT_CONFIG, should_stop=None) -> int:
     """One cleaner pass over ``logs``: every eligible compacted log, dirtiest
-    first; records the dirtiest ratio in ``stats``; returns segments rewritten."""
+    first; records the dirtiest ratio in ``stats``; returns segments rewritten.
+    ``should_stop()``, if given, is asked between logs and between a log's
+    groups: True gives the pass up there (nothing half-swapped)."""
     ranked = []
     by_dir: dict[str, dict] = {}  # each dir's checkpoint read once a pass, not once a log
     for lg in logs:
@@ -303,13 +306,23 @@ def clean_logs(logs, now_ms: int, config: CleanerConfig = DEFAULT_CONFIG) -> int
         except Exception:
             log.exception("%s: computing the dirty ratio failed", lg.dir)
     stats.max_dirty_percent = int(100 * max((r for r, _ in ranked), default=0.0))
-    stats.max_clean_time_secs = 0.0
     rewritten = 0
+    cleaned_before = stats.passes
+    longest = 0.0
     for _ratio, lg in sorted(ranked, key=lambda x: -x[0]):
+        if should_stop is not None and should_stop():
+            break
+        passes = stats.passes
         try:
-            rewritten += clean_log(lg, now_ms, config=config)
+            rewritten += clean_log(lg, now_ms, config=config, should_stop=should_stop)
+            if stats.passes > passes:
+                longest = max(longest, stats.last_clean_time_secs)
         except Exception:
             log.exception("%s: cleaning failed", lg.dir)
+    if stats.passes > cleaned_before:
+        # Kafka's max-clean-time-secs is its cleaners' last cleaning's: a pass
+        # that cleaned nothing leaves it (and the recopy percent) as it was.
+        stats.max_clean_time_secs = longest
     probes.log.cleaned(stats.max_dirty_percent, stats.max_clean_time_secs, stats.recopy_percent)
     return rewritten
 
@@ -363,7 +376,8 @@ def _file_identity(path: str) -> tuple:
 _Seg = namedtuple("_Seg", ("base_offset", "path", "size", "index_entries", "time_index_entries", "identity"))
 
 
-def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFAULT_CONFIG) -> int:
+def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFAULT_CONFIG,
+              should_stop=None) -> int:
     """Clean ``lg`` if it is compacted and due; returns the segments rewritten.
     ``force`` (tests, tools): clean now, from the log start as if there were
     no checkpoint, whatever the ratio.
@@ -386,7 +400,7 @@ def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFA
             update_cleaner_checkpoint(log_dir, lg.topic, lg.partition, ltc.first_dirty_offset)
         if not (_eligible(lg, ltc) or (force and ltc is not None and ltc.cleanable_bytes > 0)):
             return 0
-        cleaning = _Pass(lg, now_ms, ltc, config)
+        cleaning = _Pass(lg, now_ms, ltc, config, should_stop)
     try:
         end_offset, read, written = cleaning.build()
         rewritten = 0
@@ -402,7 +416,7 @@ def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFA
         return 0
     elapsed = time.monotonic() - started
     stats.passes += 1
-    stats.max_clean_time_secs = max(stats.max_clean_time_secs, elapsed)
+    stats.last_clean_time_secs = elapsed
     stats.recopy_percent = int(100 * written / read) if read else 0
     if rewritten:
         log.info("%s: cleaned up to offset %s, %d segments rewritten, %.1f%% of %d bytes recopied in %.3f s",
@@ -414,8 +428,10 @@ class _Pass:
     """One cleaning pass of one log (Kafka's doClean): made under the log's
     lock (what the segments are), ``build`` without it, ``swap`` under it."""
 
-    def __init__(self, lg, now_ms: int, ltc: LogToClean, config: CleanerConfig = DEFAULT_CONFIG):
+    def __init__(self, lg, now_ms: int, ltc: LogToClean, config: CleanerConfig = DEFAULT_CONFIG,
+                 should_stop=None):
         self.lg = lg
+        self.should_stop = should_stop
         self.now_ms = now_ms
         self.ltc = ltc
         self.config = config
@@ -453,6 +469,9 @@ class _Pass:
         groups = group_segments_by_size(cleaned, self.lg.config.segment_bytes, self.lg.config.max_index_size, upper)
         read = written = 0
         for group in groups:
+            if self.should_stop is not None and self.should_stop():
+                self.built.clear()
+                return None, 0, 0
             entries, changed, size = self._clean_group(group)
             read += sum(s.size for s in group)
             if not changed and len(group) == 1:

@@ -201,6 +201,59 @@ def test_sigkill_during_cleaning_loses_and_duplicates_nothing(broker_factory):
     assert check() < len(delivered), "nothing was compacted after the restarts"
 
 
+def test_the_cleaner_is_a_process_of_its_own_and_a_stop_mid_pass_is_clean(broker_factory):
+    """Compaction runs in the ``log-cleaner`` child (none with
+    log.cleaner.enable=false). SIGTERM while a pass has a ``.cleaned`` file
+    on disk: the broker exits 0 with its clean-shutdown marker (the pass is
+    given up between groups, its files removed), and after a restart every
+    key's last acknowledged value is at its offset."""
+    b = broker_factory({"log.cleaner.backoff.ms": "20"})
+    bs = b.bootstrap
+    assert sum("log-cleaner" in t for t in _titles(b, "log-cleaner")) == 1
+    create_topic(bs, "cct", 1, config={"cleanup.policy": "compact", "segment.bytes": "16384",
+                                       "min.cleanable.dirty.ratio": "0.01"})
+    part = b.log_dirs[0] / "cct-0"
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 8000})
+    delivered = []
+    caught = False
+    for rnd in range(20):  # bounded: until a pass is caught with a .cleaned file
+        delivered += produce(p, "cct", [(b"k%d" % (i % 200), b"%d-%d-" % (rnd, i) + b"v" * 80) for i in range(400)])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not caught:
+            caught = any(n.endswith(".cleaned") for n in os.listdir(part))
+            time.sleep(0.0005)
+        if caught:
+            break
+    assert caught, "no cleaner pass was seen writing"
+    assert b.stop(signal.SIGTERM) == 0, b.log_tail()
+    assert (b.log_dirs[0] / ".kafka_cleanshutdown").exists()
+    assert not [n for n in os.listdir(part) if n.endswith((".swap", ".cleaned"))]
+    b.start()
+    last = {k: (o, v) for o, k, v in delivered}
+    records = read_all(bs, "cct")
+    assert {k: (o, v) for o, k, v in records} == last
+    assert records[-1][0] == max(o for o, _k, _v in delivered)
+
+
+def test_no_cleaner_process_when_the_cleaner_is_disabled(broker_factory):
+    b = broker_factory({"log.cleaner.enable": "false"})
+    titles = _titles(b, "acceptor")  # the cleaner is forked before the acceptor
+    assert not any("log-cleaner" in t for t in titles), titles
+
+
+def _titles(broker, wanted: str) -> list[str]:
+    """The broker's processes' titles once one of them names ``wanted`` (a
+    child sets its title just after it forks), at most 10 s."""
+    from support.broker import process_group_members
+
+    deadline = time.monotonic() + 10
+    while True:
+        titles = [cmd for _pid, _state, cmd in process_group_members(broker.pgid)]
+        if any(wanted in t for t in titles) or time.monotonic() > deadline:
+            return titles
+        time.sleep(0.05)
+
+
 def test_cleaner_metrics_are_exported(broker_factory):
     """max-dirty-percent, max-clean-time-secs and cleaner-recopy-percent on the
     Prometheus endpoint after a cleaner pass over a compacted topic."""
@@ -212,8 +265,13 @@ def test_cleaner_metrics_are_exported(broker_factory):
     port = free_port()
     b = broker_factory({**CLEANER, "prometheus.port": port})
     create_topic(b.bootstrap, "ccm", 1, config={"cleanup.policy": "compact", "segment.bytes": "1024"})
+    # Never due (Kafka cleans above the ratio, and none is above 1.0): it
+    # stays all dirty, so every pass reports 100 % as the dirtiest.
+    create_topic(b.bootstrap, "ccm-dirty", 1, config={"cleanup.policy": "compact", "segment.bytes": "1024",
+                                                      "min.cleanable.dirty.ratio": "1.0"})
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "batch.size": 800})
     produce(p, "ccm", [(b"k%d" % (i % 3), b"v%d-" % i + b"x" * 80) for i in range(60)])
+    produce(p, "ccm-dirty", [(b"k%d" % (i % 3), b"v%d-" % i + b"x" * 80) for i in range(60)])
 
     def gauges():
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
@@ -229,7 +287,6 @@ def test_cleaner_metrics_are_exported(broker_factory):
         time.sleep(0.2)
         got = gauges()
         dirtiest = max(dirtiest, got.get("kafka_log_logcleanermanager_max_dirty_percent", 0))
-    # The first pass finds the log all dirty (no checkpoint); later passes find it clean.
     assert dirtiest == 100, got
     assert 0 < got["kafka_log_logcleaner_cleaner_recopy_percent"] < 100, got
     assert got["kafka_log_logcleaner_max_clean_time_secs"] > 0, got

@@ -1,0 +1,69 @@
+"""The log-cleaner process: Kafka's LogCleaner threads, as one child of the supervisor.
+
+Every ``log.cleaner.backoff.ms`` it runs a cleaner pass
+(``storage.cleaner.clean_logs``: the due ``cleanup.policy=compact`` logs,
+dirtiest first) over the compacted logs this broker hosts, leader or
+follower replicas alike, as Kafka's cleaner does. A pass reads and writes
+without the partitions' locks and takes each only to decide and to swap
+(docs/architecture.md, "The log cleaner"), so a long pass holds up no
+producer and, in its own process, none of the supervisor's work (retention,
+flushes, checkpoints, the metrics endpoint, watching the children) nor the
+group coordinator's. ``__consumer_offsets`` is left to the coordinator
+process, its only writer, which cleans it the same way.
+
+Single-threaded, with its own ``Broker`` view as a worker's. SIGTERM (the
+supervisor stopping) gives up the pass in progress between two groups (a
+group is swapped whole or not at all) and exits 0; a SIGKILL at any point
+leaves the log as the swap's commit point says (``complete_swaps`` at load).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+
+from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC
+from kafkapy.metrics import probes
+from kafkapy.storage.cleaner import CleanerConfig, clean_logs
+
+log = logging.getLogger("kafkapy.cleaner")
+
+# How often a waiting cleaner looks whether it was told to stop.
+_STOP_POLL_S = 0.1
+
+
+def compacted_logs(broker) -> list:
+    """The logs of compacted topics this broker hosts, but ``__consumer_offsets``."""
+    broker.replica_manager.sync_partitions()
+    return [lg for (topic, _p), lg in list(broker.log_manager.logs.items())
+            if topic != OFFSETS_TOPIC and "compact" in lg.config.cleanup_policy]
+
+
+def cleaner_main(broker_factory, config) -> None:
+    stopping = False
+
+    def on_term(*_):
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    broker = broker_factory(-1)
+    settings = CleanerConfig.from_broker(config)
+    backoff_s = config["log.cleaner.backoff.ms"] / 1000
+    try:
+        while not stopping:
+            deadline = time.monotonic() + backoff_s
+            while not stopping and time.monotonic() < deadline:  # bounded by log.cleaner.backoff.ms
+                time.sleep(min(_STOP_POLL_S, max(0.0, deadline - time.monotonic())))
+            if stopping:
+                break
+            try:
+                clean_logs(compacted_logs(broker), int(time.time() * 1000), settings,
+                           should_stop=lambda: stopping)
+            except Exception:
+                log.exception("log cleaning failed")
+            probes.publish()
+    finally:
+        broker.close()
