@@ -103,7 +103,12 @@ def _set_tls13_suites(ctx: ssl.SSLContext, value: str) -> None:
     get_ctx.argtypes, get_ctx.restype = (ctypes.c_void_p,), ctypes.c_void_p
     head = object.__basicsize__  # PyObject_HEAD: what precedes the first field
     ctx_pointer = ctypes.c_void_p.from_address(id(ctx) + head).value
-    probe = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_side=True)
+    # An SSLObject on the context's own side (a client context, such as the
+    # inter-broker client's, cannot make a server one, and the reverse).
+    if ctx.protocol == ssl.PROTOCOL_TLS_CLIENT:
+        probe = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_side=False, server_hostname="probe.invalid")
+    else:
+        probe = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_side=True)
     if type(probe._sslobj) is not _ssl._SSLSocket:
         raise OSError("TLS 1.3 suites cannot be restricted: unknown ssl object layout")
     # PySSLSocket: PyObject_HEAD, the Socket weak reference, then the SSL *.

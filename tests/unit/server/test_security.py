@@ -269,6 +269,12 @@ def test_cipher_suites_restrict_tls13_and_drop_protocols_left_without_a_suite():
                             ["TLS_AES_128_GCM_SHA256"], "listener SSL")
     with pytest.raises(ConfigException, match="ssl.cipher.suites"):
         apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), both, ["TLS_NO_SUCH_SUITE"], "listener SSL")
+    # The inter-broker client's context (a client one, host names checked) takes them too.
+    client = ssl.create_default_context()
+    apply_cipher_suites(client, both, ["TLS_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"],
+                        "listener INTERNAL")
+    assert [c["name"] for c in client.get_ciphers() if c["protocol"] == "TLSv1.3"] == ["TLS_AES_256_GCM_SHA384"]
+    assert (client.minimum_version, client.maximum_version) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
 
 
 def test_kafka_cipher_suite_names_in_openssls_spelling():
