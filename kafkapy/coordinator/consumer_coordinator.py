@@ -18,7 +18,9 @@ coordinator thread); members pick up their part on their next heartbeat.
 
 Persistence (Kafka 3.9's records, ``records.py`` keys 3-8): every change a
 request or timer makes is written to the group's ``__consumer_offsets``
-partition as one batch before the answer goes out, in Kafka's order: the
+partition as one batch, and the answer goes out once that append settled
+(parked meanwhile, ``GroupCoordinator._append_then``; the change itself is
+in memory at once), in Kafka's order: the
 member's subscription (5), the group's resolved topics (4), the group epoch
 (3), the changed target assignments (7) and the assignment epoch (6), the
 member's current assignment (8). A member leaving tombstones its 8, 7 and 5;
@@ -76,14 +78,31 @@ class ConsumerGroupMixin:
         records.append((rec.encode_consumer_group_metadata_key(group.group_id),
                         rec.encode_consumer_group_metadata_value(group.group_epoch)))
 
-    def _write_consumer_records(self, group: ConsumerGroup, records: list) -> int:
-        """Append what one request or timer changed as one batch: its error
-        code (the change stays in memory either way; the client retries)."""
-        error = self.store.append(group.partition, records) if records else 0
-        if error:
-            log.warning("consumer group %s: storing %d records failed (error %d)", group.group_id,
-                        len(records), error)
-        return error
+    def _write_consumer_records(self, group: ConsumerGroup, records: list, then=None) -> None:
+        """Append what one request or timer changed as one batch and call
+        ``then(error code)`` once it settled, at once or from
+        ``poll_appends`` (the change stays in memory either way; the client
+        retries)."""
+        if not records:
+            if then is not None:
+                then(E.NONE)
+            return
+        group_id = group.group_id
+
+        def settled(error, _base_offset):
+            if error:
+                log.warning("consumer group %s: storing %d records failed (error %d)", group_id, len(records),
+                            error)
+            if then is not None:
+                then(error)
+
+        self._append_then(group.partition, records, settled)
+
+    @staticmethod
+    def _answer_when_written(response: dict, respond):
+        """What a heartbeat answers once its records settled: ``response``,
+        or the append's error."""
+        return lambda error: respond(_hb_error(error) if error else response)
 
     @staticmethod
     def _member_fields(member: ConsumerMember) -> tuple:
@@ -202,7 +221,7 @@ class ConsumerGroupMixin:
                      member.member_id, member.rebalance_timeout_ms)
             self._remove_consumer_member(group, member, "revocation timeout")
 
-    def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> int:
+    def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str, then=None) -> None:
         for timer in (member.session_timer, member.revocation_timer):
             if timer is not None:
                 timer.cancel()
@@ -212,7 +231,7 @@ class ConsumerGroupMixin:
         records = self._member_tombstones(group.group_id, member.member_id)
         self._bump_group_epoch(group, f"member {member.member_id} removed: {reason}", records)
         group.note_state(self._now())
-        return self._write_consumer_records(group, records)
+        self._write_consumer_records(group, records, then)
 
     # ------------------------------------------------------------------ loading
     @staticmethod
@@ -293,8 +312,26 @@ class ConsumerGroupMixin:
             group.note_state(now)
 
     # ------------------------------------------------------------------ heartbeat
-    def consumer_group_heartbeat(self, version: int, req, client_id: str, client_host: str) -> dict:
-        """``req`` has the request's fields (kio entity or any object). Returns the response dict."""
+    def consumer_group_heartbeat(self, version: int, req, client_id: str, client_host: str, respond=None):
+        """``req`` has the request's fields (kio entity or any object). The
+        response dict goes to ``respond`` once the heartbeat's records
+        settled (without ``respond``: returned, None while they wait)."""
+        def run(answer):
+            outcome = self._consumer_group_heartbeat(version, req, client_id, client_host)
+            if callable(outcome):  # records written: answered once they settle
+                outcome(answer)
+            else:
+                answer(outcome)
+
+        if respond is not None:
+            return run(respond)
+        out = []
+        run(out.append)
+        return out[0] if out else None
+
+    def _consumer_group_heartbeat(self, version: int, req, client_id: str, client_host: str):
+        """The heartbeat's response dict, or (when it wrote records) a
+        callable taking ``respond`` that answers once they settled."""
         group_id = req.group_id
         member_id = req.member_id
         epoch = req.member_epoch
@@ -460,10 +497,6 @@ class ConsumerGroupMixin:
         group.note_state(now)
         if self._current_fields(member) != current_before:
             records.append(self._current_assignment_record(group, member))
-        error = self._write_consumer_records(group, records)
-        if error:
-            return _hb_error(error)
-
         response = {"error_code": E.NONE, "error_message": None, "member_id": member.member_id,
                     "member_epoch": member.member_epoch,
                     "heartbeat_interval": self.config.consumer_heartbeat_interval_ms,
@@ -473,7 +506,8 @@ class ConsumerGroupMixin:
             response["assignment"] = {"topic_partitions": [
                 {"topic_id": tid, "partitions": sorted(ps)} for tid, ps in sorted(
                     member.assigned.items(), key=lambda kv: str(kv[0])) if ps]}
-        return response
+        return lambda respond: self._write_consumer_records(group, records,
+                                                            self._answer_when_written(response, respond))
 
     @staticmethod
     def _owned(topic_partitions) -> dict | None:
@@ -489,7 +523,7 @@ class ConsumerGroupMixin:
 
         return group.is_(g.EMPTY) and not group.members and not group.pending_members
 
-    def _consumer_leave(self, group: ConsumerGroup, member_id: str, instance_id, epoch: int) -> dict:
+    def _consumer_leave(self, group: ConsumerGroup, member_id: str, instance_id, epoch: int):
         member = group.members.get(member_id)
         if member is None and instance_id is not None:
             member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
@@ -502,11 +536,10 @@ class ConsumerGroupMixin:
         # A static member leaving with -2 would keep its assignment for a
         # rejoin within the session timeout in Kafka; here it leaves like a
         # dynamic member (its partitions are reassigned at once).
-        error = self._remove_consumer_member(group, member, "left the group")
-        if error:
-            return _hb_error(error)
-        return {"error_code": E.NONE, "error_message": None, "member_id": member.member_id,
-                "member_epoch": epoch, "heartbeat_interval": 0, "assignment": None, "throttle_time": 0}
+        response = {"error_code": E.NONE, "error_message": None, "member_id": member.member_id,
+                    "member_epoch": epoch, "heartbeat_interval": 0, "assignment": None, "throttle_time": 0}
+        return lambda respond: self._remove_consumer_member(group, member, "left the group",
+                                                            self._answer_when_written(response, respond))
 
     # ------------------------------------------------------------------ describe
     def consumer_group_describe(self, group_ids) -> list:

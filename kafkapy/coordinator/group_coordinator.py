@@ -5,8 +5,23 @@ method here and every timer callback runs there, so group state needs no
 locks. Sans-IO in the sense that matters for tests: the clock is injected
 (``clock_ms``), persistence goes through ``store`` (``append(partition,
 [(key, value_or_None)]) -> error_code``, ``partition_exists(topic, p)``,
-``num_partitions``), and answers go to ``respond`` callbacks, which may be
-called at once or later (a parked JoinGroup / SyncGroup).
+``num_partitions``; ``begin_append`` / ``poll_append`` where an append may
+wait for the followers), and answers go to ``respond`` callbacks, which may
+be called at once or later (a parked JoinGroup / SyncGroup, or a request
+whose append waits for the followers).
+
+Appends the followers have not replicated yet are parked, not waited for
+(Kafka's DelayedProduce for GroupMetadataManager.storeOffsets / storeGroup):
+OffsetCommit, TxnOffsetCommit, the SyncGroup leader's assignment, a static
+member's rejoin and KIP-848 heartbeat and leave records. The request is
+answered (and committed offsets applied) when ``poll_appends``, called from
+the process loop, sees the high watermark pass the append, leadership move
+or the append timeout (``offsets.commit.timeout.ms``) run out; meanwhile
+the offsets are pending (OffsetFetch with ``require_stable`` answers
+UNSTABLE_OFFSET_COMMIT for them, a plain one the last committed value).
+Standalone (the ISR the leader alone) every append settles at once, inline.
+Group deletion, offset expiry, OffsetDelete and the conversion of an empty
+consumer group to a classic one still wait inline (rare admin paths).
 
 Results are plain dicts with Kafka's (kio's) field names, so each API
 handler builds its response for every version with ``construct``.
@@ -49,6 +64,7 @@ from kafkapy.coordinator.records import (
 )
 from kafkapy.coordinator.timers import Timers
 from kafkapy.coordinator.transaction.pending_offsets import CommitRecord, PendingTxnOffsets
+from kafkapy.coordinator.transaction.transaction_coordinator import MARKER_POLL_MAX_MS, MARKER_POLL_MIN_MS
 from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -85,6 +101,17 @@ def _sync_result(error, assignment=b"", protocol_type=None, protocol_name=None):
             "protocol_name": protocol_name, "throttle_time": 0}
 
 
+def _answer(respond, run):
+    """``run(answer)`` answers once, at once or later: to ``respond`` when
+    given (None returned), else returned (None when it is still pending)."""
+    if respond is not None:
+        run(respond)
+        return None
+    out = []
+    run(out.append)
+    return out[0] if out else None
+
+
 def _is_consumer(group) -> bool:
     return getattr(group, "type", "classic") == "consumer"
 
@@ -111,6 +138,18 @@ class GroupCoordinator(ConsumerGroupMixin):
         # __consumer_offsets partition -> the offset to look for markers from
         # (``poll_txn_markers``), while groups of it have pending offsets.
         self.txn_marker_scan: dict[int, int] = {}
+        # Appends waiting for the followers, in append order: (the store's
+        # pending handle, the __consumer_offsets partition, what to call with
+        # (error, base offset) once it settles); see ``poll_appends``.
+        self._parked: list[tuple[object, int, object]] = []
+        self._parked_activity = False  # something parked or settled since the last poll
+        self._poll_ms = MARKER_POLL_MIN_MS
+        # Offset commits written but not replicated yet (Kafka's
+        # pendingOffsetCommits): group id -> {(topic, partition): the
+        # OffsetAndMetadata last written}.
+        self.pending_offset_commits: dict[str, dict] = {}
+        begin = getattr(store, "begin_append", None)
+        self._begin_append = begin if begin is not None else self._append_inline
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> int:
@@ -162,6 +201,15 @@ class GroupCoordinator(ConsumerGroupMixin):
             del self.groups[group.group_id]
         for group_id in [gid for gid in self.pending_txn_offsets if self._partition(gid) == partition]:
             del self.pending_txn_offsets[group_id]
+        for group_id in [gid for gid in self.pending_offset_commits if self._partition(gid) == partition]:
+            del self.pending_offset_commits[group_id]
+        # Requests parked on this partition's appends are answered
+        # NOT_COORDINATOR (their groups are gone: nothing is applied).
+        taken = [item for item in self._parked if item[1] == partition]
+        if taken:
+            self._parked = [item for item in self._parked if item[1] != partition]
+            for _pending, _partition, then in taken:
+                self._settle(then, E.NOT_COORDINATOR, -1)
         self.txn_marker_scan.pop(partition, None)
         if self.owned_partitions is not None:
             self.owned_partitions.discard(partition)
@@ -180,7 +228,8 @@ class GroupCoordinator(ConsumerGroupMixin):
         if _is_consumer(group):
             return
         if (group.is_(g.EMPTY) and not group.members and not group.pending_members
-                and not group.offsets and group.generation_id == 0):
+                and not group.offsets and group.generation_id == 0
+                and group.group_id not in self.pending_offset_commits):
             if self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
 
@@ -197,9 +246,79 @@ class GroupCoordinator(ConsumerGroupMixin):
                           group.leader_id if members else None, group.state_timestamp_ms, members)
         return encode_group_value(rec)
 
-    def _store_group(self, group: Group, assignment: dict | None = None) -> int:
-        return self.store.append(group.partition, [(encode_group_key(group.group_id),
-                                                    self._group_record(group, assignment))])
+    def _store_group(self, group: Group, assignment: dict | None = None, then=None) -> None:
+        """Write the group's metadata record; ``then(error, base offset)``
+        once the append settled (see ``_append_then``)."""
+        self._append_then(group.partition, [(encode_group_key(group.group_id), self._group_record(group, assignment))],
+                          then or self._log_failed_store(group.group_id))
+
+    @staticmethod
+    def _log_failed_store(group_id: str):
+        def then(error, _base_offset):
+            if error:
+                log.warning("group %s: storing its metadata failed (error %d)", group_id, error)
+        return then
+
+    def _append_inline(self, partition: int, records, producer=None):
+        """``begin_append`` of a store that has only ``append`` /
+        ``append_transactional`` (test doubles): settled at once."""
+        if producer is not None:
+            return (*self.store.append_transactional(partition, records, *producer), None)
+        return self.store.append(partition, records), -1, None
+
+    def _append_then(self, partition: int, records, then, producer=None) -> bool:
+        """Append ``records`` (acks=-1; ``producer``: its ``(id, epoch)``
+        for a transactional batch) and call ``then(error, base offset)``
+        once the append settled: at once when it did already (always with
+        the ISR the leader alone), else from ``poll_appends`` (or
+        NOT_COORDINATOR from ``unload_partition``). True when it was parked."""
+        code, base_offset, pending = self._begin_append(partition, records, producer)
+        if pending is None:
+            if self._parked:
+                # Earlier appends settle first (the high watermark passed
+                # them too): a partition's commits apply in append order.
+                self.poll_appends(0)
+            then(code, base_offset)
+            return False
+        self._parked.append((pending, partition, then))
+        self._parked_activity = True
+        return True
+
+    def _settle(self, then, error: int, base_offset: int) -> None:
+        """Run a parked append's continuation: a failure (its reply's pipe,
+        say) costs that request's answer only, never the other parked ones."""
+        try:
+            then(error, base_offset)
+        except Exception:
+            log.exception("completing a parked __consumer_offsets append failed")
+
+    def poll_appends(self, now_ms: int) -> int | None:
+        """Complete the parked appends that settled (replicated, failed or
+        timed out), in append order; the others stay parked. Returns when
+        to look again (``now_ms`` plus 1-16 ms, backing off while nothing
+        settles, as the transaction coordinator's ``tick``), None when
+        nothing is parked."""
+        if not self._parked:
+            return None
+        parked, self._parked = self._parked, []
+        waiting = []
+        poll = self.store.poll_append
+        for item in parked:
+            settled = poll(item[0])
+            if settled is None:
+                waiting.append(item)
+                continue
+            self._parked_activity = True
+            self._settle(item[2], *settled)
+        self._parked[:0] = waiting
+        if not self._parked:
+            return None
+        if self._parked_activity:
+            self._parked_activity = False
+            self._poll_ms = MARKER_POLL_MIN_MS
+        else:
+            self._poll_ms = min(self._poll_ms * 2, MARKER_POLL_MAX_MS)
+        return now_ms + self._poll_ms
 
     # ------------------------------------------------------------------ timers
     def _arm_member_timer(self, group: Group, member: Member, deadline_ms: int) -> None:
@@ -551,30 +670,33 @@ class GroupCoordinator(ConsumerGroupMixin):
         self._arm_member_timer(group, member, self._now() + session_timeout_ms)
         if group.is_(g.STABLE):
             if group.select_protocol() == group.protocol_name:
-                error = self._store_group(group)
-                if error:
-                    # Undo: the old id stays the member, the new one is refused.
-                    del group.members[new_id]
-                    member.member_id = old_id
-                    member.protocols = old_protocols
-                    member.rebalance_timeout_ms, member.session_timeout_ms = old_timeouts
-                    group.members[old_id] = member
-                    group.static_members[member.group_instance_id] = old_id
-                    if group.leader_id == new_id:
-                        group.leader_id = old_id
-                    return respond(_join_result(error, ""))
-                if support_skipping_assignment:
-                    is_leader = group.leader_id == new_id
-                    members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                                "metadata": m.metadata(group.protocol_name)}
-                               for m in group.members.values()] if is_leader else ()
+                def stored(error, _base_offset):
+                    if error:
+                        if self.groups.get(group.group_id) is group and group.members.get(new_id) is member:
+                            # Undo: the old id stays the member, the new one is refused.
+                            del group.members[new_id]
+                            member.member_id = old_id
+                            member.protocols = old_protocols
+                            member.rebalance_timeout_ms, member.session_timeout_ms = old_timeouts
+                            group.members[old_id] = member
+                            group.static_members[member.group_instance_id] = old_id
+                            if group.leader_id == new_id:
+                                group.leader_id = old_id
+                        return respond(_join_result(error, ""))
+                    if support_skipping_assignment:
+                        is_leader = group.leader_id == new_id
+                        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                    "metadata": m.metadata(group.protocol_name)}
+                                   for m in group.members.values()] if is_leader else ()
+                        return respond(_join_result(E.NONE, new_id, group.generation_id, group.protocol_type,
+                                                    group.protocol_name, group.leader_id, members,
+                                                    skip_assignment=is_leader))
+                    # Before v9 Kafka answers with the leader as it was: a restarted
+                    # leader then acts as a follower and fetches its stored assignment.
                     return respond(_join_result(E.NONE, new_id, group.generation_id, group.protocol_type,
-                                                group.protocol_name, group.leader_id, members,
-                                                skip_assignment=is_leader))
-                # Before v9 Kafka answers with the leader as it was: a restarted
-                # leader then acts as a follower and fetches its stored assignment.
-                return respond(_join_result(E.NONE, new_id, group.generation_id, group.protocol_type,
-                                            group.protocol_name, current_leader))
+                                                group.protocol_name, current_leader))
+
+                return self._store_group(group, then=stored)
             member.join_callback = respond
             return self._maybe_prepare_rebalance(group, f"static member {member.group_instance_id} "
                                                  "changed the selected protocol")
@@ -630,8 +752,15 @@ class GroupCoordinator(ConsumerGroupMixin):
                 # a length check (kafka-python and aiokafka raise on b""), so
                 # a "consumer" group gets a valid empty assignment instead.
                 assignment[m_id] = EMPTY_CONSUMER_ASSIGNMENT if group.protocol_type == "consumer" else b""
-        error = self._store_group(group, assignment)
-        if not group.is_(g.COMPLETING_REBALANCE) or group.generation_id != generation_id:
+        self._store_group(group, assignment,
+                          lambda error, _offset: self._assignment_stored(group, generation_id, assignment, error))
+
+    def _assignment_stored(self, group: Group, generation_id: int, assignment: dict, error: int) -> None:
+        """The leader's assignment settled in the log (Kafka's storeGroup
+        callback): the members parked in SyncGroup get their parts, unless
+        the group moved on meanwhile (a new rebalance answered them)."""
+        if (self.groups.get(group.group_id) is not group or not group.is_(g.COMPLETING_REBALANCE)
+                or group.generation_id != generation_id):
             return
         if error:
             self._reset_and_propagate_assignment_error(group, error)
@@ -713,15 +842,22 @@ class GroupCoordinator(ConsumerGroupMixin):
 
     # ------------------------------------------------------------------ offsets
     def commit_offsets(self, group_id, member_id, group_instance_id, generation_id, offsets,
-                       retention_ms=-1, api_version=8) -> dict:
+                       retention_ms=-1, api_version=8, respond=None):
         """``offsets``: list of ``(topic, partition, offset, leader_epoch, metadata[,
         commit_timestamp_ms])``; the commit timestamp (OffsetCommit v1) -1 or absent means now.
-        Returns ``{(topic, partition): error_code}``. ``generation_id`` is the
+        Answers ``{(topic, partition): error_code}`` to ``respond``, at once
+        or once the append settled (``poll_appends``); without ``respond``
+        returns it (None while the append waits). ``generation_id`` is the
         member epoch for a consumer (KIP-848) group."""
+        return _answer(respond, lambda answer: self._commit_offsets(
+            group_id, member_id, group_instance_id, generation_id, offsets, retention_ms, api_version, answer))
+
+    def _commit_offsets(self, group_id, member_id, group_instance_id, generation_id, offsets, retention_ms,
+                        api_version, respond) -> None:
         keys = [(t, p) for t, p, *_ in offsets]
 
         def all_(error):
-            return {k: error for k in keys}
+            return respond({k: error for k in keys})
 
         error = self._validate(group_id, False)
         if error is not None:
@@ -740,7 +876,7 @@ class GroupCoordinator(ConsumerGroupMixin):
                 return all_(error)
             # No heartbeat credit: in KIP-848 only ConsumerGroupHeartbeat
             # keeps a member's session alive.
-            return self._store_offsets(group, offsets, retention_ms)
+            return self._store_offsets(group, offsets, retention_ms, respond)
         if group.is_(g.DEAD):
             error = E.COORDINATOR_NOT_AVAILABLE
         elif group.is_static_member_fenced(group_instance_id, member_id):
@@ -759,11 +895,13 @@ class GroupCoordinator(ConsumerGroupMixin):
         if error is not None:
             self._drop_if_unused(group)
             return all_(error)
-        return self._store_offsets(group, offsets, retention_ms)
+        return self._store_offsets(group, offsets, retention_ms, respond)
 
-    def _store_offsets(self, group: Group, offsets, retention_ms, producer=None) -> dict:
-        """Write and apply ``offsets``; with ``producer`` (id, epoch) in
-        that producer's transactional batch, kept pending instead."""
+    def _store_offsets(self, group: Group, offsets, retention_ms, respond, producer=None) -> None:
+        """Write ``offsets`` and answer ``respond`` once the append settled:
+        applied then (pending meanwhile, Kafka's pendingOffsetCommits); with
+        ``producer`` (id, epoch) in that producer's transactional batch,
+        kept pending for its marker instead."""
         now = self._now()
         results = {}
         records = []
@@ -781,36 +919,71 @@ class GroupCoordinator(ConsumerGroupMixin):
                                    now + retention_ms if retention_ms is not None and retention_ms >= 0 else -1)
             accepted[key] = om
             records.append((encode_offset_key(group.group_id, topic, partition), encode_offset_value(om)))
-        if records and producer is not None:
-            pending = self.pending_txn_offsets.setdefault(group.group_id, PendingTxnOffsets())
-            pending.prepare(producer[0], accepted)
-            error, base_offset = self.store.append_transactional(group.partition, records, *producer)
-            for key, om in accepted.items():
-                results[key] = error
-                if error:
-                    pending.fail(producer[0], key)
-                else:
-                    pending.on_append(producer[0], key, om, base_offset)
-            if not error:
-                self.txn_marker_scan[group.partition] = min(self.txn_marker_scan.get(group.partition, base_offset),
-                                                            base_offset)
-            if not pending.pending:
-                del self.pending_txn_offsets[group.group_id]
-        elif records:
-            error = self.store.append(group.partition, records)
-            for key, om in accepted.items():
-                results[key] = error
-                if not error:
-                    group.offsets[key] = om
+        if not records:
+            self._drop_if_unused(group)
+            return respond(results)
+        group_id = group.group_id
+        if producer is not None:
+            self.pending_txn_offsets.setdefault(group_id, PendingTxnOffsets()).prepare(producer[0], accepted)
+
+        def stored(error, base_offset):
+            if producer is not None:
+                self._txn_offsets_stored(group_id, producer[0], accepted, error, base_offset)
+            else:
+                self._offsets_stored(group, accepted, error)
+            if self.groups.get(group_id) is group:
+                self._drop_if_unused(group)
+            results.update(dict.fromkeys(accepted, error))
+            respond(results)
+
+        if self._append_then(group.partition, records, stored, producer) and producer is None:
+            self.pending_offset_commits.setdefault(group_id, {}).update(accepted)
         self._drop_if_unused(group)
-        return results
+
+    def _offsets_stored(self, group: Group, accepted: dict, error: int) -> None:
+        """An offset commit's append settled (Kafka's onOffsetCommitAppend /
+        failPendingOffsetWrite): no longer pending, and the group's committed
+        offsets unless it failed or the group left memory meanwhile."""
+        pending = self.pending_offset_commits.get(group.group_id)
+        if pending is not None:
+            for key, om in accepted.items():
+                if pending.get(key) is om:  # not a later commit of the partition
+                    del pending[key]
+            if not pending:
+                del self.pending_offset_commits[group.group_id]
+        if not error and self.groups.get(group.group_id) is group:
+            group.offsets.update(accepted)
+
+    def _txn_offsets_stored(self, group_id: str, producer_id: int, accepted: dict, error: int,
+                            base_offset: int) -> None:
+        """A TxnOffsetCommit's append settled: its offsets wait for the
+        producer's marker (from ``base_offset``), or are forgotten."""
+        pending = self.pending_txn_offsets.get(group_id)
+        if pending is None:  # unloaded meanwhile
+            return
+        for key, om in accepted.items():
+            if error:
+                pending.fail(producer_id, key)
+            else:
+                pending.on_append(producer_id, key, om, base_offset)
+        if not error:
+            partition = self._partition(group_id)
+            self.txn_marker_scan[partition] = min(self.txn_marker_scan.get(partition, base_offset), base_offset)
+        if not pending.pending:
+            del self.pending_txn_offsets[group_id]
 
     def txn_commit_offsets(self, group_id, producer_id, producer_epoch, member_id, group_instance_id,
-                           generation_id, offsets) -> dict:
+                           generation_id, offsets, respond=None):
         """TxnOffsetCommit (Kafka's doTxnCommitOffsets): ``offsets`` as for
         ``commit_offsets``; they are written in a transactional batch of the
         producer and stay pending until its marker reaches the group's
-        partition (``on_txn_marker``). ``{(topic, partition): error_code}``."""
+        partition (``on_txn_marker``). ``{(topic, partition): error_code}``
+        to ``respond`` once the append settled (returned without it)."""
+        return _answer(respond, lambda answer: self._txn_commit_offsets(
+            group_id, producer_id, producer_epoch, member_id, group_instance_id, generation_id, offsets, answer))
+
+    def _txn_commit_offsets(self, group_id, producer_id, producer_epoch, member_id, group_instance_id,
+                            generation_id, offsets, respond) -> None:
         keys = [(t, p) for t, p, *_ in offsets]
         error = self._validate(group_id, False)
         if error is None:
@@ -828,8 +1001,8 @@ class GroupCoordinator(ConsumerGroupMixin):
             if error is not None:
                 self._drop_if_unused(group)
         if error is not None:
-            return dict.fromkeys(keys, error)
-        return self._store_offsets(group, offsets, -1, producer=(producer_id, producer_epoch))
+            return respond(dict.fromkeys(keys, error))
+        return self._store_offsets(group, offsets, -1, respond, producer=(producer_id, producer_epoch))
 
     def on_txn_marker(self, tp, markers) -> None:
         """A COMMIT / ABORT marker was written to ``tp`` by this process's
@@ -880,7 +1053,8 @@ class GroupCoordinator(ConsumerGroupMixin):
         """``topics``: list of ``(topic, [partitions])`` or None for all.
         Returns ``(group_error, [(topic, [(partition, OffsetAndMetadata|None, error)])])``.
         With ``require_stable`` a partition whose transactional commit waits for
-        its marker answers UNSTABLE_OFFSET_COMMIT (Kafka's)."""
+        its marker, or whose commit waits for the followers, answers
+        UNSTABLE_OFFSET_COMMIT (Kafka's); without, the last committed value."""
         error = self._validate(group_id, False)
         if error is not None:
             return error, []
@@ -898,9 +1072,12 @@ class GroupCoordinator(ConsumerGroupMixin):
                 by_topic.setdefault(t, []).append((p, om, E.NONE))
             return E.NONE, list(by_topic.items())
         pending = self.pending_txn_offsets.get(group_id) if require_stable else None
+        unreplicated = self.pending_offset_commits.get(group_id) if require_stable else None
         for topic, partitions in topics:
-            out.append((topic, [(p, None, E.UNSTABLE_OFFSET_COMMIT) if pending is not None
-                                and pending.has_pending_for((topic, p)) else (p, offsets.get((topic, p)), E.NONE)
+            out.append((topic, [(p, None, E.UNSTABLE_OFFSET_COMMIT)
+                                if (pending is not None and pending.has_pending_for((topic, p)))
+                                or (unreplicated is not None and (topic, p) in unreplicated)
+                                else (p, offsets.get((topic, p)), E.NONE)
                                 for p in partitions]))
         return E.NONE, out
 

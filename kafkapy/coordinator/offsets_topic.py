@@ -169,11 +169,13 @@ class OffsetsTopicStore:
         return self._append(partition, records, (producer_id, producer_epoch))
 
     def _append(self, partition: int, records, producer=None) -> tuple[int, int]:
-        """``begin_append``, then wait here for the high watermark: the group
-        coordinator's appends (this process has one thread; Kafka's waits in
-        the DelayedProduce purgatory), bounded by the append timeout. With the
-        ISR the leader alone (a standalone broker) nothing waits; in a cluster
-        the wait is one follower fetch round trip."""
+        """``begin_append``, then wait here for the high watermark, bounded by
+        the append timeout: the group coordinator's rare admin appends (group
+        deletion, offset expiry, OffsetDelete); its commits, assignments and
+        KIP-848 records park instead (``GroupCoordinator._append_then``, as
+        Kafka's wait in the DelayedProduce purgatory). With the ISR the
+        leader alone (a standalone broker) nothing waits; in a cluster the
+        wait is one follower fetch round trip."""
         code, first_offset, pending = self.begin_append(partition, records, producer)
         pause = 0.0002
         while pending is not None:  # bounded by pending.deadline (poll_append)

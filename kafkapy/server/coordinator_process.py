@@ -29,7 +29,10 @@ followers it asks to run again within 1-16 ms).
 Single-threaded (coordinator state is this thread's; the marker senders'
 threads touch only their own connections and queues): the loop runs due timers (session, rebalance, sync and
 initial-delay timeouts, offset expiry, compaction of ``__consumer_offsets``),
-then waits for the next request at most until the next timer deadline.
+completes the group coordinator's parked ``__consumer_offsets`` appends that
+settled (``GroupCoordinator.poll_appends``: offset commits, assignments,
+KIP-848 records waiting for their followers, looked at every 1-16 ms while
+any wait), then waits for the next request at most until the next deadline.
 
 Start-up: if ``__consumer_offsets`` exists, its records are replayed in
 steps; between steps requests are answered COORDINATOR_LOAD_IN_PROGRESS
@@ -343,8 +346,15 @@ class CoordinatorServer:
             except Exception:
                 log.exception("transaction coordinator timer failed")
                 txn_deadline = now + 1000
+            try:  # __consumer_offsets appends that waited for their followers
+                parked_deadline = coordinator.poll_appends(now)
+            except Exception:
+                log.exception("completing parked group appends failed")
+                parked_deadline = now + 16
             deadline = timers.next_deadline_ms()
             deadline = txn_deadline if deadline is None else min(deadline, txn_deadline)
+            if parked_deadline is not None:
+                deadline = min(deadline, parked_deadline)
             idle = _CLUSTER_IDLE_WAIT_S if self.cluster_mode else _IDLE_WAIT_S
             wait_s = idle if deadline is None else min(idle, max(0.0, (deadline - now) / 1000))
             if not self._serve_pending(wait_s):

@@ -32,5 +32,6 @@ def handle(ctx, request):
         ctx.reply({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None, "member_id": None,
                    "member_epoch": 0, "heartbeat_interval": 0, "assignment": None, "throttle_time": 0})
         return
-    ctx.reply(ctx.coordinator.consumer_group_heartbeat(ctx.api_version, request, ctx.client_id,
-                                                       ctx.client_host))
+    # Answered once the heartbeat's records settled (parked while the followers replicate them).
+    ctx.coordinator.consumer_group_heartbeat(ctx.api_version, request, ctx.client_id, ctx.client_host,
+                                             respond=ctx.reply)

@@ -9,7 +9,9 @@ the group awaits SyncGroup, FENCED_INSTANCE_ID (82). Per partition:
 OFFSET_METADATA_TOO_LARGE (12) over offset.metadata.max.bytes,
 UNKNOWN_TOPIC_OR_PARTITION (3). Offsets are appended to __consumer_offsets
 (OffsetCommitValue v3, or v1 with an expire timestamp when v2-v4 give a
-retention_time) before the answer. committed_leader_epoch is kept from v6.
+retention_time) before the answer, which waits (parked, not holding the
+coordinator) until the followers have the append; meanwhile the offsets are
+pending (see offset_fetch). committed_leader_epoch is kept from v6.
 
 v9 (KIP-848): for a consumer group, ``generation_id_or_member_epoch`` is
 the member epoch: UNKNOWN_MEMBER_ID (25) for an unknown member,
@@ -52,18 +54,22 @@ def handle(ctx, request):
                             commit_ts))
     member_id, generation = (request.member_id, request.generation_id_or_member_epoch) if version >= 1 \
         else ("", -1)
+    def answer(results):
+        topics = []
+        for topic in request.topics:
+            topics.append({"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": results[(topic.name, p.partition_index)]}
+                for p in topic.partitions]})
+        ctx.reply({"topics": topics, "throttle_time": 0})
+
     if group_denied(ctx, acls.READ, request.group_id):  # Kafka: Read on the group, then Read on each topic
-        results = {(o[0], o[1]): ErrorCode.GROUP_AUTHORIZATION_FAILED for o in offsets}
-    else:
-        denied = denied_topics(ctx, acls.READ, [t.name for t in request.topics])
-        results = ctx.coordinator.commit_offsets(
-            request.group_id, member_id, request.group_instance_id if version >= 7 else None,
-            generation, [o for o in offsets if o[0] not in denied], retention_ms,
-            api_version=version) if len(denied) < len({t.name for t in request.topics}) else {}
-        results.update({(o[0], o[1]): ErrorCode.TOPIC_AUTHORIZATION_FAILED for o in offsets if o[0] in denied})
-    topics = []
-    for topic in request.topics:
-        topics.append({"name": topic.name, "partitions": [
-            {"partition_index": p.partition_index, "error_code": results[(topic.name, p.partition_index)]}
-            for p in topic.partitions]})
-    ctx.reply({"topics": topics, "throttle_time": 0})
+        return answer({(o[0], o[1]): ErrorCode.GROUP_AUTHORIZATION_FAILED for o in offsets})
+    denied = denied_topics(ctx, acls.READ, [t.name for t in request.topics])
+    refused = {(o[0], o[1]): ErrorCode.TOPIC_AUTHORIZATION_FAILED for o in offsets if o[0] in denied}
+    if len(denied) >= len({t.name for t in request.topics}):
+        return answer(refused)
+    # Answered once the commit's append settled (parked while the followers replicate it).
+    ctx.coordinator.commit_offsets(
+        request.group_id, member_id, request.group_instance_id if version >= 7 else None,
+        generation, [o for o in offsets if o[0] not in denied], retention_ms, api_version=version,
+        respond=lambda results: answer({**results, **refused}))

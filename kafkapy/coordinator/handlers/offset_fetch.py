@@ -5,8 +5,11 @@ and metadata per partition; -1 / "" for partitions without a commit and for
 unknown groups (no error). Null topics (v2+) means every committed
 partition. v8 batches several groups. COORDINATOR_LOAD_IN_PROGRESS (14)
 while loading: per partition in v1, top level from v2, per group in v8.
-``require_stable`` (v7+) would answer UNSTABLE_OFFSET_COMMIT for pending
-transactional commits; this coordinator takes none, so it has no effect.
+``require_stable`` (v7+) answers UNSTABLE_OFFSET_COMMIT (88) for a
+partition with a pending commit: a transactional one waiting for its
+marker, or one whose append waits for the followers (Kafka's
+pendingOffsetCommits); without it such a partition answers its last
+committed offset.
 
 v0 (Kafka 3.9 reads it from ZooKeeper, where OffsetCommit v0 wrote; kafkapy
 has one offset store, see offset_commit): a partition without a committed

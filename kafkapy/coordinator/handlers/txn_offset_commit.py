@@ -30,19 +30,25 @@ def handle(ctx, request):
     member_id = request.member_id if version >= 3 else ""
     generation = request.generation_id if version >= 3 else -1
     instance = request.group_instance_id if version >= 3 else None
+    def answer(results):
+        ctx.reply({"throttle_time": 0, "topics": [
+            {"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": int(results[(topic.name, p.partition_index)])}
+                for p in topic.partitions]}
+            for topic in request.topics]})
+
     auth = getattr(ctx, "authorizer", None)
     if auth is not None and not auth.allowed(ctx, acls.WRITE, acls.TRANSACTIONAL_ID, request.transactional_id):
-        results = {(o[0], o[1]): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for o in offsets}
-    elif group_denied(ctx, acls.READ, request.group_id):
-        results = {(o[0], o[1]): ErrorCode.GROUP_AUTHORIZATION_FAILED for o in offsets}
-    else:  # Kafka: Write on the transactional id, Read on the group, then Read on each topic
-        denied = denied_topics(ctx, acls.READ, [t.name for t in request.topics])
-        allowed = [o for o in offsets if o[0] not in denied]
-        results = ctx.coordinator.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
-                                                     member_id, instance, generation, allowed) if allowed else {}
-        results.update({(o[0], o[1]): ErrorCode.TOPIC_AUTHORIZATION_FAILED for o in offsets if o[0] in denied})
-    ctx.reply({"throttle_time": 0, "topics": [
-        {"name": topic.name, "partitions": [
-            {"partition_index": p.partition_index, "error_code": int(results[(topic.name, p.partition_index)])}
-            for p in topic.partitions]}
-        for topic in request.topics]})
+        return answer({(o[0], o[1]): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for o in offsets})
+    if group_denied(ctx, acls.READ, request.group_id):
+        return answer({(o[0], o[1]): ErrorCode.GROUP_AUTHORIZATION_FAILED for o in offsets})
+    # Kafka: Write on the transactional id, Read on the group, then Read on each topic
+    denied = denied_topics(ctx, acls.READ, [t.name for t in request.topics])
+    allowed = [o for o in offsets if o[0] not in denied]
+    refused = {(o[0], o[1]): ErrorCode.TOPIC_AUTHORIZATION_FAILED for o in offsets if o[0] in denied}
+    if not allowed:
+        return answer(refused)
+    # Answered once the batch's append settled (parked while the followers replicate it).
+    ctx.coordinator.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
+                                       member_id, instance, generation, allowed,
+                                       respond=lambda results: answer({**results, **refused}))
