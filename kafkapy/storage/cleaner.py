@@ -111,7 +111,6 @@ _INT_MAX = 2**31 - 1
 # v2 batch header: baseOffset i64, batchLength i32, leaderEpoch i32, magic i8, crc u32, then the
 # CRC-covered part from attributes i16, lastOffsetDelta i32, baseTimestamp i64 on.
 _CRC_AT, _ATTRIBUTES_AT, _BASE_TIMESTAMP_AT = 17, 21, 27
-COMMITTED, ABORTED, OPEN = "committed", "aborted", "open"
 
 LogToClean = namedtuple("LogToClean", ("first_dirty_offset", "uncleanable_offset", "first_uncleanable_offset",
                                        "clean_bytes", "cleanable_bytes", "ratio", "need_compaction_now",
@@ -336,21 +335,29 @@ def _key_hash(key) -> bytes:
     return hashlib.md5(key, usedforsecurity=False).digest()
 
 
-def _segment_batches(path: str, size: int, read_bytes: int):
+class _GivenUp(Exception):
+    """The pass was told to stop (``should_stop``)."""
+
+
+def _segment_batches(path: str, size: int, read_bytes: int, should_stop=None):
     """``(header, view)`` per batch of the first ``size`` bytes of the .log
     at ``path``, read ``read_bytes`` at a time (more for a larger batch), so
     memory stays at one read whatever the segment's size. Stops at a torn
-    or short batch (a file truncated under the reader)."""
+    or short batch (a file truncated under the reader). ``should_stop()`` is
+    asked before each read: True raises ``_GivenUp``."""
     fd = os.open(path, os.O_RDONLY)
     try:
         position = 0
         want = max(read_bytes, _LOG_OVERHEAD)
         while position < size:
-            chunk = os.pread(fd, min(want, size - position), position)
+            if should_stop is not None and should_stop():
+                raise _GivenUp()
+            asked = min(want, size - position)
+            chunk = os.pread(fd, asked, position)
             headers, end, _error = _batch.scan_batches(chunk, 0, -1, False)
             if not headers:
-                if len(chunk) < _LOG_OVERHEAD:
-                    return
+                if len(chunk) < asked or len(chunk) < _LOG_OVERHEAD:
+                    return  # the file is shorter than it was (truncated under the reader)
                 need = struct.unpack_from(">i", chunk, 8)[0] + _LOG_OVERHEAD
                 if need <= len(chunk) or position + need > size:
                     return  # not a batch, or one cut short: nothing more to read
@@ -402,7 +409,10 @@ def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFA
             return 0
         cleaning = _Pass(lg, now_ms, ltc, config, should_stop)
     try:
-        end_offset, read, written = cleaning.build()
+        try:
+            end_offset, read, written = cleaning.build()
+        except _GivenUp:
+            return 0
         rewritten = 0
         if end_offset is not None:
             with lg.lock():
@@ -449,13 +459,13 @@ class _Pass:
         self.cleaned_paths: list[str] = []
 
     def _batches(self, segment: _Seg):
-        return _segment_batches(segment.path, segment.size, self.config.io_buffer_size)
+        return _segment_batches(segment.path, segment.size, self.config.io_buffer_size, self.should_stop)
 
     def build(self):
         """Map, clean and write every group to its ``.cleaned`` file; ``(end
         offset or None when there is nothing to clean, bytes read, bytes written)``."""
         segments = self.segments
-        self.fate = _transaction_fates(self._batches(s) for s in segments)
+        self.aborted = _aborted_batches(self._batches(s) for s in segments)
         # Kafka maps and cleans up to the base of the segment holding the
         # first uncleanable offset: every cleaned segment ends below it.
         upper = self.ltc.first_uncleanable_offset
@@ -469,9 +479,6 @@ class _Pass:
         groups = group_segments_by_size(cleaned, self.lg.config.segment_bytes, self.lg.config.max_index_size, upper)
         read = written = 0
         for group in groups:
-            if self.should_stop is not None and self.should_stop():
-                self.built.clear()
-                return None, 0, 0
             entries, changed, size = self._clean_group(group)
             read += sum(s.size for s in group)
             if not changed and len(group) == 1:
@@ -497,11 +504,20 @@ class _Pass:
                 if not same:
                     return -1
         rewritten = 0
-        for group, entries, _changed in self.built:
-            _swap_in(lg, [bases[seg.base_offset] for seg in group], entries)
-            rewritten += len(group)
-        if rewritten:
-            lg._bump_generation()
+        done = False
+        try:
+            for group, entries, _changed in self.built:
+                _swap_in(lg, [bases[seg.base_offset] for seg in group], entries)
+                rewritten += len(group)
+            done = True
+        finally:
+            if self.built:
+                # Whatever was swapped, other processes must reload; after a
+                # failure part-way this process's own list is not to be
+                # trusted either.
+                lg._bump_generation()
+                if not done:
+                    lg._generation = -1
         return rewritten
 
     def discard_leftovers(self) -> None:
@@ -519,13 +535,15 @@ class _Pass:
         room = self.config.max_map_entries
         offsets: dict[bytes, int] = {}
         latest = -1
-        for s in segments:
+        for i, s in enumerate(segments):
             if s.base_offset >= upper:
                 break
+            if i + 1 < len(segments) and segments[i + 1].base_offset <= first_dirty:
+                continue  # wholly below the first dirty offset: clean already
             for h, view in self._batches(s):
                 if h.base_offset < first_dirty or h.base_offset >= upper:
                     continue
-                if not h.attributes & _CONTROL and self.fate.get(h.base_offset, COMMITTED) != ABORTED:
+                if not h.attributes & _CONTROL and h.base_offset not in self.aborted:
                     if offsets and len(offsets) + h.records_count > room:
                         log.info("%s: the offset map is full (%d keys); cleaning up to offset %d",
                                  self.lg.dir, len(offsets), latest)
@@ -613,7 +631,7 @@ class _Pass:
             return None, not can_discard
         discard = False
         if h.attributes & _TRANSACTIONAL:
-            if self.fate.get(h.base_offset) == ABORTED:
+            if h.base_offset in self.aborted:
                 self.aborted_seen[pid] = True
                 discard = True
             else:
@@ -682,24 +700,27 @@ def group_segments_by_size(segments, max_size: int, max_index_size: int, first_u
     return groups
 
 
-def _transaction_fates(contents) -> dict:
-    """Base offset of each transactional (non-control) batch -> COMMITTED,
-    ABORTED or OPEN (its producer's next marker in the log, if any)."""
-    fate = {}
+def _aborted_batches(contents) -> set:
+    """Base offsets of the transactional (non-control) batches whose
+    producer's next marker in the log is an ABORT. Only those are kept (a
+    committed or still open transaction's batches are cleaned as any), so
+    memory follows the aborted batches and the open transactions, not the
+    log."""
+    aborted = set()
     open_batches: dict[int, list] = {}  # producer id -> base offsets of its open transaction's batches
     for batches in contents:
         for h, view in batches:
             if h.attributes & _CONTROL:
                 try:
-                    outcome = COMMITTED if parse_end_txn_marker(view).is_commit else ABORTED
+                    commit = parse_end_txn_marker(view).is_commit
                 except CorruptRecordError:
                     continue
-                for base in open_batches.pop(h.producer_id, ()):
-                    fate[base] = outcome
+                bases = open_batches.pop(h.producer_id, ())
+                if not commit:
+                    aborted.update(bases)
             elif h.attributes & _TRANSACTIONAL:
                 open_batches.setdefault(h.producer_id, []).append(h.base_offset)
-                fate[h.base_offset] = OPEN
-    return fate
+    return aborted
 
 
 def _with_delete_horizon(data: bytes) -> bytes:
@@ -795,7 +816,11 @@ def _swap_in(lg, group, entries) -> None:
     txn_path = os.path.join(lg.dir, segment_file_name(base, TXN_INDEX_SUFFIX))
     _write_synced(txn_path + CLEANED_SUFFIX, b"".join(encode_entry(e) for e in entries))
     os.rename(txn_path + CLEANED_SUFFIX, txn_path + SWAP_SUFFIX)
-    os.rename(log_path + CLEANED_SUFFIX, log_path + SWAP_SUFFIX)  # the commit point
+    try:
+        os.rename(log_path + CLEANED_SUFFIX, log_path + SWAP_SUFFIX)  # the commit point
+    except OSError:
+        _unlink(txn_path + SWAP_SUFFIX)  # before the commit point: the old segments stand
+        raise
     checkpoints.fsync_dir(lg.dir)
     for segment in group:
         segment.close()

@@ -720,3 +720,19 @@ class PinnedClient:
                         if o >= offset]
             position += 12 + length
         return p.error_code, p.high_watermark, records
+
+
+def leader_of_two_followers(cluster: Cluster, topic: str, partitions: int) -> tuple:
+    """``(C, P1, F, P2, G)`` for a coordinator topic of replication factor 2:
+    broker C leads P1 (follower F, not the controller: a test freezes it) and
+    P2 (follower G, not F), once every partition has its full ISR."""
+    parts = cluster.wait_topic_ready(topic, partitions, 2, 30)
+    controller = controller_id(cluster)
+    for c in sorted(cluster.brokers):
+        led = {p: next(r for r in replicas if r != leader) for p, (leader, replicas, _isr) in sorted(parts.items())
+               if leader == c}
+        for p1, f in led.items():
+            for p2, g in led.items():
+                if f != g and f != controller:
+                    return c, p1, f, p2, g
+    pytest.fail(f"no broker leads two differently followed partitions of {topic}: {parts}")

@@ -592,3 +592,69 @@ def test_a_segment_changed_under_the_pass_makes_it_give_up(tmp_path):
     assert _all_records(lg) == after_truncation
     assert [o for o, _k, _v in after_truncation] == list(range(30))
     assert not [n for n in os.listdir(tmp_path / "c" / "t-0") if n.endswith((".swap", ".cleaned"))]
+
+
+def test_a_segment_shorter_than_noted_ends_the_read(tmp_path):
+    """A file cut under the reader (a follower truncating the active
+    segment) ends ``_segment_batches`` at the whole batches it still holds
+    (it re-read the same short chunk for ever)."""
+    from kafkapy.storage.cleaner import _segment_batches
+
+    first = build_batch([(b"k", b"v", [], T0)], base_offset=0)
+    second = build_batch([(b"k2", b"v" * 80, [], T0)], base_offset=1)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(first + second[:20])
+    got = [h.base_offset for h, _view in _segment_batches(str(path), len(first) + len(second), 4096)]
+    assert got == [0]
+
+
+def test_a_stop_gives_the_pass_up_and_leaves_the_log_as_it_was(tmp_path):
+    """``should_stop`` is asked before every read: a pass told to stop in
+    the middle returns nothing swapped and no .cleaned file behind."""
+    clock = Clock()
+    lg = _keyed_log(tmp_path, clock, "s", keys=10, rounds=8)
+    before = _all_records(lg)
+    asked = []
+
+    def should_stop():
+        asked.append(1)
+        return len(asked) > 5
+
+    assert clean_log(lg, clock(), force=True, should_stop=should_stop) == 0
+    assert len(asked) == 6
+    assert _all_records(lg) == before
+    assert not [n for n in os.listdir(tmp_path / "s" / "t-0") if n.endswith((".swap", ".cleaned"))]
+    assert clean_log(lg, clock(), force=True) > 0  # not told to stop: it cleans
+
+
+def test_a_swap_failing_part_way_still_tells_other_processes(tmp_path, monkeypatch):
+    """Groups swapped before one that fails stay swapped; the generation is
+    bumped all the same (other processes reload), the failed group's old
+    segments stand, and every offset still reads back."""
+    from kafkapy.storage import cleaner
+
+    clock = Clock()
+    lg = _keyed_log(tmp_path, clock, "f", keys=10, rounds=8, segment_bytes=1024)
+    latest = {k: (o, v) for o, k, v in _all_records(lg)}
+    original = cleaner._swap_in
+    calls = []
+
+    def failing(lg_, group, entries):
+        calls.append(group[0].base_offset)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return original(lg_, group, entries)
+
+    monkeypatch.setattr(cleaner, "_swap_in", failing)
+    generation = lg.state.generation
+    try:
+        clean_log(lg, clock(), force=True)
+    except OSError:
+        pass
+    assert len(calls) == 2
+    assert lg.state.generation > generation
+    monkeypatch.setattr(cleaner, "_swap_in", original)
+    records = _all_records(lg)
+    assert {k: (o, v) for o, k, v in records} == latest
+    assert [o for o, _k, _v in records] == sorted({o for o, _k, _v in records})
+    assert not [n for n in os.listdir(tmp_path / "f" / "t-0") if n.endswith(".swap")]
