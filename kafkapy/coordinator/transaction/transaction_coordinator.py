@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 
-from kafkapy.coordinator.transaction.coordinator import Persist, Result, TransactionCoordinatorState, TxnConfig
+from kafkapy.coordinator.transaction.coordinator import Answer, Persist, Result, TransactionCoordinatorState, TxnConfig
 from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -81,6 +81,11 @@ class TransactionCoordinator:
         # used yet or None). Owned by this thread, as all of this object.
         self._parked: list[tuple[object, Persist, object]] = []
         self._parked_activity = False  # something parked or settled since the last tick
+        # CompleteCommit / CompleteAbort writes that failed with
+        # COORDINATOR_NOT_AVAILABLE (min.insync.replicas not met, a write
+        # timed out): written again every MARKER_RETRY_INTERVAL_MS, the
+        # transaction pending meanwhile (Kafka's txnLogAppendRetryQueue).
+        self._complete_retries: list[Persist] = []
 
     # ------------------------------------------------------------ running decisions
 
@@ -116,6 +121,13 @@ class TransactionCoordinator:
         if error:
             log.warning("writing %s of %s to __transaction_state failed: error %d",
                         persist.kind, persist.transactional_id, error)
+            if persist.kind == "complete" and error == E.COORDINATOR_NOT_AVAILABLE:
+                # The markers are written: only the completion is missing, and
+                # it is retried (completing the failure would leave the
+                # transaction in PrepareX until the partition is reloaded).
+                self._complete_retries.append(persist)
+                self._retry_later()
+                return Result()
         return self.state.complete(persist, error)
 
     def _settle_parked(self) -> None:
@@ -131,23 +143,30 @@ class TransactionCoordinator:
                 waiting.append(item)
                 continue
             self._parked_activity = True
-            self._resume(self._completed(persist, error), reply)
+            self._resume(lambda: self._completed(persist, error), reply)
         self._parked[:0] = waiting
 
-    def _resume(self, result: Result, reply) -> None:
-        """``run`` for a parked request's continuation: a failure costs that
-        request's answer only, never its transaction's next steps (a reply
-        that raises, say its pipe) nor the other parked requests (whose ids
-        would otherwise stay pending for good)."""
+    def _resume(self, continuation, reply) -> None:
+        """``run`` for a parked request's continuation (``continuation()``:
+        completing its write, which gives what follows): a reply that raises
+        (say its pipe) costs that answer only, never its transaction's next
+        steps nor the other parked requests; a continuation that raises
+        answers UNKNOWN_SERVER_ERROR if the request was not answered yet."""
+        answered = []
+
         def answer(value):
+            answered.append(value)
             try:
                 reply(value)
             except Exception:
                 log.exception("answering a parked transaction request failed")
         try:
-            self.run(result, None if reply is None else answer)
+            self.run(continuation(), None if reply is None else answer)
         except Exception:
             log.exception("continuing a parked transaction request failed")
+            if reply is not None and not answered:
+                # As a request that fails before parking: an error, never silence.
+                answer(Answer(int(E.UNKNOWN_SERVER_ERROR)))
 
     def _drop_parked(self, which) -> list:
         """Take the parked requests whose Persist ``which`` picks out of the list."""
@@ -186,7 +205,8 @@ class TransactionCoordinator:
         # write of an unloaded partition answers NOT_COORDINATOR (init, add,
         # end, fence) or nothing, whatever the code, and changes nothing.
         for _pending, persist, reply in self._drop_parked(lambda persist: persist.partition == partition):
-            self._resume(self.state.complete(persist, E.NOT_COORDINATOR), reply)
+            self._resume(lambda: self.state.complete(persist, E.NOT_COORDINATOR), reply)
+        self._complete_retries = [p for p in self._complete_retries if p.partition != partition]
         owned = self.state.partitions
         self.channel.remove_for(lambda txn_id: self.state.partition_for(txn_id) in owned)
         return dropped
@@ -228,6 +248,11 @@ class TransactionCoordinator:
             for markers in channel.retry():
                 self.run(self.state.markers_written(markers))
             channel.failed = False  # this pass's failures wait for the next interval
+        if self._complete_retries and now >= self._next_retry_ms:
+            self._next_retry_ms = now + MARKER_RETRY_INTERVAL_MS
+            retries, self._complete_retries = self._complete_retries, []
+            for persist in retries:
+                self.run(Result(persist=persist))
         if now >= self._next_abort_ms:
             self._next_abort_ms = now + self.abort_interval_ms
             for result in self.state.abort_timed_out_transactions():
@@ -237,7 +262,7 @@ class TransactionCoordinator:
             for persist in self.state.expire_transactional_ids():
                 self.run(Result(persist=persist))
         nearest = min(self._next_abort_ms, self._next_expire_ms)
-        if channel.unsent:
+        if channel.unsent or self._complete_retries:
             nearest = min(nearest, max(now, self._next_retry_ms))
         if channel.in_flight or self._parked:
             if channel.activity or self._parked_activity:

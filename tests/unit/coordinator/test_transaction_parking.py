@@ -293,3 +293,48 @@ def test_the_store_settles_a_waiting_append_by_its_high_watermark_leadership_or_
     assert store.poll_persist(pending) is None
     now[0] += 0.1  # request.timeout.ms ran out: REQUEST_TIMED_OUT, mapped
     assert store.poll_persist(pending) == E.COORDINATOR_NOT_AVAILABLE
+
+
+def test_a_completion_that_fails_for_want_of_replicas_is_written_again(env):
+    """CompleteCommit failing with COORDINATOR_NOT_AVAILABLE (a write timed
+    out, min.insync.replicas not met) is retried every marker retry interval,
+    the transaction pending CompleteCommit meanwhile (Kafka's
+    txnLogAppendRetryQueue); it used to stay in PrepareCommit until the
+    partition was reloaded."""
+    txn, store = env.txn, env.store
+    late = parked_end(env, env.t1, env.p1)
+    store.settle()
+    txn.tick()  # PrepareCommit replicated: answered, markers written, CompleteCommit parked
+    assert [a.error_code for a in late] == [E.NONE] and len(store.waiting) == 1
+    store.settle(E.COORDINATOR_NOT_AVAILABLE)
+    txn.tick()
+    meta = txn.state.get(env.t1)
+    assert (meta.state, meta.pending_state) == (S.PREPARE_COMMIT, S.COMPLETE_COMMIT)
+    pid = meta.producer_id
+    assert [a.error_code for a in call(txn.end_txn, env.t1, pid, 0, True)] == [E.CONCURRENT_TRANSACTIONS]
+    assert store.waiting == []
+    env.clock.now += 100
+    txn.tick()  # the retry interval passed: written again
+    assert len(store.waiting) == 1 and store.waiting[0].persist.kind == "complete"
+    settle_all(env)
+    meta = txn.state.get(env.t1)
+    assert (meta.state, meta.pending_state) == (S.COMPLETE_COMMIT, None)
+
+
+def test_a_parked_request_whose_continuation_fails_is_answered(env, monkeypatch):
+    """A continuation that raises (here completing the transition) answers
+    the parked request UNKNOWN_SERVER_ERROR instead of leaving its client
+    waiting for its request timeout."""
+    [a] = call(env.txn.init_producer_id, env.t1, 60000, -1, -1)
+    env.store.slow.add(env.p1)
+    late = []
+    env.txn.add_partitions(env.t1, a.producer_id, 0, [("out", 0)], late.append)
+    assert late == []
+
+    def broken(persist, error_code=0):
+        raise RuntimeError("broken completion")
+
+    monkeypatch.setattr(env.txn.state, "complete", broken)
+    env.store.settle()
+    env.txn.tick()
+    assert [a.error_code for a in late] == [E.UNKNOWN_SERVER_ERROR]
