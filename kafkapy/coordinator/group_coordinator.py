@@ -762,6 +762,13 @@ class GroupCoordinator(ConsumerGroupMixin):
         if (self.groups.get(group.group_id) is not group or not group.is_(g.COMPLETING_REBALANCE)
                 or group.generation_id != generation_id):
             return
+        try:
+            self._assignment_settled(group, assignment, error)
+        except Exception:  # the members parked in SyncGroup are still answered
+            log.exception("group %s: completing the assignment failed", group.group_id)
+            self._reset_and_propagate_assignment_error(group, E.UNKNOWN_SERVER_ERROR)
+
+    def _assignment_settled(self, group: Group, assignment: dict, error: int) -> None:
         if error:
             self._reset_and_propagate_assignment_error(group, error)
             self._maybe_prepare_rebalance(group, f"storing the assignment failed (error {error})")
@@ -927,12 +934,16 @@ class GroupCoordinator(ConsumerGroupMixin):
             self.pending_txn_offsets.setdefault(group_id, PendingTxnOffsets()).prepare(producer[0], accepted)
 
         def stored(error, base_offset):
-            if producer is not None:
-                self._txn_offsets_stored(group_id, producer[0], accepted, error, base_offset)
-            else:
-                self._offsets_stored(group, accepted, error)
-            if self.groups.get(group_id) is group:
-                self._drop_if_unused(group)
+            try:
+                if producer is not None:
+                    self._txn_offsets_stored(group_id, producer[0], accepted, error, base_offset)
+                else:
+                    self._offsets_stored(group, accepted, error)
+                if self.groups.get(group_id) is group:
+                    self._drop_if_unused(group)
+            except Exception:  # the request is still answered (its connection waits for it)
+                log.exception("group %s: completing an offset commit failed", group_id)
+                error = E.UNKNOWN_SERVER_ERROR
             results.update(dict.fromkeys(accepted, error))
             respond(results)
 

@@ -251,3 +251,17 @@ def test_a_commit_settling_inline_applies_after_the_earlier_parked_one(env):
     assert commit(coord, "a", 2) == [{("t", 0): E.NONE}]
     assert first == [{("t", 0): E.NONE}] and coord._parked == []
     assert fetch(coord, "a", require_stable=True) == (2, E.NONE)
+
+
+def test_a_parked_commit_whose_completion_fails_is_still_answered(env, monkeypatch):
+    coord, store = env
+    store.hold = True
+    answer = commit(coord, "a", 9)
+
+    def broken(*_args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(coord, "_offsets_stored", broken)
+    store.settle(coord)
+    coord.poll_appends(0)
+    assert answer == [{("t", 0): E.UNKNOWN_SERVER_ERROR}]
