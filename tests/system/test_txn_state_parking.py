@@ -111,6 +111,13 @@ def test_a_write_waiting_for_a_frozen_follower_holds_only_its_transaction(cluste
     # Neither producer needs F (librdkafka connects only to the brokers it uses).
     live = f"{coordinator.bootstrap},{cluster.brokers[g].bootstrap}"
     a, b = producer(live, t1), producer(live, t2)
+    # T2's producer learns park-b (metadata, its leader's connection) before
+    # F is frozen: a lookup after it could go to F and wait for its socket
+    # timeout. The warm-up is aborted: read_committed never sees it.
+    b.begin_transaction()
+    b.produce("park-b", value=b"warm-up", partition=0)
+    b.flush(TIMEOUT_S)
+    b.abort_transaction(TIMEOUT_S)
     a.begin_transaction()
     for i in range(10):
         a.produce("park-a", value=b"a%d" % i, partition=0)
