@@ -27,6 +27,7 @@ only the processes it started (each ``BrokerProcess`` by its PID).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -736,3 +737,16 @@ def leader_of_two_followers(cluster: Cluster, topic: str, partitions: int) -> tu
                 if f != g and f != controller:
                     return c, p1, f, p2, g
     pytest.fail(f"no broker leads two differently followed partitions of {topic}: {parts}")
+
+
+def started_thawing(cluster: Cluster):
+    """For a fixture (``yield from``): ``cluster`` started, then closed after
+    its test with every broker the test left SIGSTOPped thawed first (a
+    frozen broker cannot be stopped)."""
+    try:
+        yield cluster.start()
+    finally:
+        for b in cluster.brokers.values():
+            if b.running:
+                os.killpg(b.proc.pid, signal.SIGCONT)
+        cluster.close()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster import Cluster, PinnedClient, controller_id, wait_for
+from support.cluster import Cluster, PinnedClient, controller_id, started_thawing, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -55,13 +55,7 @@ def cluster(zookeeper, tmp_path):  # noqa: F811
         "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
         "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
         "num.io.threads": 1, "replica.lag.time.max.ms": 60000, "zookeeper.session.timeout.ms": 10000})
-    try:
-        yield c.start()
-    finally:
-        for b in c.brokers.values():  # a frozen broker must be thawed to be stopped
-            if b.running:
-                os.killpg(b.proc.pid, signal.SIGCONT)
-        c.close()
+    yield from started_thawing(c)
 
 
 def _create_topic(cluster, name: str, assignment: list) -> None:

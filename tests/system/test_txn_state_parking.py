@@ -32,7 +32,7 @@ import pytest
 from confluent_kafka import KafkaException
 
 from kafkapy.coordinator.transaction.state_log import partition_for
-from support.cluster import Cluster, controller_id, create_topic_assigned, wait_for
+from support.cluster import Cluster, create_topic_assigned, leader_of_two_followers, started_thawing, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -57,13 +57,7 @@ def cluster(zookeeper, tmp_path):  # noqa: F811
         "transaction.state.log.replication.factor": 2, "transaction.state.log.min.isr": 1,
         "replica.lag.time.max.ms": LAG_MS, "zookeeper.session.timeout.ms": 10000,
         "request.timeout.ms": 30000})
-    try:
-        yield c.start()
-    finally:
-        for b in c.brokers.values():  # a frozen broker must be thawed to be stopped
-            if b.running:
-                os.killpg(b.proc.pid, signal.SIGCONT)
-        c.close()
+    yield from started_thawing(c)
 
 
 def _txn_state(broker, txn_id: str):
@@ -76,26 +70,12 @@ def _id_on(partition: int, prefix: str) -> str:
     return next(f"{prefix}-{i}" for i in range(10_000) if partition_for(f"{prefix}-{i}", STATE_PARTITIONS) == partition)
 
 
-def _placement(cluster):
-    """(C, P1, F, P2, G): C leads P1 (follower F, not the controller) and P2 (follower G != F)."""
-    parts = cluster.wait_topic_ready("__transaction_state", STATE_PARTITIONS, 2, 30)
-    controller = controller_id(cluster)
-    for c in sorted(cluster.brokers):
-        led = {p: next(r for r in replicas if r != leader) for p, (leader, replicas, _isr) in sorted(parts.items())
-               if leader == c}
-        for p1, f in led.items():
-            for p2, g in led.items():
-                if f != g and f != controller:
-                    return c, p1, f, p2, g
-    pytest.fail(f"no coordinator with two differently followed partitions: {parts}")
-
-
 def test_a_write_waiting_for_a_frozen_follower_holds_only_its_transaction(cluster):
     # The first FindCoordinator (key type 1) creates __transaction_state.
     any_broker = cluster.brokers[min(cluster.brokers)].bootstrap
     wait_for(lambda: call(any_broker, 10, 3, {"key": "any", "key_type": 1}, timeout_s=5).error_code == 0,
              30, "__transaction_state created")
-    c, p1, frozen, p2, g = _placement(cluster)
+    c, p1, frozen, p2, g = leader_of_two_followers(cluster, "__transaction_state", STATE_PARTITIONS)
     t1, t2 = _id_on(p1, "park-t1"), _id_on(p2, "park-t2")
     create_topic_assigned(cluster, "park-a", [[c]])
     create_topic_assigned(cluster, "park-b", [[c]])
