@@ -8,8 +8,10 @@ without the partitions' locks and takes each only to decide and to swap
 (docs/architecture.md, "The log cleaner"), so a long pass holds up no
 producer and, in its own process, none of the supervisor's work (retention,
 flushes, checkpoints, the metrics endpoint, watching the children) nor the
-group coordinator's. ``__consumer_offsets`` is left to the coordinator
-process, its only writer, which cleans it the same way.
+group coordinator's, whose ``__consumer_offsets`` it cleans too (the
+coordinator appends to the active segment; a pass rewrites only inactive
+ones, and the coordinator's process reloads the list on the bumped
+generation).
 
 Single-threaded, with its own ``Broker`` view as a worker's. SIGTERM (the
 supervisor stopping) gives up the pass in progress between two groups (a
@@ -23,7 +25,6 @@ import logging
 import signal
 import time
 
-from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC
 from kafkapy.metrics import probes
 from kafkapy.storage.cleaner import CleanerConfig, clean_logs
 
@@ -34,10 +35,9 @@ _STOP_POLL_S = 0.1
 
 
 def compacted_logs(broker) -> list:
-    """The logs of compacted topics this broker hosts, but ``__consumer_offsets``."""
+    """The logs of compacted topics this broker hosts (internal ones too)."""
     broker.replica_manager.sync_partitions()
-    return [lg for (topic, _p), lg in list(broker.log_manager.logs.items())
-            if topic != OFFSETS_TOPIC and "compact" in lg.config.cleanup_policy]
+    return [lg for lg in list(broker.log_manager.logs.values()) if "compact" in lg.config.cleanup_policy]
 
 
 def cleaner_main(broker_factory, config) -> None:

@@ -28,7 +28,8 @@ followers it asks to run again within 1-16 ms).
 
 Single-threaded (coordinator state is this thread's; the marker senders'
 threads touch only their own connections and queues): the loop runs due timers (session, rebalance, sync and
-initial-delay timeouts, offset expiry, compaction of ``__consumer_offsets``),
+initial-delay timeouts, offset expiry; ``__consumer_offsets`` is compacted by
+the log-cleaner process, as every compacted log),
 completes the group coordinator's parked ``__consumer_offsets`` appends that
 settled (``GroupCoordinator.poll_appends``: offset commits, assignments,
 KIP-848 records waiting for their followers, looked at every 1-16 ms while
@@ -298,36 +299,11 @@ class CoordinatorServer:
         self.follow_txn_leadership()
         return self.txn.tick()
 
-    # -- maintenance ------------------------------------------------------------
-    def clean_offsets_topic(self) -> None:
-        """A cleaner pass over the ``__consumer_offsets`` partitions here (the
-        supervisor's passes leave them to this process): dirtiest first, each
-        when due, with the cleaner's metrics (``storage.cleaner.clean_logs``)."""
-        from kafkapy.storage.cleaner import CleanerConfig, clean_logs
-
-        info = self.broker.metadata().topics.get(OFFSETS_TOPIC)
-        if info is None:
-            return
-        partitions = (self.broker.replica_manager.get_partition(OFFSETS_TOPIC, p) for p in range(info.num_partitions))
-        clean_logs([partition.log for partition in partitions if partition is not None], self.clock_ms(),
-                   CleanerConfig.from_broker(self.config))
-
-    def _cleaner_backoff_ms(self) -> int:
-        """Kafka's log.cleaner.backoff.ms between cleaner passes (the supervisor's too)."""
-        return int(self.config["log.cleaner.backoff.ms"])
-
-    def _cleaner_tick(self) -> None:
-        try:
-            self.clean_offsets_topic()
-        finally:
-            self.coordinator.timers.schedule(self.clock_ms() + self._cleaner_backoff_ms(), self._cleaner_tick)
-
     def run(self) -> None:
         if not self.cluster_mode and not self.load():
             return
         coordinator = self.coordinator
         coordinator.schedule_offset_expiry()
-        coordinator.timers.schedule(self.clock_ms() + self._cleaner_backoff_ms(), self._cleaner_tick)
         timers = coordinator.timers
         while True:
             if self.cluster_mode and not self.follow_leadership():

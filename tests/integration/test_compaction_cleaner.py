@@ -292,9 +292,10 @@ def test_cleaner_metrics_are_exported(broker_factory):
     assert got["kafka_log_logcleaner_max_clean_time_secs"] > 0, got
 
 
-def test_consumer_offsets_are_compacted_by_the_coordinator(broker_factory):
-    """``__consumer_offsets`` is cleaned by the group-coordinator process with
-    the same passes (log.cleaner.backoff.ms, dirtiest first, when due): 300
+def test_consumer_offsets_are_compacted_by_the_log_cleaner(broker_factory):
+    """``__consumer_offsets`` is cleaned by the log-cleaner process with the
+    same passes as any compacted log (log.cleaner.backoff.ms, dirtiest first,
+    when due) while its coordinator appends to it: 300
     commits of one group's offset shrink to the last one per key below the
     active segment, and the group still reads its last commit."""
     b = broker_factory({**CLEANER, "offsets.topic.segment.bytes": 2048, "offsets.topic.num.partitions": 1,
