@@ -776,7 +776,7 @@ NOT_IN_EFFECT: dict[str, str] = {
         "high watermarks are checkpointed with the recovery points "
         "(log.flush.offset.checkpoint.interval.ms)",
     "producer.id.expiration.ms": "producer state is kept until its data leaves the log (no timed expiry yet)",
-    "background.threads": "background work (retention, flush, checkpoints, compaction) runs in the "
+    "background.threads": "background work (retention, flush, checkpoints) runs in the "
                           "supervisor process, one task at a time",
     "num.recovery.threads.per.data.dir": "logs are recovered one at a time by the supervisor",
     "queued.max.request.bytes": "request memory is bounded by each processor's 64 MiB arena and "
