@@ -11,42 +11,34 @@ call loops ``SSL_read_ex`` in C over every whole record the incoming BIO
 holds, up to the bytes asked for.
 
 It calls the ``SSL_read_ex`` of the libssl the ``_ssl`` module is linked to
-(found through ``_ssl``'s own symbols, so both work on the same ``SSL``) on
-the ``SSL *`` of the ``SSLObject``, read from CPython's ``_ssl`` objects
-(``PySSLSocket.ssl``, ``PySSLContext.ctx``, ``PySSLMemoryBIO.bio``: the
-same layout from 3.7 to 3.13).  The pointer is used only after OpenSSL
-confirms it belongs to the object's context and incoming BIO; otherwise, on
-another interpreter, or when ``_ssl`` does not export OpenSSL's symbols,
-``Reader`` returns the plain-Python reader.  Stateless but for the resolved
-function pointers (process-wide, set at import).
+on the ``SSL *`` of the ``SSLObject``; ``openssl.py`` finds both, and hands
+out the pointer only once OpenSSL confirms it belongs to the object's context
+and incoming BIO.  Otherwise (another interpreter or layout, or an ``_ssl``
+that does not export OpenSSL's symbols) ``Reader`` returns the plain-Python
+reader.  Stateless but for the resolved function pointers (process-wide, set
+at import).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.object cimport PyObject
 from libc.stdint cimport uintptr_t
 
 import ssl
-import sys
 
-from kafkapy._core import tls_py
+from kafkapy._core import openssl, tls_py
 
 cdef extern from *:
     """
     typedef int (*kafkapy_ssl_read_ex_t)(void *, void *, size_t, size_t *);
     typedef int (*kafkapy_ssl_get_error_t)(const void *, int);
     typedef void (*kafkapy_err_clear_t)(void);
-    typedef void *(*kafkapy_ssl_get_ptr_t)(const void *);
     """
     ctypedef int (*kafkapy_ssl_read_ex_t)(void *, void *, size_t, size_t *) nogil
     ctypedef int (*kafkapy_ssl_get_error_t)(const void *, int) nogil
     ctypedef void (*kafkapy_err_clear_t)() nogil
-    ctypedef void *(*kafkapy_ssl_get_ptr_t)(const void *) nogil
 
 cdef kafkapy_ssl_read_ex_t _read_ex = NULL
 cdef kafkapy_ssl_get_error_t _get_error = NULL
 cdef kafkapy_err_clear_t _clear_error = NULL
-cdef kafkapy_ssl_get_ptr_t _get_ctx = NULL
-cdef kafkapy_ssl_get_ptr_t _get_rbio = NULL
 
 # OpenSSL's SSL_get_error values.
 cdef enum:
@@ -56,36 +48,18 @@ cdef enum:
 
 def _resolve():
     """Point the function pointers at the OpenSSL ``_ssl`` uses; False when
-    this interpreter's ``_ssl`` objects or symbols are not the known ones."""
-    global _read_ex, _get_error, _clear_error, _get_ctx, _get_rbio
-    if sys.implementation.name != "cpython" or not (3, 7) <= sys.version_info[:2] <= (3, 13):
-        return False
-    try:
-        import _ssl
-        import ctypes
-
-        lib = ctypes.CDLL(_ssl.__file__)
-        found = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                 for name in ("SSL_read_ex", "SSL_get_error", "ERR_clear_error",
-                              "SSL_get_SSL_CTX", "SSL_get_rbio")}
-    except (ImportError, OSError, AttributeError):
-        return False
-    if not all(found.values()):
+    they are not all found."""
+    global _read_ex, _get_error, _clear_error
+    found = openssl.addresses("SSL_read_ex", "SSL_get_error", "ERR_clear_error")
+    if found is None:
         return False
     _read_ex = <kafkapy_ssl_read_ex_t><uintptr_t>found["SSL_read_ex"]
     _get_error = <kafkapy_ssl_get_error_t><uintptr_t>found["SSL_get_error"]
     _clear_error = <kafkapy_err_clear_t><uintptr_t>found["ERR_clear_error"]
-    _get_ctx = <kafkapy_ssl_get_ptr_t><uintptr_t>found["SSL_get_SSL_CTX"]
-    _get_rbio = <kafkapy_ssl_get_ptr_t><uintptr_t>found["SSL_get_rbio"]
     return True
 
 
 AVAILABLE = _resolve()
-
-
-cdef inline void *_pointer_after_head(object o, Py_ssize_t skip) noexcept:
-    """The pointer field ``skip`` pointers after ``o``'s PyObject header."""
-    return (<void **>(<char *><void *>o + sizeof(PyObject)))[skip]
 
 
 cdef class _Reader:
@@ -130,17 +104,11 @@ cdef class _Reader:
 def Reader(obj, incoming):
     """A reader of ``obj`` (a server ``ssl.SSLObject`` over ``incoming``):
     the compiled one when its ``SSL *`` is confirmed, else the twin's."""
-    cdef void *s
+    cdef uintptr_t s = openssl.ssl_pointer(obj, incoming) if AVAILABLE else 0
     cdef _Reader reader
-    import _ssl
-
-    if (AVAILABLE and type(obj._sslobj) is _ssl._SSLSocket and isinstance(obj.context, _ssl._SSLContext)
-            and type(incoming) is _ssl.MemoryBIO):
-        s = _pointer_after_head(obj._sslobj, 1)  # PySSLSocket: Socket, ssl
-        if (s != NULL and _get_ctx(s) == _pointer_after_head(obj.context, 0)
-                and _get_rbio(s) == _pointer_after_head(incoming, 0)):
-            reader = _Reader.__new__(_Reader)
-            reader.ssl = s
-            reader.obj = obj
-            return reader
+    if s:
+        reader = _Reader.__new__(_Reader)
+        reader.ssl = <void *>s
+        reader.obj = obj
+        return reader
     return tls_py.Reader(obj, incoming)

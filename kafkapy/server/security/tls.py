@@ -11,11 +11,13 @@ JKS and PKCS12 stores are refused at start-up with a ConfigException (the
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import ssl
 import tempfile
 
+from kafkapy._core import openssl
 from kafkapy.server.config import ConfigException
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -80,40 +82,15 @@ def apply_cipher_suites(ctx: ssl.SSLContext, versions, suites, where: str) -> No
 
 def _set_tls13_suites(ctx: ssl.SSLContext, value: str) -> None:
     """``SSL_CTX_set_ciphersuites(ctx, value)``, which the ``ssl`` module does
-    not offer (its ``set_ciphers`` sets TLS 1.2 suites only), called in the
-    OpenSSL ``_ssl`` is linked to on the ``SSL_CTX *`` of ``ctx``. The pointer
-    is read from CPython's ``PySSLContext`` (its first field, the same layout
-    from 3.7 to 3.13) and used only after OpenSSL confirms it is the context
-    of an ``SSLObject`` made from ``ctx``. OSError when that cannot be done,
-    SSLError when OpenSSL refuses the list."""
-    import ctypes
-    import sys
-
-    import _ssl
-
-    if sys.implementation.name != "cpython" or not (3, 7) <= sys.version_info[:2] <= (3, 13):
-        raise OSError("TLS 1.3 suites cannot be restricted on this interpreter")
-    try:
-        lib = ctypes.CDLL(_ssl.__file__)
-        set_suites, get_ctx = lib.SSL_CTX_set_ciphersuites, lib.SSL_get_SSL_CTX
-    except (OSError, AttributeError):
+    not offer (its ``set_ciphers`` sets TLS 1.2 suites only), through
+    ``openssl.py``. OSError when that cannot be done, SSLError when OpenSSL
+    refuses the list."""
+    set_suites = openssl.function("SSL_CTX_set_ciphersuites", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+    if set_suites is None:
         raise OSError("TLS 1.3 suites cannot be restricted: the ssl module does not export OpenSSL's "
-                      "SSL_CTX_set_ciphersuites") from None
-    set_suites.argtypes, set_suites.restype = (ctypes.c_void_p, ctypes.c_char_p), ctypes.c_int
-    get_ctx.argtypes, get_ctx.restype = (ctypes.c_void_p,), ctypes.c_void_p
-    head = object.__basicsize__  # PyObject_HEAD: what precedes the first field
-    ctx_pointer = ctypes.c_void_p.from_address(id(ctx) + head).value
-    # An SSLObject on the context's own side (a client context, such as the
-    # inter-broker client's, cannot make a server one, and the reverse).
-    if ctx.protocol == ssl.PROTOCOL_TLS_CLIENT:
-        probe = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_side=False, server_hostname="probe.invalid")
-    else:
-        probe = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_side=True)
-    if type(probe._sslobj) is not _ssl._SSLSocket:
-        raise OSError("TLS 1.3 suites cannot be restricted: unknown ssl object layout")
-    # PySSLSocket: PyObject_HEAD, the Socket weak reference, then the SSL *.
-    ssl_pointer = ctypes.c_void_p.from_address(id(probe._sslobj) + head + ctypes.sizeof(ctypes.c_void_p)).value
-    if not ctx_pointer or not ssl_pointer or get_ctx(ssl_pointer) != ctx_pointer:
+                      "SSL_CTX_set_ciphersuites")
+    ctx_pointer = openssl.context_pointer(ctx)
+    if not ctx_pointer:
         raise OSError("TLS 1.3 suites cannot be restricted: unknown ssl context layout")
     if set_suites(ctx_pointer, value.encode("ascii")) != 1:
         raise ssl.SSLError(f"OpenSSL knows none of the TLS 1.3 suites {value}")
