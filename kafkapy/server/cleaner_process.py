@@ -13,7 +13,8 @@ coordinator appends to the active segment; a pass rewrites only inactive
 ones, and the coordinator's process reloads the list on the bumped
 generation).
 
-Single-threaded, with its own ``Broker`` view as a worker's. SIGTERM (the
+Single-threaded, with its own ``Broker`` view as a worker's, whose effective
+config (dynamic keys included) gives each pass its settings. SIGTERM (the
 supervisor stopping) gives up the pass in progress between two groups (a
 group is swapped whole or not at all) and exits 0; a SIGKILL at any point
 leaves the log as the swap's commit point says (``complete_swaps`` at load).
@@ -26,7 +27,7 @@ import signal
 import time
 
 from kafkapy.metrics import probes
-from kafkapy.storage.cleaner import CleanerConfig, clean_logs
+from kafkapy.storage.cleaner import CleanerConfig, Throttler, clean_logs
 
 log = logging.getLogger("kafkapy.cleaner")
 
@@ -40,7 +41,7 @@ def compacted_logs(broker) -> list:
     return [lg for lg in list(broker.log_manager.logs.values()) if "compact" in lg.config.cleanup_policy]
 
 
-def cleaner_main(broker_factory, config) -> None:
+def cleaner_main(broker_factory) -> None:
     stopping = False
 
     def on_term(*_):
@@ -48,20 +49,23 @@ def cleaner_main(broker_factory, config) -> None:
         stopping = True
 
     signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     broker = broker_factory(-1)
-    settings = CleanerConfig.from_broker(config)
-    backoff_s = config["log.cleaner.backoff.ms"] / 1000
+    # The cleaner's settings are read from the effective broker config (its
+    # dynamic layers included) where they are used, so an AlterConfigs of a
+    # log.cleaner.* key applies from the next pass, the I/O rate and the
+    # back-off even to the one in progress (Kafka reconfigures its LogCleaner).
+    throttler = Throttler(lambda: broker.config["log.cleaner.io.max.bytes.per.second"])
     try:
         while not stopping:
-            deadline = time.monotonic() + backoff_s
-            while not stopping and time.monotonic() < deadline:  # bounded by log.cleaner.backoff.ms
-                time.sleep(min(_STOP_POLL_S, max(0.0, deadline - time.monotonic())))
+            waited_from = time.monotonic()
+            # Bounded by log.cleaner.backoff.ms, read again at each look.
+            while not stopping and time.monotonic() < waited_from + broker.config["log.cleaner.backoff.ms"] / 1000:
+                time.sleep(_STOP_POLL_S)
             if stopping:
                 break
             try:
-                clean_logs(compacted_logs(broker), int(time.time() * 1000), settings,
-                           should_stop=lambda: stopping)
+                clean_logs(compacted_logs(broker), int(time.time() * 1000), CleanerConfig.from_broker(broker.config),
+                           should_stop=lambda: stopping, throttler=throttler)
             except Exception:
                 log.exception("log cleaning failed")
             probes.publish()

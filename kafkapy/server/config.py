@@ -786,7 +786,6 @@ NOT_IN_EFFECT: dict[str, str] = {
                                                       "AlterReplicaLogDirs)",
     "log.cleaner.threads": "compaction runs in one log-cleaner process, one log at a time (the value "
                            "still divides log.cleaner.dedupe.buffer.size, as Kafka's cleaner threads share it)",
-    "log.cleaner.io.max.bytes.per.second": "compaction I/O is not throttled",
     "log.message.format.version": "deprecated since Kafka 3.0; batches are always stored in format v2",
     "log.local.retention.ms": "no tiered storage: local retention is retention.ms",
     "log.local.retention.bytes": "no tiered storage: local retention is retention.bytes",
@@ -1513,9 +1512,11 @@ DYNAMIC_BROKER_CONFIGS = CONNECTION_LIMIT_CONFIGS | frozenset(
     # the replication throttles (kafkapy.replication.quota), read per request
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
-    # Kafka's LogCleaner is reconfigurable; here accepted, not in effect (NOT_IN_EFFECT)
+    # Kafka's LogCleaner.ReconfigurableConfigs: the log-cleaner process reads
+    # them from the effective config each pass (log.cleaner.threads only
+    # divides the dedupe buffer: NOT_IN_EFFECT)
     "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
-    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second"}
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms"}
 
 # Broker keys whose value falls back through other keys (Kafka's
 # DynamicBrokerConfig.brokerConfigSynonyms), most specific first.

@@ -182,7 +182,7 @@ class Supervisor:
         if config["log.cleaner.enable"]:
             from kafkapy.server.cleaner_process import cleaner_main
 
-            self._spawn("log-cleaner", cleaner_main, (self._worker_broker, config))
+            self._spawn("log-cleaner", cleaner_main, (self._worker_broker,))
         self._spawn("acceptor", acceptor_main, (listen, [p[0] for p in pairs], limits))
         if self.cluster_mode:
             self._spawn_replica_fetchers()

@@ -24,7 +24,9 @@ dirty offset, where the last pass's offset map ended. For a log:
 A pass (the partition lock is held to decide and to swap, not while
 segments are read and the cleaned groups written; memory is one read
 buffer, one batch's records and the offset map, bounded by
-``CleanerConfig``: docs/architecture.md, "The log cleaner"):
+``CleanerConfig``: docs/architecture.md, "The log cleaner"; its reads and
+writes together held to ``log.cleaner.io.max.bytes.per.second`` by a
+``Throttler``, Kafka's):
 
 1. The offset map: the last offset of each key (its MD5 digest) in [first
    dirty, first uncleanable), aborted transactions' records and markers
@@ -154,11 +156,13 @@ class CleanerConfig:
     io_buffer_size: int = 524288
     load_factor: float = 0.9
     threads: int = 1
+    io_max_bytes_per_second: float = 1.7976931348623157e308  # Kafka's default, Double.MAX_VALUE
 
     @classmethod
     def from_broker(cls, config) -> "CleanerConfig":
         return cls(int(config["log.cleaner.dedupe.buffer.size"]), int(config["log.cleaner.io.buffer.size"]),
-                   float(config["log.cleaner.io.buffer.load.factor"]), max(1, int(config["log.cleaner.threads"])))
+                   float(config["log.cleaner.io.buffer.load.factor"]), max(1, int(config["log.cleaner.threads"])),
+                   float(config["log.cleaner.io.max.bytes.per.second"]))
 
     @property
     def max_map_entries(self) -> int:
@@ -166,6 +170,47 @@ class CleanerConfig:
 
 
 DEFAULT_CONFIG = CleanerConfig()
+
+
+class Throttler:
+    """Kafka's Throttler, as its cleaner uses it: every byte the cleaner reads
+    or writes is counted (``maybe_throttle``), and once a check interval
+    (300 ms) has passed, a rate above ``rate()`` bytes per second sleeps
+    until the bytes of the interval fit the rate, then a new interval starts.
+    The sleep goes in slices of at most 100 ms, reading ``rate()`` again in
+    each (a dynamic change of ``log.cleaner.io.max.bytes.per.second`` applies
+    to the sleep in progress) and ending early when ``should_stop()``; a rate
+    of 0 or less waits until it changes. Owned by one cleaner (one thread);
+    ``clock`` and ``sleep`` are ``time``'s unless a test gives its own."""
+
+    CHECK_INTERVAL_S = 0.3
+    SLICE_S = 0.1
+
+    def __init__(self, rate, clock=time.monotonic, sleep=time.sleep):
+        self.rate = rate
+        self.clock = clock
+        self.sleep = sleep
+        self.period_start = clock()
+        self.observed = 0
+        self.slept_s = 0.0  # in all, for stats and tests
+
+    def maybe_throttle(self, observed: int, should_stop=None) -> None:
+        self.observed += observed
+        elapsed = self.clock() - self.period_start
+        if elapsed < self.CHECK_INTERVAL_S:
+            return
+        if self.observed > self.rate() * elapsed:
+            while True:  # each turn sleeps a slice, or ends the wait
+                rate = self.rate()
+                now = self.clock()
+                wait = self.SLICE_S if rate <= 0 else self.period_start + self.observed / rate - now
+                if wait <= 0 or (should_stop is not None and should_stop()):
+                    break
+                wait = min(wait, self.SLICE_S)
+                self.sleep(wait)
+                self.slept_s += wait
+        self.period_start = self.clock()
+        self.observed = 0
 
 
 # ------------------------------------------------------------------ the checkpoint
@@ -289,11 +334,16 @@ def dirty_ratio(lg, now_ms: int, checkpoints_of_dir: dict | None = None) -> floa
     return ltc.ratio if ltc else 0.0
 
 
-def clean_logs(logs, now_ms: int, config: CleanerConfig = DEFAULT_CONFIG, should_stop=None) -> int:
+def clean_logs(logs, now_ms: int, config: CleanerConfig = DEFAULT_CONFIG, should_stop=None,
+               throttler: Throttler | None = None) -> int:
     """One cleaner pass over ``logs``: every eligible compacted log, dirtiest
     first; records the dirtiest ratio in ``stats``; returns segments rewritten.
     ``should_stop()``, if given, is asked between logs and between a log's
-    groups: True gives the pass up there (nothing half-swapped)."""
+    groups: True gives the pass up there (nothing half-swapped).
+    ``throttler``: the cleaner's, kept across passes; else one at
+    ``config``'s rate for this pass."""
+    if throttler is None:
+        throttler = Throttler(lambda: config.io_max_bytes_per_second)
     ranked = []
     by_dir: dict[str, dict] = {}  # each dir's checkpoint read once a pass, not once a log
     for lg in logs:
@@ -313,7 +363,7 @@ def clean_logs(logs, now_ms: int, config: CleanerConfig = DEFAULT_CONFIG, should
             break
         passes = stats.passes
         try:
-            rewritten += clean_log(lg, now_ms, config=config, should_stop=should_stop)
+            rewritten += clean_log(lg, now_ms, config=config, should_stop=should_stop, throttler=throttler)
             if stats.passes > passes:
                 longest = max(longest, stats.last_clean_time_secs)
         except Exception:
@@ -339,12 +389,13 @@ class _GivenUp(Exception):
     """The pass was told to stop (``should_stop``)."""
 
 
-def _segment_batches(path: str, size: int, read_bytes: int, should_stop=None):
+def _segment_batches(path: str, size: int, read_bytes: int, should_stop=None, throttle=None):
     """``(header, view)`` per batch of the first ``size`` bytes of the .log
     at ``path``, read ``read_bytes`` at a time (more for a larger batch), so
     memory stays at one read whatever the segment's size. Stops at a torn
     or short batch (a file truncated under the reader). ``should_stop()`` is
-    asked before each read: True raises ``_GivenUp``."""
+    asked before each read: True raises ``_GivenUp``; ``throttle(n)`` is
+    told each read's bytes."""
     fd = os.open(path, os.O_RDONLY)
     try:
         position = 0
@@ -354,6 +405,8 @@ def _segment_batches(path: str, size: int, read_bytes: int, should_stop=None):
                 raise _GivenUp()
             asked = min(want, size - position)
             chunk = os.pread(fd, asked, position)
+            if throttle is not None:
+                throttle(len(chunk))
             headers, end, _error = _batch.scan_batches(chunk, 0, -1, False)
             if not headers:
                 if len(chunk) < asked or len(chunk) < _LOG_OVERHEAD:
@@ -384,7 +437,7 @@ _Seg = namedtuple("_Seg", ("base_offset", "path", "size", "index_entries", "time
 
 
 def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFAULT_CONFIG,
-              should_stop=None) -> int:
+              should_stop=None, throttler: Throttler | None = None) -> int:
     """Clean ``lg`` if it is compacted and due; returns the segments rewritten.
     ``force`` (tests, tools): clean now, from the log start as if there were
     no checkpoint, whatever the ratio.
@@ -407,7 +460,8 @@ def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFA
             update_cleaner_checkpoint(log_dir, lg.topic, lg.partition, ltc.first_dirty_offset)
         if not (_eligible(lg, ltc) or (force and ltc is not None and ltc.cleanable_bytes > 0)):
             return 0
-        cleaning = _Pass(lg, now_ms, ltc, config, should_stop)
+        cleaning = _Pass(lg, now_ms, ltc, config, should_stop,
+                         throttler if throttler is not None else Throttler(lambda: config.io_max_bytes_per_second))
     try:
         try:
             end_offset, read, written = cleaning.build()
@@ -439,9 +493,12 @@ class _Pass:
     lock (what the segments are), ``build`` without it, ``swap`` under it."""
 
     def __init__(self, lg, now_ms: int, ltc: LogToClean, config: CleanerConfig = DEFAULT_CONFIG,
-                 should_stop=None):
+                 should_stop=None, throttler: Throttler | None = None):
         self.lg = lg
         self.should_stop = should_stop
+        # Called with the bytes of each read and each write.
+        self.throttle = None if throttler is None else \
+            (lambda n: throttler.maybe_throttle(n, should_stop))
         self.now_ms = now_ms
         self.ltc = ltc
         self.config = config
@@ -459,7 +516,8 @@ class _Pass:
         self.cleaned_paths: list[str] = []
 
     def _batches(self, segment: _Seg):
-        return _segment_batches(segment.path, segment.size, self.config.io_buffer_size, self.should_stop)
+        return _segment_batches(segment.path, segment.size, self.config.io_buffer_size, self.should_stop,
+                                self.throttle)
 
     def build(self):
         """Map, clean and write every group to its ``.cleaned`` file; ``(end
@@ -582,7 +640,7 @@ class _Pass:
         entries = []
         changed = False
         last_offset = group[0].base_offset
-        with _CleanedFile(path, self.config.io_buffer_size) as out:
+        with _CleanedFile(path, self.config.io_buffer_size, self.throttle) as out:
             for s in group:
                 for h, view in self._batches(s):
                     last_offset = h.base_offset + h.last_offset_delta
@@ -776,13 +834,15 @@ def _write_synced(path: str, data: bytes) -> None:
 
 
 class _CleanedFile:
-    """A group's ``.cleaned`` log, written through a buffer of ``buffer_bytes``."""
+    """A group's ``.cleaned`` log, written through a buffer of ``buffer_bytes``;
+    ``throttle(n)``, if given, is told each write's bytes."""
 
-    def __init__(self, path: str, buffer_bytes: int):
+    def __init__(self, path: str, buffer_bytes: int, throttle=None):
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.buffer = bytearray()
         self.buffer_bytes = max(buffer_bytes, 4096)
         self.size = 0
+        self.throttle = throttle
 
     def __enter__(self):
         return self
@@ -801,6 +861,8 @@ class _CleanedFile:
         while view:
             view = view[os.write(self.fd, view):]
         view.release()
+        if self.throttle is not None and self.buffer:
+            self.throttle(len(self.buffer))
         del self.buffer[:]
 
     def sync(self) -> None:

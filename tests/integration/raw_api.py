@@ -48,3 +48,17 @@ def call(bootstrap: str, api_key: int, version: int, data: dict, timeout_s: floa
     assert end == len(raw), f"{spec.name} v{version}: {len(raw) - end} bytes left after the body"
     assert response.__version__ == version
     return response
+
+
+def transaction_states(bootstrap: str, txn_ids) -> list:
+    """DescribeTransactions at ``bootstrap``: each id's state name, or
+    ``"error <code>"``."""
+    r = call(bootstrap, 65, 0, {"transactional_ids": list(txn_ids)}, timeout_s=5)
+    return [s.transaction_state if s.error_code == 0 else f"error {s.error_code}" for s in r.transaction_states]
+
+
+def leaders_known(bootstrap: str, topics) -> bool:
+    """Whether the broker at ``bootstrap`` knows a leader for every partition
+    of ``topics`` in its own metadata (what its AddPartitionsToTxn checks)."""
+    r = call(bootstrap, 3, 4, {"topics": [{"name": t} for t in topics], "allow_auto_topic_creation": False})
+    return all(t.error_code == 0 and t.partitions and all(q.leader_id >= 0 for q in t.partitions) for t in r.topics)

@@ -316,3 +316,35 @@ def test_consumer_offsets_are_compacted_by_the_log_cleaner(broker_factory):
         assert tp.offset == 300
     finally:
         c.close()
+
+
+def test_the_cleaner_io_rate_holds_a_pass_until_raised_at_run_time(broker_factory):
+    """log.cleaner.io.max.bytes.per.second holds the cleaner's reads and
+    writes to a rate (Kafka's Throttler) and is dynamic (Kafka's LogCleaner is
+    reconfigurable): at 1,000 B/s a pass over ~350 KB of log would take
+    minutes, so nothing is compacted for seconds; raised with
+    IncrementalAlterConfigs, the pass in progress goes on and compacts."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    b = broker_factory({**CLEANER, "log.cleaner.io.max.bytes.per.second": "1000"})
+    bs = b.bootstrap
+    # Kafka's throttler lets the bytes of its first 300 ms check interval
+    # through unchecked: the log is written after it.
+    time.sleep(1)
+    create_topic(bs, "ccr", 1, config={"cleanup.policy": "compact", "segment.bytes": "16384",
+                                       "min.cleanable.dirty.ratio": "0.01"})
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 8000})
+    delivered = produce(p, "ccr", [(b"k%d" % (i % 50), b"%d-" % i + b"v" * 100) for i in range(3000)])
+    time.sleep(3)  # 30 cleaner back-offs: unthrottled, the log is compacted well within this
+    assert len(read_all(bs, "ccr")) == len(delivered), "compacted while held to 1,000 B/s"
+    resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+        ConfigEntry("log.cleaner.io.max.bytes.per.second", "1e12", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bs})  # kept until its future resolves
+    admin.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
+    deadline = time.monotonic() + 30
+    records = read_all(bs, "ccr")
+    while len(records) >= len(delivered) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        records = read_all(bs, "ccr")
+    assert len(records) < len(delivered), "not compacted after the rate was raised"
+    assert {k: (o, v) for o, k, v in records} == {k: (o, v) for o, k, v in delivered}

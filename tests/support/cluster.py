@@ -750,3 +750,60 @@ def started_thawing(cluster: Cluster):
             if b.running:
                 os.killpg(b.proc.pid, signal.SIGCONT)
         cluster.close()
+
+
+class Frozen:
+    """``with Frozen(broker) as f:`` the broker's whole process group is
+    SIGSTOPped for the block and SIGCONTed when it ends, however it ends.
+    Inside, ``f.in_background(fn)`` starts the one call expected to wait for
+    the frozen broker (on a daemon thread, given ``settle_s`` to reach it),
+    ``f.timed(what, fn)`` runs another call and keeps how long it took,
+    ``f.still_waiting()`` says the background call has not returned, and
+    ``f.join(timeout_s)`` gives its outcome: ``(result, seconds)`` or the
+    exception it raised (None if it is still running)."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.latencies: dict[str, float] = {}
+        self.outcome = None
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "Frozen":
+        os.killpg(self.broker.pgid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.killpg(self.broker.pgid, signal.SIGCONT)
+
+    def in_background(self, fn, *args, settle_s: float = 0.5, **kw) -> None:
+        def run():
+            started = time.monotonic()
+            try:
+                self.outcome = (fn(*args, **kw), time.monotonic() - started)
+            except Exception as exc:  # noqa: BLE001 - the test asserts on it
+                self.outcome = exc
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        time.sleep(settle_s)
+
+    def still_waiting(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and self.outcome is None
+
+    def join(self, timeout_s: float):
+        self._thread.join(timeout_s)
+        return self.outcome
+
+    def timed(self, what: str, fn, *args, **kw):
+        """``fn``'s result; failing, the test fails saying what did not finish."""
+        started = time.monotonic()
+        try:
+            result = fn(*args, **kw)
+        except Exception as exc:  # noqa: BLE001 - reported as the test's failure
+            pytest.fail(f"{what} failed after {time.monotonic() - started:.1f} s while broker "
+                        f"{self.broker.props.get('broker.id')} was frozen: {exc!r}")
+        self.latencies[what] = time.monotonic() - started
+        return result
+
+    def report(self) -> str:
+        return ", ".join(f"{what} {s:.3f} s" for what, s in self.latencies.items())

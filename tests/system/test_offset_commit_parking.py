@@ -17,17 +17,13 @@ Then A's commit is answered and OffsetFetch returns it.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from kafkapy.coordinator.records import partition_for
-from support.cluster import Cluster, create_topic_assigned, leader_of_two_followers, started_thawing, wait_for
+from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -90,49 +86,26 @@ def test_a_commit_waiting_for_a_frozen_follower_holds_only_its_group(cluster):
              30, "both groups' first commits on C")
     assert frozen in cluster.partitions("__consumer_offsets")[p1][2], "F in P1's ISR before the freeze"
 
-    f_pid = cluster.brokers[frozen].proc.pid
-    outcome: list = []
-
-    def commit_a():
-        started = time.monotonic()
-        try:
-            outcome.append((_commit(coordinator, group_a, 42, timeout_s=40), time.monotonic() - started))
-        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
-            outcome.append(exc)
-
-    latencies: dict = {}
-    os.killpg(f_pid, signal.SIGSTOP)
-    try:
-        committer = threading.Thread(target=commit_a, daemon=True)
-        committer.start()
-        time.sleep(0.5)  # A's commit is at C, its append waiting for F
-
-        def timed(what, fn, *args, **kw):
-            started = time.monotonic()
-            result = fn(*args, **kw)
-            latencies[what] = time.monotonic() - started
-            return result
-
-        a_stable = timed("A's stable OffsetFetch", _fetch, coordinator, group_a, require_stable=True)
-        a_plain = timed("A's OffsetFetch", _fetch, coordinator, group_a)
-        b_commits = [timed(f"B's OffsetCommit {n}", _commit, coordinator, group_b, 10 + n) for n in range(3)]
-        b_fetch = timed("B's stable OffsetFetch", _fetch, coordinator, group_b, require_stable=True)
-        still_waiting = committer.is_alive() and not outcome
+    with Frozen(cluster.brokers[frozen]) as f:
+        f.in_background(_commit, coordinator, group_a, 42, timeout_s=40)  # A's append waits for F
+        a_stable = f.timed("A's stable OffsetFetch", _fetch, coordinator, group_a, require_stable=True)
+        a_plain = f.timed("A's OffsetFetch", _fetch, coordinator, group_a)
+        b_commits = [f.timed(f"B's OffsetCommit {n}", _commit, coordinator, group_b, 10 + n) for n in range(3)]
+        b_fetch = f.timed("B's stable OffsetFetch", _fetch, coordinator, group_b, require_stable=True)
+        still_waiting = f.still_waiting()
         # F leaves P1's ISR (its lag passes replica.lag.time.max.ms): the
         # append settles and A's commit is answered.
-        committer.join(LAG_MS / 1000 + 25)
+        outcome = f.join(LAG_MS / 1000 + 25)
         isr_answered = cluster.partitions("__consumer_offsets")[p1][2]  # before F is thawed and catches up
-    finally:
-        os.killpg(f_pid, signal.SIGCONT)
     print(f"coordinator {c}: A on {p1} (frozen follower {frozen}), B on {p2} (follower {g}); "
-          + ", ".join(f"{what} {s:.3f} s" for what, s in latencies.items()) + f"; A's commit {outcome}")
-    assert max(latencies.values()) < BOUND_S, latencies
+          f"{f.report()}; A's commit {outcome}")
+    assert max(f.latencies.values()) < BOUND_S, f.latencies
     assert still_waiting, f"A's commit did not wait for F: {outcome}"
     assert a_stable == (-1, 88), a_stable  # UNSTABLE_OFFSET_COMMIT while pending
     assert a_plain == (1, 0), a_plain  # the last committed offset
     assert b_commits == [0, 0, 0] and b_fetch == (12, 0), (b_commits, b_fetch)
-    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
-    error, waited = outcome[0]
+    assert isinstance(outcome, tuple), outcome
+    error, waited = outcome
     assert error == 0 and waited >= BOUND_S, outcome  # answered once F left the ISR
     assert _fetch(coordinator, group_a, require_stable=True) == (42, 0)
     assert frozen not in isr_answered, isr_answered

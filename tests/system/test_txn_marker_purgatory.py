@@ -20,21 +20,18 @@ CompleteCommit and read_committed sees each committed record exactly once.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from support.cluster import Cluster, PinnedClient, controller_id, started_thawing, wait_for
+from support.cluster import Cluster, Frozen, PinnedClient, controller_id, started_thawing, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from raw_api import call  # noqa: E402
+from raw_api import leaders_known, transaction_states  # noqa: E402
 from test_transactions import TIMEOUT_S, consume, producer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
@@ -68,11 +65,6 @@ def _create_topic(cluster, name: str, assignment: list) -> None:
     admin.create_topics([NewTopic(name, len(assignment), -1, replica_assignment=assignment)],
                         operation_timeout=0)[name].result(timeout=30)
     cluster.wait_topic_ready(name, len(assignment), len(assignment[0]), 30)
-
-
-def _txn_states(broker, txn_ids) -> list:
-    r = call(broker.bootstrap, 65, 0, {"transactional_ids": list(txn_ids)}, timeout_s=5)
-    return [s.transaction_state if s.error_code == 0 else f"error {s.error_code}" for s in r.transaction_states]
 
 
 def _probe(client: PinnedClient, until: float, latencies: list, errors: list) -> None:
@@ -110,13 +102,9 @@ def test_markers_waiting_for_a_frozen_follower_hold_no_worker(cluster):
     _create_topic(cluster, "wtm-other", [[leader]])
     coordinator_broker = cluster.brokers[coordinator]
 
-    def known_to_coordinator():  # AddPartitionsToTxn checks the coordinator's own metadata
-        r = call(coordinator_broker.bootstrap, 3, 4, {"topics": [{"name": "wtm-data"}],
-                                                      "allow_auto_topic_creation": False})
-        return all(t.error_code == 0 and t.partitions and all(q.leader_id >= 0 for q in t.partitions)
-                   for t in r.topics)
-
-    wait_for(known_to_coordinator, 30, "the topic in the coordinator's metadata")
+    # AddPartitionsToTxn checks the coordinator's own metadata.
+    wait_for(lambda: leaders_known(coordinator_broker.bootstrap, ["wtm-data"]), 30,
+             "the topic in the coordinator's metadata")
     for n, p in enumerate(producers):
         p.begin_transaction()
         for i in range(RECORDS):
@@ -126,40 +114,29 @@ def test_markers_waiting_for_a_frozen_follower_hold_no_worker(cluster):
     probe = PinnedClient(cluster.brokers[leader], timeout_s=30)
     assert probe.produce("wtm-other", 0, [0])[0] == 0  # connected, the topic led by L
 
-    f_pid = cluster.brokers[frozen].proc.pid
-    os.killpg(f_pid, signal.SIGSTOP)
-    frozen_at = time.monotonic()
     latencies: list = []
     errors: list = []
-    try:
-        commits = []
-        for p in producers:  # EndTxn is answered once PrepareCommit is logged; the markers follow
-            started = time.monotonic()
-            p.commit_transaction(TIMEOUT_S)
-            commits.append(time.monotonic() - started)
-        prober = threading.Thread(target=_probe, args=(probe, frozen_at + FREEZE_S, latencies, errors), daemon=True)
-        prober.start()
+    with Frozen(cluster.brokers[frozen]) as f:
+        frozen_at = time.monotonic()
+        for n, p in enumerate(producers):  # EndTxn is answered once PrepareCommit is logged; the markers follow
+            f.timed(f"commit {n}", p.commit_transaction, TIMEOUT_S)
+        f.in_background(_probe, probe, frozen_at + FREEZE_S, latencies, errors, settle_s=0)
         # Every transaction's marker waits at L for F (the high watermark cannot pass it).
-        states = _txn_states(coordinator_broker, txn_ids)
-        prober.join(FREEZE_S + 1)
-    finally:
-        thaw_wait = frozen_at + FREEZE_S - time.monotonic()
-        if thaw_wait > 0:
-            time.sleep(thaw_wait)
-        os.killpg(f_pid, signal.SIGCONT)
-    prober.join(40)  # the old code's stuck request ends once F is thawed
+        states = transaction_states(coordinator_broker.bootstrap, txn_ids)
+        f.join(FREEZE_S + 1)
+        time.sleep(max(0.0, frozen_at + FREEZE_S - time.monotonic()))
+    probed = f.join(40)  # the old code's stuck request ends once F is thawed
     probe.close()
-    print(f"coordinator {coordinator}, leader {leader}, frozen follower {frozen}: commits "
-          f"{', '.join(f'{c:.3f}' for c in commits)} s; other client's {len(latencies)} requests on the leader "
-          f"while frozen: max {max(latencies, default=-1):.3f} s")
-    assert not prober.is_alive() and not errors, errors
+    print(f"coordinator {coordinator}, leader {leader}, frozen follower {frozen}: {f.report()}; other client's "
+          f"{len(latencies)} requests on the leader while frozen: max {max(latencies, default=-1):.3f} s")
+    assert isinstance(probed, tuple) and not errors, (probed, errors)
     assert states == ["PrepareCommit"] * PRODUCERS, states
     assert len(latencies) >= 20, latencies
     assert max(latencies) < BOUND_S, sorted(latencies)[-5:]
 
     # Thawed, F fetches the markers, L's high watermark passes them and the
     # parked WriteTxnMarkers is answered: every transaction completes.
-    wait_for(lambda: _txn_states(coordinator_broker, txn_ids) == ["CompleteCommit"] * PRODUCERS, 60,
+    wait_for(lambda: transaction_states(coordinator_broker.bootstrap, txn_ids) == ["CompleteCommit"] * PRODUCERS, 60,
              "every CompleteCommit", interval_s=0.3)
     got = consume(cluster.bootstrap, "wtm-data", 1, "read_committed", want=PRODUCERS * RECORDS)
     assert sorted(got) == sorted(b"t%d-%d" % (n, i) for n in range(PRODUCERS) for i in range(RECORDS))

@@ -21,23 +21,18 @@ records exactly once.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
 
 from kafkapy.coordinator.transaction.state_log import partition_for
-from support.cluster import Cluster, create_topic_assigned, leader_of_two_followers, started_thawing, wait_for
+from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from raw_api import call  # noqa: E402
+from raw_api import call, leaders_known, transaction_states  # noqa: E402
 from test_transactions import TIMEOUT_S, consume, producer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
@@ -60,12 +55,6 @@ def cluster(zookeeper, tmp_path):  # noqa: F811
     yield from started_thawing(c)
 
 
-def _txn_state(broker, txn_id: str):
-    r = call(broker.bootstrap, 65, 0, {"transactional_ids": [txn_id]}, timeout_s=5)
-    s = r.transaction_states[0]
-    return s.transaction_state if s.error_code == 0 else f"error {s.error_code}"
-
-
 def _id_on(partition: int, prefix: str) -> str:
     return next(f"{prefix}-{i}" for i in range(10_000) if partition_for(f"{prefix}-{i}", STATE_PARTITIONS) == partition)
 
@@ -81,13 +70,9 @@ def test_a_write_waiting_for_a_frozen_follower_holds_only_its_transaction(cluste
     create_topic_assigned(cluster, "park-b", [[c]])
     coordinator = cluster.brokers[c]
 
-    def known_to_coordinator():  # AddPartitionsToTxn checks the coordinator's own metadata
-        r = call(coordinator.bootstrap, 3, 4, {"topics": [{"name": "park-a"}, {"name": "park-b"}],
-                                               "allow_auto_topic_creation": False})
-        return all(t.error_code == 0 and t.partitions and all(q.leader_id >= 0 for q in t.partitions)
-                   for t in r.topics)
-
-    wait_for(known_to_coordinator, 30, "the topics in the coordinator's metadata")
+    # AddPartitionsToTxn checks the coordinator's own metadata.
+    wait_for(lambda: leaders_known(coordinator.bootstrap, ["park-a", "park-b"]), 30,
+             "the topics in the coordinator's metadata")
     # Neither producer needs F (librdkafka connects only to the brokers it uses).
     live = f"{coordinator.bootstrap},{cluster.brokers[g].bootstrap}"
     a, b = producer(live, t1), producer(live, t2)
@@ -104,52 +89,30 @@ def test_a_write_waiting_for_a_frozen_follower_holds_only_its_transaction(cluste
     a.flush(TIMEOUT_S)
     assert frozen in cluster.partitions("__transaction_state")[p1][2], "F in P1's ISR before the freeze"
 
-    f_pid = cluster.brokers[frozen].proc.pid
-    outcome: list = []
-
-    def commit_a():
-        started = time.monotonic()
-        try:
-            a.commit_transaction(TIMEOUT_S)
-            outcome.append(time.monotonic() - started)
-        except KafkaException as exc:
-            outcome.append(exc)
-
-    latencies: dict = {}
-    os.killpg(f_pid, signal.SIGSTOP)
-    try:
-        committer = threading.Thread(target=commit_a, daemon=True)
-        committer.start()
-        time.sleep(0.5)  # T1's EndTxn is at C, its PrepareCommit waiting for F
-
-        def timed(what, fn, *args):
-            started = time.monotonic()
-            fn(*args)
-            latencies[what] = time.monotonic() - started
-
-        timed("ListGroups", call, coordinator.bootstrap, 16, 4, {"states_filter": []}, 20)
-        timed("DescribeGroups", call, coordinator.bootstrap, 15, 5,
-              {"groups": ["park-group"], "include_authorized_operations": False}, 20)
+    with Frozen(cluster.brokers[frozen]) as f:
+        f.in_background(a.commit_transaction, TIMEOUT_S)  # T1's EndTxn reaches C, its PrepareCommit waits for F
+        f.timed("ListGroups", call, coordinator.bootstrap, 16, 4, {"states_filter": []}, 20)
+        f.timed("DescribeGroups", call, coordinator.bootstrap, 15, 5,
+                {"groups": ["park-group"], "include_authorized_operations": False}, 20)
         for n in range(T2_COMMITS):
             b.begin_transaction()
             for i in range(4):
                 b.produce("park-b", value=b"b%d-%d" % (n, i), partition=0)
-            timed(f"T2's transaction {n}", lambda: (b.flush(TIMEOUT_S), b.commit_transaction(TIMEOUT_S)))
-        still_waiting = committer.is_alive() and not outcome
+            f.timed(f"T2's transaction {n}", lambda: (b.flush(TIMEOUT_S), b.commit_transaction(TIMEOUT_S)))
+        still_waiting = f.still_waiting()
         # F leaves P1's ISR (its lag passes replica.lag.time.max.ms): the
         # write settles and T1's EndTxn is answered.
-        committer.join(LAG_MS / 1000 + 25)
-    finally:
-        os.killpg(f_pid, signal.SIGCONT)
+        outcome = f.join(LAG_MS / 1000 + 25)
     print(f"coordinator {c}: T1 on {p1} (frozen follower {frozen}), T2 on {p2} (follower {g}); "
-          + ", ".join(f"{what} {s:.3f} s" for what, s in latencies.items()) + f"; T1's commit {outcome}")
+          f"{f.report()}; T1's commit {outcome}")
     assert still_waiting, f"T1's commit did not wait for F: {outcome}"
-    assert max(latencies.values()) < BOUND_S, latencies
-    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
-    assert outcome[0] >= BOUND_S, outcome  # it did wait for F to leave the ISR
+    assert max(f.latencies.values()) < BOUND_S, f.latencies
+    assert isinstance(outcome, tuple), outcome
+    assert outcome[1] >= BOUND_S, outcome  # it did wait for F to leave the ISR
 
-    wait_for(lambda: _txn_state(coordinator, t1) == "CompleteCommit", 30, "T1's CompleteCommit", interval_s=0.3)
-    assert _txn_state(coordinator, t2) == "CompleteCommit"
+    wait_for(lambda: transaction_states(coordinator.bootstrap, [t1]) == ["CompleteCommit"], 30,
+             "T1's CompleteCommit", interval_s=0.3)
+    assert transaction_states(coordinator.bootstrap, [t2]) == ["CompleteCommit"]
     assert consume(cluster.bootstrap, "park-a", 1, "read_committed", want=10) == [b"a%d" % i for i in range(10)]
     got = consume(cluster.bootstrap, "park-b", 1, "read_committed", want=4 * T2_COMMITS)
     assert got == [b"b%d-%d" % (n, i) for n in range(T2_COMMITS) for i in range(4)]

@@ -658,3 +658,101 @@ def test_a_swap_failing_part_way_still_tells_other_processes(tmp_path, monkeypat
     assert {k: (o, v) for o, k, v in records} == latest
     assert [o for o, _k, _v in records] == sorted({o for o, _k, _v in records})
     assert not [n for n in os.listdir(tmp_path / "f" / "t-0") if n.endswith(".swap")]
+
+
+class _FakeTime:
+    """A clock that only moves when told: by ``advance`` (I/O taking time)
+    or by the throttler's own ``sleep``."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.sleeps.append(s)
+        self.now += s
+
+
+def test_the_throttler_holds_io_to_its_rate_and_follows_a_new_one():
+    """Kafka's Throttler: bytes counted per check interval (300 ms); over the
+    rate, it sleeps until they fit, in slices that read the rate again."""
+    from kafkapy.storage.cleaner import Throttler
+
+    t = _FakeTime()
+    rate = [1000.0]
+    th = Throttler(lambda: rate[0], clock=t, sleep=t.sleep)
+    th.maybe_throttle(10_000)  # within the first interval: no check yet
+    assert t.sleeps == []
+    t.now += 0.31
+    th.maybe_throttle(0)  # 10,000 bytes in 0.31 s at 1,000 B/s: until 10 s after the interval began
+    assert abs(sum(t.sleeps) - 9.69) < 1e-6 and max(t.sleeps) <= Throttler.SLICE_S + 1e-9
+    # Under the rate: no sleep, a new interval.
+    t.sleeps.clear()
+    th.maybe_throttle(100)
+    t.now += 0.5
+    th.maybe_throttle(100)
+    assert t.sleeps == []
+    # A rate raised while it sleeps ends the sleep at the next slice.
+    t.now += 0.31
+    calls = []
+
+    def rising():
+        calls.append(1)
+        return 1000.0 if len(calls) < 5 else 1e12
+
+    th.rate = rising
+    th.maybe_throttle(100_000)
+    assert 0 < sum(t.sleeps) <= 4 * Throttler.SLICE_S + 1e-9
+    # A stop ends the sleep too.
+    t.sleeps.clear()
+    th.rate = lambda: 1.0
+    t.now += 0.31
+    th.maybe_throttle(1_000_000, should_stop=lambda: len(t.sleeps) >= 3)
+    assert len(t.sleeps) == 3
+
+
+def _counting(rate, t: _FakeTime):
+    """A throttler on ``t`` that keeps the bytes it is told; each read or
+    write takes 20 ms of ``t``."""
+    from kafkapy.storage.cleaner import Throttler
+
+    th = Throttler(rate, clock=t, sleep=t.sleep)
+    th.told = []
+    original = th.maybe_throttle
+
+    def counting(n, should_stop=None):
+        th.told.append(n)
+        t.now += 0.02
+        original(n, should_stop)
+
+    th.maybe_throttle = counting
+    return th
+
+
+def test_a_throttled_pass_sleeps_for_what_it_reads_and_writes(tmp_path):
+    """log.cleaner.io.max.bytes.per.second: the throttler is told every read
+    and every write of a pass; at a rate of a tenth of those bytes per
+    second, the pass takes about ten seconds (of a fake clock: Kafka's
+    throttler checks every 300 ms, so the last I/O goes unchecked), and
+    cleans the same as an unthrottled pass."""
+    from kafkapy.storage.cleaner import CleanerConfig
+
+    clock = Clock()
+    kw = {"keys": 20, "rounds": 40, "value": b"v" * 200, "segment_bytes": 16 * 1024}
+    throttled, free = _keyed_log(tmp_path, clock, "th", **kw), _keyed_log(tmp_path, clock, "fr", **kw)
+    with free.lock():
+        size = sum(s.size for s in free.segments())
+    small_reads = CleanerConfig(io_buffer_size=4096)
+    unthrottled = _counting(lambda: 1.7976931348623157e308, _FakeTime())
+    assert clean_log(free, clock(), force=True, config=small_reads, throttler=unthrottled) > 0
+    total = sum(unthrottled.told)
+    assert total > 2 * size  # the map's reads, the cleaning's reads and the writes
+    t = _FakeTime()
+    th = _counting(lambda: total / 10, t)
+    assert clean_log(throttled, clock(), force=True, config=small_reads, throttler=th) > 0
+    assert sum(th.told) == total
+    assert len(th.told) > 80 and 8.0 < t.now - 100.0 <= 10.5, (len(th.told), t.now - 100.0)
+    assert _all_records(throttled) == _all_records(free)
