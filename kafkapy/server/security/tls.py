@@ -61,6 +61,14 @@ def apply_cipher_suites(ctx: ssl.SSLContext, versions, suites, where: str) -> No
         value = ",".join(suites)
         tls13 = [c for c in suites if c in TLS13_SUITES]
         tls12 = [openssl_cipher_name(c) for c in suites if c not in TLS13_SUITES]
+        for name, openssl_name in zip([c for c in suites if c not in TLS13_SUITES], tls12):
+            # OpenSSL skips a name it does not know when another in the list
+            # selects a suite; the JVM refuses the whole list (a typo must not
+            # pass unseen).
+            try:
+                ctx.set_ciphers(openssl_name)
+            except ssl.SSLError:
+                raise ConfigException("ssl.cipher.suites", value, f"{where}: unsupported cipher suite {name}") from None
         try:
             if tls12:
                 ctx.set_ciphers(":".join(tls12))

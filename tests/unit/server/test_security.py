@@ -269,6 +269,11 @@ def test_cipher_suites_restrict_tls13_and_drop_protocols_left_without_a_suite():
                             ["TLS_AES_128_GCM_SHA256"], "listener SSL")
     with pytest.raises(ConfigException, match="ssl.cipher.suites"):
         apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), both, ["TLS_NO_SUCH_SUITE"], "listener SSL")
+    # An unknown name beside known ones is refused too (OpenSSL alone would skip it).
+    with pytest.raises(ConfigException, match="unsupported cipher suite TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA257"):
+        apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), both,
+                            ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA257"],
+                            "listener SSL")
     # The inter-broker client's context (a client one, host names checked) takes them too.
     client = ssl.create_default_context()
     apply_cipher_suites(client, both, ["TLS_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"],
