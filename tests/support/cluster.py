@@ -783,6 +783,7 @@ class Frozen:
             except Exception as exc:  # noqa: BLE001 - the test asserts on it
                 self.outcome = exc
 
+        self.outcome = None
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()
         time.sleep(settle_s)

@@ -57,8 +57,7 @@ def cluster(zookeeper, tmp_path):  # noqa: F811
 
 def _create_topic(cluster, name: str, assignment: list) -> None:
     """CreateTopics answered at once (operation timeout 0), then Metadata
-    polled: with one worker, a CreateTopics waiting for the new leaders would
-    hold the worker that has to handle the controller's LeaderAndIsr."""
+    polled until the topic has its leaders."""
     from confluent_kafka.admin import NewTopic
 
     admin = cluster.admin()  # kept until the future resolves

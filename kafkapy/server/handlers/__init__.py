@@ -37,9 +37,28 @@ class _CloseConnection:
 CloseConnection = _CloseConnection()
 
 
+class Hold:
+    """An answer that waits before it is sent, without holding the worker
+    (Kafka's DelayedCreatePartitions: a purgatory operation completed by
+    metadata). A handler that sets ``ctx.hold`` returns the response it
+    would send once ``ready()``; the worker keeps it aside and goes on with
+    other requests, asking ``ready()`` after each one it handles and every
+    10 ms while idle. Ready, the response is sent as it was built (quota
+    throttling included); at ``deadline`` (monotonic seconds) or when the
+    worker stops, ``expire(response)`` gives the response to send instead.
+    Both run in the worker's one thread."""
+
+    __slots__ = ("ready", "expire", "deadline")
+
+    def __init__(self, ready, expire, deadline: float):
+        self.ready = ready
+        self.expire = expire
+        self.deadline = deadline
+
+
 class RequestContext:
     __slots__ = ("broker", "api_key", "api_version", "correlation_id", "client_id",
-                 "deadline_ms", "now_ms", "listener", "principal", "peer_host")
+                 "deadline_ms", "now_ms", "listener", "principal", "peer_host", "hold")
 
     def __init__(self, broker, api_key, api_version, correlation_id, client_id, deadline_ms):
         self.broker = broker
@@ -56,6 +75,7 @@ class RequestContext:
         # The client's address, for ACL host matching: carried only while an
         # authorizer is configured (Broker.authorizer), else "".
         self.peer_host = ""
+        self.hold = None  # a Hold the handler set: its answer waits (see Hold)
 
     @property
     def listener_name(self) -> str | None:

@@ -21,19 +21,20 @@ DelayedCreatePartitions, the answer waits (up to the request's
 ``timeout_ms``; none when it is 0 or ``validate_only``) until this broker's
 metadata shows a leader for every partition of the topics it created, so a
 client can produce at once; a topic still without one then answers
-REQUEST_TIMED_OUT (it is created all the same, as in Kafka).
+REQUEST_TIMED_OUT (it is created all the same, as in Kafka). The wait is a
+``Hold``: the worker handles other requests meanwhile.
 """
 
+import dataclasses
 import time
 from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol import acls
-from kafkapy.server.handlers import construct, duration_ms
+from kafkapy.server.handlers import Hold, construct, duration_ms
 from kafkapy.protocol.topics import TopicError
 
 API_KEY = 19
-_POLL_S = 0.01  # how often a waiting answer looks at the metadata again
 
 
 def handle(ctx, request):
@@ -76,26 +77,27 @@ def handle(ctx, request):
             result.update(error_code=exc.error_code, error_message=exc.message)
         results.append(result)
     timeout_ms = duration_ms(request.timeout)
-    if created and broker.admin.cluster_mode and timeout_ms > 0:
-        for name in _without_leaders(broker, created, started + timeout_ms / 1000):
-            created[name].update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None)
+    if created and broker.admin.cluster_mode and timeout_ms > 0 and _without_leaders(broker, created):
+        ctx.hold = Hold(lambda: not _without_leaders(broker, created), lambda response: _timed_out(broker, response),
+                        started + timeout_ms / 1000)
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": results})
 
 
-def _without_leaders(broker, names, deadline: float) -> set:
+def _without_leaders(broker, names) -> set:
     """The topics of ``names`` whose partitions this broker's metadata does
-    not all show with a leader by ``deadline`` (monotonic seconds)."""
-    waiting = set(names)
-    while waiting:  # bounded by the deadline
-        md = broker.metadata()
-        for name in list(waiting):
-            info = md.topics.get(name)
-            if info is not None and all(state.leader >= 0 for state in md.partition_states(info)):
-                waiting.discard(name)
-        if not waiting or time.monotonic() >= deadline:
-            break
-        time.sleep(_POLL_S)
-    return waiting
+    not all show with a leader."""
+    md = broker.metadata()
+    return {name for name in names
+            if (info := md.topics.get(name)) is None or any(s.leader < 0 for s in md.partition_states(info))}
+
+
+def _timed_out(broker, response):
+    """``response`` with REQUEST_TIMED_OUT for each topic it created that has
+    a partition without a leader yet."""
+    waiting = _without_leaders(broker, [t.name for t in response.topics if t.error_code == ErrorCode.NONE])
+    return dataclasses.replace(response, topics=tuple(
+        dataclasses.replace(t, error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None) if t.name in waiting else t
+        for t in response.topics))
 
 
 def _partition_count(broker, topic) -> int:

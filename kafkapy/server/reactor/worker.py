@@ -2,7 +2,10 @@
 
 Owned by one worker process, single-threaded: takes descriptors from the
 shared request queue, decodes, calls the API handler, and sends the encoded
-response to the processor owning the connection. Each worker has its own
+response to the processor owning the connection. An answer whose handler
+set a ``Hold`` (handlers/__init__.py) is kept aside and sent when ready or
+expired, asked after each request and every 10 ms while idle, so a wait on
+metadata never holds the worker. Each worker has its own
 ``Broker`` view (metadata cache, open logs); consistency between workers comes
 from the shared partition table and the partition locks (docs/architecture.md).
 """
@@ -30,9 +33,12 @@ from kafkapy.server.handlers import (
     api_versions_response,
 )
 from kafkapy.server.quotas import enforce as quota_enforce
+from kafkapy.server.quotas.throttle import THROTTLED
 from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
 
 log = logging.getLogger("kafkapy.request")
+# handle_request's kind for an answer the worker keeps aside (never sent as such).
+HELD = -1
 # A request handled for longer than this is logged: its client is waiting.
 _SLOW_S = 10.0
 
@@ -40,13 +46,14 @@ _SLOW_S = 10.0
 class Decoded:
     """A request that decoded and is to be handled: what ``finish_request`` needs."""
 
-    __slots__ = ("header", "spec", "version", "flexible", "request")
+    __slots__ = ("header", "spec", "version", "flexible", "request", "response")
 
     def __init__(self, header, spec, version, flexible, request):
         self.header = header
         self.spec = spec
         self.version = version
         self.flexible = flexible
+        self.response = None  # the response entity finish_request encoded last
         self.request = request
 
 
@@ -98,6 +105,7 @@ def finish_request(decoded: Decoded, response):
     if isinstance(response, DelayedOperation):
         return DELAY, response.to_wire()
     header = decoded.header
+    decoded.response = response
     probes.request.response_built(header.api_key, response)
     response_header_flexible = decoded.flexible and header.api_key != API_VERSIONS_KEY
     return SEND, encode_response(header.correlation_id, response, response_header_flexible)
@@ -109,7 +117,8 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int 
 
     Returns ``(kind, payload)`` for the processor: SEND with the response
     parts, NOREPLY, CLOSE, or DELAY with the ``DelayedOperation`` to park
-    (its ``to_wire()`` tuple).
+    (its ``to_wire()`` tuple); or ``(HELD, (kind, payload, decoded, hold))``
+    when the handler set a ``Hold``: the worker sends it later (``Held``).
     Never raises: a handler bug answers the connection with a close, as Kafka
     does for requests it cannot parse or answer.
     """
@@ -130,14 +139,66 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int 
         manager = getattr(broker, "quotas", None)
         quotas = manager.quotas(broker.metadata()) if manager is not None else None
         if quotas is not None:
-            return quota_enforce.handle(manager, quotas, ctx, decoded, len(buf), HANDLERS[header.api_key],
-                                        finish_request)
-        return finish_request(decoded, HANDLERS[header.api_key](ctx, decoded.request))
+            kind, payload = quota_enforce.handle(manager, quotas, ctx, decoded, len(buf), HANDLERS[header.api_key],
+                                                 finish_request)
+        else:
+            kind, payload = finish_request(decoded, HANDLERS[header.api_key](ctx, decoded.request))
+        if ctx.hold is not None and kind in (SEND, THROTTLED):
+            return HELD, (kind, payload, decoded, ctx.hold)
+        return kind, payload
     except Exception:
         # A bug in one handler must cost one connection, never the worker
         # (whose death stops the whole broker).
         log.exception("%s v%d request failed; closing the connection", decoded.spec.name, decoded.version)
         return CLOSE, None
+
+
+class Held:
+    """The answers this worker keeps aside (``Hold``): ``(processor, conn id,
+    kind, payload, decoded, hold)`` each, sent by ``settle`` once ready,
+    expired, or (``stopping``) at once."""
+
+    POLL_S = 0.01  # how often an idle worker asks them again
+
+    def __init__(self, pipes):
+        self.pipes = pipes
+        self.answers: list = []
+
+    def __len__(self) -> int:
+        return len(self.answers)
+
+    def add(self, processor_id: int, conn_id: int, held: tuple) -> None:
+        self.answers.append((processor_id, conn_id) + held)
+
+    def settle(self, stopping: bool = False) -> None:
+        if not self.answers:
+            return
+        now = time.monotonic()
+        waiting = []
+        for answer in self.answers:
+            processor_id, conn_id, kind, payload, decoded, hold = answer
+            try:
+                if not hold.ready():
+                    if not stopping and now < hold.deadline:
+                        waiting.append(answer)
+                        continue
+                    kind, payload = _expired(kind, payload, decoded, hold)
+            except Exception:
+                log.exception("%s v%d: a held answer failed; closing the connection", decoded.spec.name,
+                              decoded.version)
+                kind, payload = CLOSE, None
+            self.pipes[processor_id].send((conn_id, kind, payload))
+        self.answers = waiting
+
+
+def _expired(kind, payload, decoded, hold):
+    """The answer to send for a hold whose deadline passed: ``hold.expire``'s
+    response to the one built (its throttling kept)."""
+    new_kind, new_payload = finish_request(decoded, hold.expire(decoded.response))
+    if kind == THROTTLED:
+        _inner_kind, _inner, throttle_ms, throttles = payload
+        return THROTTLED, (new_kind, new_payload, throttle_ms, throttles)
+    return new_kind, new_payload
 
 
 def worker_main(worker_id: int, broker_factory, channel) -> None:
@@ -147,6 +208,7 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
     requests = channel.requests
     arenas = [a.view for a in channel.arenas]
     pipes = channel.response_pipes
+    held = Held(pipes)
     probe = probes.request
     # With metrics on, an idle worker wakes every 0.5 s to publish what it
     # counted and its idle ratio; otherwise it just blocks.
@@ -155,11 +217,12 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
     while True:
         waited_at = monotonic()
         try:
-            req = requests.get(worker_id, poll_s)
+            req = requests.get(worker_id, min(poll_s or Held.POLL_S, Held.POLL_S) if held else poll_s)
         except queue.Empty:
             now = monotonic()
             probe.waited(now - waited_at)
             probe.maybe_publish(now)
+            held.settle()
             continue
         if req is None:
             break
@@ -176,8 +239,13 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
         # not in the queue: its queue time was counted on the first pass.
         probe.request_handled(api_key, -1.0 if req.deadline_ms else started - req.put_s,
                               done - started)
-        pipes[req.processor_id].send((req.conn_id, kind, payload))
+        if kind == HELD:
+            held.add(req.processor_id, req.conn_id, payload)
+        else:
+            pipes[req.processor_id].send((req.conn_id, kind, payload))
+        held.settle()
         probe.maybe_publish(done)
+    held.settle(stopping=True)
     probes.publish()
     broker.close()
 
