@@ -90,6 +90,7 @@ from dataclasses import dataclass
 import crc32c
 
 from kafkapy._core import load as _load_core
+from kafkapy._core.offset_map_py import ENTRY_BYTES as MAP_ENTRY_BYTES, slots_and_capacity
 from kafkapy._core.records_py import build_batch, decode_records
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints
@@ -138,11 +139,9 @@ class CleanerStats:
 stats = CleanerStats()
 
 
-# What one key costs the offset map in this process (a 16-byte digest as a
-# bytes object, an int offset and a dict slot; measured ~137 bytes): the map
-# holds at most log.cleaner.dedupe.buffer.size of them, as Kafka's
-# SkimpyOffsetMap holds its 24-byte entries in that many bytes.
-MAP_ENTRY_BYTES = 140
+# The offset map (Kafka's SkimpyOffsetMap): MAP_ENTRY_BYTES a slot, a 16-byte
+# digest and an 8-byte offset.
+_offset_maps = _load_core("offset_map")
 
 
 @dataclass(frozen=True)
@@ -165,8 +164,16 @@ class CleanerConfig:
                    float(config["log.cleaner.io.max.bytes.per.second"]))
 
     @property
+    def map_memory(self) -> int:
+        """The offset map's bytes: this cleaner's share of the dedupe buffer."""
+        return self.dedupe_buffer_size // self.threads
+
+    @property
     def max_map_entries(self) -> int:
-        return max(1, int(self.dedupe_buffer_size / self.threads * self.load_factor / MAP_ENTRY_BYTES))
+        return slots_and_capacity(self.map_memory, self.load_factor)[1]
+
+    def new_offset_map(self):
+        return _offset_maps.OffsetMap(self.map_memory, self.load_factor)
 
 
 DEFAULT_CONFIG = CleanerConfig()
@@ -586,12 +593,13 @@ class _Pass:
     def _offset_map(self, segments, upper: int):
         """Kafka's buildOffsetMap over [first dirty, upper): key digest -> last
         offset, and the last offset mapped. When the next batch would take the
-        map past ``max_map_entries`` it stops there (Kafka's "offset map is
-        full"): the pass cleans up to the last offset mapped, and the next
-        pass goes on from it."""
+        map past its capacity it stops there (Kafka's "offset map is full"):
+        the pass cleans up to the last offset mapped, and the next pass goes
+        on from it. A first batch with more keys than the map holds cannot be
+        cleaned (Kafka refuses the log likewise)."""
         first_dirty = self.ltc.first_dirty_offset
-        room = self.config.max_map_entries
-        offsets: dict[bytes, int] = {}
+        offsets = self.config.new_offset_map()
+        room = offsets.capacity
         latest = -1
         for i, s in enumerate(segments):
             if s.base_offset >= upper:
@@ -602,13 +610,20 @@ class _Pass:
                 if h.base_offset < first_dirty or h.base_offset >= upper:
                     continue
                 if not h.attributes & _CONTROL and h.base_offset not in self.aborted:
-                    if offsets and len(offsets) + h.records_count > room:
+                    if len(offsets) and len(offsets) + h.records_count > room:
                         log.info("%s: the offset map is full (%d keys); cleaning up to offset %d",
                                  self.lg.dir, len(offsets), latest)
                         return offsets, latest
-                    for offset, _ts, key, _value, _hdrs in decode_records(view):
-                        if key is not None:
-                            offsets[_key_hash(key)] = offset
+                    put = offsets.put
+                    try:
+                        for offset, _ts, key, _value, _hdrs in decode_records(view):
+                            if key is not None:
+                                put(_key_hash(key), offset)
+                    except OverflowError:
+                        raise OverflowError(
+                            f"{self.lg.dir}: the batch at offset {h.base_offset} has more keys than the offset map "
+                            f"holds ({room}): raise log.cleaner.dedupe.buffer.size or lower log.cleaner.threads"
+                        ) from None
                 latest = max(latest, h.base_offset + h.last_offset_delta)
         return offsets, latest
 
@@ -723,7 +738,7 @@ class _Pass:
             return True
         if key is None:
             return False
-        if offset < self.offset_map.get(_key_hash(key), -1):
+        if offset < self.offset_map.get(_key_hash(key)):
             return False
         return value is not None or horizon is None or self.now_ms < horizon
 
