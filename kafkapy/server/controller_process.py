@@ -80,7 +80,9 @@ NONE = 0
 
 def controller_main(config, broker_info, table=None, make_broker=None) -> None:
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Set from another thread: the handler runs on this thread, which may be
+    # inside stop.wait() holding the Event's lock (set() would deadlock there).
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=stop.set, daemon=True).start())
     client = ZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
                       config["zookeeper.connection.timeout.ms"]).connect()
     broker = make_broker(-1) if make_broker is not None else None
