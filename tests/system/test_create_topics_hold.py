@@ -10,7 +10,8 @@ the same, as in Kafka); meanwhile B's one worker answers Metadata and
 ApiVersions within ``BOUND_S`` (before, the worker slept in the handler and
 they waited out the timeout). Another CreateTopics with a 30 s timeout,
 sent while C is stopped, answers with no error soon after C is continued
-and elects its leader.
+and elects its leader. CreatePartitions waits the same way: REQUEST_TIMED_OUT
+after its timeout while C is stopped, no error once C is back.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def _create(bootstrap: str, name: str, broker_id: int, timeout_ms: int):
     return r.topics[0].error_code
 
 
+def _grow(bootstrap: str, name: str, broker_id: int, timeout_ms: int):
+    r = call(bootstrap, 37, 3, {"topics": [{"name": name, "count": 2, "assignments": [{"broker_ids": [broker_id]}]}],
+                                "timeout": timeout_ms, "validate_only": False}, timeout_s=60)
+    return r.results[0].error_code
+
+
 def test_a_create_topics_waiting_for_leaders_holds_no_worker(cluster):
     controller = controller_id(cluster)
     b = next(i for i in sorted(cluster.brokers) if i != controller)
@@ -78,3 +85,17 @@ def test_a_create_topics_waiting_for_leaders_holds_no_worker(cluster):
     print(f"the 30 s one answered {time.monotonic() - thawed_at:.2f} s after the controller continued")
     # Both topics exist; the timed-out one got its leader too once C was back.
     wait_for(lambda: leaders_known(at_b, ["hold-late", "hold-soon"]), 30, "leaders for both topics")
+
+    # CreatePartitions (Kafka's DelayedCreatePartitions too): with C stopped
+    # again, its answer waits for the new partition's leader.
+    with Frozen(cluster.brokers[controller]) as f:
+        f.in_background(_grow, at_b, "hold-late", b, 1500)
+        f.timed("Metadata", call, at_b, 3, 4, metadata, 10)
+        grown_late = f.join(20)
+        f.in_background(_grow, at_b, "hold-soon", b, 30_000, settle_s=1.0)
+        grow_waiting = f.still_waiting()
+    grown_soon = f.join(40)
+    print(f"CreatePartitions with the controller stopped: {grown_late}, {f.report()}; once back: {grown_soon}")
+    assert f.latencies["Metadata"] < BOUND_S, f.latencies
+    assert isinstance(grown_late, tuple) and grown_late[0] == ErrorCode.REQUEST_TIMED_OUT and grown_late[1] >= 1.3
+    assert grow_waiting and isinstance(grown_soon, tuple) and grown_soon[0] == ErrorCode.NONE, grown_soon

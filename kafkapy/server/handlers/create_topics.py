@@ -76,28 +76,38 @@ def handle(ctx, request):
         except TopicError as exc:
             result.update(error_code=exc.error_code, error_message=exc.message)
         results.append(result)
-    timeout_ms = duration_ms(request.timeout)
-    if created and broker.admin.cluster_mode and timeout_ms > 0 and _without_leaders(broker, created):
-        ctx.hold = Hold(lambda: not _without_leaders(broker, created), lambda response: _timed_out(broker, response),
-                        started + timeout_ms / 1000)
+    hold_for_leaders(ctx, {name: r["num_partitions"] for name, r in created.items()}, "topics", started,
+                     duration_ms(request.timeout))
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": results})
 
 
-def _without_leaders(broker, names) -> set:
-    """The topics of ``names`` whose partitions this broker's metadata does
-    not all show with a leader."""
+def hold_for_leaders(ctx, partitions: dict, field: str, started: float, timeout_ms: int) -> None:
+    """Kafka's DelayedCreatePartitions, for CreateTopics and CreatePartitions
+    in cluster mode: the answer waits (a ``Hold``, up to ``timeout_ms`` from
+    ``started``; none when it is 0) until this broker's metadata shows each
+    topic of ``partitions`` (name -> partition count) with that many
+    partitions, each with a leader; past it, each topic still short answers
+    REQUEST_TIMED_OUT in the response's ``field`` list."""
+    broker = ctx.broker
+    if not partitions or not broker.admin.cluster_mode or timeout_ms <= 0 or not _without_leaders(broker, partitions):
+        return
+
+    def expire(response):
+        late = _without_leaders(broker, partitions)
+        return dataclasses.replace(response, **{field: tuple(
+            dataclasses.replace(t, error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None)
+            if t.name in late else t for t in getattr(response, field))})
+
+    ctx.hold = Hold(lambda: not _without_leaders(broker, partitions), expire, started + timeout_ms / 1000)
+
+
+def _without_leaders(broker, partitions: dict) -> set:
+    """The topics of ``partitions`` this broker's metadata does not show with
+    that many partitions, each with a leader."""
     md = broker.metadata()
-    return {name for name in names
-            if (info := md.topics.get(name)) is None or any(s.leader < 0 for s in md.partition_states(info))}
-
-
-def _timed_out(broker, response):
-    """``response`` with REQUEST_TIMED_OUT for each topic it created that has
-    a partition without a leader yet."""
-    waiting = _without_leaders(broker, [t.name for t in response.topics if t.error_code == ErrorCode.NONE])
-    return dataclasses.replace(response, topics=tuple(
-        dataclasses.replace(t, error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None) if t.name in waiting else t
-        for t in response.topics))
+    return {name for name, count in partitions.items()
+            if (info := md.topics.get(name)) is None or info.num_partitions < count
+            or any(s.leader < 0 for s in md.partition_states(info))}
 
 
 def _partition_count(broker, topic) -> int:
