@@ -380,7 +380,10 @@ class ZkClient:
             blocks[:] = [zk_data.next_producer_id_block(current, broker_id, size)]
             batch.set_producer_id_block(blocks[0], version)
 
-        self._retry(write)
+        # Kafka tries until it lands: each conflict is another broker's block
+        # landing, so a few brokers asking at once can take this one's first
+        # ten tries (a two-broker test saw it).
+        self._retry(write, retries=_PRODUCER_ID_BLOCK_RETRIES)
         return blocks[0]
 
     def _retry(self, write, retries: int = None) -> None:
@@ -437,6 +440,7 @@ class ZkClient:
 # How often a write computed from a read is tried before giving up: a conflict means
 # another broker wrote the same znode between our read and write, which is rare.
 _WRITE_RETRIES = 10
+_PRODUCER_ID_BLOCK_RETRIES = 1000
 
 
 class ZkConflict(RuntimeError):
