@@ -11,7 +11,8 @@ ApiVersions within ``BOUND_S`` (before, the worker slept in the handler and
 they waited out the timeout). Another CreateTopics with a 30 s timeout,
 sent while C is stopped, answers with no error soon after C is continued
 and elects its leader. CreatePartitions waits the same way: REQUEST_TIMED_OUT
-after its timeout while C is stopped, no error once C is back.
+after its timeout while C is stopped, no error once C is back. DeleteTopics
+waits until the topic has left B's metadata (Kafka's DelayedDeleteTopics).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def _grow(bootstrap: str, name: str, broker_id: int, timeout_ms: int):
     return r.results[0].error_code
 
 
+def _delete(bootstrap: str, name: str, timeout_ms: int):
+    r = call(bootstrap, 20, 6, {"topics": [{"name": name, "topic_id": None}], "timeout": timeout_ms}, timeout_s=60)
+    return r.responses[0].error_code
+
+
 def test_a_create_topics_waiting_for_leaders_holds_no_worker(cluster):
     controller = controller_id(cluster)
     b = next(i for i in sorted(cluster.brokers) if i != controller)
@@ -99,3 +105,20 @@ def test_a_create_topics_waiting_for_leaders_holds_no_worker(cluster):
     assert f.latencies["Metadata"] < BOUND_S, f.latencies
     assert isinstance(grown_late, tuple) and grown_late[0] == ErrorCode.REQUEST_TIMED_OUT and grown_late[1] >= 1.3
     assert grow_waiting and isinstance(grown_soon, tuple) and grown_soon[0] == ErrorCode.NONE, grown_soon
+
+    # DeleteTopics (Kafka's DelayedDeleteTopics): with C stopped nothing
+    # deletes the topic, so the answer times out (the deletion stays marked);
+    # with C back it comes once the topic has left B's metadata.
+    with Frozen(cluster.brokers[controller]) as f:
+        f.in_background(_delete, at_b, "hold-late", 1500)
+        f.timed("Metadata", call, at_b, 3, 4, metadata, 10)
+        deleted_late = f.join(20)
+    started = time.monotonic()
+    deleted_soon = _delete(at_b, "hold-soon", 30_000)
+    print(f"DeleteTopics with the controller stopped: {deleted_late}, {f.report()}; once back: {deleted_soon} "
+          f"in {time.monotonic() - started:.2f} s")
+    assert f.latencies["Metadata"] < BOUND_S, f.latencies
+    assert isinstance(deleted_late, tuple) and deleted_late[0] == ErrorCode.REQUEST_TIMED_OUT, deleted_late
+    assert deleted_soon == ErrorCode.NONE
+    gone = call(at_b, 3, 4, {"topics": [{"name": "hold-soon"}], "allow_auto_topic_creation": False})
+    assert gone.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -36,6 +36,7 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from kafkapy.coordination import zk_data
 from kafkapy.coordination.zk_controller import REASSIGN_PARTITIONS_PATH
@@ -252,8 +253,11 @@ def test_a_deletion_waits_for_the_reassignment(cluster):
     try:
         assert _reassign(c, {(topic, 0): [2, 3]}) == {}
         admin = c.admin()  # kept until the future resolves
-        admin.delete_topics([topic], operation_timeout=10)[topic].result(timeout=30)
-        time.sleep(1.5)  # the controller saw the marker; Kafka holds the deletion while the move runs
+        # The answer waits for the topic to go (Kafka's DelayedDeleteTopics):
+        # held by the move, it times out; the deletion stays marked.
+        with pytest.raises(KafkaException) as timed_out:
+            admin.delete_topics([topic], operation_timeout=1.5)[topic].result(timeout=30)
+        assert timed_out.value.args[0].code() == KafkaError.REQUEST_TIMED_OUT
         assert zk.exists(zk_data.delete_topic_path(topic)) is not None
         assert zk.exists(zk_data.topic_path(topic)) is not None and _topic_znode(zk, topic).adding_replicas
         assert f"deletion of ['{topic}'] waits for their reassignments" in c.brokers[controller_id(c)].log_text()

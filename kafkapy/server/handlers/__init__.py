@@ -12,6 +12,7 @@ keeps each handler independent of the version being answered.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 
@@ -54,6 +55,32 @@ class Hold:
         self.ready = ready
         self.expire = expire
         self.deadline = deadline
+
+
+def hold_topics(ctx, pending, field: str, started: float, timeout_ms: int) -> None:
+    """Hold the answer (``ctx.hold``) while ``pending()``, the topic names
+    still waited on, is not empty, up to ``timeout_ms`` from ``started``
+    (monotonic seconds): Kafka's DelayedCreatePartitions and
+    DelayedDeleteTopics. Past it, each topic still pending answers
+    REQUEST_TIMED_OUT in the response's ``field`` list. Nothing is held when
+    ``timeout_ms`` is 0 or less (Kafka answers at once) or nothing is
+    pending now."""
+    if timeout_ms <= 0 or not pending():
+        return
+
+    def expire(response):
+        late = pending()
+        return dataclasses.replace(response, **{field: tuple(
+            _timed_out(t) if t.name in late else t for t in getattr(response, field))})
+
+    ctx.hold = Hold(lambda: not pending(), expire, started + timeout_ms / 1000)
+
+
+def _timed_out(result):
+    fields = {"error_code": int(ErrorCode.REQUEST_TIMED_OUT)}
+    if hasattr(result, "error_message"):
+        fields["error_message"] = None
+    return dataclasses.replace(result, **fields)
 
 
 class RequestContext:

@@ -25,13 +25,12 @@ REQUEST_TIMED_OUT (it is created all the same, as in Kafka). The wait is a
 ``Hold``: the worker handles other requests meanwhile.
 """
 
-import dataclasses
 import time
 from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol import acls
-from kafkapy.server.handlers import Hold, construct, duration_ms
+from kafkapy.server.handlers import construct, duration_ms, hold_topics
 from kafkapy.protocol.topics import TopicError
 
 API_KEY = 19
@@ -83,22 +82,12 @@ def handle(ctx, request):
 
 def hold_for_leaders(ctx, partitions: dict, field: str, started: float, timeout_ms: int) -> None:
     """Kafka's DelayedCreatePartitions, for CreateTopics and CreatePartitions
-    in cluster mode: the answer waits (a ``Hold``, up to ``timeout_ms`` from
-    ``started``; none when it is 0) until this broker's metadata shows each
-    topic of ``partitions`` (name -> partition count) with that many
-    partitions, each with a leader; past it, each topic still short answers
-    REQUEST_TIMED_OUT in the response's ``field`` list."""
+    in cluster mode (``hold_topics``): the answer waits until this broker's
+    metadata shows each topic of ``partitions`` (name -> partition count)
+    with that many partitions, each with a leader."""
     broker = ctx.broker
-    if not partitions or not broker.admin.cluster_mode or timeout_ms <= 0 or not _without_leaders(broker, partitions):
-        return
-
-    def expire(response):
-        late = _without_leaders(broker, partitions)
-        return dataclasses.replace(response, **{field: tuple(
-            dataclasses.replace(t, error_code=int(ErrorCode.REQUEST_TIMED_OUT), error_message=None)
-            if t.name in late else t for t in getattr(response, field))})
-
-    ctx.hold = Hold(lambda: not _without_leaders(broker, partitions), expire, started + timeout_ms / 1000)
+    if partitions and broker.admin.cluster_mode:
+        hold_topics(ctx, lambda: _without_leaders(broker, partitions), field, started, timeout_ms)
 
 
 def _without_leaders(broker, partitions: dict) -> set:
