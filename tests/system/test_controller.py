@@ -302,8 +302,11 @@ def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory,
         zk = server.client("/zkr")
         _create_topic(zk, "restarted", {0: [1, 2, 3]})
         state = wait_for(lambda: _state(zk, "restarted", 0), 30, "a state after the restart")
-        assert state[0]["leader"] == 1 and _controller(zk) == old
-        assert all(b.running for b in c.brokers.values())
+        # (what a failure needs to be read: which brokers kept their sessions)
+        seen = (state, _controller(zk), old, sorted(zk.get_children(zk_data.BROKER_IDS_PATH)),
+                {i: b.running for i, b in c.brokers.items()})
+        assert state[0]["leader"] == 1 and _controller(zk) == old, seen
+        assert all(b.running for b in c.brokers.values()), seen
         c.wait_topic_ready("restarted", 1, 3)
     finally:
         c.close()
