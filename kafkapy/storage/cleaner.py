@@ -199,7 +199,6 @@ class Throttler:
         self.sleep = sleep
         self.period_start = clock()
         self.observed = 0
-        self.slept_s = 0.0  # in all, for stats and tests
 
     def maybe_throttle(self, observed: int, should_stop=None) -> None:
         self.observed += observed
@@ -213,9 +212,7 @@ class Throttler:
                 wait = self.SLICE_S if rate <= 0 else self.period_start + self.observed / rate - now
                 if wait <= 0 or (should_stop is not None and should_stop()):
                     break
-                wait = min(wait, self.SLICE_S)
-                self.sleep(wait)
-                self.slept_s += wait
+                self.sleep(min(wait, self.SLICE_S))
         self.period_start = self.clock()
         self.observed = 0
 
@@ -447,7 +444,8 @@ def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFA
               should_stop=None, throttler: Throttler | None = None) -> int:
     """Clean ``lg`` if it is compacted and due; returns the segments rewritten.
     ``force`` (tests, tools): clean now, from the log start as if there were
-    no checkpoint, whatever the ratio.
+    no checkpoint, whatever the ratio. ``throttler``: the one ``clean_logs``
+    shares across its logs; None cleans unthrottled.
 
     The log's lock is held twice, briefly: to decide and note what the
     segments are, and to swap the cleaned groups in. Reading the segments,
@@ -467,8 +465,7 @@ def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFA
             update_cleaner_checkpoint(log_dir, lg.topic, lg.partition, ltc.first_dirty_offset)
         if not (_eligible(lg, ltc) or (force and ltc is not None and ltc.cleanable_bytes > 0)):
             return 0
-        cleaning = _Pass(lg, now_ms, ltc, config, should_stop,
-                         throttler if throttler is not None else Throttler(lambda: config.io_max_bytes_per_second))
+        cleaning = _Pass(lg, now_ms, ltc, config, should_stop, throttler)
     try:
         try:
             end_offset, read, written = cleaning.build()

@@ -7,8 +7,8 @@ does) and it disappears from metadata at once. In cluster mode the topic is
 marked for deletion in ZooKeeper and the controller deletes it (Kafka's
 ZkAdminManager); the answer waits up to ``timeout_ms`` (none when it is 0)
 until this broker's metadata no longer has the topic (Kafka's
-DelayedDeleteTopics, a ``Hold``), so the name can be created again at once,
-then REQUEST_TIMED_OUT (7) for a topic still there (its deletion goes on).
+DelayedDeleteTopics, a ``Hold``), then REQUEST_TIMED_OUT (7) for a topic
+still there (its deletion goes on).
 Errors per topic: UNKNOWN_TOPIC_OR_PARTITION (3), UNKNOWN_TOPIC_ID (100),
 INVALID_REQUEST (42) when v6 gives both or neither, TOPIC_DELETION_DISABLED
 (73) when ``delete.topic.enable`` is false.

@@ -217,7 +217,7 @@ def worker_main(worker_id: int, broker_factory, channel) -> None:
     while True:
         waited_at = monotonic()
         try:
-            req = requests.get(worker_id, min(poll_s or Held.POLL_S, Held.POLL_S) if held else poll_s)
+            req = requests.get(worker_id, Held.POLL_S if held else poll_s)
         except queue.Empty:
             now = monotonic()
             probe.waited(now - waited_at)
