@@ -14,8 +14,8 @@ ones, and the coordinator's process reloads the list on the bumped
 generation).
 
 Single-threaded, with its own ``Broker`` view as a worker's, whose effective
-config (dynamic keys included) gives each pass its settings. SIGTERM (the
-supervisor stopping) gives up the pass in progress between two groups (a
+config (dynamic keys included) gives each pass its settings. The supervisor's
+stop (``child_signals``) gives up the pass in progress between two groups (a
 group is swapped whole or not at all) and exits 0; a SIGKILL at any point
 leaves the log as the swap's commit point says (``complete_swaps`` at load).
 """
@@ -23,10 +23,10 @@ leaves the log as the swap's commit point says (``complete_swaps`` at load).
 from __future__ import annotations
 
 import logging
-import signal
 import time
 
 from kafkapy.metrics import probes
+from kafkapy.server import child_signals
 from kafkapy.storage.cleaner import CleanerConfig, Throttler, clean_logs
 
 log = logging.getLogger("kafkapy.cleaner")
@@ -48,7 +48,7 @@ def cleaner_main(broker_factory) -> None:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, on_term)
+    child_signals.on_stop(on_term)
     broker = broker_factory(-1)
     # The cleaner's settings are read from the effective broker config (its
     # dynamic layers included) where they are used, so an AlterConfigs of a

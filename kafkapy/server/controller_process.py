@@ -21,8 +21,9 @@ its one KafkaZkClient:
 * serves the local door (``controller_channel.LocalDoor``) through which
   this broker's handler workers hand ControlledShutdown and ElectLeaders to
   the controller;
-* on SIGTERM closes the session, so the registration and a held
-  ``/controller`` go at once rather than at the session timeout.
+* stopped by the supervisor, last of the children, closes the session, so
+  the registration and a held ``/controller`` go at once rather than at the
+  session timeout.
 
 The controller (Kafka's onControllerFailover and ControllerEventManager):
 elected, it reads the cluster from ZooKeeper (live brokers, topics, their
@@ -50,7 +51,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import signal
 import threading
 import time
 import uuid
@@ -58,6 +58,7 @@ import uuid
 
 from kafkapy.coordination import zk_data
 from kafkapy.metrics import probes
+from kafkapy.server import child_signals
 from kafkapy.coordination.zk_controller import PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH
 from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient, ZkError
 from kafkapy.protocol.errors import ErrorCode
@@ -82,7 +83,7 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
     stop = threading.Event()
     # Set from another thread: the handler runs on this thread, which may be
     # inside stop.wait() holding the Event's lock (set() would deadlock there).
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=stop.set, daemon=True).start())
+    child_signals.on_stop(lambda: threading.Thread(target=stop.set, daemon=True).start())
     client = ZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
                       config["zookeeper.connection.timeout.ms"]).connect()
     broker = make_broker(-1) if make_broker is not None else None

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import signal
 import time
 
 from kafkapy.coordinator.assignors import ASSIGNORS, normalize_assignor_name
@@ -364,8 +363,6 @@ def build_transaction_coordinator(broker, config, clock_ms, group_coordinator) -
 
 
 def coordinator_main(broker_factory, channel, config) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopped via the queue
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     broker = broker_factory(-1)
     server = None
     try:

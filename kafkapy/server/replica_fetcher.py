@@ -76,7 +76,7 @@ LeaderAndIsr moved the role meanwhile: nothing is written to a log this
 broker leads, or from a leader it no longer follows.
 
 Every wait is bounded: one select of at most ``_TICK_S`` at a time, so
-SIGTERM (which sets the stop flag) and new metadata are noticed within that;
+the supervisor's stop (which sets the stop flag) and new metadata are noticed within that;
 a request still unanswered after ``replica.fetch.wait.max.ms`` +
 ``replica.socket.timeout.ms`` is abandoned with its connection, and a connect
 waits at most 10 s (Kafka's socket.connection.setup.timeout.ms).
@@ -90,13 +90,13 @@ from __future__ import annotations
 import functools
 import logging
 import select
-import signal
 import time
 from collections import OrderedDict
 
 from kafkapy.client import errors as client_errors
 from kafkapy.client.conn import Connection
 from kafkapy.metrics import probes
+from kafkapy.server import child_signals
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication import fetch_wire
 from kafkapy.replication.quota import throttle_for
@@ -711,11 +711,10 @@ class ReplicaFetcher:
 
 def replica_fetcher_main(fetcher_id: int, config, make_broker) -> None:
     """The replica-fetcher child's entry (forked by the supervisor in cluster
-    mode): fetch until SIGTERM."""
+    mode): fetch until the supervisor's stop (``child_signals.on_stop``)."""
     broker = make_broker(-1)
     fetcher = ReplicaFetcher(fetcher_id, broker, config)
-    signal.signal(signal.SIGTERM, lambda *_: fetcher.stop())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    child_signals.on_stop(fetcher.stop)
     log.info("replica fetcher %d started", fetcher_id)
     try:
         fetcher.run()

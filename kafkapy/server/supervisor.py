@@ -15,7 +15,8 @@ It then waits on the children's sentinels, waking for log maintenance
 (retention, flush, checkpoints) on Kafka's intervals. If a child dies the
 broker does not carry on half-alive: it says which child died, stops the
 others and exits 1 *without* the clean-shutdown marker, so the next start
-re-validates the logs. SIGTERM/SIGINT: acceptor first (no new connections),
+re-validates the logs. SIGTERM/SIGINT (to the supervisor or to every process
+of the broker alike: server/child_signals.py): acceptor first (no new connections),
 then processors (they finish in-flight requests, bounded), then workers,
 then logs are flushed, checkpoints and ``.kafka_cleanshutdown`` written, exit 0.
 """
@@ -36,6 +37,7 @@ from kafkapy import __version__, metrics
 from kafkapy.coordination.embedded import EmbeddedMetadataStore, TopicInfo
 from kafkapy.coordination.image import MetadataImage
 from kafkapy.coordination.metadata import NO_BROKER
+from kafkapy.server import child_signals
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import log_config_for
 from kafkapy.server.quotas.connections import ConnectionLimits
@@ -447,7 +449,7 @@ class Supervisor:
         for group in groups:
             for p in group:
                 if p.is_alive():
-                    p.terminate()
+                    child_signals.stop_child(p.pid)
             for p in group:
                 p.join(max(0.1, deadline - time.monotonic()))
         workers = [p for p in procs if p.name.startswith("handler-")]
@@ -463,11 +465,11 @@ class Supervisor:
         workers += coordinators
         for p in workers:
             p.join(max(0.1, deadline - time.monotonic()))
-        # Last, the ZooKeeper session: its SIGTERM closes it, so the broker's
+        # Last, the ZooKeeper session: its stop closes it, so the broker's
         # registration (and a held /controller) go at once.
         for p in procs:
             if p.name == "controller" and p.is_alive():
-                p.terminate()
+                child_signals.stop_child(p.pid)
                 p.join(max(0.1, deadline - time.monotonic()))
         for p in procs:
             if p.is_alive():
@@ -581,9 +583,9 @@ def configure_metrics(config):
 def _child(name, target, args, parent_pid):
     _die_with_parent(parent_pid)
     metrics.start_process(name)
-    # Children must not run the supervisor's signal handlers.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Children must not run the supervisor's signal handlers, nor stop on an
+    # operator's signal by themselves (server/child_signals.py).
+    child_signals.install_in_child(parent_pid)
     try:
         import setproctitle  # a dependency; ps shows "kafkapy handler-3"
 

@@ -359,6 +359,37 @@ def test_sigterm_with_clients_connected_exits_cleanly(broker, tmp_path):
         assert records.get(int(o)) == value.encode()
 
 
+@pytest.mark.parametrize("target", ["group", "processor", "handler"])
+def test_sigterm_to_any_of_its_processes_is_the_ordered_shutdown(broker, target):
+    """Operators' tools signal the supervisor alone or the whole process group
+    (``kill -- -PGID``, a container runtime); either way, and a SIGTERM to one
+    child too, the broker runs its one ordered shutdown (server/child_signals.py):
+    every child stops when the supervisor says, the broker exits 0 and writes
+    the clean-shutdown marker, and no child logs a crash or an early exit."""
+    from support.broker import process_group_members
+
+    create_topic(broker.bootstrap, "sig")
+    started = time.monotonic()
+    if target == "group":
+        os.killpg(broker.pgid, signal.SIGTERM)
+    else:
+        name = {"processor": "kafkapy processor-0", "handler": "kafkapy handler-0"}[target]
+        child = [pid for pid, _state, cmd in process_group_members(broker.pgid) if cmd == name]
+        assert len(child) == 1, process_group_members(broker.pgid)
+        os.kill(child[0], signal.SIGTERM)
+    try:  # it stops by itself: no second signal
+        broker.proc.wait(SHUTDOWN_TIMEOUT_MS / 1000 + 5)
+    except subprocess.TimeoutExpired:
+        pass
+    took_s = time.monotonic() - started
+    assert broker.stop() == 0, broker.log_tail()  # (reaps it; SIGKILLs and fails if it still runs)
+    assert took_s < SHUTDOWN_TIMEOUT_MS / 1000 + 3, took_s
+    assert (broker.log_dirs[0] / ".kafka_cleanshutdown").exists()
+    text = broker.log_text()
+    assert "died with exit code" not in text and "crashed" not in text, broker.log_tail(40)
+    assert "shut down cleanly" in text
+
+
 def test_a_test_process_that_dies_takes_its_broker_with_it(tmp_path):
     """The harness starts brokers with a parent-death signal
     (support.broker.dies_with_the_tests): a pytest SIGKILLed or crashed in

@@ -25,11 +25,11 @@ import heapq
 import itertools
 import logging
 import selectors
-import signal
 import socket
 import time
 
 from kafkapy.metrics import quotas as quota_metrics
+from kafkapy.server import child_signals
 
 log = logging.getLogger("kafkapy.network")
 
@@ -46,8 +46,7 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    child_signals.on_stop(on_term)
     sel = selectors.DefaultSelector()
     for index, ls in enumerate(listen_sockets):
         ls.setblocking(False)

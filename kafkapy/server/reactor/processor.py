@@ -32,7 +32,6 @@ import logging
 import os
 import pickle
 import selectors
-import signal
 import socket
 import ssl
 import struct
@@ -42,6 +41,7 @@ from collections import OrderedDict, deque
 from kafkapy._core import load
 from kafkapy._core.types import FileRegion
 from kafkapy.metrics import probes
+from kafkapy.server import child_signals
 from kafkapy.protocol.api import API_TABLE, COORDINATOR_KEYS
 from kafkapy.protocol.headers import encode_response
 from kafkapy.replication.purgatory import PRODUCE, TXN_MARKERS, DelayedProduce, Purgatory, from_wire
@@ -241,8 +241,7 @@ class Processor:
 
     # -- main loop -----------------------------------------------------------
     def run(self) -> None:
-        signal.signal(signal.SIGTERM, self._on_term)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        child_signals.on_stop(self._on_term)
         sel = self.selector
         sel.register(self.fd_socket, selectors.EVENT_READ, "accept")
         sel.register(self.responses.fileno(), selectors.EVENT_READ, "responses")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import pickle
 import queue
-import signal
 import time
 
 from kafkapy.coordinator.handlers import client_host
@@ -202,8 +201,6 @@ def _expired(kind, payload, decoded, hold):
 
 
 def worker_main(worker_id: int, broker_factory, channel) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the supervisor stops us via the queue
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     broker = broker_factory(worker_id)
     requests = channel.requests
     arenas = [a.view for a in channel.arenas]

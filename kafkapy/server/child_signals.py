@@ -1,0 +1,62 @@
+"""How the broker's processes take signals: one shutdown, whoever is signalled.
+
+A broker is a process group, the supervisor and the children it forks. An
+operator's SIGTERM reaches the supervisor alone (``kill PID``, systemd's
+``KillMode=mixed``) or every process of the group at once (``kill -- -PGID``,
+``KillMode=control-group``, a container runtime, the chaos tool's bounces);
+Ctrl-C's SIGINT always reaches the whole group. Every one of these means the
+same thing as in Kafka's single JVM: the supervisor's ordered shutdown, which
+asks the controller to move this broker's leaderships away *while every
+child still serves* (the processors answer LeaderAndIsr, the controller child
+keeps the ZooKeeper session and, on the controller's broker, the controller
+role), and only then stops the children, the ZooKeeper session last.
+
+So a child never acts on SIGTERM or SIGINT itself: SIGTERM is passed on to
+the supervisor (a no-op when it got one too), SIGINT is ignored, and the
+supervisor stops a child with ``STOP_SIGNAL``, which nothing else sends.
+Until 2026-11 the children stopped on SIGTERM: a group SIGTERM to the
+controller's broker made it resign and its processors close before its
+controlled shutdown, which then timed out three times (about 90 s,
+``request.timeout.ms`` each) and ended in an unclean stop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+# SIGUSR1: unused by the standard library and by every library the broker
+# loads, and never sent to a process group by a terminal or a service manager.
+STOP_SIGNAL = signal.SIGUSR1
+
+
+def install_in_child(supervisor_pid: int) -> None:
+    """A forked child's dispositions, set before its target runs: SIGTERM goes
+    on to the supervisor, SIGINT is ignored, STOP_SIGNAL ends the process
+    (until the target installs its own orderly stop with ``on_stop``)."""
+
+    def forward(_signum, _frame):
+        try:
+            os.kill(supervisor_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass  # the supervisor is gone: PR_SET_PDEATHSIG ends this child
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(STOP_SIGNAL, signal.SIG_DFL)
+
+
+def on_stop(handler) -> None:
+    """Run ``handler()`` when the supervisor stops this child; like any Python
+    signal handler it runs on the main thread between bytecodes, so it should
+    only set a flag or an event (from a thread of its own if the main thread
+    may be waiting on that event's lock)."""
+    signal.signal(STOP_SIGNAL, lambda _signum, _frame: handler())
+
+
+def stop_child(pid: int) -> None:
+    """The supervisor's stop order to one child."""
+    try:
+        os.kill(pid, STOP_SIGNAL)
+    except ProcessLookupError:
+        pass
