@@ -37,7 +37,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from kafkapy.coordination.acl_store import EmbeddedAclStore  # noqa: E402
+from kafkapy.metadata.acl_store import EmbeddedAclStore  # noqa: E402
 from kafkapy.protocol import acls as A  # noqa: E402
 from kafkapy.protocol.api import API_TABLE  # noqa: E402
 from kafkapy.protocol.entities import construct  # noqa: E402

@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE.parent / "tests" / "unit" / "storage"))
 from storage_util import make_batch, open_log, records_of  # noqa: E402
 
 from kafkapy.client._schema import build  # noqa: E402
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo  # noqa: E402
+from kafkapy.metadata.model import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo  # noqa: E402
 from kafkapy.protocol.api import API_TABLE  # noqa: E402
 from kafkapy.protocol.codec import Parts, decode, encode  # noqa: E402
 from kafkapy.replication import fetch_wire  # noqa: E402

@@ -36,8 +36,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
-from kafkapy.coordination.embedded import EmbeddedMetadataStore  # noqa: E402
-from kafkapy.coordination.metadata import client_entity  # noqa: E402
+from kafkapy.metadata.embedded import EmbeddedMetadataStore  # noqa: E402
+from kafkapy.metadata.model import client_entity  # noqa: E402
 from kafkapy.server.config import BrokerConfig  # noqa: E402
 from kafkapy.server.metadata_cache import MetadataCache  # noqa: E402
 from kafkapy.server.quotas.manager import PRODUCE, QuotaManager  # noqa: E402

@@ -13,8 +13,8 @@ partition-state znode writes fenced by their version, LeaderAndIsr /
 UpdateMetadata / StopReplica requests to brokers, topic znode removal. The
 controller child process (``kafkapy.server.controller_process``; see
 docs/architecture.md, "Cluster mode") does the I/O: it writes the znodes
-through ``kafkapy.coordination.zk_controller`` and sends the requests through
+through ``kafkapy.metadata.zk.controller`` and sends the requests through
 ``kafkapy.server.controller_channel``.
 
-It sits beside the group coordinator, above replication and coordination.
+It sits beside the group coordinator, above replication and metadata.
 """

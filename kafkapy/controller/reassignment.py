@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kafkapy.coordination.metadata import NO_BROKER
+from kafkapy.metadata.model import NO_BROKER
 from kafkapy.protocol.errors import ErrorCode
 
 

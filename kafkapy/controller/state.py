@@ -75,14 +75,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from kafkapy.coordination.assignment import (
+from kafkapy.metadata.assignment import (
     controlled_shutdown_leader,
     elect_leader_and_isr,
     initial_leader_and_isr,
     preferred_leader,
 )
 from kafkapy.controller.reassignment import ReassignmentMixin
-from kafkapy.coordination.metadata import NO_BROKER, PartitionState
+from kafkapy.metadata.model import NO_BROKER, PartitionState
 from kafkapy.protocol.errors import ErrorCode
 
 # -- effects -------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ and ``common.resource``): pure data, no decisions.
   ``type:name`` string; ValueError otherwise).
 
 The authorizer (``kafkapy.server.security.authorizer``) and the ACL store
-(``kafkapy.coordination.acl_store``) are built on these; the group and
+(``kafkapy.metadata.acl_store``) are built on these; the group and
 transaction coordinators name operations with them.
 """
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import os
 
-from kafkapy.coordination.store import METADATA_GENERATION
+from kafkapy.metadata.store import METADATA_GENERATION
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
 from kafkapy.storage.config import InvalidConfigError

@@ -28,13 +28,13 @@ from __future__ import annotations
 import logging
 import uuid
 
-from kafkapy.coordination.assignment import (
+from kafkapy.metadata.assignment import (
     assign_replicas_to_brokers,
     broker_metadatas,
     new_partitions_assignment,
 )
-from kafkapy.coordination.metadata import TopicInfo
-from kafkapy.coordination.zk_store import ZkMetadataStore, assigned
+from kafkapy.metadata.model import TopicInfo
+from kafkapy.metadata.zk.store import ZkMetadataStore, assigned
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError, check_topic_name
 from kafkapy.server.config import (

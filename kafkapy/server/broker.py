@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 
-from kafkapy.coordination.embedded import EmbeddedMetadataStore
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint
+from kafkapy.metadata.embedded import EmbeddedMetadataStore
+from kafkapy.metadata.model import BrokerInfo, EndPoint
 from kafkapy.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkapy.replication.replica_manager import ReplicaManager
 from kafkapy.server.admin_manager import AdminManager
@@ -85,9 +85,9 @@ class Broker:
 def metadata_store(config, table, info: BrokerInfo):
     """The process's metadata store: standalone the embedded store; in cluster
     mode (``zookeeper.connect``) the metadata image the controller feeds,
-    whose admin writes go to ZooKeeper (coordination.zk_store)."""
+    whose admin writes go to ZooKeeper (metadata.zk.store)."""
     if config["zookeeper.connect"]:
-        from kafkapy.coordination.zk_store import ZkMetadataStore
+        from kafkapy.metadata.zk.store import ZkMetadataStore
 
         return ZkMetadataStore(config.log_dirs[0], table, info, config)
     return EmbeddedMetadataStore(config.log_dirs[0], table, info)

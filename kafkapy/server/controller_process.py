@@ -56,11 +56,11 @@ import time
 import uuid
 
 
-from kafkapy.coordination import zk_data
+from kafkapy.metadata.zk import data as zk_data
 from kafkapy.metrics import probes
 from kafkapy.server import child_signals
-from kafkapy.coordination.zk_controller import PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH
-from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient, ZkError
+from kafkapy.metadata.zk.controller import PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH
+from kafkapy.metadata.zk.client import BrokerIdInUse, ZkClient, ZkError
 from kafkapy.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkapy.controller")
@@ -103,8 +103,8 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
         # config follower's, the controller's, and the ISR job's Broker's.
         image = None
         if table is not None:
-            from kafkapy.coordination import zk_store
-            from kafkapy.coordination.image import MetadataImage
+            from kafkapy.metadata.zk import store as zk_store
+            from kafkapy.metadata.image import MetadataImage
 
             image = MetadataImage(config.log_dirs[0], table, broker_info)
             if hasattr(zk_store, "follow_config_changes"):
@@ -112,8 +112,8 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
                                                                                 broker_info))
             if config["authorizer.class.name"]:
                 # ACLs: ZooKeeper's /kafka-acl* into this broker's image, kept current
-                # from the change notifications (coordination.acl_store).
-                from kafkapy.coordination.acl_store import follow_acl_changes
+                # from the change notifications (metadata.acl_store).
+                from kafkapy.metadata.acl_store import follow_acl_changes
                 from kafkapy.server.security.authorizer import parse_super_users
 
                 follow_acl_changes(client, config.log_dirs[0], table)
@@ -172,7 +172,7 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
 
 def _elect(client, config, broker_id: int, image):
     """Run the election; the started ``Controller`` if this broker won, else None."""
-    from kafkapy.coordination.zk_controller import ZkController
+    from kafkapy.metadata.zk.controller import ZkController
 
     result = client.try_elect_controller(broker_id)
     if not result.elected:
@@ -215,7 +215,7 @@ def _propagate_log_dir_failures(client, broker, seen: int) -> int:
     mask = broker.replica_manager.log_manager.failure_channel.offline_mask()
     if not mask & ~seen:
         return seen
-    from kafkapy.coordination.zk_controller import LeaderIsrWriter
+    from kafkapy.metadata.zk.controller import LeaderIsrWriter
 
     try:
         LeaderIsrWriter(client).notify_log_dir_event(broker.broker_id)
@@ -241,7 +241,7 @@ class Controller:
 
     def __init__(self, config, broker_id: int, client, epoch: int, epoch_zk_version: int, image=None):
         from kafkapy.controller.state import ControllerState
-        from kafkapy.coordination.zk_controller import ZkController
+        from kafkapy.metadata.zk.controller import ZkController
         from kafkapy.server.controller_channel import ControllerChannelManager
 
         self.config = config
@@ -325,7 +325,7 @@ class Controller:
             return ("auto_leader_rebalance",)
 
     def _run(self) -> None:
-        from kafkapy.coordination.zk_controller import ControllerMoved
+        from kafkapy.metadata.zk.controller import ControllerMoved
 
         pending = [("startup",)]
         while self.active:
@@ -952,7 +952,7 @@ class IsrJob:
     LeaderAndIsr."""
 
     def __init__(self, broker, client, lag_ms: int):
-        from kafkapy.coordination.zk_controller import LeaderIsrWriter
+        from kafkapy.metadata.zk.controller import LeaderIsrWriter
 
         self.broker = broker
         self.writer = LeaderIsrWriter(client)

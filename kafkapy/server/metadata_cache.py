@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from kafkapy.coordination.metadata import TopicInfo
+from kafkapy.metadata.model import TopicInfo
 from kafkapy.server.config import (
     DEFAULT_BROKER_ENTITY,
     InvalidConfigError,

@@ -34,9 +34,9 @@ import socket
 import time
 
 from kafkapy import __version__, metrics
-from kafkapy.coordination.embedded import EmbeddedMetadataStore, TopicInfo
-from kafkapy.coordination.image import MetadataImage
-from kafkapy.coordination.metadata import NO_BROKER
+from kafkapy.metadata.embedded import EmbeddedMetadataStore, TopicInfo
+from kafkapy.metadata.image import MetadataImage
+from kafkapy.metadata.model import NO_BROKER
 from kafkapy.server import child_signals
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import log_config_for
@@ -137,7 +137,7 @@ class Supervisor:
             raise SystemExit(f"{exc}: the broker is trying to join the wrong cluster; the "
                              f"configured zookeeper.connect may be wrong") from None
         # Offline log dirs live in the shared table: every child sees a failure any of them met.
-        from kafkapy.coordination.store import METADATA_GENERATION
+        from kafkapy.metadata.store import METADATA_GENERATION
 
         self.log_manager.share_offline_dirs(self.table, METADATA_GENERATION)
         self.cluster_mode = bool(config["zookeeper.connect"])
@@ -321,7 +321,7 @@ class Supervisor:
         """``/cluster/id``, created now if this is the cluster's first broker
         (Kafka's getOrGenerateClusterId at start-up); the session ends here,
         the controller child opens the broker's own."""
-        from kafkapy.coordination.zookeeper import ZkClient
+        from kafkapy.metadata.zk.client import ZkClient
         from kafkapy.storage.log_manager import new_cluster_id
 
         config = self.config

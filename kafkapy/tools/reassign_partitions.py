@@ -316,7 +316,7 @@ def _describe(code: int) -> str:
 
 # -- actions ---------------------------------------------------------------------------------
 def generate(c: Cluster, topics_json: str, broker_list: str, rack_aware: bool) -> tuple:
-    from kafkapy.coordination.assignment import BrokerMetadata, assign_replicas_to_brokers
+    from kafkapy.metadata.assignment import BrokerMetadata, assign_replicas_to_brokers
 
     try:
         brokers = [int(b) for b in broker_list.split(",")]

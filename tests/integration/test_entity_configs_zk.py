@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from kafkapy.coordination.metadata import (
+from kafkapy.metadata.model import (
     BrokerInfo,
     EndPoint,
     client_entity,
@@ -19,8 +19,8 @@ from kafkapy.coordination.metadata import (
     user_client_entity,
     user_entity,
 )
-from kafkapy.coordination.zk_store import ZkMetadataStore, follow_config_changes
-from kafkapy.coordination.zookeeper import ZkClient
+from kafkapy.metadata.zk.store import ZkMetadataStore, follow_config_changes
+from kafkapy.metadata.zk.client import ZkClient
 from kafkapy.server.config import BrokerConfig
 from kafkapy.storage.shared import SharedPartitionTable
 from support.cluster import wait_for

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo
+from kafkapy.metadata.model import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo
 from kafkapy.protocol.codec import encode_to_bytes
 from kafkapy.replication.partition import Partition
 from kafkapy.server.config import BrokerConfig

@@ -14,17 +14,17 @@ import uuid
 
 import pytest
 
-from kafkapy.coordination import zk_data
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, TopicInfo
-from kafkapy.coordination.store import METADATA_GENERATION
-from kafkapy.coordination.zk_store import (
+from kafkapy.metadata.zk import data as zk_data
+from kafkapy.metadata.model import BrokerInfo, EndPoint, TopicInfo
+from kafkapy.metadata.store import METADATA_GENERATION
+from kafkapy.metadata.zk.store import (
     CONFIG_CHANGE_EXPIRATION_MS,
     ConfigFollower,
     ZkMetadataStore,
     assigned,
     follow_config_changes,
 )
-from kafkapy.coordination.zookeeper import ZkClient, ZkConflict
+from kafkapy.metadata.zk.client import ZkClient, ZkConflict
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 from kafkapy.server.admin_manager import AdminManager
@@ -173,7 +173,7 @@ def test_producer_id_blocks_from_two_brokers_never_overlap(zookeeper, chroot, cl
 # ------------------------------------------------------------------ ZkMetadataStore
 
 def test_model_reads_only_the_topics_a_change_looks_at(client):
-    from kafkapy.coordination.zk_store import ZkTopics
+    from kafkapy.metadata.zk.store import ZkTopics
 
     for i in range(5):
         client.create_topic(f"t{i}", {0: (1,)}, {"i": str(i)})

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from kafkapy.coordination import zk_data
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint
-from kafkapy.coordination.zookeeper import BrokerIdInUse, ZkClient
+from kafkapy.metadata.zk import data as zk_data
+from kafkapy.metadata.model import BrokerInfo, EndPoint
+from kafkapy.metadata.zk.client import BrokerIdInUse, ZkClient
 from support.zookeeper import zookeeper  # noqa: F401
 
 

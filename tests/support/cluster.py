@@ -542,7 +542,7 @@ def scrape_metrics(port: int, host: str = "127.0.0.1") -> dict:
 
 def zk_controller(zk) -> Optional[tuple]:
     """``(controller broker id, controller epoch)`` from ZooKeeper, or None while there is none."""
-    from kafkapy.coordination import zk_data
+    from kafkapy.metadata.zk import data as zk_data
 
     if zk.exists(zk_data.CONTROLLER_PATH) is None:
         return None
@@ -628,7 +628,7 @@ def zk_partition_state(zk, topic: str, partition: int) -> Optional[dict]:
     controller_epoch) through a kazoo client on the cluster's chroot, or None."""
     import json
 
-    from kafkapy.coordination import zk_data
+    from kafkapy.metadata.zk import data as zk_data
 
     path = zk_data.partition_state_path(topic, partition)
     if zk.exists(path) is None:

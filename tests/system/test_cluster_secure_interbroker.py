@@ -58,8 +58,8 @@ def _cluster(zk_server, work, chroot, protocol, overrides):
 
 @pytest.fixture
 def scram_cluster(zookeeper, tmp_path):  # noqa: F811
-    from kafkapy.coordination import zk_data
-    from kafkapy.coordination.zookeeper import ZkClient
+    from kafkapy.metadata.zk import data as zk_data
+    from kafkapy.metadata.zk.client import ZkClient
     from kafkapy.server.security.scram_store import make_credential
 
     chroot = "/secure-interbroker-scram"

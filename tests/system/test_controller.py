@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 
-from kafkapy.coordination import zk_data
+from kafkapy.metadata.zk import data as zk_data
 from support.cluster import SESSION_TIMEOUT_MS, Cluster, running_cluster, wait_for
 from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
@@ -75,7 +75,7 @@ def test_new_topic_gets_leaders_isr_and_metadata(cluster):
                        "isr": replicas}
         assert version == 0
         # Kafka's own bytes (key order included).
-        from kafkapy.coordination.metadata import PartitionState
+        from kafkapy.metadata.model import PartitionState
 
         assert raw == zk_data.encode_partition_state(PartitionState(tuple(replicas), replicas[0], 0,
                                                                     tuple(replicas)), epoch)
@@ -318,9 +318,9 @@ def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory,
 def test_a_deposed_controller_cannot_write(zookeeper):  # noqa: F811
     """Two ZkControllers as two terms: the old one's write fails on the epoch check."""
     from kafkapy.controller.state import WritePartitionState
-    from kafkapy.coordination.metadata import PartitionState
-    from kafkapy.coordination.zk_controller import ControllerMoved, ZkController
-    from kafkapy.coordination.zookeeper import ZkClient
+    from kafkapy.metadata.model import PartitionState
+    from kafkapy.metadata.zk.controller import ControllerMoved, ZkController
+    from kafkapy.metadata.zk.client import ZkClient
 
     with ZkClient(zookeeper.connect_string("/deposed"), 4000) as old, \
             ZkClient(zookeeper.connect_string("/deposed"), 4000) as new:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kafkapy.coordination import zk_data
+from kafkapy.metadata.zk import data as zk_data
 from support.broker import BrokerProcess, BrokerStartError
 from support.zookeeper import zookeeper  # noqa: F401
 

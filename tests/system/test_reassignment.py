@@ -38,8 +38,8 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafkapy.coordination import zk_data
-from kafkapy.coordination.zk_controller import REASSIGN_PARTITIONS_PATH
+from kafkapy.metadata.zk import data as zk_data
+from kafkapy.metadata.zk.controller import REASSIGN_PARTITIONS_PATH
 from support.cluster import (
     BackgroundProducer,
     Cluster,

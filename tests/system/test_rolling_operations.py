@@ -41,8 +41,8 @@ import time
 
 import pytest
 
-from kafkapy.coordination import zk_data
-from kafkapy.coordination.zk_controller import PREFERRED_REPLICA_ELECTION_PATH
+from kafkapy.metadata.zk import data as zk_data
+from kafkapy.metadata.zk.controller import PREFERRED_REPLICA_ELECTION_PATH
 from support.cluster import (
     BackgroundProducer,
     Cluster,

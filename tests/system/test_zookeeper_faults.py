@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from kafkapy.coordination import zk_data
+from kafkapy.metadata.zk import data as zk_data
 from support.cluster import (
     SESSION_TIMEOUT_MS,
     BackgroundProducer,

@@ -27,7 +27,7 @@ follow before their next SCRAM authentication.
 
 from __future__ import annotations
 
-from kafkapy.coordination.metadata import user_entity
+from kafkapy.metadata.model import user_entity
 from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct

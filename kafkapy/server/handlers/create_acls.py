@@ -15,7 +15,7 @@ one result per creation, in order:
   ``type:name`` -> UNKNOWN_SERVER_ERROR (-1) for every creation of that
   resource pattern (Kafka parses it inside the resource's update).
 - The creations of one resource pattern are one conditional update of its
-  ACLs (coordination.acl_store: ZooKeeper ``/kafka-acl...`` and a change
+  ACLs (metadata.acl_store: ZooKeeper ``/kafka-acl...`` and a change
   notification in cluster mode, the ACL file standalone).
 """
 

@@ -20,7 +20,7 @@ the image every broker follows from ZooKeeper), so any broker answers.
 
 from __future__ import annotations
 
-from kafkapy.coordination.metadata import ENTITY_USERS, entity_names, user_entity
+from kafkapy.metadata.model import ENTITY_USERS, entity_names, user_entity
 from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import logging
 
-from kafkapy.coordination.metadata import PartitionState
-from kafkapy.coordination.store import METADATA_GENERATION
+from kafkapy.metadata.model import PartitionState
+from kafkapy.metadata.store import METADATA_GENERATION
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
 from kafkapy.protocol import acls

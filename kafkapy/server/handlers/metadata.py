@@ -14,7 +14,7 @@ Contract:
 - v13 (KIP-1102) adds a top-level error code: NONE (kafkapy never asks a
   client to rebootstrap).
 - Brokers, the controller and each partition's leader, leader epoch,
-  replicas and ISR come from the metadata model (``coordination.metadata``):
+  replicas and ISR come from the metadata model (``metadata.model``):
   standalone, this broker is all of them; a partition whose leader is not a
   live broker answers LEADER_NOT_AVAILABLE (5) with leader -1, and replicas
   that are not live brokers, or are on a failed log dir of their broker

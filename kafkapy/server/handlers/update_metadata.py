@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, PartitionState, TopicInfo
+from kafkapy.metadata.model import BrokerInfo, EndPoint, PartitionState, TopicInfo
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
 from kafkapy.protocol import acls

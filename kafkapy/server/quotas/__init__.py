@@ -4,7 +4,7 @@ ControllerMutationQuotaManager and ConnectionQuotas); docs/architecture.md,
 
 * ``entities`` — Kafka's quota keys and entity rules: AlterClientQuotas /
   DescribeClientQuotas validation and matching over the metadata model's
-  user/client entity configs (``coordination.metadata``).
+  user/client entity configs (``metadata.model``).
 * ``table`` — ``QuotaTable``: the per-broker accounting every handler
   worker shares (a ``MAP_SHARED`` memfd made before the supervisor forks):
   Kafka's sampled rate (``quota.window.num`` windows of

@@ -40,7 +40,7 @@ import ipaddress
 import logging
 import socket
 
-from kafkapy.coordination.metadata import DEFAULT_ENTITY, ENTITY_IPS, ip_name
+from kafkapy.metadata.model import DEFAULT_ENTITY, ENTITY_IPS, ip_name
 from kafkapy.server.quotas.shm import SharedWords
 from kafkapy.server.quotas.table import QuotaTable, sensor_key
 

@@ -2,7 +2,7 @@
 AlterClientQuotas rules over the metadata model (ZkAdminManager's).
 
 Quota configs live in the user and client entity configs of the metadata
-store (``Metadata.entity_configs``, keyed by ``coordination.metadata``'s
+store (``Metadata.entity_configs``, keyed by ``metadata.model``'s
 entity keys), beside SCRAM credentials: only the keys below are quotas, and
 alterations go key by key (``MetadataStore.alter_entity_configs``).
 
@@ -22,7 +22,7 @@ from decimal import Decimal
 import ipaddress
 import socket
 
-from kafkapy.coordination.metadata import DEFAULT_ENTITY, ENTITY_IPS, entity_key, entity_names, ip_entity, ip_name
+from kafkapy.metadata.model import DEFAULT_ENTITY, ENTITY_IPS, entity_key, entity_names, ip_entity, ip_name
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 

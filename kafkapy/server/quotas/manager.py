@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 
-from kafkapy.coordination.metadata import DEFAULT_ENTITY, entity_names
+from kafkapy.metadata.model import DEFAULT_ENTITY, entity_names
 from kafkapy.metrics.quotas import probe
 from kafkapy.server.quotas import entities
 from kafkapy.server.quotas.table import QuotaTable, sensor_key

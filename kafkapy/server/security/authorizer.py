@@ -22,7 +22,7 @@ The rules, Kafka's (``AclAuthorizer.authorizeAction``):
 InitProducerId without a transactional id: IdempotentWrite on the cluster or
 Write on *some* topic).
 
-Cost: the ACLs come from ``coordination.acl_store`` (a file and the shared
+Cost: the ACLs come from ``metadata.acl_store`` (a file and the shared
 ``acl_generation`` counter); each check reads that counter (one shared-memory
 word) and then one dict lookup in a memo of decisions keyed by (principal,
 host, operation, resource type, name), rebuilt when the counter moves. A
@@ -70,7 +70,7 @@ def parse_super_users(text: str) -> frozenset:
 
 
 class Authorizer:
-    """One process's authorizer over its ACL store (``coordination.acl_store``);
+    """One process's authorizer over its ACL store (``metadata.acl_store``);
     owned by that process's one handler thread, never shared."""
 
     def __init__(self, store, super_users=frozenset(), allow_everyone_if_no_acl_found: bool = False):
@@ -274,7 +274,7 @@ def authorizer_for(config, table, zk=None) -> Authorizer | None:
     """The process's authorizer, or None when ``authorizer.class.name`` is empty."""
     if not config["authorizer.class.name"]:
         return None
-    from kafkapy.coordination.acl_store import acl_store
+    from kafkapy.metadata.acl_store import acl_store
     from kafkapy.server.config import ConfigException
 
     try:

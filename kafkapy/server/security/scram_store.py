@@ -100,14 +100,14 @@ class ScramCredentialStore:
         self._users: dict = {}
         self._metadata = None
         if table is not None:
-            from kafkapy.coordination.embedded import EmbeddedMetadataStore
-            from kafkapy.coordination.image import MetadataImage
+            from kafkapy.metadata.embedded import EmbeddedMetadataStore
+            from kafkapy.metadata.image import MetadataImage
 
             self._metadata = (MetadataImage if cluster_mode else EmbeddedMetadataStore)(log_dir, table)
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         if self._metadata is not None:
-            from kafkapy.coordination.metadata import user_entity
+            from kafkapy.metadata.model import user_entity
 
             text = (self._metadata.current().entity_configs.get(user_entity(user)) or {}).get(mechanism)
             return ScramCredential.from_string(text) if text else None
@@ -128,7 +128,7 @@ def migrate_credentials_file(log_dir: str, store) -> int:
     standalone broker's embedded metadata store) and rename the file
     ``*.migrated``; a credential the store already has is kept. Returns how
     many credentials moved."""
-    from kafkapy.coordination.metadata import user_entity
+    from kafkapy.metadata.model import user_entity
 
     path = os.path.join(log_dir, CREDENTIALS_FILE)
     users = _read(path)

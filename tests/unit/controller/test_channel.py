@@ -12,7 +12,7 @@ import struct
 import threading
 import time
 
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint
+from kafkapy.metadata.model import BrokerInfo, EndPoint
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, read_unsigned_varint
 from kafkapy.protocol.entities import construct

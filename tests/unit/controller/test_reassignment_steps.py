@@ -11,7 +11,7 @@ from kafkapy.controller.state import (
     SendUpdateMetadata,
     WritePartitionState,
 )
-from kafkapy.coordination.metadata import PartitionState
+from kafkapy.metadata.model import PartitionState
 from kafkapy.protocol.errors import ErrorCode
 
 TP = ("t", 0)

@@ -9,7 +9,7 @@ from kafkapy.controller.state import (
     SendUpdateMetadata,
     WritePartitionState,
 )
-from kafkapy.coordination.metadata import PartitionState
+from kafkapy.metadata.model import PartitionState
 
 EPOCH = 3
 

@@ -22,9 +22,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from kafkapy.coordination import zk_data
-from kafkapy.coordination.metadata import BrokerInfo, Metadata, PartitionState, TopicInfo
-from kafkapy.coordination.zookeeper import ZkClient
+from kafkapy.metadata.zk import data as zk_data
+from kafkapy.metadata.model import BrokerInfo, Metadata, PartitionState, TopicInfo
+from kafkapy.metadata.zk.client import ZkClient
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
 from kafkapy.server.controller_process import IsrJob

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kafkapy.coordination import acl_store
+from kafkapy.metadata import acl_store
 from kafkapy.protocol import acls as A
 from kafkapy.server.security.authorizer import Authorizer, parse_super_users
 

@@ -5,7 +5,7 @@ LEADER_NOT_AVAILABLE with its dead replicas offline."""
 
 import typing
 
-from kafkapy.coordination.metadata import PartitionState
+from kafkapy.metadata.model import PartitionState
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server import config as c

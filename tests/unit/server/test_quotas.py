@@ -4,7 +4,7 @@ shared sensors (token bucket throttle, Kafka's Rate) and the connection counts."
 
 import pytest
 
-from kafkapy.coordination.metadata import client_entity, user_client_entity, user_entity
+from kafkapy.metadata.model import client_entity, user_client_entity, user_entity
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 from kafkapy.server.quotas import entities

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo
+from kafkapy.metadata.model import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
 from kafkapy.server.config import BrokerConfig

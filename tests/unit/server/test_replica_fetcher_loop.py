@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from kafkapy.client._schema import build
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo
+from kafkapy.metadata.model import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import Parts, decode, encode
 from kafkapy.protocol.errors import ErrorCode

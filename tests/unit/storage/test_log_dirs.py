@@ -92,7 +92,7 @@ def test_a_partition_deleted_meanwhile_is_no_dir_failure(tmp_path):
 def test_a_failed_metadata_store_write_takes_the_first_dir_offline(tmp_path, table):
     import shutil
 
-    from kafkapy.coordination.embedded import EmbeddedMetadataStore
+    from kafkapy.metadata.embedded import EmbeddedMetadataStore
 
     first = tmp_path / "first"
     first.mkdir()

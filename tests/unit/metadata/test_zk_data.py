@@ -1,4 +1,4 @@
-"""Kafka's znode formats (kafkapy.coordination.zk_data).
+"""Kafka's znode formats (kafkapy.metadata.zk.data).
 
 The literal JSON texts below are written from Kafka 3.9's ZkData.scala (field
 names, value types, which fields are optional) with the key order Kafka's
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.coordination import zk_data as z
-from kafkapy.coordination.metadata import BrokerInfo, EndPoint, PartitionState
-from kafkapy.coordination.store import ProducerIdsBlock
+from kafkapy.metadata.zk import data as z
+from kafkapy.metadata.model import BrokerInfo, EndPoint, PartitionState
+from kafkapy.metadata.store import ProducerIdsBlock
 
 TOPIC_ID = uuid.UUID("5e4fc4f2-6d8a-4b35-9a0e-1c2d3e4f5a6b")
 TOPIC_ID_TEXT = "Xk_E8m2KSzWaDhwtPk9aaw"  # Kafka's Uuid.toString of it: base64url, unpadded

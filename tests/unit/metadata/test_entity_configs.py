@@ -9,8 +9,8 @@ import multiprocessing
 
 import pytest
 
-from kafkapy.coordination.embedded import EmbeddedMetadataStore
-from kafkapy.coordination.metadata import (
+from kafkapy.metadata.embedded import EmbeddedMetadataStore
+from kafkapy.metadata.model import (
     DEFAULT_ENTITY,
     Metadata,
     client_entity,
@@ -19,9 +19,9 @@ from kafkapy.coordination.metadata import (
     user_client_entity,
     user_entity,
 )
-from kafkapy.coordination.zk_store import ConfigFollower, ZkMetadataStore, apply_configs
-from kafkapy.coordination.zookeeper import AdminState, EntityConfig
-from kafkapy.coordination.metadata import BrokerInfo
+from kafkapy.metadata.zk.store import ConfigFollower, ZkMetadataStore, apply_configs
+from kafkapy.metadata.zk.client import AdminState, EntityConfig
+from kafkapy.metadata.model import BrokerInfo
 
 pytestmark = pytest.mark.timeout(60)
 

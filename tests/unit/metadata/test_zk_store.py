@@ -8,16 +8,16 @@ import uuid
 
 import pytest
 
-from kafkapy.coordination.metadata import BrokerInfo, Metadata, TopicInfo
-from kafkapy.coordination.store import ProducerIdsBlock
-from kafkapy.coordination.zk_store import (
+from kafkapy.metadata.model import BrokerInfo, Metadata, TopicInfo
+from kafkapy.metadata.store import ProducerIdsBlock
+from kafkapy.metadata.zk.store import (
     ConfigFollower,
     ZkMetadataStore,
     apply_configs,
     assigned,
     topic_assignment,
 )
-from kafkapy.coordination.zookeeper import AdminState, EntityConfig, ZkTopic
+from kafkapy.metadata.zk.client import AdminState, EntityConfig, ZkTopic
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 from kafkapy.server.admin_manager import validate_added_assignment, validate_create_assignment

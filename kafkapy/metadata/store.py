@@ -3,7 +3,7 @@
 Two implementations: ``embedded.EmbeddedMetadataStore`` (standalone: one
 JSON file in the first log dir) and, with cluster mode, a ZooKeeper store
 (the only module importing kazoo). Callers see the model of
-``kafkapy.coordination.metadata`` and never the storage behind it.
+``kafkapy.metadata.model`` and never the storage behind it.
 
 The generation contract, which keeps the hot path at one shared-memory
 read: every store publishes each change it makes *or sees* (the ZooKeeper
@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable
 
-from kafkapy.coordination.metadata import Metadata
+from kafkapy.metadata.model import Metadata
 
 # The shared table counter (kafkapy.storage.shared.SharedPartitionTable.counter)
 # that moves whenever the metadata did.

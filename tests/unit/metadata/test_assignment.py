@@ -1,4 +1,4 @@
-"""Kafka's replica placement and leader election (kafkapy.coordination.assignment)."""
+"""Kafka's replica placement and leader election (kafkapy.metadata.assignment)."""
 
 from collections import Counter
 
@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.coordination.assignment import (
+from kafkapy.metadata.assignment import (
     RACK_AWARE_DISABLED, RACK_AWARE_ENFORCED, RACK_AWARE_SAFE, AdminOperationError, BrokerMetadata,
     assign_replicas_to_brokers, broker_metadatas, controlled_shutdown_leader, elect_leader, elect_leader_and_isr,
     initial_leader_and_isr, new_partitions_assignment, preferred_leader, rack_alternated_broker_list)
-from kafkapy.coordination.metadata import BrokerInfo
+from kafkapy.metadata.model import BrokerInfo
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 

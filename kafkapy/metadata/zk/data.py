@@ -1,7 +1,7 @@
 """Kafka's ZooKeeper znodes: paths and data, as Apache Kafka 3.9 (ZooKeeper mode) writes and reads them.
 
 Pure functions, no ZooKeeper client: a store built on kazoo calls these to
-turn the model of ``kafkapy.coordination.metadata`` into znode bytes and
+turn the model of ``kafkapy.metadata.model`` into znode bytes and
 back. The facts are Kafka's ``kafka.zk.ZkData`` (``core/src/main/scala/kafka/zk/ZkData.scala``
 at 3.9.0) unless a line says otherwise.
 
@@ -42,14 +42,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from kafkapy.coordination.metadata import (  # noqa: F401  (sanitize, desanitize: re-exported)
+from kafkapy.metadata.model import (  # noqa: F401  (sanitize, desanitize: re-exported)
     BrokerInfo,
     EndPoint,
     PartitionState,
     desanitize,
     sanitize,
 )
-from kafkapy.coordination.store import ProducerIdsBlock
+from kafkapy.metadata.store import ProducerIdsBlock
 from kafkapy.storage.checkpoints import topic_id_to_str
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import os
 
-from kafkapy.coordination.embedded import EmbeddedMetadataStore
-from kafkapy.coordination.metadata import Metadata
+from kafkapy.metadata.embedded import EmbeddedMetadataStore
+from kafkapy.metadata.model import Metadata
 
 IMAGE_FILE = "kafkapy-metadata-image.json"
 

@@ -1,8 +1,8 @@
 """The controller's ZooKeeper reads, writes and watches (Kafka's KafkaZkClient, controller side).
 
-Wraps a connected ``kafkapy.coordination.zookeeper.ZkClient`` and uses its
+Wraps a connected ``kafkapy.metadata.zk.client.ZkClient`` and uses its
 KazooClient (``client.zk``); every znode is read and written in Kafka's
-format (``kafkapy.coordination.zk_data``).
+format (``kafkapy.metadata.zk.data``).
 
 * Reads (Kafka's initializeControllerContext): live brokers with the czxid
   of their registration (Kafka's broker epoch), topics with their ids and
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from kafkapy.coordination import zk_data
-from kafkapy.coordination.metadata import PartitionState
+from kafkapy.metadata.zk import data as zk_data
+from kafkapy.metadata.model import PartitionState
 
 log = logging.getLogger("kafkapy.controller")
 

@@ -374,7 +374,7 @@ class AclFollower:
             log.exception("following ACL changes under %s failed", root)
 
     def _on_changes(self, root: str, children) -> None:
-        from kafkapy.coordination.zk_data import sequence_number
+        from kafkapy.metadata.zk.data import sequence_number
 
         seqs = {}
         for child in children:

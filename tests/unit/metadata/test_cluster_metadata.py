@@ -4,7 +4,7 @@
 import json
 import uuid
 
-from kafkapy.coordination.metadata import BrokerInfo, Metadata, PartitionState, TopicInfo
+from kafkapy.metadata.model import BrokerInfo, Metadata, PartitionState, TopicInfo
 
 
 def _md_with_topic(partitions=3, **topic):

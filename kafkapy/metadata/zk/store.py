@@ -46,10 +46,10 @@ import threading
 import time
 from collections.abc import MutableMapping
 
-from kafkapy.coordination import zk_data
-from kafkapy.coordination.image import MetadataImage
-from kafkapy.coordination.metadata import NO_BROKER, Metadata, PartitionState, TopicInfo
-from kafkapy.coordination.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, ProducerIdsBlock
+from kafkapy.metadata.zk import data as zk_data
+from kafkapy.metadata.image import MetadataImage
+from kafkapy.metadata.model import NO_BROKER, Metadata, PartitionState, TopicInfo
+from kafkapy.metadata.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, ProducerIdsBlock
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 
@@ -73,7 +73,7 @@ class ZkMetadataStore(MetadataImage):
     @property
     def zk(self):
         if self._zk is None:
-            from kafkapy.coordination.zookeeper import ZkClient  # kazoo only where ZooKeeper is used
+            from kafkapy.metadata.zk.client import ZkClient  # kazoo only where ZooKeeper is used
 
             self._zk = ZkClient(self.config["zookeeper.connect"], self.config["zookeeper.session.timeout.ms"],
                                 self.config["zookeeper.connection.timeout.ms"]).connect()
@@ -89,7 +89,7 @@ class ZkMetadataStore(MetadataImage):
         docstring); returns the model as written. TopicError from ``change`` or
         from the write (TOPIC_ALREADY_EXISTS) propagates; so does ZkConflict
         after ``UPDATE_RETRIES`` lost conditions."""
-        from kafkapy.coordination.zookeeper import ZkConflict
+        from kafkapy.metadata.zk.client import ZkConflict
 
         for attempt in range(UPDATE_RETRIES):
             state = self.zk.read_admin_state(all_topics=False)

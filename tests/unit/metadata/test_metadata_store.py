@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from kafkapy.coordination.embedded import METADATA_FILE, EmbeddedMetadataStore
-from kafkapy.coordination.metadata import BrokerInfo, Metadata, TopicInfo
-from kafkapy.coordination.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, MetadataStore
+from kafkapy.metadata.embedded import METADATA_FILE, EmbeddedMetadataStore
+from kafkapy.metadata.model import BrokerInfo, Metadata, TopicInfo
+from kafkapy.metadata.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, MetadataStore
 
 pytestmark = pytest.mark.timeout(60)
 

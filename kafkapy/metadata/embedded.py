@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import os
 
-from kafkapy.coordination.metadata import (  # noqa: F401  (TopicInfo, Metadata: re-exported)
+from kafkapy.metadata.model import (  # noqa: F401  (TopicInfo, Metadata: re-exported)
     INITIAL_CONTROLLER_EPOCH,
     BrokerInfo,
     Metadata,
     TopicInfo,
 )
-from kafkapy.coordination.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, MetadataStore
+from kafkapy.metadata.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, MetadataStore
 
 METADATA_FILE = "kafkapy-metadata.json"
 GENERATION = METADATA_GENERATION  # the name callers of this module used

@@ -1,7 +1,7 @@
 """A broker's ZooKeeper client (Kafka's KafkaZkClient, the parts cluster mode starts with).
 
 The only module that imports kazoo. Everything written or read is Kafka's
-znode format (``kafkapy.coordination.zk_data``), so a kafkapy cluster's
+znode format (``kafkapy.metadata.zk.data``), so a kafkapy cluster's
 ZooKeeper reads like an Apache Kafka 3.9 one:
 
 * ``connect`` — ``zookeeper.connect`` with an optional chroot, created when
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
 
-from kafkapy.coordination import zk_data
-from kafkapy.coordination.store import ProducerIdsBlock
+from kafkapy.metadata.zk import data as zk_data
+from kafkapy.metadata.store import ProducerIdsBlock
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError
 

@@ -1,1 +1,0 @@
-"""Cluster metadata stores: the embedded file store (standalone); ZooKeeper comes with cluster mode."""
