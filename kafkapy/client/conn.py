@@ -182,11 +182,11 @@ class Connection:
         no MSG_DONTWAIT flags, so this connection's ``_send_all`` and
         ``_recv`` become the TLS ones (instance attributes: a PLAINTEXT
         connection keeps the class's, unchanged)."""
-        from . import security as _security
+        from .blocking import open_socket
 
         try:
-            sock = _security.open_socket((self.host, self.port), self.connect_timeout_ms / 1000, self.security,
-                                         self._client_id_bytes)
+            sock = open_socket((self.host, self.port), self.connect_timeout_ms / 1000, self.security,
+                               self._client_id_bytes)
         except (OSError, ValueError) as exc:
             raise errors.KafkaConnectionError(f"cannot connect to {self.host}:{self.port} over "
                                               f"{self.security.protocol}: {exc}") from exc

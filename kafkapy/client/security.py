@@ -9,12 +9,12 @@ marker writer) and the tools' ``_secure_conn.SecureConnection``.
 ``SASL_PLAINTEXT`` or ``SASL_SSL``; a client ``ssl.SSLContext`` (trust, an
 optional client certificate for mutual TLS, host name checks per
 ``ssl.endpoint.identification.algorithm``); a SASL mechanism (PLAIN,
-SCRAM-SHA-256, SCRAM-SHA-512) with the username and password. ``open_socket``
-connects, completes the TLS handshake and the SASL exchange (SaslHandshake
-v1, SaslAuthenticate v0: what Kafka's clients send to brokers of any
-version) on a blocking socket bounded by its timeout, and returns it; the
-caller then speaks Kafka over it (blocking, or non-blocking after
-``setblocking(False)``: ``Connection`` does that).
+SCRAM-SHA-256, SCRAM-SHA-512) with the username and password.
+``authenticate`` is the client side of the SASL exchange (SaslHandshake v1,
+SaslAuthenticate v0: what Kafka's clients send to brokers of any version);
+``blocking.open_socket`` connects, completes the TLS handshake and runs it,
+and the caller then speaks Kafka over the socket (blocking, or non-blocking
+after ``setblocking(False)``: ``Connection`` does that).
 
 Who builds one: the broker from its inter-broker listener's keys
 (``kafkapy.server.security.inter_broker``), the tools from a Java client's
@@ -28,22 +28,13 @@ import hashlib
 import hmac
 import os
 import re
-import socket
 import ssl
-import struct
 from dataclasses import dataclass
 
-from kafkapy.protocol.api import API_TABLE
-from kafkapy.protocol.codec import decode, encode_to_bytes
-from kafkapy.protocol.entities import construct
-from kafkapy.protocol.headers import skip_tagged_fields
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-_SIZE = struct.Struct(">i")
-_HEADER = struct.Struct(">hhih")
-_MAX_RESPONSE_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 
 
 class AuthenticationFailed(ConnectionError):
@@ -123,57 +114,6 @@ def client_context(cafile=None, cadata=None, certfile=None, password=None, check
     if ciphers:
         ctx.set_ciphers(ciphers)
     return ctx
-
-
-def open_socket(address, timeout_s: float, security: ClientSecurity, client_id: bytes = b"kafkapy") -> socket.socket:
-    """A blocking socket to ``address`` (timeout ``timeout_s`` per operation)
-    with TLS and SASL done as ``security`` says; OSError (ssl.SSLError,
-    AuthenticationFailed) or ValueError (a garbled answer) when not."""
-    sock = socket.create_connection(address, timeout=timeout_s)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        if security.ssl_context is not None:
-            sock = security.ssl_context.wrap_socket(sock, server_hostname=address[0])
-        if security.mechanism is not None:
-            correlation = iter(range(1, 100))
-
-            def call(api_key, version, data):
-                return request(sock, api_key, version, data, next(correlation), client_id)
-
-            authenticate(call, security.mechanism, security.username, security.password)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def request(sock, api_key: int, version: int, data: dict, correlation_id: int, client_id: bytes):
-    """One request on a blocking ``sock`` (request header v1, or v2 for a
-    flexible version) and its decoded answer."""
-    spec = API_TABLE[api_key]
-    flexible = spec.is_flexible(version)
-    body = encode_to_bytes(construct(spec.request_class(version), data))
-    frame = _HEADER.pack(api_key, version, correlation_id, len(client_id)) + client_id + \
-        (b"\x00" if flexible else b"") + body
-    sock.sendall(_SIZE.pack(len(frame)) + frame)
-    (size,) = _SIZE.unpack(recv_exactly(sock, 4))
-    if not 4 <= size <= _MAX_RESPONSE_BYTES:
-        raise ValueError(f"bad response size {size}")
-    raw = memoryview(recv_exactly(sock, size))
-    if _SIZE.unpack_from(raw)[0] != correlation_id:
-        raise ValueError("an answer with another correlation id")
-    offset = skip_tagged_fields(raw, 4) if flexible and api_key != 18 else 4
-    return decode(spec.response_class(version), raw, offset)[0]
-
-
-def recv_exactly(sock, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:  # bounded by the socket's timeout per recv
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        out += chunk
-    return bytes(out)
 
 
 # -- SASL: the client side of SaslHandshake v1 + SaslAuthenticate v0 -----------------

@@ -40,10 +40,7 @@ import struct
 import threading
 import time
 
-from kafkapy.client.security import open_socket
-from kafkapy.protocol.api import API_TABLE
-from kafkapy.protocol.codec import decode, encode_to_bytes, read_unsigned_varint
-from kafkapy.protocol.entities import construct
+from kafkapy.client.blocking import BlockingConnection, open_socket, recv_exactly, request
 
 log = logging.getLogger("kafkapy.controller")
 
@@ -51,8 +48,6 @@ LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 VERSIONS = {LEADER_AND_ISR: 7, STOP_REPLICA: 4, UPDATE_METADATA: 8}
 MAX_QUEUED = 10_000
 _BACKOFF_S, _MAX_BACKOFF_S = 0.1, 1.0
-_MAX_RESPONSE_BYTES = 100 * 1024 * 1024
-_HEADER = struct.Struct(">hhih")
 
 
 def endpoint_for(info, listener_name: str):
@@ -64,54 +59,6 @@ def endpoint_for(info, listener_name: str):
     if not info.endpoints:
         return info.host, info.port
     return None
-
-
-def _connect(address, timeout_s: float, security=None) -> socket.socket:
-    if security is not None:  # TLS/SASL of the inter-broker listener (kafkapy.client.security)
-        return open_socket(address, timeout_s, security)
-    sock = socket.create_connection(address, timeout=timeout_s)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def _exchange(sock, api_key: int, version: int, values: dict, correlation_id: int, client_id: bytes):
-    """Send one request (header v2) on ``sock`` and read its answer (header v1)."""
-    spec = API_TABLE[api_key]
-    header = _HEADER.pack(api_key, version, correlation_id, len(client_id)) + client_id + b"\0"
-    payload = header + encode_to_bytes(construct(spec.request_class(version), values))
-    sock.sendall(struct.pack(">i", len(payload)) + payload)
-    size = struct.unpack(">i", _recv(sock, 4))[0]
-    if not 4 <= size <= _MAX_RESPONSE_BYTES:
-        raise ValueError(f"bad response size {size}")
-    frame = _recv(sock, size)
-    if struct.unpack_from(">i", frame)[0] != correlation_id:
-        raise ValueError("response correlation id does not match")
-    tags, offset = read_unsigned_varint(frame, 4)  # response header v1: tagged fields
-    for _ in range(tags):
-        _tag, offset = read_unsigned_varint(frame, offset)
-        length, offset = read_unsigned_varint(frame, offset)
-        offset += length
-    response, _ = decode(spec.response_class(version), frame, offset)
-    return response
-
-
-def request_once(address, api_key: int, version: int, values: dict, timeout_s: float,
-                 client_id: str = "kafkapy") -> object:
-    """One request on a fresh connection to ``address`` and its answer (a flexible
-    version: request header v2, response header v1); raises OSError/ValueError.
-    Used by the tools that speak to the controller (kafkapy-leader-election)."""
-    with _connect(address, timeout_s) as sock:
-        return _exchange(sock, api_key, version, values, 1, client_id.encode())
-
-
-def _recv(sock, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:  # bounded by the socket timeout per recv
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return bytes(data)
 
 
 class RequestSendThread:
@@ -189,9 +136,9 @@ class RequestSendThread:
 
     def _call(self, api_key: int, values: dict):
         if self.sock is None:
-            self.sock = _connect(self.address, self.timeout_s, self.security)
+            self.sock = open_socket(self.address, self.timeout_s, self.security, self.client_id)
         self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
-        return _exchange(self.sock, api_key, VERSIONS[api_key], values, self.correlation_id, self.client_id)
+        return request(self.sock, api_key, VERSIONS[api_key], values, self.correlation_id, self.client_id)
 
     def _close(self) -> None:
         sock, self.sock = self.sock, None
@@ -286,11 +233,10 @@ def controlled_shutdown(config, broker_id: int, metadata, connect_timeout_ms: in
             log.info("controlled shutdown: no controller known in the metadata")
         else:
             try:
-                with _connect(address, connect_timeout_ms / 1000, security) as sock:
-                    sock.settimeout(request_timeout_s)
+                with BlockingConnection(address, connect_timeout_ms / 1000, security, client_id) as conn:
+                    conn.settimeout(request_timeout_s)
                     started = time.monotonic()
-                    response = _exchange(sock, CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSION, values,
-                                         attempt + 1, client_id)
+                    response = conn.request(CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSION, values)
                 took_ms = (time.monotonic() - started) * 1000
                 if response.error_code != 0:
                     log.info("controlled shutdown request returned after %.0f ms with error %d", took_ms,
@@ -339,10 +285,10 @@ def _send_frame(sock, message) -> None:
 
 
 def _read_frame(sock):
-    size = _DOOR_FRAME.unpack(_recv(sock, _DOOR_FRAME.size))[0]
+    size = _DOOR_FRAME.unpack(recv_exactly(sock, _DOOR_FRAME.size))[0]
     if size > _DOOR_MAX_BYTES:
         raise ValueError(f"door frame of {size} bytes")
-    return marshal.loads(_recv(sock, size))
+    return marshal.loads(recv_exactly(sock, size))
 
 
 def ask_controller(config, message: tuple, timeout_s: float):

@@ -349,12 +349,9 @@ def build_transaction_coordinator(broker, config, clock_ms, group_coordinator) -
         info = broker.metadata().brokers.get(broker_id)
         return endpoint_for(info, config.inter_broker_listener_name) if info is not None else None
 
-    from kafkapy.client.security import open_socket
     from kafkapy.server.security.inter_broker import client_security
 
-    security = client_security(config)  # TLS/SASL of the inter-broker listener; None: PLAINTEXT
-    connect = None if security is None else (lambda address, timeout_s: open_socket(address, timeout_s, security))
-    channel = TransactionMarkerChannel(MarkerWriter(broker, address_of, connect=connect),
+    channel = TransactionMarkerChannel(MarkerWriter(broker, address_of, security=client_security(config)),
                                        on_written=group_coordinator.on_txn_marker)
     txn = TransactionCoordinator(state, store, channel,
                                  config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],

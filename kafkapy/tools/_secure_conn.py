@@ -20,22 +20,23 @@ from __future__ import annotations
 import ssl
 
 from kafkapy.client import security as client_security
+from kafkapy.client.blocking import BlockingConnection
 from kafkapy.tools._client import ClientError
 
 
 class SecureConnection:
+    """A ``BlockingConnection`` whose failures are the tools' ``ClientError``s."""
+
     def __init__(self, bootstrap: str, props: dict, client_id: str, timeout_s: float = 30.0):
         first = bootstrap.split(",")[0].strip()
         host, _, port = first.rpartition(":")
         self.host = host.strip("[]") or "localhost"
-        self.client_id = client_id.encode()
-        self.correlation_id = 0
         try:
             security = client_security.ClientSecurity.from_client_properties(props)
         except ValueError as exc:
             raise ClientError("INVALID_CONFIG", -1, str(exc)) from None
         try:
-            self.sock = client_security.open_socket((self.host, int(port)), timeout_s, security, self.client_id)
+            self.conn = BlockingConnection((self.host, int(port)), timeout_s, security, client_id.encode())
         except client_security.AuthenticationFailed as exc:
             name = "UNSUPPORTED_SASL_MECHANISM" if exc.error_code == 33 else "SASL_AUTHENTICATION_FAILED"
             raise ClientError(name, exc.error_code, str(exc)) from None
@@ -43,7 +44,7 @@ class SecureConnection:
             raise ClientError("NETWORK_EXCEPTION", -1, f"cannot connect to {first}: {exc}") from None
 
     def close(self) -> None:
-        self.sock.close()
+        self.conn.close()
 
     def __enter__(self):
         return self
@@ -53,10 +54,8 @@ class SecureConnection:
 
     def request(self, api_key: int, version: int, data: dict):
         """One request built from ``data`` -> the decoded response entity."""
-        self.correlation_id += 1
         try:
-            return client_security.request(self.sock, api_key, version, data, self.correlation_id,
-                                           self.client_id)
+            return self.conn.request(api_key, version, data)
         except ConnectionError:
             raise ClientError("NETWORK_EXCEPTION", -1, "the broker closed the connection") from None
         except ValueError as exc:

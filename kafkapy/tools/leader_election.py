@@ -68,7 +68,7 @@ def _addresses(bootstrap: str) -> list:
 
 
 def _controller_address(bootstraps: list, timeout_s: float):
-    from kafkapy.server.controller_channel import request_once
+    from kafkapy.client.blocking import request_once
 
     last = None
     for address in bootstraps:
@@ -88,7 +88,7 @@ def _controller_address(bootstraps: list, timeout_s: float):
 
 def elect(bootstrap: str, election_type: int, partitions, timeout_ms: int) -> dict:
     """``{(topic, partition): (error code, message)}`` from the controller."""
-    from kafkapy.server.controller_channel import request_once
+    from kafkapy.client.blocking import request_once
 
     bootstraps = _addresses(bootstrap)
     deadline = time.monotonic() + timeout_ms / 1000

@@ -205,7 +205,7 @@ class Cluster:
         self.timeout_s = timeout_ms / 1000
 
     def _request(self, address, api_key: int, version: int, values: dict):
-        from kafkapy.server.controller_channel import request_once
+        from kafkapy.client.blocking import request_once
 
         try:
             return request_once(address, api_key, version, values, self.timeout_s, CLIENT_ID)

@@ -83,7 +83,8 @@ def test_sasl_ssl_scram_interbroker_survives_a_leader_sigkill(scram_cluster):
     parts = c.create_topic("secure-r3", partitions=2, replication_factor=3)
     assert all(set(isr) == {1, 2, 3} for _, _, isr in parts.values())  # followers fetched over SASL_SSL
     # The listener does require SCRAM: a wrong password is refused there.
-    from kafkapy.client.security import AuthenticationFailed, ClientSecurity, open_socket
+    from kafkapy.client.blocking import open_socket
+    from kafkapy.client.security import AuthenticationFailed, ClientSecurity
 
     wrong = ClientSecurity.from_client_properties({
         "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",

@@ -204,7 +204,7 @@ def _set_configs(c: Cluster, brokers: dict = None, topics: dict = None, applied_
 
 def _described(c: Cluster, broker_id: int, resource_type: int, name: str, key: str):
     """``key``'s value as ``broker_id`` itself answers DescribeConfigs (v4) for the resource."""
-    from kafkapy.server.controller_channel import request_once
+    from kafkapy.client.blocking import request_once
 
     b = c.brokers[broker_id]
     r = request_once((b.host, b.port), 32, 4, {"resources": [

@@ -46,14 +46,11 @@ from __future__ import annotations
 import collections
 import logging
 import socket
-import struct
 import threading
 import time
 
 from kafkapy.coordinator.transaction.coordinator import WriteMarkers
-from kafkapy.protocol.api import API_TABLE
-from kafkapy.protocol.codec import decode, encode_to_bytes
-from kafkapy.protocol.entities import construct
+from kafkapy.client.blocking import open_socket, request
 from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -337,8 +334,6 @@ REMOTE_TIMEOUT_S = 15.0
 # How long close() waits for each sender thread (a thread in a socket call is
 # woken by shutting its socket down; only a TLS connect cannot be woken).
 _JOIN_TIMEOUT_S = 2.0
-_SIZE = struct.Struct(">i")
-_HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 
 
 def _request_markers(items) -> list:
@@ -364,10 +359,10 @@ class _Destination:
     one) instead of leaving them behind a dead one. ``_items``, ``address``,
     ``_sock`` and ``_stopping`` are guarded by ``_cond``."""
 
-    def __init__(self, broker_id: int, client_id: bytes, connect, completions):
+    def __init__(self, broker_id: int, client_id: bytes, security, completions):
         self.broker_id = broker_id
         self.client_id = client_id
-        self.connect = connect
+        self.security = security
         self.completions = completions
         self.address = None
         self._items: list = []
@@ -441,18 +436,10 @@ class _Destination:
     def _exchange(self, address, items) -> list[int]:
         """Send ``items`` in one request and read the answer: their errors, in order."""
         sock = self._socket(address)
-        spec = API_TABLE[WRITE_TXN_MARKERS]
         requested = _request_markers(items)
-        body = encode_to_bytes(construct(spec.request_class(_WRITE_TXN_MARKERS_VERSION), {"markers": requested}))
-        self._correlation_id = correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        frame = _HEADER.pack(WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, correlation_id,
-                             len(self.client_id)) + self.client_id + body
-        sock.sendall(_SIZE.pack(len(frame)) + frame)
-        (size,) = _SIZE.unpack(_recv_exactly(sock, 4))
-        data = _recv_exactly(sock, size)
-        if _SIZE.unpack_from(data)[0] != correlation_id:
-            raise ValueError("WriteTxnMarkers answer with another correlation id")
-        response, _ = decode(spec.response_class(_WRITE_TXN_MARKERS_VERSION), memoryview(data)[4:], 0)
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        response = request(sock, WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, {"markers": requested},
+                           self._correlation_id, self.client_id)
         if len(response.markers) != len(requested):
             raise ValueError("WriteTxnMarkers answer with another number of markers")
         errors = {}
@@ -466,11 +453,7 @@ class _Destination:
         if self._sock is not None and self._sock_address == address:
             return self._sock
         self._close()
-        if self.connect is not None:
-            sock = self.connect(address, REMOTE_TIMEOUT_S)
-        else:
-            sock = socket.create_connection(address, timeout=REMOTE_TIMEOUT_S)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = open_socket(address, REMOTE_TIMEOUT_S, self.security, self.client_id)
         with self._cond:
             if self._stopping:
                 sock.close()
@@ -495,12 +478,12 @@ class MarkerWriter:
     thread; the sender threads touch only their own connections, queues and
     the completions deque, never the broker or its partitions."""
 
-    def __init__(self, broker, address_of, local=None, connect=None):
+    def __init__(self, broker, address_of, local=None, security=None):
         self.broker = broker
         self.address_of = address_of
-        # connect(address, timeout_s) -> a blocking socket with the inter-broker
-        # listener's TLS/SASL done (kafkapy.client.security.open_socket); None: PLAINTEXT.
-        self.connect = connect
+        # The inter-broker listener's TLS/SASL (kafkapy.client.security.ClientSecurity,
+        # for kafkapy.client.blocking.open_socket); None: PLAINTEXT.
+        self.security = security
         self.local = local or LocalMarkerWriter(broker)
         self.destinations: dict[int, _Destination] = {}
         self._completions: collections.deque = collections.deque()
@@ -532,7 +515,7 @@ class MarkerWriter:
         for leader, items in remote.items():
             destination = self.destinations.get(leader)
             if destination is None:
-                destination = self.destinations[leader] = _Destination(leader, self._client_id, self.connect,
+                destination = self.destinations[leader] = _Destination(leader, self._client_id, self.security,
                                                                        self._completions)
             self._remote_outstanding += len(items)
             destination.enqueue(self.address_of(leader), items)
@@ -566,13 +549,3 @@ class MarkerWriter:
         self._completions.clear()
         self._remote_outstanding = 0
 
-
-def _recv_exactly(sock, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionError("connection closed")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)

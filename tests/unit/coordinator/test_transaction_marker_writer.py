@@ -21,7 +21,8 @@ import time
 from types import SimpleNamespace
 
 from kafkapy.coordinator.transaction.coordinator import WriteMarkers
-from kafkapy.coordinator.transaction.marker_channel import MarkerWriter, TransactionMarkerChannel, _recv_exactly
+from kafkapy.client.blocking import recv_exactly as _recv_exactly
+from kafkapy.coordinator.transaction.marker_channel import MarkerWriter, TransactionMarkerChannel
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
