@@ -2,7 +2,7 @@
 (Kafka's ZooKeeper mode: ZkMetadataCache.updateMetadata).
 
 Contract (cluster mode; sent by the elected controller child over the
-inter-broker listener, kafkapy.server.controller_channel):
+inter-broker listener, kafkapy.controller.channel_manager):
 - STALE_CONTROLLER_EPOCH (11) when the request's ``controller_epoch`` is
   older than the one the broker's metadata image holds (Kafka's
   ControllerMovedException); nothing changes. Standalone (no

@@ -17,16 +17,8 @@ from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, read_unsigned_varint
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.headers import encode_response
-from kafkapy.server.controller_channel import (
-    CONTROLLED_SHUTDOWN,
-    STOP_REPLICA,
-    UPDATE_METADATA,
-    ControllerChannelManager,
-    LocalDoor,
-    ask_controller,
-    controlled_shutdown,
-    endpoint_for,
-)
+from kafkapy.controller.channel_manager import STOP_REPLICA, UPDATE_METADATA, ControllerChannelManager, endpoint_for
+from kafkapy.server.controller_channel import CONTROLLED_SHUTDOWN, LocalDoor, ask_controller, controlled_shutdown
 
 
 def _recv(conn, n):

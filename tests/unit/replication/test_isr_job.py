@@ -1,4 +1,4 @@
-"""The leader's ISR job (server/controller_process.py ``IsrJob``) against a real
+"""The leader's ISR job (replication/isr_job.py ``IsrJob``) against a real
 ZooKeeper, over a real leader ``Partition`` on a real shared table: an
 expansion whose ZooKeeper write landed but never reached the partition (its
 answer lost with the connection, or its round failed on the notification
@@ -27,7 +27,7 @@ from kafkapy.metadata.model import BrokerInfo, Metadata, PartitionState, TopicIn
 from kafkapy.metadata.zk.client import ZkClient
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
-from kafkapy.server.controller_process import IsrJob
+from kafkapy.replication.isr_job import IsrJob
 from support.zookeeper import zookeeper  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
