@@ -37,18 +37,17 @@ from kafkapy.metadata.model import TopicInfo
 from kafkapy.metadata.zk.store import ZkMetadataStore, assigned
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.topics import TopicError, check_topic_name
-from kafkapy.server.config import (
+from kafkapy.server.config.dynamic import (
     DEFAULT_BROKER_ENTITY,
-    InvalidConfigError,
     broker_config_entries,
     check_reconfiguration,
     cluster_default_entries,
     effective_broker_config,
-    log_config_for,
     topic_config_entries,
     validate_dynamic_broker_configs,
-    validate_topic_configs,
 )
+from kafkapy.server.config.topic_keys import log_config_for, validate_topic_configs
+from kafkapy.server.config.types import InvalidConfigError
 
 log = logging.getLogger("kafkapy.broker")
 
@@ -306,7 +305,7 @@ class AdminManager:
         """Replace the dynamic configs of broker entity ("" = cluster default, or this
         broker's id) with ``compute(current)``. INVALID_REQUEST for keys that cannot change
         at run time or another broker's id, INVALID_CONFIG for bad values."""
-        from kafkapy.server.config import NonDynamicConfigError
+        from kafkapy.server.config.dynamic import NonDynamicConfigError
 
         entity = self._broker_entity(entity_name)
         result = {}

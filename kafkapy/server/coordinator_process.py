@@ -66,8 +66,8 @@ from kafkapy.coordinator.transaction.marker_channel import MarkerWriter, Transac
 from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC
 from kafkapy.coordinator.transaction.state_store import TransactionStateStore
 from kafkapy.coordinator.transaction.transaction_coordinator import TransactionCoordinator, txn_config
-from kafkapy.server.config import ConfigException
 from kafkapy.controller.channel_manager import endpoint_for
+from kafkapy.server.config.types import ConfigException
 from kafkapy.server.reactor.channel import CLOSE
 
 log = logging.getLogger("kafkapy.coordinator")

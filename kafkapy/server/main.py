@@ -89,7 +89,9 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="version", version=f"kafkapy {__version__}")
     args = parser.parse_args(argv)
     setup_logging(properties_path=args.config)
-    from kafkapy.server.config import BrokerConfig, ConfigException, parse_overrides
+    from kafkapy.server.config.broker_config import BrokerConfig
+    from kafkapy.server.config.properties import parse_overrides
+    from kafkapy.server.config.types import ConfigException
 
     try:
         overrides = parse_overrides(args.override)

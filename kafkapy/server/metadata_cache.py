@@ -19,12 +19,9 @@ from __future__ import annotations
 import logging
 
 from kafkapy.metadata.model import TopicInfo
-from kafkapy.server.config import (
-    DEFAULT_BROKER_ENTITY,
-    InvalidConfigError,
-    effective_broker_config,
-    log_config_for,
-)
+from kafkapy.server.config.dynamic import DEFAULT_BROKER_ENTITY, effective_broker_config
+from kafkapy.server.config.topic_keys import log_config_for
+from kafkapy.server.config.types import InvalidConfigError
 
 log = logging.getLogger("kafkapy.broker")
 

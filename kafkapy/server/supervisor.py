@@ -39,7 +39,7 @@ from kafkapy.metadata.image import MetadataImage
 from kafkapy.metadata.model import NO_BROKER
 from kafkapy.server import child_signals
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import log_config_for
+from kafkapy.server.config.topic_keys import log_config_for
 from kafkapy.server.quotas.connections import ConnectionLimits
 from kafkapy.server.reactor.acceptor import acceptor_main
 from kafkapy.server.reactor.channel import Arena, RequestQueue, ResponsePipe, WakePipe
@@ -73,7 +73,7 @@ class Channel:
 
 
 def bind_listeners(config) -> list[socket.socket]:
-    from kafkapy.server.config import ConfigException
+    from kafkapy.server.config.types import ConfigException
     from kafkapy.server.security import listener_securities
 
     try:
@@ -107,7 +107,7 @@ class Supervisor:
     # -- start-up ---------------------------------------------------------------
     def run(self) -> int:
         config = self.config
-        from kafkapy.server.config import BROKER_CONFIGS, NOT_IN_EFFECT
+        from kafkapy.server.config.broker_keys import BROKER_CONFIGS, NOT_IN_EFFECT
 
         for key, reason in NOT_IN_EFFECT.items():
             # Kafka's own server.properties sets some of these to their

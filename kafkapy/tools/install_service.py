@@ -73,7 +73,7 @@ def default_config_text(data_dir: str) -> str:
     if source.exists():
         text = source.read_text()
     else:
-        from kafkapy.server.config import render_properties
+        from kafkapy.server.config.properties import render_properties
 
         text = render_properties({})
     if re.search(r"^log\.dirs=", text, flags=re.M):

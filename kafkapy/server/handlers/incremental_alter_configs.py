@@ -18,13 +18,9 @@ Contract, per resource (Kafka's ConfigAdminManager.incrementalAlterConfigs):
 from collections import Counter
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.config import (
-    BROKER_CONFIGS,
-    LIST,
-    TOPIC_CONFIGS,
-    format_value,
-    topic_config_values,
-)
+from kafkapy.server.config.broker_keys import BROKER_CONFIGS
+from kafkapy.server.config.topic_keys import TOPIC_CONFIGS, topic_config_values
+from kafkapy.server.config.types import LIST, format_value
 from kafkapy.server.handlers.alter_configs import BROKER, TOPIC, alter_each
 from kafkapy.protocol.topics import TopicError
 

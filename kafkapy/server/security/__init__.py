@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkapy.server.config import BROKER_CONFIGS, ConfigException, Password
+from kafkapy.server.config.broker_keys import BROKER_CONFIGS
+from kafkapy.server.config.types import ConfigException, Password
 
 ANONYMOUS = "User:ANONYMOUS"
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")

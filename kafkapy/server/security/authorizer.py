@@ -275,7 +275,7 @@ def authorizer_for(config, table, zk=None) -> Authorizer | None:
     if not config["authorizer.class.name"]:
         return None
     from kafkapy.metadata.acl_store import acl_store
-    from kafkapy.server.config import ConfigException
+    from kafkapy.server.config.types import ConfigException
 
     try:
         super_users = parse_super_users(config["super.users"])

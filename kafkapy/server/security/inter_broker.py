@@ -23,7 +23,7 @@ those connections keep their plain path.
 from __future__ import annotations
 
 from kafkapy.client.security import MECHANISMS, ClientSecurity, client_context
-from kafkapy.server.config import ConfigException
+from kafkapy.server.config.types import ConfigException
 from kafkapy.server.security import listener_value, secret
 
 _LOGIN_MODULES = {

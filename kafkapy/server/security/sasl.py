@@ -50,7 +50,7 @@ from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
-from kafkapy.server.config import ConfigException
+from kafkapy.server.config.types import ConfigException
 from kafkapy.server.security import MECHANISMS, secret
 
 SASL_HANDSHAKE_KEY = 17
@@ -132,7 +132,7 @@ def _reauth_ms(config, listener: str, mechanism: str, get) -> int:
     """``connections.max.reauth.ms`` for one mechanism of one listener:
     ``listener.name.<l>.<mechanism>.connections.max.reauth.ms``, else the
     listener's, else the broker's (Kafka's per-mechanism prefix)."""
-    from kafkapy.server.config import BROKER_CONFIGS
+    from kafkapy.server.config.broker_keys import BROKER_CONFIGS
 
     raw = config.originals.get(f"listener.name.{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms")
     if raw is None:

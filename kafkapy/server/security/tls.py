@@ -18,7 +18,7 @@ import ssl
 import tempfile
 
 from kafkapy._core import openssl
-from kafkapy.server.config import ConfigException
+from kafkapy.server.config.types import ConfigException
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
