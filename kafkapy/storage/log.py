@@ -51,6 +51,7 @@ from kafkapy.storage.errors import (
     RecordError,
     StorageError,
 )
+from kafkapy.storage.leader_epoch_cache import LeaderEpochFileCache
 from kafkapy.storage.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
 from kafkapy.storage.transaction_index import AbortedTxn, TransactionIndex
 from kafkapy.storage.segment import (
@@ -205,7 +206,8 @@ class Log:
         # Jitter is derived from the partition, not drawn at random, so that
         # every process agrees on when the active segment must roll.
         self._created_ms = clock_ms()
-        self._epoch_cache: list[tuple[int, int]] | None = None
+        # The leader-epoch-checkpoint and this process's copy of it (Kafka's leaderEpochCache).
+        self.leader_epoch_cache = LeaderEpochFileCache(dir_path, state, fsync)
         # Segment files renamed to .deleted by this object: (path, renamed_at_ms),
         # collected by the LogManager which removes them after file.delete.delay.ms.
         self.pending_deletions: list[tuple[str, int]] = []
@@ -396,10 +398,7 @@ class Log:
         self._generation = max(state.generation, 0) + 1
         state.store(_F_GENERATION, (self._generation, len(self._segments)))
 
-        epochs = self._epoch_entries()
-        trimmed = self._trim_epochs(epochs, start, log_end_offset)
-        if trimmed != epochs:
-            self._write_epochs(trimmed)
+        trimmed = self.leader_epoch_cache.truncate(start, log_end_offset)
         state.leader_epoch = trimmed[-1][0] if trimmed else -1
 
         self._psm = self._new_psm()
@@ -498,7 +497,7 @@ class Log:
         """Another process changed the segment list: the files are the truth,
         the slot (``slot``: its snapshot, taken under the lock) has the counters."""
         self._close_segments()
-        self._epoch_cache = None
+        self.leader_epoch_cache.invalidate()
         active_base = slot[_F_ACTIVE_BASE_OFFSET]
         # The only segment is the active one: no need to list the directory
         # (a listdir was ~15 % of a worker's first use of a partition).
@@ -892,7 +891,7 @@ class Log:
             next_offset, high_watermark,
             *_active_fields(active), unflushed_messages, first_batch_timestamp))
         for epoch, start_offset in epochs:
-            self._maybe_assign_epoch_start_offset(epoch, start_offset)
+            self.leader_epoch_cache.assign(epoch, start_offset)
         if unflushed_messages >= config.flush_messages or now_ms - slot[_F_LAST_FLUSH_MS] >= config.flush_ms:
             self.flush()
         probes.log.appended(self.topic, size, record_count)
@@ -1163,10 +1162,7 @@ class Log:
             state.high_watermark = new_start
         if state.recovery_point < new_start:
             state.recovery_point = new_start
-        epochs = self._epoch_entries()
-        trimmed = self._trim_epochs(epochs, new_start, state.log_end_offset)
-        if trimmed != epochs:
-            self._write_epochs(trimmed)
+        self.leader_epoch_cache.truncate(new_start, state.log_end_offset)
 
     def active_producers(self) -> list:
         """DescribeProducers: this partition's producer-state entries, caught up to the log end."""
@@ -1206,11 +1202,8 @@ class Log:
             # log end offset: an epoch this broker started as leader without
             # appending (its entry at the log end offset) must go, or the new
             # leader would answer the same diverging epoch for ever.
-            self._epoch_cache = None  # another process may have written it
-            epochs = self._epoch_entries()
-            trimmed = self._trim_epochs(epochs, state.log_start_offset, state.log_end_offset)
-            if trimmed != epochs:
-                self._write_epochs(trimmed)
+            self.leader_epoch_cache.invalidate()  # another process may have written it
+            self.leader_epoch_cache.truncate(state.log_start_offset, state.log_end_offset)
             return False
         if offset < self._segments[0].base_offset or offset < state.log_start_offset:
             self.truncate_fully_and_start_at(offset)
@@ -1247,7 +1240,7 @@ class Log:
         segment = self._open_segment(new_offset, create=True)
         self._segments, self._bases = [segment], [new_offset]
         state.log_start_offset = new_offset
-        self._write_epochs([])
+        self.leader_epoch_cache.clear()
         self._after_truncation(new_offset)
         state.high_watermark = new_offset
         state.recovery_point = new_offset
@@ -1266,10 +1259,7 @@ class Log:
         self._bump_generation()
         if "compact" in self.config.cleanup_policy:
             truncate_cleaner_checkpoint(os.path.dirname(self.dir), self.topic, self.partition, active.base_offset)
-        epochs = self._epoch_entries()
-        trimmed = self._trim_epochs(epochs, state.log_start_offset, log_end_offset)
-        if trimmed != epochs:
-            self._write_epochs(trimmed)
+        self.leader_epoch_cache.truncate(state.log_start_offset, log_end_offset)
         self._producer_state().truncate(state.log_start_offset, log_end_offset)
 
     # ------------------------------------------------------------------ producer state
@@ -1294,35 +1284,6 @@ class Log:
 
     # ------------------------------------------------------------------ leader epochs
 
-    def _epoch_path(self) -> str:
-        return os.path.join(self.dir, checkpoints.LEADER_EPOCH_CHECKPOINT)
-
-    def _epoch_entries(self) -> list[tuple[int, int]]:
-        if self._epoch_cache is None:
-            self._epoch_cache = checkpoints.read_leader_epoch_checkpoint(self._epoch_path())
-        return self._epoch_cache
-
-    def _write_epochs(self, entries: list[tuple[int, int]], durable: bool = True) -> None:
-        checkpoints.write_leader_epoch_checkpoint(self._epoch_path(), entries,
-                                                  fsync=durable and self._fsync is os.fsync)
-        self._epoch_cache = list(entries)
-        # The slot mirrors the file's latest epoch (written only here, under
-        # the lock), so an append need not read the file to know it is current.
-        self.state.leader_epoch = entries[-1][0] if entries else -1
-
-    @staticmethod
-    def _trim_epochs(entries, log_start_offset: int, log_end_offset: int) -> list[tuple[int, int]]:
-        """Kafka's truncateFromEnd(LEO) then truncateFromStart(log start): entries starting at or
-        past the end go; entries wholly before the start go, the last of them moved up to it."""
-        kept = [(e, o) for e, o in entries if o < log_end_offset]
-        first_after = 0
-        while first_after < len(kept) and kept[first_after][1] <= log_start_offset:
-            first_after += 1
-        if first_after > 0:
-            epoch, _ = kept[first_after - 1]
-            kept = [(epoch, log_start_offset)] + kept[first_after:]
-        return kept
-
     def become_leader(self, leader_epoch: int) -> None:
         """Kafka's Partition.makeLeader: ``leader_epoch`` starts at the log end
         offset, recorded in the leader-epoch checkpoint now rather than by the
@@ -1331,46 +1292,20 @@ class Log:
         creation syncs the file system once)."""
         with self.state.lock():
             self._sync()
-            self._maybe_assign_epoch_start_offset(leader_epoch, self.state.log_end_offset)
-
-    def _maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
-        if leader_epoch < 0 or self.state.leader_epoch >= leader_epoch:
-            # The common case: saves every worker a read of the checkpoint on
-            # its first append to each partition (~15 us x 10,000 partitions).
-            return
-        entries = self._epoch_entries()
-        if entries and entries[-1][0] >= leader_epoch:
-            return
-        # Another process may have written the file since we cached it.
-        self._epoch_cache = None
-        entries = self._epoch_entries()
-        if entries and entries[-1][0] >= leader_epoch:
-            return
-        # Not fsynced here: two fsyncs on the first append to every partition
-        # made producing to 1,000 new partitions 20x slower than to one
-        # (Kafka moved this off the append path too, KAFKA-15046). The rename
-        # is atomic against a process crash; flush() makes it durable along
-        # with the data it describes.
-        self._write_epochs(entries + [(leader_epoch, start_offset)], durable=False)
+            self.leader_epoch_cache.assign(leader_epoch, self.state.log_end_offset)
 
     def leader_epoch_entries(self) -> list[tuple[int, int]]:
         self._sync()
-        self._epoch_cache = None
-        return list(self._epoch_entries())
+        return self.leader_epoch_cache.epoch_entries()
 
     def latest_epoch(self) -> int:
-        entries = self.leader_epoch_entries()
-        return entries[-1][0] if entries else -1
+        self._sync()
+        return self.leader_epoch_cache.latest_epoch()
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), or (-1, -1)."""
-        entries = self.leader_epoch_entries()
-        for i in range(len(entries) - 1, -1, -1):
-            e, _ = entries[i]
-            if e <= epoch:
-                end = entries[i + 1][1] if i + 1 < len(entries) else self.state.log_end_offset
-                return e, end
-        return -1, -1
+        self._sync()
+        return self.leader_epoch_cache.end_offset_for(epoch, self.state.log_end_offset)
 
     # ------------------------------------------------------------------ flush / close / delete
 
@@ -1395,7 +1330,7 @@ class Log:
                     break
                 segment.flush(self._fsync)
             if self._fsync is os.fsync and not already_synced:
-                checkpoints.fsync_if_exists(self._epoch_path())
+                self.leader_epoch_cache.flush()
                 checkpoints.fsync_dir(self.dir)
             state.recovery_point = max(state.recovery_point, up_to_offset)
             probes.log.flushed(time.monotonic() - started)
