@@ -17,7 +17,8 @@ Single-threaded, with its own ``Broker`` view as a worker's, whose effective
 config (dynamic keys included) gives each pass its settings. The supervisor's
 stop (``child_signals``) gives up the pass in progress between two groups (a
 group is swapped whole or not at all) and exits 0; a SIGKILL at any point
-leaves the log as the swap's commit point says (``complete_swaps`` at load).
+leaves the log as the swap's commit point says (the LogLoader completes a
+committed swap at load).
 """
 
 from __future__ import annotations

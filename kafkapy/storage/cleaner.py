@@ -65,13 +65,14 @@ Crash safety (Kafka's .cleaned/.swap): a group's data goes to
 ``<base>.log.cleaned`` and its aborted-transaction entries to
 ``<base>.txnindex.cleaned``, both fsynced; the index becomes
 ``.txnindex.swap``, then the log ``.log.swap``: that rename is the commit
-point. Completing a swap (here at once, or by ``complete_swaps`` when the
-log is loaded after a crash) removes the indexes of the group's first
-segment and every file of the other segments the swap covers (bases up to
-its last offset), renames the ``.txnindex.swap`` over the ``.txnindex``
-(an empty one is removed) and the ``.log.swap`` over the ``.log``. Before
-the commit point load removes the ``.cleaned`` strays and the old segments
-stand; after it, load finishes the swap. Either way no offset is lost or
+point. Completing a swap (here at once, or by the LogLoader when the log
+is loaded after a crash: ``storage.log_loader.complete_swap``) removes the
+indexes of the group's first segment and every file of the other segments
+the swap covers (bases up to its last offset), renames the
+``.txnindex.swap`` over the ``.txnindex`` (an empty one is removed) and the
+``.log.swap`` over the ``.log``. Before the commit point load removes the
+``.cleaned`` strays and the old segments stand; after it, load finishes
+the swap. Either way no offset is lost or
 duplicated. Other processes holding old segments keep reading the old
 inodes until the bumped generation makes them reload the list.
 """
@@ -95,17 +96,14 @@ from kafkapy._core.records_py import build_batch, decode_records
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints
 from kafkapy.storage.control_records import CorruptRecordError, parse_end_txn_marker
-from kafkapy.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, \
-    segment_file_name
+from kafkapy.storage.log_loader import complete_swap
+from kafkapy.storage.segment import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TXN_INDEX_SUFFIX, BatchReadStopped, \
+    file_batches, segment_file_name, unlink_if_exists
 from kafkapy.storage.transaction_index import TransactionIndex, encode_entry
 
 log = logging.getLogger("kafkapy.storage.cleaner")
-_batch = _load_core("batch")
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-_LOG_OVERHEAD = 12
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _DELETE_HORIZON = 0x40   # Kafka's DELETE_HORIZON_FLAG_MASK: baseTimestamp holds the delete horizon
@@ -389,46 +387,6 @@ def _key_hash(key) -> bytes:
     return hashlib.md5(key, usedforsecurity=False).digest()
 
 
-class _GivenUp(Exception):
-    """The pass was told to stop (``should_stop``)."""
-
-
-def _segment_batches(path: str, size: int, read_bytes: int, should_stop=None, throttle=None):
-    """``(header, view)`` per batch of the first ``size`` bytes of the .log
-    at ``path``, read ``read_bytes`` at a time (more for a larger batch), so
-    memory stays at one read whatever the segment's size. Stops at a torn
-    or short batch (a file truncated under the reader). ``should_stop()`` is
-    asked before each read: True raises ``_GivenUp``; ``throttle(n)`` is
-    told each read's bytes."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        position = 0
-        want = max(read_bytes, _LOG_OVERHEAD)
-        while position < size:
-            if should_stop is not None and should_stop():
-                raise _GivenUp()
-            asked = min(want, size - position)
-            chunk = os.pread(fd, asked, position)
-            if throttle is not None:
-                throttle(len(chunk))
-            headers, end, _error = _batch.scan_batches(chunk, 0, -1, False)
-            if not headers:
-                if len(chunk) < asked or len(chunk) < _LOG_OVERHEAD:
-                    return  # the file is shorter than it was (truncated under the reader)
-                need = struct.unpack_from(">i", chunk, 8)[0] + _LOG_OVERHEAD
-                if need <= len(chunk) or position + need > size:
-                    return  # not a batch, or one cut short: nothing more to read
-                want = need
-                continue
-            view = memoryview(chunk)
-            for h in headers:
-                yield h, view[h.position:h.position + h.batch_length + _LOG_OVERHEAD]
-            position += end
-            want = max(read_bytes, _LOG_OVERHEAD)
-    finally:
-        os.close(fd)
-
-
 def _file_identity(path: str) -> tuple:
     """What changes when a segment file is replaced, truncated or written to."""
     st = os.stat(path)
@@ -469,7 +427,7 @@ def clean_log(lg, now_ms: int, force: bool = False, config: CleanerConfig = DEFA
     try:
         try:
             end_offset, read, written = cleaning.build()
-        except _GivenUp:
+        except BatchReadStopped:
             return 0
         rewritten = 0
         if end_offset is not None:
@@ -520,7 +478,7 @@ class _Pass:
         self.cleaned_paths: list[str] = []
 
     def _batches(self, segment: _Seg):
-        return _segment_batches(segment.path, segment.size, self.config.io_buffer_size, self.should_stop,
+        return file_batches(segment.path, segment.size, self.config.io_buffer_size, self.should_stop,
                                 self.throttle)
 
     def build(self):
@@ -585,7 +543,7 @@ class _Pass:
     def discard_leftovers(self) -> None:
         """Remove the ``.cleaned`` files no swap took."""
         for path in self.cleaned_paths:
-            _unlink(path)
+            unlink_if_exists(path)
 
     def _offset_map(self, segments, upper: int):
         """Kafka's buildOffsetMap over [first dirty, upper): key digest -> last
@@ -893,60 +851,15 @@ def _swap_in(lg, group, entries) -> None:
     try:
         os.rename(log_path + CLEANED_SUFFIX, log_path + SWAP_SUFFIX)  # the commit point
     except OSError:
-        _unlink(txn_path + SWAP_SUFFIX)  # before the commit point: the old segments stand
+        unlink_if_exists(txn_path + SWAP_SUFFIX)  # before the commit point: the old segments stand
         raise
     checkpoints.fsync_dir(lg.dir)
     for segment in group:
         segment.close()
-    _complete_swap(lg.dir, base, [s.base_offset for s in group[1:]])
+    complete_swap(lg.dir, base, [s.base_offset for s in group[1:]])
     first = lg._segments.index(group[0])
     fresh = lg._open_segment(base)
     fresh.recover()
     fresh.on_become_inactive()
     lg._segments[first:first + len(group)] = [fresh]
     lg._bases[first:first + len(group)] = [base]
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _complete_swap(dir_path: str, base: int, covered) -> None:
-    """Finish the swap of ``<base>.log.swap`` over the segments at ``base`` and ``covered``."""
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        _unlink(os.path.join(dir_path, segment_file_name(base, suffix)))
-    for other in covered:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
-            _unlink(os.path.join(dir_path, segment_file_name(other, suffix)))
-    txn_path = os.path.join(dir_path, segment_file_name(base, TXN_INDEX_SUFFIX))
-    if os.path.exists(txn_path + SWAP_SUFFIX):
-        os.rename(txn_path + SWAP_SUFFIX, txn_path)
-    if os.path.exists(txn_path) and os.path.getsize(txn_path) == 0:
-        os.unlink(txn_path)
-    log_path = os.path.join(dir_path, segment_file_name(base, LOG_SUFFIX))
-    os.rename(log_path + SWAP_SUFFIX, log_path)
-    checkpoints.fsync_dir(dir_path)
-
-
-def complete_swaps(dir_path: str) -> int:
-    """At load, before strays are removed: finish every committed swap
-    (``<base>.log.swap``) a crash interrupted; returns how many."""
-    done = 0
-    for name in sorted(os.listdir(dir_path)):
-        if not (name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and name[:20].isdigit()):
-            continue
-        base = int(name[:20])
-        path = os.path.join(dir_path, name)
-        last = None
-        for last, _view in _segment_batches(path, os.path.getsize(path), DEFAULT_CONFIG.io_buffer_size):
-            pass
-        next_offset = last.base_offset + last.last_offset_delta + 1 if last is not None else base + 1
-        covered = [int(n[:20]) for n in os.listdir(dir_path)
-                   if n.endswith(LOG_SUFFIX) and n[:20].isdigit() and base < int(n[:20]) < next_offset]
-        log.warning("%s: completing the interrupted swap of cleaned segment %d over %s", dir_path, base, covered)
-        _complete_swap(dir_path, base, covered)
-        done += 1
-    return done

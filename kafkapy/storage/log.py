@@ -18,6 +18,12 @@ close), so we drop every handle and reload the list from disk; otherwise we
 copy the active segment's counters from the slot.  Anything that changes the
 segment list bumps ``generation``.
 
+Pieces, as Kafka cuts them: ``storage.log_loader.LogLoader`` loads the
+directory for the first process to open it (``open`` with a fresh slot);
+``storage.leader_epoch_cache.LeaderEpochFileCache`` (``leader_epoch_cache``)
+owns the ``leader-epoch-checkpoint``; this class holds the rest (Kafka's
+UnifiedLog over LocalLog).
+
 Ownership: the Log object is owned by one process and is not thread-safe on
 its own; the partition lock (process + thread exclusive) guards it.
 """
@@ -34,7 +40,7 @@ from kafkapy._core import load
 from kafkapy._core.types import AppendCheckError, FileRegion
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints, recompress
-from kafkapy.storage.cleaner import complete_swaps, truncate_cleaner_checkpoint
+from kafkapy.storage.cleaner import truncate_cleaner_checkpoint
 from kafkapy.storage.control_records import (ABORT, COMMIT, CorruptRecordError, EndTxnMarker,
                                              build_end_txn_marker_batch, parse_end_txn_marker)
 from kafkapy.storage.config import LONG_MAX, LogConfig
@@ -43,7 +49,6 @@ from kafkapy.storage.errors import (
     INVALID_RECORD,
     RECORD_LIST_TOO_LARGE,
     UNKNOWN_TOPIC_OR_PARTITION,
-    CorruptIndexError,
     InconsistentTopicId,
     KafkaStorageError,
     OffsetOutOfRange,
@@ -52,16 +57,11 @@ from kafkapy.storage.errors import (
     StorageError,
 )
 from kafkapy.storage.leader_epoch_cache import LeaderEpochFileCache
+from kafkapy.storage.log_loader import LogLoader
 from kafkapy.storage.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
 from kafkapy.storage.transaction_index import AbortedTxn, TransactionIndex
-from kafkapy.storage.segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    segment_file_name,
-)
+from kafkapy.storage.segment import DELETED_SUFFIX, LogSegment, segment_file_name
+from kafkapy.storage.segment import segment_bases as _segment_bases  # a module global: tests watch _reload's listing
 
 from kafkapy.storage.shared import FIELD
 
@@ -96,8 +96,6 @@ MAX_TIMESTAMP = -3
 
 DELETE_DIR_SUFFIX = "-delete"
 SNAPSHOT_SUFFIX = ".snapshot"
-# Left behind by an interrupted compaction / segment swap (Kafka's LogLoader removes them).
-_STRAY_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
 
 AppendResult = namedtuple(
     "AppendResult",
@@ -161,15 +159,6 @@ def _topic_id_of(slot: tuple) -> bytes | None:
     if high == 0 and low == 0:
         return None
     return high.to_bytes(8, "big", signed=True) + low.to_bytes(8, "big", signed=True)
-
-
-def _segment_bases(dir_path: str) -> list[int]:
-    bases = []
-    for name in os.listdir(dir_path):
-        if name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit():
-            bases.append(int(name[:20]))
-    bases.sort()
-    return bases
 
 
 class Log:
@@ -284,7 +273,7 @@ class Log:
             if slot[_F_GENERATION] <= 0:
                 os.makedirs(dir_path, exist_ok=True)
                 log._check_topic_id(topic_id, sync_metadata)
-                log._load(had_clean_shutdown, recovery_point or 0, log_start_offset, high_watermark)
+                LogLoader(log, had_clean_shutdown, recovery_point or 0, log_start_offset, high_watermark).load()
             else:
                 # Reading partition.metadata was ~20 % of a worker's first
                 # use of a partition; the slot says what it holds.
@@ -327,145 +316,6 @@ class Log:
 
     def _open_segment(self, base: int, **kw) -> LogSegment:
         return LogSegment.open(self.dir, base, self.config.segment_index_bytes, self.config.index_interval_bytes, **kw)
-
-    def _load(self, had_clean_shutdown: bool, recovery_point: int, log_start_offset, high_watermark) -> None:
-        """Start-up load (Kafka's LogLoader): remove strays, open segments, rebuild broken indexes,
-        recover unflushed segments, then publish the partition's state into the slot."""
-        state = self.state
-        complete_swaps(self.dir)  # a cleaner swap past its commit point is finished, as Kafka's LogLoader does
-        self._remove_stray_files()
-        bases = _segment_bases(self.dir)
-        # Without a clean shutdown every segment from the one holding the
-        # recovery point on is rebuilt anyway; its untrimmed, zero-filled
-        # index tail would only fail the sanity check noisily.
-        first_recovered = bases[max(0, bisect.bisect_right(bases, recovery_point) - 1)] \
-            if bases and not had_clean_shutdown else None
-        segments = []
-        try:
-            for base in bases:
-                had_indexes = LogSegment.index_files_exist(self.dir, base)
-                segment = self._open_segment(base)
-                segments.append(segment)
-                if first_recovered is not None and base >= first_recovered:
-                    continue
-                problem = None if had_indexes else "missing index files"
-                if problem is None:
-                    try:
-                        segment.offset_index.sanity_check(segment.size)
-                        segment.time_index.sanity_check()
-                    except CorruptIndexError as e:
-                        problem = str(e)
-                if problem is not None:
-                    logger.warning("%s: rebuilding indexes of segment %d: %s", self.dir, base, problem)
-                    self._recover_segment(segment)
-            if not segments:
-                start = log_start_offset or 0
-                segments.append(self._open_segment(start, create=True))
-            self._segments = segments
-            self._bases = [s.base_offset for s in segments]
-
-            if not had_clean_shutdown:
-                self._recover_from(recovery_point)
-
-            active = self._segments[-1]
-            # The active segment's indexes are preallocated (trimmed on close).
-            active.resize_indexes(self.config.segment_index_bytes)
-            log_end_offset = active.read_next_offset()
-            active.load_max_timestamp()
-            _, last_index_position = active.offset_index.lookup(active.offset_index.last_offset)
-            active.bytes_since_last_index_entry = (
-                active.size - last_index_position if active.offset_index.entries else active.size)
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            self._segments, self._bases = [], []
-            raise
-
-        first_base = self._segments[0].base_offset
-        start = max(log_start_offset or 0, first_base)
-        start = min(start, log_end_offset)
-        if had_clean_shutdown:
-            recovery_point = log_end_offset
-        state.log_end_offset = log_end_offset
-        state.log_start_offset = start
-        state.recovery_point = max(start, min(recovery_point, log_end_offset))
-        hw = high_watermark if high_watermark is not None else start
-        state.high_watermark = min(max(hw, start), log_end_offset)
-        state.unflushed_messages = 0
-        state.last_flush_ms = self._clock_ms()
-        state.first_batch_timestamp = active.first_batch_max_timestamp() if active.size else -1
-        self._publish_active(active)
-        self._generation = max(state.generation, 0) + 1
-        state.store(_F_GENERATION, (self._generation, len(self._segments)))
-
-        trimmed = self.leader_epoch_cache.truncate(start, log_end_offset)
-        state.leader_epoch = trimmed[-1][0] if trimmed else -1
-
-        self._psm = self._new_psm()
-        self._psm.truncate(start, log_end_offset)
-        if first_recovered is not None:
-            self._rebuild_txn_indexes(first_recovered, log_end_offset)
-        else:
-            self._psm.load(log_end_offset, self._read_headers_from)
-
-    def _rebuild_txn_indexes(self, first_recovered: int, log_end_offset: int) -> None:
-        """After recovery: the ``.txnindex`` of every segment from
-        ``first_recovered`` on, from producer state replayed from the newest
-        snapshot at or below it (Kafka's LogSegment.recover with its
-        producer state). Leaves ``self._psm`` caught up to the log end (the
-        load it replaces)."""
-        for segment in self._segments:
-            if segment.base_offset >= first_recovered:
-                TransactionIndex(self.dir, segment.base_offset).delete()
-        self._psm.rebuild_to(first_recovered, self._read_headers_from)
-        self._psm.catch_up(log_end_offset, self._read_headers_from, self._index_completed_txn)
-
-    def _remove_stray_files(self) -> None:
-        names = os.listdir(self.dir)
-        log_bases = set()
-        for name in names:
-            if name.endswith(_STRAY_SUFFIXES):
-                logger.info("%s: removing stray file %s", self.dir, name)
-                os.unlink(os.path.join(self.dir, name))
-            elif name.endswith(LOG_SUFFIX) and name[:20].isdigit():
-                log_bases.add(name[:20])
-        for name in names:
-            # An index without its .log is an orphan of an interrupted delete.
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex"):
-                if name.endswith(suffix) and name[:20].isdigit() and name[:20] not in log_bases:
-                    logger.info("%s: removing orphan index %s", self.dir, name)
-                    os.unlink(os.path.join(self.dir, name))
-
-    def _recover_segment(self, segment: LogSegment) -> int:
-        truncated = segment.recover(self.config.max_message_bytes if self.config.max_message_bytes > 0 else -1)
-        if truncated:
-            logger.warning("%s: truncated %d invalid bytes at position %d of segment %d",
-                           self.dir, truncated, segment.size, segment.base_offset)
-        return truncated
-
-    def _recover_from(self, recovery_point: int) -> None:
-        """Recover every segment holding offsets >= recovery_point; after a segment whose
-        tail was invalid, every later segment is deleted (it cannot be trusted to follow)."""
-        i = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        while i < len(self._segments):
-            segment = self._segments[i]
-            truncated = self._recover_segment(segment)
-            if truncated and i + 1 < len(self._segments):
-                doomed = self._segments[i + 1:]
-                logger.warning("%s: deleting %d segments after the corrupt segment %d: %s", self.dir,
-                               len(doomed), segment.base_offset, [s.base_offset for s in doomed])
-                for s in doomed:
-                    s.close()
-                    for p in s.file_paths():
-                        try:
-                            os.unlink(p)
-                        except FileNotFoundError:
-                            pass
-                del self._segments[i + 1:]
-                del self._bases[i + 1:]
-            if i + 1 < len(self._segments):
-                segment.on_become_inactive()
-            i += 1
 
     # ------------------------------------------------------------------ sync
 

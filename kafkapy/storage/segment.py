@@ -34,6 +34,9 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
+# The cleaner's files (storage.cleaner writes them, storage.log_loader completes or removes them).
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 HEADER_SIZE = batch.BATCH_HEADER_SIZE   # 61
 LOG_OVERHEAD = batch.LOG_OVERHEAD       # 12
@@ -57,6 +60,64 @@ logger = logging.getLogger("kafkapy.storage")
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+def segment_bases(dir_path: str) -> list[int]:
+    """The base offsets of the ``.log`` files in ``dir_path``, ascending."""
+    bases = []
+    for name in os.listdir(dir_path):
+        if name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit():
+            bases.append(int(name[:20]))
+    bases.sort()
+    return bases
+
+
+def unlink_if_exists(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class BatchReadStopped(Exception):
+    """``file_batches`` was told to stop (its ``should_stop``)."""
+
+
+def file_batches(path: str, size: int, read_bytes: int, should_stop=None, throttle=None):
+    """``(header, view)`` per batch of the first ``size`` bytes of the .log
+    at ``path``, read ``read_bytes`` at a time (more for a larger batch), so
+    memory stays at one read whatever the segment's size. Stops at a torn
+    or short batch (a file truncated under the reader). ``should_stop()`` is
+    asked before each read: True raises ``BatchReadStopped``; ``throttle(n)``
+    is told each read's bytes. (The cleaner's reads, and the loader's of a
+    swap file.)"""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        position = 0
+        want = max(read_bytes, LOG_OVERHEAD)
+        while position < size:
+            if should_stop is not None and should_stop():
+                raise BatchReadStopped()
+            asked = min(want, size - position)
+            chunk = os.pread(fd, asked, position)
+            if throttle is not None:
+                throttle(len(chunk))
+            headers, end, _error = batch.scan_batches(chunk, 0, -1, False)
+            if not headers:
+                if len(chunk) < asked or len(chunk) < LOG_OVERHEAD:
+                    return  # the file is shorter than it was (truncated under the reader)
+                need = struct.unpack_from(">i", chunk, 8)[0] + LOG_OVERHEAD
+                if need <= len(chunk) or position + need > size:
+                    return  # not a batch, or one cut short: nothing more to read
+                want = need
+                continue
+            view = memoryview(chunk)
+            for h in headers:
+                yield h, view[h.position:h.position + h.batch_length + LOG_OVERHEAD]
+            position += end
+            want = max(read_bytes, LOG_OVERHEAD)
+    finally:
+        os.close(fd)
 
 
 def iter_headers(segment, start: int, end: int):

@@ -313,7 +313,7 @@ def test_crash_after_the_commit_point_finishes_the_swap(tmp_path):
     """A ``.log.swap`` is a cleaned group past its commit point: load finishes
     the swap (the covered segments go, whether or not the crash removed some
     already), so no offset is lost or duplicated."""
-    from kafkapy.storage.cleaner import complete_swaps  # noqa: F401 (load calls it)
+    from kafkapy.storage.log_loader import complete_swaps  # noqa: F401 (load calls it)
 
     for deleted_some in (False, True):
         d = tmp_path / str(deleted_some)
@@ -598,7 +598,7 @@ def test_a_segment_shorter_than_noted_ends_the_read(tmp_path):
     """A file cut under the reader (a follower truncating the active
     segment) ends ``_segment_batches`` at the whole batches it still holds
     (it re-read the same short chunk for ever)."""
-    from kafkapy.storage.cleaner import _segment_batches
+    from kafkapy.storage.segment import file_batches as _segment_batches
 
     first = build_batch([(b"k", b"v", [], T0)], base_offset=0)
     second = build_batch([(b"k2", b"v" * 80, [], T0)], base_offset=1)
