@@ -36,9 +36,8 @@ class Peer:
     """A leader's inter-broker listener that answers WriteTxnMarkers v0:
     records each request's markers and answers ``errors.get((pid, topic, p), 0)``."""
 
-    def __init__(self, errors=None, delay_s=0.0, frozen=False):
+    def __init__(self, errors=None, frozen=False):
         self.errors = errors or {}
-        self.delay_s = delay_s
         # Cleared: the peer reads requests but answers none (a SIGSTOPped
         # leader's kernel still accepts and buffers) until ``thaw``.
         self.running = threading.Event()
@@ -68,7 +67,6 @@ class Peer:
                 self.requests.append((time.monotonic(), [
                     (m.producer_id, m.transaction_result, {t.name: list(t.partition_indexes) for t in m.topics})
                     for m in request.markers]))
-                time.sleep(self.delay_s)
                 if not self.running.wait(10):
                     return
                 body = encode_to_bytes(construct(spec.response_class(0), {"markers": [
@@ -166,18 +164,26 @@ def _sender_threads():
 
 def test_one_request_per_leader_for_all_transactions_of_a_pass():
     leaders = {("t", 0): 1, ("t", 1): 2, ("t", 2): 3, ("u", 0): 2, ("u", 1): 3, ("t", 3): 4}
-    peers = {2: Peer(delay_s=0.2), 3: Peer({(11, "u", 1): E.NOT_ENOUGH_REPLICAS}, delay_s=0.2)}
+    # Both leaders hold their answers until thawed: what ``begin`` answers
+    # while they are frozen it answered without waiting for them.
+    peers = {2: Peer(frozen=True), 3: Peer({(11, "u", 1): E.NOT_ENOUGH_REPLICAS}, frozen=True)}
     writer, local = _writer(leaders, peers)
     try:
         a = _markers("a", 10, [("t", 0), ("t", 1), ("t", 2), ("u", 0)])
         b = _markers("b", 11, [("t", 1), ("u", 1), ("t", 3), ("gone", 0)], commit=False)
-        started = time.monotonic()
         now = writer.begin([(a, sorted(a.partitions)), (b, sorted(b.partitions))])
         # Answered at once: the local appends and the leader with no address;
-        # the rest is in flight and the pass did not wait for the leaders' 0.2 s.
-        assert time.monotonic() - started < 0.15
+        # the rest is in flight.
         assert now == [{("t", 0): E.NONE}, {("t", 3): E.NOT_LEADER_OR_FOLLOWER, ("gone", 0): E.NONE}]
         assert writer.outstanding == 5
+        # Both requests are out before either leader answers: the senders do
+        # not wait for one leader before writing to the next.
+        deadline = time.monotonic() + 10
+        while not (peers[2].requests and peers[3].requests) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert peers[2].requests and peers[3].requests, "a leader got no request while the other was frozen"
+        for peer in peers.values():
+            peer.thaw()
         results = _write_all(writer, [(a, None), (b, None)], now)
         assert results[0] == {("t", 0): E.NONE, ("t", 1): E.NONE, ("t", 2): E.NONE, ("u", 0): E.NONE}
         # Broker 4 has no address (not live): retried later; a partition the
@@ -188,9 +194,6 @@ def test_one_request_per_leader_for_all_transactions_of_a_pass():
         assert [r[1] for r in peers[2].requests] == [[(10, True, {"t": [1], "u": [0]}), (11, False, {"t": [1]})]]
         assert [r[1] for r in peers[3].requests] == [[(10, True, {"t": [2]}), (11, False, {"u": [1]})]]
         assert local.calls == [[(10, [("t", 0)]), (11, [("gone", 0)])]]
-        # Both requests were out before either answer was read: the two
-        # leaders' 0.2 s waits overlapped.
-        assert abs(peers[2].requests[0][0] - peers[3].requests[0][0]) < 0.15
     finally:
         writer.close()
         for p in peers.values():
