@@ -22,12 +22,16 @@ controlled shutdown, which then timed out three times (about 90 s,
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 
 # SIGUSR1: unused by the standard library and by every library the broker
 # loads, and never sent to a process group by a terminal or a service manager.
 STOP_SIGNAL = signal.SIGUSR1
+# Every child stops in well under a second when nothing is wrong; the
+# supervisor's bound (kafkapy.shutdown.timeout.ms) is 30 s by default.
+STUCK_DUMP_AFTER_S = 15.0
 
 
 def install_in_child(supervisor_pid: int) -> None:
@@ -50,8 +54,17 @@ def on_stop(handler) -> None:
     """Run ``handler()`` when the supervisor stops this child; like any Python
     signal handler it runs on the main thread between bytecodes, so it should
     only set a flag or an event (from a thread of its own if the main thread
-    may be waiting on that event's lock)."""
-    signal.signal(STOP_SIGNAL, lambda _signum, _frame: handler())
+    may be waiting on that event's lock).
+
+    A child still alive ``STUCK_DUMP_AFTER_S`` after its stop order writes
+    every thread's stack to stderr (the broker's log) before the supervisor
+    kills it at ``kafkapy.shutdown.timeout.ms``: a stop that hangs says where."""
+
+    def stop(_signum, _frame):
+        faulthandler.dump_traceback_later(STUCK_DUMP_AFTER_S, exit=False)
+        handler()
+
+    signal.signal(STOP_SIGNAL, stop)
 
 
 def stop_child(pid: int) -> None:
