@@ -1,10 +1,14 @@
-"""KIP-848 consumer groups in the group coordinator (Kafka's GroupMetadataManager,
-consumer-protocol half): ConsumerGroupHeartbeat, ConsumerGroupDescribe, and the
-member-epoch checks of OffsetCommit/OffsetFetch v9.
+"""KIP-848 consumer groups in the group coordinator (the consumer-protocol half
+of Kafka 4's new GroupMetadataManager): ConsumerGroupHeartbeat,
+ConsumerGroupDescribe, and the member-epoch checks of OffsetCommit/OffsetFetch
+v9. kafkapy's ``GroupMetadataManager`` is Kafka's classic one (the group
+cache and ``__consumer_offsets``); this half is protocol, so it lives with
+``GroupCoordinator``.
 
 A mixin of ``GroupCoordinator``: it shares its clock, timers, store and the
-one ``groups`` dict (a group id is either a classic ``Group`` or a
-``ConsumerGroup``, never both). Runs on the coordinator's single thread.
+one ``groups`` dict (its ``GroupMetadataManager``'s; a group id is either a
+classic ``Group`` or a ``ConsumerGroup``, never both). Runs on the
+coordinator's single thread.
 
 Timing: the broker owns it (``group.consumer.session.timeout.ms``,
 ``group.consumer.heartbeat.interval.ms``). A member that does not heartbeat
@@ -19,7 +23,7 @@ coordinator thread); members pick up their part on their next heartbeat.
 Persistence (Kafka 3.9's records, ``records.py`` keys 3-8): every change a
 request or timer makes is written to the group's ``__consumer_offsets``
 partition as one batch, and the answer goes out once that append settled
-(parked meanwhile, ``GroupCoordinator._append_then``; the change itself is
+(parked meanwhile, ``GroupMetadataManager.append_then``; the change itself is
 in memory at once), in Kafka's order: the
 member's subscription (5), the group's resolved topics (4), the group epoch
 (3), the changed target assignments (7) and the assignment epoch (6), the
@@ -96,7 +100,7 @@ class ConsumerGroupMixin:
             if then is not None:
                 then(error)
 
-        self._append_then(group.partition, records, settled)
+        self.manager.append_then(group.partition, records, settled)
 
     @staticmethod
     def _answer_when_written(response: dict, respond):

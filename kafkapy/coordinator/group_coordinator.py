@@ -1,27 +1,26 @@
-"""The classic group coordinator (Kafka's GroupCoordinator + GroupMetadataManager).
+"""The group coordinator (Kafka's GroupCoordinator): the membership protocol.
+
+Its job is JoinGroup, SyncGroup, Heartbeat and LeaveGroup (rebalances, the
+initial rebalance delay, session, join and sync timeouts, pending and
+static members) and, through ``ConsumerGroupMixin``, KIP-848's
+ConsumerGroupHeartbeat; the request checks of OffsetCommit,
+TxnOffsetCommit, OffsetFetch, OffsetDelete and DeleteGroups; DescribeGroups
+and ListGroups. What the groups are and what ``__consumer_offsets`` says
+about them is ``GroupMetadataManager``'s (``self.manager``): the group
+cache, storing group metadata and offsets (parked until the followers have
+the append), OffsetFetch's offsets, transactional offsets and their
+markers, offset expiry, loading and unloading partitions. The coordinator
+calls it, as Kafka's does; the names the process and tests use on the
+coordinator for the manager's state (``groups``, ``owned_partitions``,
+``poll_appends``, ...) are delegations.
 
 Owned by the group-coordinator process and run on its single thread: every
 method here and every timer callback runs there, so group state needs no
 locks. Sans-IO in the sense that matters for tests: the clock is injected
-(``clock_ms``), persistence goes through ``store`` (``append(partition,
-[(key, value_or_None)]) -> error_code``, ``partition_exists(topic, p)``,
-``num_partitions``; ``begin_append`` / ``poll_append`` where an append may
-wait for the followers), and answers go to ``respond`` callbacks, which may
-be called at once or later (a parked JoinGroup / SyncGroup, or a request
-whose append waits for the followers).
-
-Appends the followers have not replicated yet are parked, not waited for
-(Kafka's DelayedProduce for GroupMetadataManager.storeOffsets / storeGroup):
-OffsetCommit, TxnOffsetCommit, the SyncGroup leader's assignment, a static
-member's rejoin and KIP-848 heartbeat and leave records. The request is
-answered (and committed offsets applied) when ``poll_appends``, called from
-the process loop, sees the high watermark pass the append, leadership move
-or the append timeout (``offsets.commit.timeout.ms``) run out; meanwhile
-the offsets are pending (OffsetFetch with ``require_stable`` answers
-UNSTABLE_OFFSET_COMMIT for them, a plain one the last committed value).
-Standalone (the ISR the leader alone) every append settles at once, inline.
-Group deletion, offset expiry, OffsetDelete and the conversion of an empty
-consumer group to a classic one still wait inline (rare admin paths).
+(``clock_ms``), persistence goes through the manager's ``store`` (see
+``group_metadata_manager``), and answers go to ``respond`` callbacks, which
+may be called at once or later (a parked JoinGroup / SyncGroup, or a
+request whose append waits for the followers).
 
 Results are plain dicts with Kafka's (kio's) field names, so each API
 handler builds its response for every version with ``construct``.
@@ -43,28 +42,9 @@ from dataclasses import dataclass
 from kafkapy.coordinator import group as g
 from kafkapy.coordinator.consumer_coordinator import ConsumerGroupMixin
 from kafkapy.coordinator.group import Group, Member
-from kafkapy.coordinator.records import (
-    EMPTY_CONSUMER_ASSIGNMENT,
-    ConsumerGroupKey,
-    ConsumerRecordKey,
-    GroupKey,
-    GroupRecord,
-    MemberRecord,
-    OffsetAndMetadata,
-    OffsetKey,
-    RecordFormatError,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
-    encode_group_key,
-    encode_group_value,
-    encode_offset_key,
-    encode_offset_value,
-    partition_for,
-)
+from kafkapy.coordinator.group_metadata_manager import GroupMetadataManager, is_consumer
+from kafkapy.coordinator.records import EMPTY_CONSUMER_ASSIGNMENT
 from kafkapy.coordinator.timers import Timers
-from kafkapy.coordinator.transaction.pending_offsets import CommitRecord, PendingTxnOffsets
-from kafkapy.coordinator.transaction.transaction_coordinator import MARKER_POLL_MAX_MS, MARKER_POLL_MIN_MS
 from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -112,8 +92,15 @@ def _answer(respond, run):
     return out[0] if out else None
 
 
-def _is_consumer(group) -> bool:
-    return getattr(group, "type", "classic") == "consumer"
+def _managed(name: str, settable: bool = False) -> property:
+    """The manager's attribute ``name``, under the same name here."""
+    def get(self):
+        return getattr(self.manager, name)
+
+    def set_(self, value):
+        setattr(self.manager, name, value)
+
+    return property(get, set_ if settable else None, doc=f"``GroupMetadataManager.{name}``")
 
 
 class GroupCoordinator(ConsumerGroupMixin):
@@ -122,41 +109,44 @@ class GroupCoordinator(ConsumerGroupMixin):
         self.store = store
         self.clock_ms = clock_ms
         self.timers = Timers()
-        self.groups: dict[str, Group] = {}
-        self.loading = False
-        # Which __consumer_offsets partitions this coordinator serves (Kafka's
-        # GroupMetadataManager ownedPartitions / loadingPartitions): None is
-        # every partition (a standalone broker); in a cluster, those whose
-        # leader this broker is (the coordinator process follows leadership).
-        self.owned_partitions: set | None = None
-        self.loading_partitions: set = set()
-        self._retention_timer = None
-        # Offsets committed inside transactions (TxnOffsetCommit), waiting for
-        # their producer's marker on the group's partition: group id ->
-        # PendingTxnOffsets (Kafka's pendingTransactionalOffsetCommits).
-        self.pending_txn_offsets: dict[str, PendingTxnOffsets] = {}
-        # __consumer_offsets partition -> the offset to look for markers from
-        # (``poll_txn_markers``), while groups of it have pending offsets.
-        self.txn_marker_scan: dict[int, int] = {}
-        # Appends waiting for the followers, in append order: (the store's
-        # pending handle, the __consumer_offsets partition, what to call with
-        # (error, base offset) once it settles); see ``poll_appends``.
-        self._parked: list[tuple[object, int, object]] = []
-        self._parked_activity = False  # something parked or settled since the last poll
-        self._poll_ms = MARKER_POLL_MIN_MS
-        # Offset commits written but not replicated yet (Kafka's
-        # pendingOffsetCommits): group id -> {(topic, partition): the
-        # OffsetAndMetadata last written}.
-        self.pending_offset_commits: dict[str, dict] = {}
-        begin = getattr(store, "begin_append", None)
-        self._begin_append = begin if begin is not None else self._append_inline
+        self.manager = GroupMetadataManager(config, store, clock_ms, self.timers,
+                                            consumer_group_tombstones=self.consumer_group_tombstones)
+
+    # The manager's state and calls, as the process and tests name them on the coordinator.
+    groups = _managed("groups")
+    loading = _managed("loading", settable=True)
+    owned_partitions = _managed("owned_partitions", settable=True)
+    loading_partitions = _managed("loading_partitions", settable=True)
+    pending_offset_commits = _managed("pending_offset_commits")
+    pending_txn_offsets = _managed("pending_txn_offsets")
+    txn_marker_scan = _managed("txn_marker_scan")
+
+    def poll_appends(self, now_ms: int) -> int | None:
+        return self.manager.poll_appends(now_ms)
+
+    def poll_txn_markers(self) -> None:
+        self.manager.poll_txn_markers()
+
+    def on_txn_marker(self, tp, markers) -> None:
+        """Kafka's handleTxnCompletion: see ``GroupMetadataManager.on_txn_marker``."""
+        self.manager.on_txn_marker(tp, markers)
+
+    def schedule_offset_expiry(self) -> None:
+        self.manager.schedule_offset_expiry()
+
+    def expire_offsets(self) -> int:
+        return self.manager.expire_offsets()
+
+    def load_open_transactions(self, open_transactions: dict) -> None:
+        self.manager.load_open_transactions(open_transactions)
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> int:
         return self.clock_ms()
 
     def _partition(self, group_id: str) -> int:
-        return partition_for(group_id, self.store.num_partitions)
+        """Kafka's GroupCoordinator.partitionFor."""
+        return self.manager.partition_for(group_id)
 
     def _validate(self, group_id, need_non_empty: bool):
         """Kafka's validateGroupStatus: None if the request may proceed."""
@@ -165,160 +155,45 @@ class GroupCoordinator(ConsumerGroupMixin):
         return self.ownership_error(group_id)
 
     def ownership_error(self, group_id: str):
-        """Kafka's isGroupLocal / isGroupLoading: NOT_COORDINATOR for a group
-        of a partition this broker does not lead, COORDINATOR_LOAD_IN_PROGRESS
-        while its partition loads; None when it is served here."""
-        partition = self._partition(group_id)
-        if self.loading or partition in self.loading_partitions:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        if self.owned_partitions is not None and partition not in self.owned_partitions:
-            return E.NOT_COORDINATOR
-        return None
+        """See ``GroupMetadataManager.ownership_error``."""
+        return self.manager.ownership_error(group_id)
+
+    # ------------------------------------------------------------------ loading
+    def load(self, records) -> None:
+        """Replay ``__consumer_offsets`` records (Kafka's onElection ->
+        loadGroupsAndOffsets, ``GroupMetadataManager.load``); each loaded
+        member must heartbeat within its session timeout."""
+        self.manager.load(records, self._on_group_loaded, self.replay_consumer_record,
+                          self.load_consumer_groups)
+
+    def _on_group_loaded(self, group: Group, member: Member, now: int) -> None:
+        self._arm_member_timer(group, member, now + member.session_timeout_ms)
 
     def unload_partition(self, partition: int) -> int:
         """Leadership of ``partition`` moved away (Kafka's onResignation ->
         removeGroupsForPartition): its groups leave memory, members waiting in
         JoinGroup or SyncGroup are answered NOT_COORDINATOR, their timers are
         cancelled. Returns how many groups went."""
-        gone = [group for group in self.groups.values() if group.partition == partition]
-        for group in gone:
-            for timer in (getattr(group, "join_timer", None), getattr(group, "sync_timer", None)):
-                if timer is not None:
-                    timer.cancel()
-            for member in list(group.members.values()):
-                for name in ("timer", "session_timer", "revocation_timer"):
-                    timer = getattr(member, name, None)
-                    if timer is not None:
-                        timer.cancel()
-                callback = getattr(member, "join_callback", None)
-                if callback is not None:
-                    member.join_callback = None
-                    callback(_join_result(E.NOT_COORDINATOR, member.member_id))
-                callback = getattr(member, "sync_callback", None)
-                if callback is not None:
-                    member.sync_callback = None
-                    callback(_sync_result(E.NOT_COORDINATOR))
-            del self.groups[group.group_id]
-        for group_id in [gid for gid in self.pending_txn_offsets if self._partition(gid) == partition]:
-            del self.pending_txn_offsets[group_id]
-        for group_id in [gid for gid in self.pending_offset_commits if self._partition(gid) == partition]:
-            del self.pending_offset_commits[group_id]
-        # Requests parked on this partition's appends are answered
-        # NOT_COORDINATOR (their groups are gone: nothing is applied).
-        taken = [item for item in self._parked if item[1] == partition]
-        if taken:
-            self._parked = [item for item in self._parked if item[1] != partition]
-            for _pending, _partition, then in taken:
-                self._settle(then, E.NOT_COORDINATOR, -1)
-        self.txn_marker_scan.pop(partition, None)
-        if self.owned_partitions is not None:
-            self.owned_partitions.discard(partition)
-        self.loading_partitions.discard(partition)
-        return len(gone)
-
-    def _get_or_create(self, group_id: str) -> Group:
-        group = self.groups.get(group_id)
-        if group is None:
-            group = Group(group_id, self._now(), self._partition(group_id))
-            self.groups[group_id] = group
-        return group
-
-    def _drop_if_unused(self, group: Group) -> None:
-        """Forget a group that exists only because a failed request created it."""
-        if _is_consumer(group):
-            return
-        if (group.is_(g.EMPTY) and not group.members and not group.pending_members
-                and not group.offsets and group.generation_id == 0
-                and group.group_id not in self.pending_offset_commits):
-            if self.groups.get(group.group_id) is group:
-                del self.groups[group.group_id]
-
-    # ------------------------------------------------------------------ persistence
-    def _group_record(self, group: Group, assignment: dict | None = None) -> bytes:
-        members = []
-        protocol = group.protocol_name
-        for m in group.members.values():
-            members.append(MemberRecord(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                m.session_timeout_ms, m.metadata(protocol) if protocol else b"",
-                (assignment or {}).get(m.member_id, m.assignment)))
-        rec = GroupRecord(group.protocol_type or "", group.generation_id, protocol,
-                          group.leader_id if members else None, group.state_timestamp_ms, members)
-        return encode_group_value(rec)
-
-    def _store_group(self, group: Group, assignment: dict | None = None, then=None) -> None:
-        """Write the group's metadata record; ``then(error, base offset)``
-        once the append settled (see ``_append_then``)."""
-        self._append_then(group.partition, [(encode_group_key(group.group_id), self._group_record(group, assignment))],
-                          then or self._log_failed_store(group.group_id))
+        return self.manager.unload_partition(partition, self._on_group_unloaded)
 
     @staticmethod
-    def _log_failed_store(group_id: str):
-        def then(error, _base_offset):
-            if error:
-                log.warning("group %s: storing its metadata failed (error %d)", group_id, error)
-        return then
-
-    def _append_inline(self, partition: int, records, producer=None):
-        """``begin_append`` of a store that has only ``append`` /
-        ``append_transactional`` (test doubles): settled at once."""
-        if producer is not None:
-            return (*self.store.append_transactional(partition, records, *producer), None)
-        return self.store.append(partition, records), -1, None
-
-    def _append_then(self, partition: int, records, then, producer=None) -> bool:
-        """Append ``records`` (acks=-1; ``producer``: its ``(id, epoch)``
-        for a transactional batch) and call ``then(error, base offset)``
-        once the append settled: at once when it did already (always with
-        the ISR the leader alone), else from ``poll_appends`` (or
-        NOT_COORDINATOR from ``unload_partition``). True when it was parked."""
-        code, base_offset, pending = self._begin_append(partition, records, producer)
-        if pending is None:
-            if self._parked:
-                # Earlier appends settle first (the high watermark passed
-                # them too): a partition's commits apply in append order.
-                self.poll_appends(0)
-            then(code, base_offset)
-            return False
-        self._parked.append((pending, partition, then))
-        self._parked_activity = True
-        return True
-
-    def _settle(self, then, error: int, base_offset: int) -> None:
-        """Run a parked append's continuation: a failure (its reply's pipe,
-        say) costs that request's answer only, never the other parked ones."""
-        try:
-            then(error, base_offset)
-        except Exception:
-            log.exception("completing a parked __consumer_offsets append failed")
-
-    def poll_appends(self, now_ms: int) -> int | None:
-        """Complete the parked appends that settled (replicated, failed or
-        timed out), in append order; the others stay parked. Returns when
-        to look again (``now_ms`` plus 1-16 ms, backing off while nothing
-        settles, as the transaction coordinator's ``tick``), None when
-        nothing is parked."""
-        if not self._parked:
-            return None
-        parked, self._parked = self._parked, []
-        waiting = []
-        poll = self.store.poll_append
-        for item in parked:
-            settled = poll(item[0])
-            if settled is None:
-                waiting.append(item)
-                continue
-            self._parked_activity = True
-            self._settle(item[2], *settled)
-        self._parked[:0] = waiting
-        if not self._parked:
-            return None
-        if self._parked_activity:
-            self._parked_activity = False
-            self._poll_ms = MARKER_POLL_MIN_MS
-        else:
-            self._poll_ms = min(self._poll_ms * 2, MARKER_POLL_MAX_MS)
-        return now_ms + self._poll_ms
+    def _on_group_unloaded(group) -> None:
+        for timer in (getattr(group, "join_timer", None), getattr(group, "sync_timer", None)):
+            if timer is not None:
+                timer.cancel()
+        for member in list(group.members.values()):
+            for name in ("timer", "session_timer", "revocation_timer"):
+                timer = getattr(member, name, None)
+                if timer is not None:
+                    timer.cancel()
+            callback = getattr(member, "join_callback", None)
+            if callback is not None:
+                member.join_callback = None
+                callback(_join_result(E.NOT_COORDINATOR, member.member_id))
+            callback = getattr(member, "sync_callback", None)
+            if callback is not None:
+                member.sync_callback = None
+                callback(_sync_result(E.NOT_COORDINATOR))
 
     # ------------------------------------------------------------------ timers
     def _arm_member_timer(self, group: Group, member: Member, deadline_ms: int) -> None:
@@ -433,7 +308,7 @@ class GroupCoordinator(ConsumerGroupMixin):
             group.transition(g.EMPTY, now)
             # The generation bump of an emptied group must survive a restart
             # (stale members must not commit with the old generation).
-            self._store_group(group)
+            self.manager.store_group(group)
             log.info("group %s is empty (generation %d)", group.group_id, group.generation_id)
             return
         log.info("group %s: generation %d with %d members, protocol %s", group.group_id,
@@ -501,7 +376,7 @@ class GroupCoordinator(ConsumerGroupMixin):
             return respond(_join_result(E.INVALID_SESSION_TIMEOUT, member_id))
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
-        if group is not None and _is_consumer(group):
+        if group is not None and is_consumer(group):
             if group.members:
                 # Members of a consumer group use ConsumerGroupHeartbeat;
                 # classic members cannot join it here (Kafka 4 can, with
@@ -512,14 +387,14 @@ class GroupCoordinator(ConsumerGroupMixin):
             if self.store.append(group.partition, self.consumer_group_tombstones(group)):
                 return respond(_join_result(E.COORDINATOR_NOT_AVAILABLE, member_id))
             del self.groups[group_id]
-            classic = self._get_or_create(group_id)
+            classic = self.manager.get_or_create(group_id)
             classic.offsets = group.offsets
             log.info("consumer group %s (empty) converted to a classic group", group_id)
             group = classic
         if group is None:
             if not is_unknown:
                 return respond(_join_result(E.UNKNOWN_MEMBER_ID, member_id))
-            group = self._get_or_create(group_id)
+            group = self.manager.get_or_create(group_id)
         try:
             if not self._accept_joining_member(group, member_id):
                 return respond(_join_result(E.GROUP_MAX_SIZE_REACHED, member_id))
@@ -538,7 +413,7 @@ class GroupCoordinator(ConsumerGroupMixin):
             if group.is_(g.PREPARING_REBALANCE):
                 self._try_complete_join(group)
         finally:
-            self._drop_if_unused(group)
+            self.manager.drop_if_unused(group)
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
         """Kafka's acceptJoiningMember: may this member join under group.max.size?"""
@@ -696,7 +571,7 @@ class GroupCoordinator(ConsumerGroupMixin):
                     return respond(_join_result(E.NONE, new_id, group.generation_id, group.protocol_type,
                                                 group.protocol_name, current_leader))
 
-                return self._store_group(group, then=stored)
+                return self.manager.store_group(group, then=stored)
             member.join_callback = respond
             return self._maybe_prepare_rebalance(group, f"static member {member.group_instance_id} "
                                                  "changed the selected protocol")
@@ -711,7 +586,7 @@ class GroupCoordinator(ConsumerGroupMixin):
         if error is not None:
             return respond(_sync_result(error))
         group = self.groups.get(group_id)
-        if group is None or _is_consumer(group):
+        if group is None or is_consumer(group):
             return respond(_sync_result(E.UNKNOWN_MEMBER_ID))
         if group.is_(g.DEAD):
             return respond(_sync_result(E.COORDINATOR_NOT_AVAILABLE))
@@ -752,8 +627,8 @@ class GroupCoordinator(ConsumerGroupMixin):
                 # a length check (kafka-python and aiokafka raise on b""), so
                 # a "consumer" group gets a valid empty assignment instead.
                 assignment[m_id] = EMPTY_CONSUMER_ASSIGNMENT if group.protocol_type == "consumer" else b""
-        self._store_group(group, assignment,
-                          lambda error, _offset: self._assignment_stored(group, generation_id, assignment, error))
+        self.manager.store_group(group, assignment,
+                                 lambda error, _offset: self._assignment_stored(group, generation_id, assignment, error))
 
     def _assignment_stored(self, group: Group, generation_id: int, assignment: dict, error: int) -> None:
         """The leader's assignment settled in the log (Kafka's storeGroup
@@ -791,7 +666,7 @@ class GroupCoordinator(ConsumerGroupMixin):
         if error is not None:
             return error
         group = self.groups.get(group_id)
-        if group is None or _is_consumer(group):
+        if group is None or is_consumer(group):
             return E.UNKNOWN_MEMBER_ID
         if group.is_(g.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
@@ -817,7 +692,7 @@ class GroupCoordinator(ConsumerGroupMixin):
         if error is not None:
             return error, [error] * len(leaving)
         group = self.groups.get(group_id)
-        if group is None or _is_consumer(group):
+        if group is None or is_consumer(group):
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.is_(g.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(leaving)
@@ -876,14 +751,14 @@ class GroupCoordinator(ConsumerGroupMixin):
                 # from v9 Kafka says so (GROUP_ID_NOT_FOUND), before it keeps
                 # the old answer.
                 return all_(E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION)
-            group = self._get_or_create(group_id)  # offsets-only ("simple") group
-        if _is_consumer(group):
+            group = self.manager.get_or_create(group_id)  # offsets-only ("simple") group
+        if is_consumer(group):
             error = self.validate_consumer_offset_commit(group, member_id, generation_id, api_version)
             if error is not None:
                 return all_(error)
             # No heartbeat credit: in KIP-848 only ConsumerGroupHeartbeat
             # keeps a member's session alive.
-            return self._store_offsets(group, offsets, retention_ms, respond)
+            return self.manager.store_offsets(group, offsets, retention_ms, respond)
         if group.is_(g.DEAD):
             error = E.COORDINATOR_NOT_AVAILABLE
         elif group.is_static_member_fenced(group_instance_id, member_id):
@@ -900,88 +775,9 @@ class GroupCoordinator(ConsumerGroupMixin):
             error = None
             self._heartbeat(group, group.members[member_id])
         if error is not None:
-            self._drop_if_unused(group)
+            self.manager.drop_if_unused(group)
             return all_(error)
-        return self._store_offsets(group, offsets, retention_ms, respond)
-
-    def _store_offsets(self, group: Group, offsets, retention_ms, respond, producer=None) -> None:
-        """Write ``offsets`` and answer ``respond`` once the append settled:
-        applied then (pending meanwhile, Kafka's pendingOffsetCommits); with
-        ``producer`` (id, epoch) in that producer's transactional batch,
-        kept pending for its marker instead."""
-        now = self._now()
-        results = {}
-        records = []
-        accepted = {}
-        for topic, partition, offset, leader_epoch, metadata, *commit_ts in offsets:
-            key = (topic, partition)
-            if metadata is not None and len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                results[key] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            if not self.store.partition_exists(topic, partition):
-                results[key] = E.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            commit_ms = commit_ts[0] if commit_ts and commit_ts[0] != -1 else now
-            om = OffsetAndMetadata(offset, leader_epoch, metadata or "", commit_ms,
-                                   now + retention_ms if retention_ms is not None and retention_ms >= 0 else -1)
-            accepted[key] = om
-            records.append((encode_offset_key(group.group_id, topic, partition), encode_offset_value(om)))
-        if not records:
-            self._drop_if_unused(group)
-            return respond(results)
-        group_id = group.group_id
-        if producer is not None:
-            self.pending_txn_offsets.setdefault(group_id, PendingTxnOffsets()).prepare(producer[0], accepted)
-
-        def stored(error, base_offset):
-            try:
-                if producer is not None:
-                    self._txn_offsets_stored(group_id, producer[0], accepted, error, base_offset)
-                else:
-                    self._offsets_stored(group, accepted, error)
-                if self.groups.get(group_id) is group:
-                    self._drop_if_unused(group)
-            except Exception:  # the request is still answered (its connection waits for it)
-                log.exception("group %s: completing an offset commit failed", group_id)
-                error = E.UNKNOWN_SERVER_ERROR
-            results.update(dict.fromkeys(accepted, error))
-            respond(results)
-
-        if self._append_then(group.partition, records, stored, producer) and producer is None:
-            self.pending_offset_commits.setdefault(group_id, {}).update(accepted)
-        self._drop_if_unused(group)
-
-    def _offsets_stored(self, group: Group, accepted: dict, error: int) -> None:
-        """An offset commit's append settled (Kafka's onOffsetCommitAppend /
-        failPendingOffsetWrite): no longer pending, and the group's committed
-        offsets unless it failed or the group left memory meanwhile."""
-        pending = self.pending_offset_commits.get(group.group_id)
-        if pending is not None:
-            for key, om in accepted.items():
-                if pending.get(key) is om:  # not a later commit of the partition
-                    del pending[key]
-            if not pending:
-                del self.pending_offset_commits[group.group_id]
-        if not error and self.groups.get(group.group_id) is group:
-            group.offsets.update(accepted)
-
-    def _txn_offsets_stored(self, group_id: str, producer_id: int, accepted: dict, error: int,
-                            base_offset: int) -> None:
-        """A TxnOffsetCommit's append settled: its offsets wait for the
-        producer's marker (from ``base_offset``), or are forgotten."""
-        pending = self.pending_txn_offsets.get(group_id)
-        if pending is None:  # unloaded meanwhile
-            return
-        for key, om in accepted.items():
-            if error:
-                pending.fail(producer_id, key)
-            else:
-                pending.on_append(producer_id, key, om, base_offset)
-        if not error:
-            partition = self._partition(group_id)
-            self.txn_marker_scan[partition] = min(self.txn_marker_scan.get(partition, base_offset), base_offset)
-        if not pending.pending:
-            del self.pending_txn_offsets[group_id]
+        return self.manager.store_offsets(group, offsets, retention_ms, respond)
 
     def txn_commit_offsets(self, group_id, producer_id, producer_epoch, member_id, group_instance_id,
                            generation_id, offsets, respond=None):
@@ -998,67 +794,22 @@ class GroupCoordinator(ConsumerGroupMixin):
         keys = [(t, p) for t, p, *_ in offsets]
         error = self._validate(group_id, False)
         if error is None:
-            group = self._get_or_create(group_id)
+            group = self.manager.get_or_create(group_id)
             members = group.members
-            if not _is_consumer(group) and group.is_(g.DEAD):
+            if not is_consumer(group) and group.is_(g.DEAD):
                 error = E.COORDINATOR_NOT_AVAILABLE
             elif member_id and member_id not in members:
                 error = E.UNKNOWN_MEMBER_ID
-            elif not _is_consumer(group) and group.is_static_member_fenced(group_instance_id, member_id):
+            elif not is_consumer(group) and group.is_static_member_fenced(group_instance_id, member_id):
                 error = E.FENCED_INSTANCE_ID
             elif generation_id >= 0 and generation_id != (
-                    group.group_epoch if _is_consumer(group) else group.generation_id):
+                    group.group_epoch if is_consumer(group) else group.generation_id):
                 error = E.ILLEGAL_GENERATION
             if error is not None:
-                self._drop_if_unused(group)
+                self.manager.drop_if_unused(group)
         if error is not None:
             return respond(dict.fromkeys(keys, error))
-        return self._store_offsets(group, offsets, -1, respond, producer=(producer_id, producer_epoch))
-
-    def on_txn_marker(self, tp, markers) -> None:
-        """A COMMIT / ABORT marker was written to ``tp`` by this process's
-        transaction coordinator (its marker channel's ``on_written``)."""
-        if tp[0] == self.store.topic:
-            self._complete_txn_offsets(tp[1], markers.producer_id, markers.commit)
-
-    def poll_txn_markers(self) -> None:
-        """Markers another process appended to partitions whose groups have
-        pending transactional offsets (WriteTxnMarkers from the transaction
-        coordinator of another broker, answered by a handler worker here):
-        read from the log, as Kafka's WriteTxnMarkers handler tells its group
-        coordinator (onTransactionCompleted)."""
-        for partition, start in list(self.txn_marker_scan.items()):
-            markers, end = self.store.markers_since(partition, start)
-            for offset, producer_id, commit in markers:
-                self._complete_txn_offsets(partition, producer_id, commit, offset)
-            if any(self._partition(group_id) == partition for group_id in self.pending_txn_offsets):
-                self.txn_marker_scan[partition] = end
-            else:
-                del self.txn_marker_scan[partition]
-
-    def _complete_txn_offsets(self, partition: int, producer_id: int, commit: bool, marker_offset=None) -> None:
-        """The producer's marker on ``partition`` (at ``marker_offset`` when
-        read from the log: only offsets appended before it are its): its
-        pending offsets there become the groups' committed offsets, or are
-        dropped (Kafka's handleTxnCompletion)."""
-        for group_id, pending in list(self.pending_txn_offsets.items()):
-            if self._partition(group_id) != partition or not pending.has_pending_from(producer_id):
-                continue
-            records = pending.pending[producer_id]
-            if marker_offset is not None and any(
-                    r.appended_batch_offset is None or r.appended_batch_offset > marker_offset
-                    for r in records.values()):
-                continue
-            del pending.pending[producer_id]
-            # An offsets-only group whose only commits were pending was not
-            # kept (``_drop_if_unused``): it exists again once they apply.
-            group = self._get_or_create(group_id)
-            for key, record in records.items():
-                if commit and record.appended_batch_offset is not None:
-                    group.offsets[key] = record.value
-            self._drop_if_unused(group)
-            if not pending.pending:
-                del self.pending_txn_offsets[group_id]
+        return self.manager.store_offsets(group, offsets, -1, respond, producer=(producer_id, producer_epoch))
 
     def fetch_offsets(self, group_id, topics, require_stable=False, member_id=None, member_epoch=-1):
         """``topics``: list of ``(topic, [partitions])`` or None for all.
@@ -1070,27 +821,12 @@ class GroupCoordinator(ConsumerGroupMixin):
         if error is not None:
             return error, []
         group = self.groups.get(group_id)
-        if group is not None and _is_consumer(group):
+        if group is not None and is_consumer(group):
             # OffsetFetch v9: a member must give its current epoch.
             error = self.validate_consumer_offset_fetch(group, member_id, member_epoch)
             if error is not None:
                 return error, []
-        offsets = group.offsets if group is not None else {}
-        out = []
-        if topics is None:
-            by_topic: dict[str, list] = {}
-            for (t, p), om in sorted(offsets.items()):
-                by_topic.setdefault(t, []).append((p, om, E.NONE))
-            return E.NONE, list(by_topic.items())
-        pending = self.pending_txn_offsets.get(group_id) if require_stable else None
-        unreplicated = self.pending_offset_commits.get(group_id) if require_stable else None
-        for topic, partitions in topics:
-            out.append((topic, [(p, None, E.UNSTABLE_OFFSET_COMMIT)
-                                if (pending is not None and pending.has_pending_for((topic, p)))
-                                or (unreplicated is not None and (topic, p) in unreplicated)
-                                else (p, offsets.get((topic, p)), E.NONE)
-                                for p in partitions]))
-        return E.NONE, out
+        return self.manager.get_offsets(group_id, topics, require_stable)
 
     def delete_offsets(self, group_id, partitions) -> tuple[int, dict]:
         """OffsetDelete: ``partitions`` list of (topic, partition)."""
@@ -1103,7 +839,7 @@ class GroupCoordinator(ConsumerGroupMixin):
         results = {}
         if group.is_(g.EMPTY):
             subscribed: set[str] = set()
-        elif _is_consumer(group):
+        elif is_consumer(group):
             topics = self._topics_metadata()
             subscribed = set()
             for m in group.members.values():
@@ -1112,21 +848,16 @@ class GroupCoordinator(ConsumerGroupMixin):
             subscribed = group.subscribed_topics()
             if subscribed is None:
                 return E.NON_EMPTY_GROUP, {}
-        tombstones = []
+        deletable = []
         for topic, partition in partitions:
             if topic in subscribed:
                 results[(topic, partition)] = E.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             results[(topic, partition)] = E.NONE
-            if (topic, partition) in group.offsets:
-                tombstones.append((encode_offset_key(group_id, topic, partition), None))
-        if tombstones:
-            error = self.store.append(group.partition, tombstones)
-            if error:
-                return error, {}
-            for key, _ in list(results.items()):
-                if results[key] == E.NONE:
-                    group.offsets.pop(key, None)
+            deletable.append((topic, partition))
+        error = self.manager.delete_offsets(group, deletable)
+        if error:
+            return error, {}
         return E.NONE, results
 
     # ------------------------------------------------------------------ admin
@@ -1136,7 +867,7 @@ class GroupCoordinator(ConsumerGroupMixin):
             return {"error_code": error, "group_id": group_id, "group_state": "", "protocol_type": "",
                     "protocol_data": "", "members": []}
         group = self.groups.get(group_id)
-        if group is None or _is_consumer(group):
+        if group is None or is_consumer(group):
             # DescribeGroups v0-v5 on a group that is not classic: Kafka
             # answers "Dead" without an error (v6+ would say GROUP_ID_NOT_FOUND).
             return {"error_code": E.NONE, "group_id": group_id, "group_state": g.DEAD, "protocol_type": "",
@@ -1165,7 +896,7 @@ class GroupCoordinator(ConsumerGroupMixin):
         for group in self.groups.values():
             if wanted and group.state.lower() not in wanted:
                 continue
-            group_type = "consumer" if _is_consumer(group) else "classic"
+            group_type = "consumer" if is_consumer(group) else "classic"
             if types and group_type not in types:
                 continue
             out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
@@ -1186,156 +917,5 @@ class GroupCoordinator(ConsumerGroupMixin):
             if not group.is_(g.EMPTY):
                 results[group_id] = E.NON_EMPTY_GROUP
                 continue
-            records = [(encode_offset_key(group_id, t, p), None) for t, p in group.offsets]
-            records += (self.consumer_group_tombstones(group) if _is_consumer(group)
-                        else [(encode_group_key(group_id), None)])
-            error = self.store.append(group.partition, records)
-            if error:
-                results[group_id] = error
-                continue
-            if _is_consumer(group):
-                group.dead = True
-            else:
-                group.transition(g.DEAD, self._now())
-            del self.groups[group_id]
-            results[group_id] = E.NONE
-            log.info("deleted group %s", group_id)
+            results[group_id] = self.manager.delete_group(group)
         return results
-
-    # ------------------------------------------------------------------ retention
-    def schedule_offset_expiry(self) -> None:
-        interval = self.config.offsets_retention_check_interval_ms
-        self._retention_timer = self.timers.schedule(self._now() + interval, self._expiry_tick)
-
-    def _expiry_tick(self) -> None:
-        try:
-            self.expire_offsets()
-        finally:
-            self.schedule_offset_expiry()
-
-    def expire_offsets(self) -> int:
-        """offsets.retention.minutes for Empty groups (Kafka 2.1+, KIP-211): a
-        consumer group's offsets expire that long after it became Empty; an
-        offsets-only group's offsets that long after each commit; an explicit
-        v1 expire timestamp wins. An Empty group left without offsets is
-        removed (tombstoned). Returns how many offsets expired."""
-        now = self._now()
-        retention = self.config.offsets_retention_ms
-        expired_total = 0
-        for group in list(self.groups.values()):
-            if not group.is_(g.EMPTY):
-                continue
-            expired = []
-            for key, om in group.offsets.items():
-                if om.expire_timestamp_ms >= 0:
-                    due = now >= om.expire_timestamp_ms
-                else:
-                    base = group.state_timestamp_ms if group.protocol_type else om.commit_timestamp_ms
-                    due = now >= base + retention
-                if due:
-                    expired.append(key)
-            records = [(encode_offset_key(group.group_id, t, p), None) for t, p in expired]
-            drop_group = not group.members and len(expired) == len(group.offsets)
-            if drop_group:
-                records += (self.consumer_group_tombstones(group) if _is_consumer(group)
-                            else [(encode_group_key(group.group_id), None)])
-            if not records:
-                continue
-            if self.store.append(group.partition, records):
-                continue
-            for key in expired:
-                del group.offsets[key]
-            expired_total += len(expired)
-            if drop_group:
-                if _is_consumer(group):
-                    group.dead = True
-                else:
-                    group.transition(g.DEAD, now)
-                del self.groups[group.group_id]
-                log.info("group %s removed: empty with no offsets left", group.group_id)
-        return expired_total
-
-    # ------------------------------------------------------------------ loading
-    def load_open_transactions(self, open_transactions: dict) -> None:
-        """After ``load``: the offsets of transactions still open in the log
-        (the store's ``open_transactions``: partition -> producer id ->
-        [(key, value, batch offset)]) wait for their markers again."""
-        for by_producer in open_transactions.values():
-            for producer_id, held in by_producer.items():
-                for key_bytes, value, batch_offset in held:
-                    try:
-                        key = decode_key(key_bytes)
-                        if not isinstance(key, OffsetKey):
-                            continue
-                        commit = decode_offset_value(value) if value is not None else None
-                    except RecordFormatError as exc:
-                        log.warning("skipping undecodable transactional __consumer_offsets record: %s", exc)
-                        continue
-                    pending = self.pending_txn_offsets.setdefault(key.group, PendingTxnOffsets())
-                    records = pending.pending.setdefault(producer_id, {})
-                    if commit is None:
-                        records.pop((key.topic, key.partition), None)
-                    else:
-                        records[(key.topic, key.partition)] = CommitRecord(batch_offset, commit)
-                    partition = self._partition(key.group)
-                    self.txn_marker_scan[partition] = min(self.txn_marker_scan.get(partition, batch_offset),
-                                                          batch_offset)
-
-    def load(self, records) -> None:
-        """Replay ``(partition, key_bytes, value_bytes_or_None)`` in log order
-        (Kafka's GroupMetadataManager.loadGroupsAndOffsets): the last record
-        per key wins, tombstones delete."""
-        offsets: dict[str, dict] = {}
-        groups: dict[str, GroupRecord | None] = {}
-        consumer_groups: dict[str, dict] = {}  # see replay_consumer_record
-        skipped = 0
-        for _partition, key_bytes, value in records:
-            try:
-                key = decode_key(key_bytes)
-                if isinstance(key, OffsetKey):
-                    per = offsets.setdefault(key.group, {})
-                    if value is None:
-                        per.pop((key.topic, key.partition), None)
-                    else:
-                        per[(key.topic, key.partition)] = decode_offset_value(value)
-                elif isinstance(key, GroupKey):
-                    groups[key.group] = decode_group_value(value) if value is not None else None
-                elif isinstance(key, (ConsumerGroupKey, ConsumerRecordKey)):
-                    self.replay_consumer_record(consumer_groups, key, value)
-            except RecordFormatError as exc:
-                skipped += 1
-                log.warning("skipping undecodable __consumer_offsets record: %s", exc)
-        now = self._now()
-        self.load_consumer_groups(consumer_groups, offsets, now)
-        for group_id in set(offsets) | set(groups):
-            if group_id in self.groups:
-                continue
-            rec = groups.get(group_id)
-            group_offsets = offsets.get(group_id, {})
-            if rec is None and not group_offsets:
-                continue
-            group = Group(group_id, now, self._partition(group_id))
-            group.offsets = dict(group_offsets)
-            if rec is not None:
-                group.protocol_type = rec.protocol_type or None
-                group.generation_id = rec.generation
-                group.protocol_name = rec.protocol
-                group.leader_id = rec.leader
-                if rec.current_state_timestamp_ms >= 0:
-                    group.state_timestamp_ms = rec.current_state_timestamp_ms
-                for mr in rec.members:
-                    m = Member(mr.member_id, mr.group_instance_id, mr.client_id, mr.client_host,
-                               mr.rebalance_timeout_ms, mr.session_timeout_ms, group.protocol_type,
-                               [(rec.protocol, mr.subscription)] if rec.protocol else [])
-                    m.assignment = mr.assignment
-                    group.members[m.member_id] = m
-                    if m.group_instance_id is not None:
-                        group.static_members[m.group_instance_id] = m.member_id
-                if group.members:
-                    # Kafka loads a group with members as Stable; members that
-                    # do not heartbeat within their session timeout are removed.
-                    group.state = g.STABLE
-                    for m in group.members.values():
-                        self._arm_member_timer(group, m, now + m.session_timeout_ms)
-            self.groups[group_id] = group
-        log.info("loaded %d groups from __consumer_offsets (%d records skipped)", len(self.groups), skipped)

@@ -111,7 +111,7 @@ def _read_batches(partition, offset: int):
 
 
 class OffsetsTopicStore:
-    """The persistence interface ``GroupCoordinator`` uses.
+    """The persistence interface ``GroupMetadataManager`` uses.
 
     ``coordinator.transaction.state_store.TransactionStateStore`` is this for
     ``__transaction_state``: the class attributes name the topic and the
@@ -172,7 +172,7 @@ class OffsetsTopicStore:
         """``begin_append``, then wait here for the high watermark, bounded by
         the append timeout: the group coordinator's rare admin appends (group
         deletion, offset expiry, OffsetDelete); its commits, assignments and
-        KIP-848 records park instead (``GroupCoordinator._append_then``, as
+        KIP-848 records park instead (``GroupMetadataManager.append_then``, as
         Kafka's wait in the DelayedProduce purgatory). With the ISR the
         leader alone (a standalone broker) nothing waits; in a cluster the
         wait is one follower fetch round trip."""

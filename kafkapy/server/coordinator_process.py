@@ -1,7 +1,7 @@
 """The group-coordinator process: the server's glue around the coordinator.
 
-``kafkapy.coordinator`` is sans-IO (GroupCoordinator, its handlers, the
-offsets topic store); this module is what makes it a process: it reads the
+``kafkapy.coordinator`` is sans-IO (GroupCoordinator and its
+GroupMetadataManager, their handlers, the offsets topic store); this module is what makes it a process: it reads the
 coordinator's request queue, decodes and encodes with the workers' own
 ``prepare_request`` / ``finish_request``, answers through the processors'
 response pipes, and builds ``CoordinatorConfig`` from the broker config. It
@@ -30,8 +30,8 @@ Single-threaded (coordinator state is this thread's; the marker senders'
 threads touch only their own connections and queues): the loop runs due timers (session, rebalance, sync and
 initial-delay timeouts, offset expiry; ``__consumer_offsets`` is compacted by
 the log-cleaner process, as every compacted log),
-completes the group coordinator's parked ``__consumer_offsets`` appends that
-settled (``GroupCoordinator.poll_appends``: offset commits, assignments,
+completes the parked ``__consumer_offsets`` appends that settled
+(``GroupMetadataManager.poll_appends``, through the coordinator: offset commits, assignments,
 KIP-848 records waiting for their followers, looked at every 1-16 ms while
 any wait), then waits for the next request at most until the next deadline.
 

@@ -26,7 +26,7 @@ A marker's effects on this broker happen at its append, whatever the
 answer: the producer state (its transaction ended, the last stable offset
 and ``.txnindex``) in ``Log.append_control_batch``; the group coordinator
 reads markers on ``__consumer_offsets`` partitions from the log
-(``GroupCoordinator.poll_txn_markers``), where Kafka's handler calls
+(``GroupMetadataManager.poll_txn_markers``), where Kafka's handler calls
 onTransactionCompleted.
 """
 

@@ -38,7 +38,7 @@ class ParkingStore:
         return None if error is None else (error, pending.first_offset if error == E.NONE else -1)
 
     def settle(self, coord, error=E.NONE):
-        for pending, *_ in coord._parked:
+        for pending, *_ in coord.manager._parked:
             self.outcomes[id(pending)] = error
 
     def append(self, partition, records):
@@ -75,7 +75,7 @@ def test_a_parked_commit_is_answered_and_applied_only_once_replicated(env):
     assert commit(coord, "a", 5) == [{("t", 0): E.NONE}]  # settles inline: as before
     store.hold = True
     answer = commit(coord, "a", 9)
-    assert answer == [] and len(coord._parked) == 1
+    assert answer == [] and len(coord.manager._parked) == 1
     # Pending: a plain fetch sees the last committed offset, a stable one is told to wait.
     assert fetch(coord, "a") == (5, E.NONE)
     assert fetch(coord, "a", require_stable=True) == (None, E.UNSTABLE_OFFSET_COMMIT)
@@ -136,7 +136,7 @@ def test_losing_the_partition_answers_parked_commits_not_coordinator(env):
     assert coord._partition("b") != partition
     coord.unload_partition(partition)
     assert answer == [{("t", 0): E.NOT_COORDINATOR}]
-    assert other == [] and len(coord._parked) == 1
+    assert other == [] and len(coord.manager._parked) == 1
     assert "a" not in coord.pending_offset_commits
     store.settle(coord)
     coord.poll_appends(0)
@@ -165,7 +165,7 @@ def test_a_parked_txn_offset_commit_is_answered_once_replicated(env):
     assert out == [{("t", 1): E.NONE}]
     # Still pending: it waits for the producer's marker now.
     assert coord.fetch_offsets("tg", [("t", [1])], True)[1][0][1][0][2] == E.UNSTABLE_OFFSET_COMMIT
-    coord._complete_txn_offsets(coord._partition("tg"), 7, True)
+    coord.manager._complete_txn_offsets(coord._partition("tg"), 7, True)
     assert coord.fetch_offsets("tg", [("t", [1])], True)[1][0][1][0][1].offset == 11
 
 
@@ -210,7 +210,7 @@ def test_unload_answers_a_parked_sync_group_not_coordinator(env):
     _member, synced = leader_syncs_parked(coord, store)
     coord.unload_partition(coord._partition("sg"))
     assert [s["error_code"] for s in synced] == [E.NOT_COORDINATOR]
-    assert coord._parked == [] and "sg" not in coord.groups
+    assert coord.manager._parked == [] and "sg" not in coord.groups
 
 
 def consumer_heartbeat(coord, member_id, epoch, leave=False):
@@ -229,7 +229,7 @@ def test_a_kip848_join_is_answered_once_its_records_settle(env):
     store.topics = lambda: {"t": (uuid.UUID(int=1), 6)}
     store.hold = True
     joined = consumer_heartbeat(coord, "m1", 0)
-    assert joined == [] and len(coord._parked) == 1
+    assert joined == [] and len(coord.manager._parked) == 1
     store.settle(coord)
     coord.poll_appends(0)
     assert joined[0]["error_code"] == E.NONE and joined[0]["member_epoch"] == 1
@@ -249,7 +249,7 @@ def test_a_commit_settling_inline_applies_after_the_earlier_parked_one(env):
     store.settle(coord)  # the high watermark passed it, not polled yet
     store.hold = False
     assert commit(coord, "a", 2) == [{("t", 0): E.NONE}]
-    assert first == [{("t", 0): E.NONE}] and coord._parked == []
+    assert first == [{("t", 0): E.NONE}] and coord.manager._parked == []
     assert fetch(coord, "a", require_stable=True) == (2, E.NONE)
 
 
@@ -261,7 +261,7 @@ def test_a_parked_commit_whose_completion_fails_is_still_answered(env, monkeypat
     def broken(*_args):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(coord, "_offsets_stored", broken)
+    monkeypatch.setattr(coord.manager, "_offsets_stored", broken)
     store.settle(coord)
     coord.poll_appends(0)
     assert answer == [{("t", 0): E.UNKNOWN_SERVER_ERROR}]
