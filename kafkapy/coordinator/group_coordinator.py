@@ -627,8 +627,8 @@ class GroupCoordinator(ConsumerGroupMixin):
                 # a length check (kafka-python and aiokafka raise on b""), so
                 # a "consumer" group gets a valid empty assignment instead.
                 assignment[m_id] = EMPTY_CONSUMER_ASSIGNMENT if group.protocol_type == "consumer" else b""
-        self.manager.store_group(group, assignment,
-                                 lambda error, _offset: self._assignment_stored(group, generation_id, assignment, error))
+        self.manager.store_group(
+            group, assignment, lambda error, _offset: self._assignment_stored(group, generation_id, assignment, error))
 
     def _assignment_stored(self, group: Group, generation_id: int, assignment: dict, error: int) -> None:
         """The leader's assignment settled in the log (Kafka's storeGroup

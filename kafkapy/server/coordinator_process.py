@@ -1,7 +1,8 @@
 """The group-coordinator process: the server's glue around the coordinator.
 
 ``kafkapy.coordinator`` is sans-IO (GroupCoordinator and its
-GroupMetadataManager, their handlers, the offsets topic store); this module is what makes it a process: it reads the
+GroupMetadataManager, their handlers, the offsets topic store); this module
+is what makes it a process: it reads the
 coordinator's request queue, decodes and encodes with the workers' own
 ``prepare_request`` / ``finish_request``, answers through the processors'
 response pipes, and builds ``CoordinatorConfig`` from the broker config. It
@@ -31,7 +32,8 @@ threads touch only their own connections and queues): the loop runs due timers (
 initial-delay timeouts, offset expiry; ``__consumer_offsets`` is compacted by
 the log-cleaner process, as every compacted log),
 completes the parked ``__consumer_offsets`` appends that settled
-(``GroupMetadataManager.poll_appends``, through the coordinator: offset commits, assignments,
+(``GroupMetadataManager.poll_appends``, through the coordinator: offset
+commits, assignments,
 KIP-848 records waiting for their followers, looked at every 1-16 ms while
 any wait), then waits for the next request at most until the next deadline.
 
