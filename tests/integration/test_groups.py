@@ -47,7 +47,10 @@ def _check_split(assignments: list[set], partitions=PARTITIONS):
 # ---------------------------------------------------------------- three-member groups
 
 
-def _confluent_member(broker, group, topic, out, stop, extra=None):
+def _confluent_member(broker, group, topic, out, stop, extra=None, live=None):
+    """A confluent-kafka member consuming and committing until ``stop``; its last
+    assignment and what it saw go to ``out``; with ``live`` (a dict), its
+    current assignment is published there after every poll, under its thread id."""
     conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
             "enable.auto.commit": False, "session.timeout.ms": 3000, "heartbeat.interval.ms": 300}
     conf.update(extra or {})
@@ -58,6 +61,8 @@ def _confluent_member(broker, group, topic, out, stop, extra=None):
     try:
         while not stop.is_set() and time.monotonic() < deadline:
             m = c.poll(0.2)
+            if live is not None:
+                live[threading.get_ident()] = {tp.partition for tp in c.assignment()}
             if m is None or m.error():
                 continue
             seen.append((m.partition(), m.offset()))
@@ -191,13 +196,23 @@ def test_cooperative_sticky_group_rebalances(gbroker):
     topic = make_topic(gbroker, "g")
     group = f"coop-{uuid.uuid4().hex[:6]}"
     extra = {"partition.assignment.strategy": "cooperative-sticky"}
-    out, stop = [], threading.Event()
-    first = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra))
+    out, stop, live = [], threading.Event(), {}
+    first = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra, live))
     first.start()
     assert _wait_all(lambda: sum(max(v, 0) for v in committed(gbroker, group, topic).values()), 1)
-    second = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra))
+    second = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra, live))
     second.start()
-    time.sleep(6)  # incremental rebalance: revoke half, then assign it to the newcomer
+
+    def split() -> int:
+        """1 once both members hold a share and the shares cover the topic once."""
+        shares = list(live.values())
+        return int(len(shares) == 2 and all(shares) and set().union(*shares) == set(range(PARTITIONS))
+                   and sum(map(len, shares)) == PARTITIONS)
+
+    # The incremental rebalance: the first member revokes half, then the
+    # newcomer is given it (two rebalances; its time depends on the load, so
+    # waited for rather than slept).
+    assert _wait_all(split, 1), live
     stop.set()
     first.join(DEADLINE_S)
     second.join(DEADLINE_S)
