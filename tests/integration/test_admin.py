@@ -9,14 +9,9 @@ recognisable) and one with auto-creation off.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clients_support import (  # noqa: E402
+from support.clients import (
     Rec,
     admin,
     assert_delivered,
@@ -232,7 +227,7 @@ def test_auto_create_on_produce(auto_broker):
 
 
 def test_auto_create_kafka_python_producer(auto_broker):
-    from clients_support import produce_kafka_python
+    from support.clients import produce_kafka_python
 
     # kafka-python's producer asks Metadata for the topic with
     # allow_auto_topic_creation=true; the broker creates it with num.partitions.

@@ -12,9 +12,7 @@ configs after a restart, changes seen by every handler worker.
 from __future__ import annotations
 
 import struct
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -27,9 +25,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clients_support import (  # noqa: E402
+from support.clients import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     Rec,
@@ -43,10 +39,10 @@ from clients_support import (  # noqa: E402
     topic_partition_counts,
 )
 
-from kafkapy.protocol.api import API_TABLE  # noqa: E402
-from kafkapy.protocol.codec import decode, encode_to_bytes  # noqa: E402
-from kafkapy.server.handlers import construct  # noqa: E402
-from support.rawclient import RawClient, encode_request_header_v1  # noqa: E402
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.codec import decode, encode_to_bytes
+from kafkapy.server.handlers import construct
+from support.rawclient import RawClient, encode_request_header_v1
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -2,7 +2,7 @@
 real standalone broker.
 
 For each (key, version) a minimal valid request goes out as raw frames
-(``raw_api``: the version's schema, the header of that version, its own
+(``support.raw_api``: the version's schema, the header of that version, its own
 connection). The answer must carry the request's correlation id, decode at
 that version leaving no byte over, and carry what a Kafka 3.9 broker answers
 to that request: NONE where the request can succeed, else the error Kafka
@@ -19,24 +19,20 @@ One broker serves the whole module.
 from __future__ import annotations
 
 import datetime
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.clients import module_broker
 
-from clients_support import module_broker  # noqa: E402
+from support.raw_api import TIMEOUT_S, call, call_raw
 
-from raw_api import TIMEOUT_S, call, call_raw  # noqa: E402
+from support.legacy_messages import message
 
-from support.legacy_messages import message  # noqa: E402
-
-from kafkapy._core.records_py import build_batch  # noqa: E402
-from kafkapy.protocol.api import API_TABLE  # noqa: E402
-from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from kafkapy._core.records_py import build_batch
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.errors import ErrorCode as E
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -21,7 +21,7 @@ import uuid
 import pytest
 
 from support.broker import free_port
-from clients_support import module_broker
+from support.clients import module_broker
 
 from kafkapy.client import (
     ConfigResource,

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from clients_support import module_broker
-from fetch_support import Conn
+from support.clients import module_broker
+from support.fetch import Conn
 
 from support.cluster import consume_all
 

@@ -14,15 +14,12 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.clients import create_topic, module_broker
 
-from clients_support import create_topic, module_broker  # noqa: E402
-
-from kafkapy.client import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition, errors  # noqa: E402
+from kafkapy.client import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition, errors
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -300,7 +297,7 @@ def test_tools_show_and_abort_a_hanging_transaction(kbroker):
 
 def _raw_transactional_batch(bootstrap, topic, partition, producer_id, epoch, txn_id, value):
     """A transactional batch written as a client that skipped AddPartitionsToTxn would."""
-    from raw_api import call
+    from support.raw_api import call
 
     from kafkapy._core.records_py import build_batch
 
@@ -315,7 +312,7 @@ def test_find_hanging_reports_only_transactions_no_coordinator_will_end(kbroker)
     """KIP-664's find-hanging: an open transaction is hanging when no
     coordinator lists its producer id, or the id's coordinator does not have
     the partition in its transaction; a live transaction is not."""
-    from raw_api import call
+    from support.raw_api import call
 
     bs, topic = kbroker.bootstrap, "kc-find-hanging"
     create_topic(bs, topic, 3)

@@ -9,14 +9,9 @@ costs about a second, 20+ fresh brokers would dominate the run time.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clients_support import (  # noqa: E402
+from support.clients import (
     CODEC_IDS,
     CODECS,
     assert_delivered,
@@ -178,7 +173,7 @@ def test_topic_max_message_bytes_rejects_large_batch(kbroker):
 
     topic = "max-message-bytes"
     create_topic(kbroker.bootstrap, topic, 1, {"max.message.bytes": "10000"})
-    from clients_support import Rec
+    from support.clients import Rec
 
     # message.max.bytes on the producer far above the topic's limit, so the
     # client sends the batch and the broker must be the one to refuse it.
@@ -195,7 +190,7 @@ def test_topic_max_message_bytes_rejects_large_batch(kbroker):
 def test_broker_message_max_bytes_default_applies(kbroker):
     from confluent_kafka import KafkaError
 
-    from clients_support import Rec
+    from support.clients import Rec
 
     topic = "broker-message-max-bytes"
     create_topic(kbroker.bootstrap, topic, 1)
@@ -233,7 +228,7 @@ def _unique_contiguous(got, n):
 
 
 def test_idempotent_kafka_python_1000(kbroker):
-    from clients_support import Rec
+    from support.clients import Rec
 
     topic = "idempotent-kafka-python"
     create_topic(kbroker.bootstrap, topic, 1)
@@ -247,7 +242,7 @@ def test_idempotent_kafka_python_1000(kbroker):
 
 
 def test_idempotent_confluent_1000(kbroker):
-    from clients_support import Rec
+    from support.clients import Rec
 
     topic = "idempotent-confluent"
     create_topic(kbroker.bootstrap, topic, 1)

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.clients import create_topic
+from support.transactions import producer as txn_producer
 
-from clients_support import create_topic  # noqa: E402
-from test_transactions import producer as txn_producer  # noqa: E402
-
-from kafkapy._core import load  # noqa: E402
+from kafkapy._core import load
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402

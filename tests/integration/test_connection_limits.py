@@ -155,8 +155,7 @@ def test_idle_connections_are_closed(broker):
 def test_quota_and_acceptor_metrics(broker_factory):
     from support.broker import free_port
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from quota_support import Connection, alter, produce_request
+    from support.quotas import Connection, alter, produce_request
 
     port = free_port()
     broker = broker_factory({"prometheus.port": port, "max.connections": 2})
@@ -202,8 +201,7 @@ def test_quota_metrics_per_user_and_client_entity(broker_factory):
     their throttle times."""
     from support.broker import free_port
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from quota_support import Connection, alter, produce_request
+    from support.quotas import Connection, alter, produce_request
 
     port = free_port()
     broker = broker_factory({"prometheus.port": port})

@@ -7,16 +7,12 @@ a batch, long polling, KIP-74 oversized records, LogAppendTime topics.
 from __future__ import annotations
 
 import struct
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clients_support import (  # noqa: E402
+from support.clients import (
     LOG_APPEND_TIME,
     Rec,
     admin,
@@ -32,7 +28,7 @@ from clients_support import (  # noqa: E402
     produce_confluent,
     produce_kafka_python,
 )
-from support.rawclient import RawClient  # noqa: E402
+from support.rawclient import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 

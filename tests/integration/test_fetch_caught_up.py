@@ -13,23 +13,19 @@ under test cannot hide a layout mistake.
 from __future__ import annotations
 
 import struct
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clients_support import (  # noqa: E402
+from support.clients import (
     Rec,
     assert_delivered,
     create_topic,
     module_broker,
     produce_confluent,
 )
-from support.rawclient import RawClient  # noqa: E402
+from support.rawclient import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 

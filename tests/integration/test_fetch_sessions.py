@@ -7,24 +7,20 @@ use sessions: Apache's Java client 3.9 (Fetch v17) and kafka-python (v12).
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clients_support import (  # noqa: E402
+from support.clients import (
     Rec,
     consume_kafka_python,
     create_topic,
     module_broker,
     produce_confluent,
 )
-from fetch_support import (  # noqa: E402
+from support.fetch import (
     FETCH,
     LIST_OFFSETS,
     Conn,
@@ -35,9 +31,9 @@ from fetch_support import (  # noqa: E402
     topic_id,
 )
 
-from kafkapy.server.fetch_session import SESSION_ID_RANGE  # noqa: E402
-from support.broker import free_port  # noqa: E402
-from support.java_client import java_client  # noqa: E402,F401
+from kafkapy.server.fetch_session import SESSION_ID_RANGE
+from support.broker import free_port
+from support.java_client import java_client  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)
 

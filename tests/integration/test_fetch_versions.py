@@ -6,17 +6,13 @@ each from its own version)."""
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clients_support import Rec, create_topic, module_broker, produce_confluent  # noqa: E402
-from fetch_support import (  # noqa: E402
+from support.clients import Rec, create_topic, module_broker, produce_confluent
+from support.fetch import (
     FETCH,
     LIST_OFFSETS,
     Conn,
@@ -26,7 +22,7 @@ from fetch_support import (  # noqa: E402
     topic_id,
 )
 
-from support.rawclient import RawClient  # noqa: E402
+from support.rawclient import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 

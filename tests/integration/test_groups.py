@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from clients_support import module_broker
-from groups_support import N_RECORDS, PARTITIONS, Member, committed, make_topic, wait_split
+from support.clients import module_broker
+from support.groups import N_RECORDS, PARTITIONS, Member, committed, make_topic, wait_split
 from support.rawclient import RawClient
 
 from kafkapy.protocol.api import API_TABLE

@@ -14,8 +14,8 @@ import uuid
 
 import pytest
 
-from clients_support import module_broker
-from groups_support import N_RECORDS, PARTITIONS, Member, committed, make_topic, wait_split
+from support.clients import module_broker
+from support.groups import N_RECORDS, PARTITIONS, Member, committed, make_topic, wait_split
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import ConsumerGroupType  # noqa: E402
@@ -175,7 +175,7 @@ CLIENT_ADDRESS = "127.0.0.2"  # loopback too: the host the broker must report
 
 
 def _conn(broker):
-    from fetch_support import Conn
+    from support.fetch import Conn
     from support.rawclient import RawClient
 
     conn = Conn(broker.bootstrap)

@@ -27,7 +27,7 @@ import uuid
 
 import pytest
 
-from raw_api import call
+from support.raw_api import call
 from support.small_fs import remount, small_filesystem
 
 TOPIC_SMALL = "on-small-fs"

@@ -12,19 +12,15 @@ absence from ApiVersions.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.clients import module_broker
+from support.raw_api import call
 
-from clients_support import module_broker  # noqa: E402
-from raw_api import call  # noqa: E402
-
-from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from kafkapy.protocol.errors import ErrorCode as E
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,21 +16,17 @@ first, and re-ran the parked Fetch without its request bytes.
 from __future__ import annotations
 
 import struct
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.clients import Rec, assert_delivered, create_topic, module_broker, produce_confluent
+from support.rawclient import RawClient, api_versions_v0_request, encode_request
 
-from clients_support import Rec, assert_delivered, create_topic, module_broker, produce_confluent  # noqa: E402
-from support.rawclient import RawClient, api_versions_v0_request, encode_request  # noqa: E402
-
-from kafkapy.protocol.api import API_TABLE  # noqa: E402
-from kafkapy.protocol.codec import decode, encode_to_bytes  # noqa: E402
-from kafkapy.protocol.entities import construct  # noqa: E402
-from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.codec import decode, encode_to_bytes
+from kafkapy.protocol.entities import construct
+from kafkapy.protocol.errors import ErrorCode as E
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,15 +12,11 @@ kafka-python with ``api_version=(0, 10, 0)`` (Produce v2, magic 1) and
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clients_support import (  # noqa: E402
+from support.clients import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     Rec,
@@ -29,15 +25,15 @@ from clients_support import (  # noqa: E402
     module_broker,
     produce_kafka_python,
 )
-from raw_api import call  # noqa: E402
-from support.cluster import wait_for  # noqa: E402
-from support.legacy_messages import GZIP, LZ4, NONE, SNAPPY, message, message_set, wrapper  # noqa: E402
-from support.rawclient import RawClient  # noqa: E402
+from support.raw_api import call
+from support.cluster import wait_for
+from support.legacy_messages import GZIP, LZ4, NONE, SNAPPY, message, message_set, wrapper
+from support.rawclient import RawClient
 
-from kafkapy.protocol.api import API_TABLE  # noqa: E402
-from kafkapy.protocol.codec import encode_to_bytes  # noqa: E402
-from kafkapy.protocol.entities import construct  # noqa: E402
-from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.codec import encode_to_bytes
+from kafkapy.protocol.entities import construct
+from kafkapy.protocol.errors import ErrorCode as E
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clients_support import create_topic, module_broker  # noqa: E402
-from quota_support import Connection, alter, describe, produce_request  # noqa: E402
+from support.clients import create_topic, module_broker
+from support.quotas import Connection, alter, describe, produce_request
 
-from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from kafkapy.protocol.errors import ErrorCode as E
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import socket
 import struct
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -30,8 +28,7 @@ from kafkapy.server.handlers.api_versions import build_response
 from kafkapy.server.replica_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ReplicaFetcher
 from kafkapy.storage.shared import SharedPartitionTable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "storage"))
-from storage_util import open_log  # noqa: E402
+from support.storage import open_log
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

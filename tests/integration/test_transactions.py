@@ -16,20 +16,18 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.clients import create_topic, module_broker
+from support.java_client import expected_value, java_client  # noqa: F401
+from support.raw_api import call
+from support.transactions import TIMEOUT_S, consume, list_offset, producer
 
-from clients_support import create_topic, module_broker  # noqa: E402
-from raw_api import call  # noqa: E402
-from support.java_client import expected_value, java_client  # noqa: E402,F401
-
-from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from kafkapy.protocol.errors import ErrorCode as E
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
-TIMEOUT_S = 30
 # The coordinator looks for timed-out transactions this often (Kafka's
 # transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s default).
 ABORT_INTERVAL_MS = 300
@@ -40,58 +38,6 @@ def kbroker(tmp_path_factory):
     overrides = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": str(ABORT_INTERVAL_MS)}
     with module_broker(tmp_path_factory, overrides) as broker:
         yield broker
-
-
-def producer(bootstrap: str, txn_id: str, **conf) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **conf})
-    p.init_transactions(TIMEOUT_S)
-    return p
-
-
-def consume(bootstrap: str, topic: str, partitions: int, isolation: str, want: int | None = None,
-            idle_s: float = 2.0) -> list[bytes]:
-    """Values read from offset 0 of every partition, in partition then offset
-    order: until ``want`` records came (then one more idle poll shows no
-    extra), or, without ``want``, nothing new for ``idle_s`` (short of
-    ``want`` it waits to the deadline: a loaded machine's first fetch can come
-    later than any quiet spell)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}-{isolation}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: dict[int, list] = {}
-    count = 0
-    deadline = time.monotonic() + TIMEOUT_S
-    last_new = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                if want is not None and count < want:
-                    continue
-                if time.monotonic() - last_new > (0.5 if want is not None else idle_s):
-                    break
-                continue
-            assert m.error() is None, m.error()
-            got.setdefault(m.partition(), []).append((m.offset(), m.value()))
-            count += 1
-            last_new = time.monotonic()
-    finally:
-        c.close()
-    out = []
-    for p in sorted(got):
-        offsets = [o for o, _ in got[p]]
-        assert offsets == sorted(offsets), f"partition {p} out of order: {offsets}"
-        out += [v for _, v in got[p]]
-    return out
-
-
-def list_offset(bootstrap: str, topic: str, partition: int, isolation_level: int) -> int:
-    r = call(bootstrap, 2, 7, {"replica_id": -1, "isolation_level": isolation_level, "topics": [
-        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
-                                        "timestamp": -1}]}]})
-    (p,) = r.topics[0].partitions
-    assert p.error_code == 0
-    return p.offset
 
 
 def test_commit_abort_and_open_transactions_by_isolation(kbroker):

@@ -33,16 +33,13 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.clients import create_topic, module_broker
 
-from clients_support import create_topic, module_broker  # noqa: E402
-
-from kafkapy.client import KafkaProducer, errors  # noqa: E402
-from kafkapy.coordinator.transaction.state_log import partition_for  # noqa: E402
+from kafkapy.client import KafkaProducer, errors
+from kafkapy.coordinator.transaction.state_log import partition_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -17,20 +17,16 @@ with tiny segments and fast cleaner/retention/expiry timers:
 from __future__ import annotations
 
 import signal
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.clients import create_topic
+from support.raw_api import call
+from support.transactions import list_offset, producer
 
-from clients_support import create_topic  # noqa: E402
-from raw_api import call  # noqa: E402
-from test_transactions import list_offset, producer  # noqa: E402
-
-from kafkapy.coordinator.transaction.state_log import decode_key  # noqa: E402
-from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from kafkapy.coordinator.transaction.state_log import decode_key
+from kafkapy.protocol.errors import ErrorCode as E
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402

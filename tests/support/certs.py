@@ -63,7 +63,7 @@ def named_listeners(names, protocols: dict) -> tuple[int, dict, dict]:
     per name in ``names`` on 127.0.0.1, each on a free port, mapped to its
     security protocol in ``protocols``: (plaintext port, {name: port}, the
     listener overrides)."""
-    from support.broker import free_port
+    from .broker import free_port
 
     ports = {name: free_port() for name in names}
     port = free_port()

@@ -672,13 +672,12 @@ class PinnedClient:
     """Produce and Fetch to one broker only, whatever the cluster's metadata says:
     the client on a partition's minority side (Jepsen's), which real clients
     cannot be pinned to (they follow the leader in any broker's Metadata).
-    Raw frames through ``integration.fetch_support.Conn``; one test thread."""
+    Raw frames through ``support.fetch.Conn``; one test thread."""
 
     PRODUCE, FETCH = 0, 1
 
     def __init__(self, broker: BrokerProcess, timeout_s: float = 30.0, source_address: Optional[str] = None):
-        from integration.fetch_support import Conn
-
+        from .fetch import Conn
         from .rawclient import RawClient
 
         self.conn = Conn(broker.bootstrap)
@@ -705,9 +704,9 @@ class PinnedClient:
 
     def fetch(self, topic: str, partition: int, offset: int = 0) -> tuple:
         """``(error code, high watermark, [(offset, int value), ...])`` as this broker answers."""
-        from integration.fetch_support import fetch_request
-
         from kafkapy._core.records_py import decode_records
+
+        from .fetch import fetch_request
 
         response = self.conn.call(self.FETCH, 12, fetch_request(12, [(topic, [(partition, offset)])]),
                                   timeout_s=self.timeout_s)

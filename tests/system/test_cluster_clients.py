@@ -4,7 +4,7 @@ Every topic is replicated three times over three partitions, so each client
 finds the leaders through Metadata, talks to every broker, and reads what
 other brokers' followers replicated: confluent-kafka, kafka-python, aiokafka
 and Debian's kcat each produce records that another of them consumes and
-checks field by field (tests/integration/clients_support.py). A consumer
+checks field by field (tests/support/clients.py). A consumer
 group whose coordinator is a broker leading none of its topic's partitions
 commits and reads back its offsets.
 
@@ -14,17 +14,12 @@ and stops cost ~10 s, a cluster per case would dominate the run.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from support.cluster import Cluster, create_topic_assigned, group_coordinated_outside
 from support.zookeeper import zookeeper  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from clients_support import (  # noqa: E402
+from support.clients import (
     check_consumed,
     consume_aiokafka,
     consume_confluent,

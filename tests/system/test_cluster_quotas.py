@@ -6,19 +6,14 @@ produce (its own per-broker accounting, as Kafka's quotas are per broker)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from support.cluster import Cluster, create_topic_assigned, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from support.quotas import Connection, alter, describe, produce_request
 
-from quota_support import Connection, alter, describe, produce_request  # noqa: E402
-
-from kafkapy.protocol.errors import ErrorCode as E  # noqa: E402
+from kafkapy.protocol.errors import ErrorCode as E
 
 pytestmark = pytest.mark.timeout(180)
 

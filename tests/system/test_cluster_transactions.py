@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -19,10 +18,8 @@ import pytest
 from support.cluster import Cluster, create_topic_assigned
 from support.zookeeper import zookeeper  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from raw_api import call  # noqa: E402
-from test_transactions import TIMEOUT_S, consume, producer  # noqa: E402
+from support.raw_api import call
+from support.transactions import TIMEOUT_S, consume, producer
 
 
 def wait_for_leader(cluster, topic: str, partition: int, timeout_s: float = 30.0):

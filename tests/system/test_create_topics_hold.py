@@ -17,9 +17,7 @@ waits until the topic has left B's metadata (Kafka's DelayedDeleteTopics).
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -27,9 +25,7 @@ from kafkapy.protocol.errors import ErrorCode
 from support.cluster import Cluster, Frozen, controller_id, started_thawing, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from raw_api import call, leaders_known  # noqa: E402
+from support.raw_api import call, leaders_known
 
 pytestmark = pytest.mark.timeout(120)
 

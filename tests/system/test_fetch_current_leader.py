@@ -5,17 +5,12 @@ Metadata round trip; v15 answers the error alone."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from support.fetch import FETCH, Conn, fetch_request, partitions_of, topic_id
 
-from fetch_support import FETCH, Conn, fetch_request, partitions_of, topic_id  # noqa: E402
-
-from support.cluster import Cluster  # noqa: E402
-from support.zookeeper import zookeeper  # noqa: E402,F401
+from support.cluster import Cluster
+from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.raw_api import call
+from support.raw_api import call
 from support.broker import free_port, write_properties
 from support.cluster import (
     BackgroundProducer,

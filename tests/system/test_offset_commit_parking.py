@@ -17,18 +17,13 @@ Then A's commit is answered and OffsetFetch returns it.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from kafkapy.coordinator.records import partition_for
 from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from raw_api import call  # noqa: E402
+from support.raw_api import call
 
 pytestmark = pytest.mark.timeout(150)
 

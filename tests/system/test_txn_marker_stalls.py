@@ -18,19 +18,14 @@ A's and B's committed records exactly once.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from confluent_kafka import Producer
 
 from support.cluster import Cluster, Frozen, controller_id, create_topic_assigned, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from raw_api import leaders_known, transaction_states  # noqa: E402
-from test_transactions import TIMEOUT_S, consume, producer  # noqa: E402
+from support.raw_api import leaders_known, transaction_states
+from support.transactions import TIMEOUT_S, consume, producer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,19 +21,14 @@ records exactly once.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from kafkapy.coordinator.transaction.state_log import partition_for
 from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing, wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from raw_api import call, leaders_known, transaction_states  # noqa: E402
-from test_transactions import TIMEOUT_S, consume, producer  # noqa: E402
+from support.raw_api import call, leaders_known, transaction_states
+from support.transactions import TIMEOUT_S, consume, producer
 
 pytestmark = pytest.mark.timeout(150)
 

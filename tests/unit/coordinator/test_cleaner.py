@@ -1,18 +1,15 @@
 """Compaction of a log (kafkapy.storage.cleaner): last record per key, tombstones, crash safety."""
 
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storage"))
+from support.storage import T0, Clock, open_log
 
-from storage_util import T0, Clock, open_log  # noqa: E402
-
-from kafkapy._core import load  # noqa: E402
-from kafkapy._core.records_py import build_batch, decode_records  # noqa: E402
-from kafkapy.storage.cleaner import clean_log  # noqa: E402
-from kafkapy.storage.config import LogConfig  # noqa: E402
-from kafkapy.storage.shared import LocalPartitionState  # noqa: E402
+from kafkapy._core import load
+from kafkapy._core.records_py import build_batch, decode_records
+from kafkapy.storage.cleaner import clean_log
+from kafkapy.storage.config import LogConfig
+from kafkapy.storage.shared import LocalPartitionState
 
 batch = load("batch")
 DAY = 86_400_000
@@ -269,7 +266,7 @@ def test_small_segments_are_merged(tmp_path):
     groupSegmentsBySize: total log bytes within segment.bytes), so the
     segments a pass shrinks merge on the next pass; offsets, reads by offset
     and a reopen all agree, and other processes see a new generation."""
-    from storage_util import read_bytes
+    from support.storage import read_bytes
 
     clock = Clock()
     lg = _log(tmp_path, clock)
@@ -417,7 +414,7 @@ def test_clean_logs_takes_the_due_logs_and_reports_cleaner_metrics(tmp_path):
     """clean_logs cleans the logs above their dirty ratio (dirtiest first),
     leaves the others, and hands the log probe Kafka's max-dirty-percent,
     max-clean-time-secs and cleaner-recopy-percent."""
-    from storage_util import no_fsync
+    from support.storage import no_fsync
 
     from kafkapy.metrics import probes
     from kafkapy.storage.cleaner import clean_logs, dirty_ratio, read_cleaner_checkpoint

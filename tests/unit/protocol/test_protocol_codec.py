@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from _protocol_schema import all_classes, class_id, entities, to_kio, top_class
+from support.protocol_schema import all_classes, class_id, entities, to_kio, top_class
 from kafkapy._core.types import FileRegion
 from kafkapy.protocol.codec import (
     ZERO_UUID,

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _protocol_schema import APIS, all_classes, class_id, entities, random_entity, top_class, versions
+from support.protocol_schema import APIS, all_classes, class_id, entities, random_entity, top_class, versions
 from kafkapy.protocol.codec import DecodeError, decode, encode_to_bytes
 
 EXAMPLES = int(os.environ.get("KAFKAPY_FUZZ_EXAMPLES", "20"))

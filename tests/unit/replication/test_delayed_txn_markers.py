@@ -10,9 +10,7 @@ free); the processor answers a parked one itself as a WriteTxnMarkersResponse
 (v0 and the flexible v1). Real partition logs and a real shared table."""
 
 import pickle
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,8 +25,7 @@ from kafkapy.replication.purgatory import DelayedProduce, DelayedTxnMarkers, Pur
 from kafkapy.server.handlers import RequestContext
 from kafkapy.server.handlers import write_txn_markers as handler
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, open_log, records_of  # noqa: E402
+from support.storage import make_batch, open_log, records_of
 
 HW = "high_watermark"
 PID_A, PID_B = 4000, 4001

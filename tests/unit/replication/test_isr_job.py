@@ -14,10 +14,8 @@ partition epoch and was dropped as "the controller moved it"."""
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -30,8 +28,7 @@ from kafkapy.replication.partition import Partition
 from kafkapy.replication.isr_job import IsrJob
 from support.zookeeper import zookeeper  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, open_log, records_of  # noqa: E402
+from support.storage import make_batch, open_log, records_of
 
 LEADER, FOLLOWER = 0, 1
 EPOCH = 3

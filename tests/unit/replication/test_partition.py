@@ -3,17 +3,13 @@
 when the ISR is below min.insync.replicas, and every read stops at the high
 watermark. Real logs in temporary dirs on a real shared table."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import NOTHING_READ, Partition
 from kafkapy.storage.config import LogConfig
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import T0, make_batch, open_log, records_of  # noqa: E402
+from support.storage import T0, make_batch, open_log, records_of
 
 BROKER = 0
 

@@ -6,17 +6,13 @@ leader-epoch cache, make_leader/make_follower by leader and partition epoch,
 update_isr, clear_role and check_leader with no role. Real logs on a real
 shared table; run under both _core twins (KAFKAPY_NO_EXTENSIONS=1 too)."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition, NotFollower
 from kafkapy.storage.errors import OffsetsOutOfOrder
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, open_log, records_of  # noqa: E402
+from support.storage import make_batch, open_log, records_of
 
 ME, LEADER, OTHER = 1, 0, 2
 T = 1_000_000

@@ -4,9 +4,6 @@ ISR, out-of-sync and ISR-candidate decisions, min.insync.replicas, the
 leader/epoch checks, and DelayedProduce over a follower. Real logs in
 temporary dirs on a real shared table."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from kafkapy.protocol.errors import ErrorCode
@@ -14,8 +11,7 @@ from kafkapy.replication.partition import Partition
 from kafkapy.replication.purgatory import DelayedProduce, Purgatory
 from kafkapy.storage.config import LogConfig
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, open_log, records_of  # noqa: E402
+from support.storage import make_batch, open_log, records_of
 
 LEADER, F1, F2 = 0, 1, 2
 T = 1_000_000

@@ -10,9 +10,7 @@ Real channel pieces, a real shared table and real partition logs."""
 
 import multiprocessing
 import pickle
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -28,8 +26,7 @@ from kafkapy.server.handlers import produce as produce_handler
 from kafkapy.server.reactor.channel import DELAY, WakePipe
 from kafkapy.server.reactor.worker import finish_request
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, open_log, records_of  # noqa: E402
+from support.storage import make_batch, open_log, records_of
 
 HW = "high_watermark"
 

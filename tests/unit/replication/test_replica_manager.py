@@ -3,9 +3,6 @@ shared through the table between processes (two Brokers on one table stand in
 for two handler workers), let go of when their topic goes or is recreated,
 and the one way appends reach a partition."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from kafkapy.protocol.errors import ErrorCode
@@ -15,9 +12,7 @@ from kafkapy.server.broker import Broker
 from kafkapy.storage.log_manager import LogManager
 from kafkapy.storage.shared import SharedPartitionTable
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, records_of  # noqa: E402
-
+from support.storage import make_batch, records_of
 
 @pytest.fixture
 def two_workers(tmp_path):

@@ -19,11 +19,7 @@ from kafkapy.server.config import BrokerConfig
 from kafkapy.server.handlers import HANDLERS, RequestContext
 from kafkapy.storage.log_manager import LogManager
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, records_of  # noqa: E402
+from support.storage import make_batch, records_of
 
 ME, OTHER, THIRD = 1, 2, 3
 TOPIC_ID = uuid.UUID("0b1e5a52-8d6c-4c8f-9a7e-3f1d2c4b5a69")

@@ -5,8 +5,6 @@ MAX_TIMESTAMP, EARLIEST) the epoch of the batch holding the offset found
 nothing is found. A real partition whose batches were written under leader
 epochs 0 and 3, led now at epoch 5, through the real handler."""
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 from kafkapy.protocol.api import API_TABLE
@@ -15,8 +13,7 @@ from kafkapy.replication.partition import Partition
 from kafkapy.server.handlers import RequestContext
 from kafkapy.server.handlers import list_offsets
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import T0, make_batch, open_log, records_of  # noqa: E402
+from support.storage import T0, make_batch, open_log, records_of
 
 BROKER = 0
 

@@ -6,8 +6,6 @@ handler answers a follower (unknown replica, diverging epoch, out of range,
 the wake after its fetch moved the high watermark). Real logs in temporary
 dirs on a real shared table."""
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,8 +19,7 @@ from kafkapy.server.handlers import fetch as fetch_handler
 from kafkapy.server.handlers.fetch import diverging_epoch
 from kafkapy.server.replica_fetcher import fetcher_id_for, java_string_hash, truncation_offset, whole_batches
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, open_log, records_of  # noqa: E402
+from support.storage import make_batch, open_log, records_of
 
 LEADER, FOLLOWER, OTHER = 0, 1, 2
 NONE, OUT_OF_RANGE = ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE

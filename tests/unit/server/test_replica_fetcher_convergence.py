@@ -8,7 +8,7 @@ with exactly the leader's batches: same offsets, epochs and bytes.
 
 Both brokers are in-process: each a real Partition on one shared table, its
 own ReplicaFetcher, and the other's Fetch/ListOffsets handlers reached
-through the codec (test_replica_fetcher_loop's InProcessLeader)."""
+through the codec (support.leader_endpoint's InProcessLeader)."""
 
 import itertools
 import uuid
@@ -23,7 +23,8 @@ from kafkapy.replication.partition import Partition
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.replica_fetcher import ReplicaFetcher
 
-from .test_replica_fetcher_loop import InProcessLeader, ReplicaManager, _batches, make_batch, open_log, records_of
+from support.leader_endpoint import InProcessLeader, ReplicaManager, batches
+from support.storage import make_batch, open_log, records_of
 
 TOPIC_ID = uuid.UUID(int=9)
 _runs = itertools.count()
@@ -114,9 +115,9 @@ def test_the_follower_ends_with_exactly_the_leaders_batches(tmp_path, table, ops
         leader, follower = pair.partitions[pair.leader], pair.partitions[1 - pair.leader]
         for _ in range(20):  # bounded: a few rounds per truncation step at most
             pair.rounds(1)
-            if follower.log_end_offset == leader.log_end_offset and _batches(follower) == _batches(leader):
+            if follower.log_end_offset == leader.log_end_offset and batches(follower) == batches(leader):
                 break
-        assert _batches(follower) == _batches(leader), (ops, leader.log.leader_epoch_entries(),
+        assert batches(follower) == batches(leader), (ops, leader.log.leader_epoch_entries(),
                                                         follower.log.leader_epoch_entries())
         assert follower.high_watermark == leader.high_watermark == leader.log_end_offset
     finally:

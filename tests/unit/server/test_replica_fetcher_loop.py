@@ -9,31 +9,20 @@ divergence (truncate, then fetch the new epoch), OFFSET_OUT_OF_RANGE
 fencing until new metadata, the role check, and which partitions a fetcher
 takes."""
 
-import os
-import sys
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from kafkapy.client._schema import build
 from kafkapy.metadata.model import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo
-from kafkapy.protocol.api import API_TABLE
-from kafkapy.protocol.codec import Parts, decode, encode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
 from kafkapy.server.config import BrokerConfig
-from kafkapy.server.fetch_session import FetchSessionCache
-from kafkapy.server.handlers import RequestContext
-from kafkapy.server.handlers import fetch as fetch_handler
-from kafkapy.server.handlers import list_offsets as list_offsets_handler
-from kafkapy.server.replica_fetcher import PartitionError, ReplicaFetcher, fetcher_id_for
+from kafkapy.server.replica_fetcher import ReplicaFetcher, fetcher_id_for
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "storage"))
-from storage_util import make_batch, open_log, records_of  # noqa: E402
+from support.leader_endpoint import FOLLOWER, LEADER, InProcessLeader, ReplicaManager, batches
+from support.storage import make_batch, open_log, records_of
 
-LEADER, FOLLOWER = 0, 1
 TOPIC_ID = uuid.UUID(int=7)
 FOLLOWER_METHODS = ("append_records_to_follower", "truncate_to", "truncate_fully_and_start_at",
                     "last_offset_for_leader_epoch")
@@ -52,74 +41,6 @@ class Clock:
 
     def __call__(self):
         return self.now
-
-
-class ReplicaManager:
-    def __init__(self, partitions):
-        self.partitions = partitions  # (topic, index) -> Partition
-        self.wakes = 0
-
-    def get_partition(self, topic, index):
-        return self.partitions.get((topic, index))
-
-    def wake_delayed_operations(self, slots=None):
-        self.wakes += 1
-
-
-def _materialize(parts) -> bytes:
-    out = bytearray()
-    for part in parts:
-        if isinstance(part, (bytes, bytearray)):
-            out += part
-        else:  # a FileRegion: what the processor would sendfile
-            with open(part.path, "rb") as f:
-                f.seek(part.position)
-                out += f.read(part.length)
-    return bytes(out)
-
-
-class InProcessLeader:
-    """The fetcher's LeaderEndPoint, answered by the leader's handlers in-process."""
-
-    def __init__(self, cluster, leader_id, address, client_id, broker_id, timeout_ms):
-        self.cluster = cluster
-        self.leader_id = leader_id
-        self.address = address
-        self.closed = 0
-        # The leader's fetch session cache (the fetcher keeps a session per leader).
-        self.fetch_sessions = FetchSessionCache(64, 120_000)
-        cluster.endpoints.append(self)
-
-    def _call(self, api_key, version, values):
-        request = build(API_TABLE[api_key].request_class(version), values)
-        ctx = RequestContext(SimpleNamespace(replica_manager=self.cluster.leader_rm,
-                                             fetch_sessions=self.fetch_sessions), api_key, version, 1,
-                             "f", 0)
-        handler = fetch_handler if api_key == 1 else list_offsets_handler
-        response = handler.handle(ctx, request)
-        out = Parts()
-        encode(response, out)
-        decoded, _ = decode(API_TABLE[api_key].response_class(version), _materialize(out.parts()), 0)
-        return decoded
-
-    def send_fetch(self, values, callback):
-        self.cluster.fetches.append(values)
-        callback(self._call(1, 12, values), None)
-
-    def fetch_offset(self, topic, partition, current_leader_epoch, timestamp):
-        values = {"replica_id": FOLLOWER, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-            {"partition_index": partition, "current_leader_epoch": current_leader_epoch,
-             "timestamp": timestamp}]}]}
-        p = self._call(2, 7, values).topics[0].partitions[0]
-        if p.error_code:
-            raise PartitionError(p.error_code)
-        return p.offset
-
-    def fileno(self):
-        return -1
-
-    def close(self):
-        self.closed += 1
 
 
 @pytest.fixture
@@ -179,20 +100,6 @@ def _rounds(c, n):
         c.fetcher.run_once(timeout_s=0)
 
 
-def _batches(partition):
-    """(base offset, partition leader epoch, bytes) of every batch."""
-    with partition.lock():
-        data = partition.read_records(partition.log_start_offset, 1 << 30)
-        raw = _materialize(data.regions) if data.size else b""
-    out, position = [], 0
-    while position < len(raw):
-        size = 12 + int.from_bytes(raw[position + 8:position + 12], "big")
-        batch = raw[position:position + size]
-        out.append((int.from_bytes(batch[:8], "big"), int.from_bytes(batch[12:16], "big", signed=True), batch))
-        position += size
-    return out
-
-
 def test_follower_catches_up_with_the_leaders_batches_and_high_watermark(cluster):
     c = cluster
     c.set_state(1)
@@ -201,7 +108,7 @@ def test_follower_catches_up_with_the_leaders_batches_and_high_watermark(cluster
     assert c.leader.high_watermark == 0  # the follower is in the ISR and has nothing
     _rounds(c, 1)
     assert c.follower.log_end_offset == 6 and c.leader.high_watermark == 0
-    assert _batches(c.follower) == _batches(c.leader)  # the same bytes: offsets, epochs, CRCs
+    assert batches(c.follower) == batches(c.leader)  # the same bytes: offsets, epochs, CRCs
     assert c.follower_rm.wakes == 1
     # Fetching at 6 tells the leader, whose answer carries the new high watermark.
     _rounds(c, 1)
@@ -247,7 +154,7 @@ def test_diverged_follower_truncates_then_fetches_the_new_epoch(cluster):
     c.leader.make_follower(FOLLOWER, 1, (FOLLOWER, LEADER), 0)
     _append(c.follower, 3, tag=b"a")
     _append(c.follower, 2, tag=b"lost")
-    c.leader.append_records_to_follower(records_of(*[b for _, _, b in _batches(c.follower)[:1]]), 0, 0)
+    c.leader.append_records_to_follower(records_of(*[b for _, _, b in batches(c.follower)[:1]]), 0, 0)
     assert c.leader.log_end_offset == 3
     # Epoch 2: broker 0 leads (an unclean election) and writes 4 records at offset 3.
     c.set_state(2, isr=(LEADER,))
@@ -257,8 +164,8 @@ def test_diverged_follower_truncates_then_fetches_the_new_epoch(cluster):
     assert c.follower.last_offset_for_leader_epoch(1) == (1, 3)
     _rounds(c, 1)  # fetch from 3 in epoch 1: the leader's epoch-2 batch
     assert c.follower.log_end_offset == 7
-    assert _batches(c.follower) == _batches(c.leader)
-    assert [e for _, e, _ in _batches(c.follower)] == [1, 2]
+    assert batches(c.follower) == batches(c.leader)
+    assert [e for _, e, _ in batches(c.follower)] == [1, 2]
 
 
 def test_out_of_range_below_the_leaders_log_start_starts_empty_there(cluster):
@@ -274,7 +181,7 @@ def test_out_of_range_below_the_leaders_log_start_starts_empty_there(cluster):
     # UnexpectedAppendOffsetException), and its log start follows the leader's.
     _rounds(c, 1)
     assert (c.follower.log_start_offset, c.follower.log_end_offset) == (5, 8)
-    assert _batches(c.follower)[1:] == _batches(c.leader)[1:]
+    assert batches(c.follower)[1:] == batches(c.leader)[1:]
 
 
 def test_not_leader_backs_off_and_fenced_waits_for_new_metadata(cluster):

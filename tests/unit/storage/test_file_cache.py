@@ -10,7 +10,7 @@ from kafkapy.storage.config import LogConfig
 from kafkapy.storage.log_manager import LogManager
 from kafkapy.storage.shared import LocalPartitionState
 
-from storage_util import make_batch
+from support.storage import make_batch
 
 
 def _fds() -> int:

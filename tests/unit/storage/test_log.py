@@ -13,7 +13,7 @@ from kafkapy.storage.errors import InconsistentTopicId, OffsetOutOfRange, Record
 from kafkapy.storage.log import Log
 from kafkapy.storage.shared import LocalPartitionState
 
-from storage_util import (T0, Clock, append, batch, make_batch, open_log, read_all_offsets, read_bytes,
+from support.storage import (T0, Clock, append, batch, make_batch, open_log, read_all_offsets, read_bytes,
                           records_of, whole_batches)
 
 

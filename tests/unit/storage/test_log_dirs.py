@@ -10,7 +10,7 @@ from kafkapy.storage.log_dirs import MAX_LOG_DIRS, OFFLINE_LOG_DIRS, LogDirFailu
 from kafkapy.storage.log_manager import LogManager
 from kafkapy.storage.shared import SharedPartitionTable
 
-from storage_util import no_fsync
+from support.storage import no_fsync
 
 
 

@@ -5,7 +5,6 @@ shape; and a Hypothesis run of leader appends, epoch changes and catch-up
 reads of random sizes ending in identical logs."""
 
 import os
-import sys
 from pathlib import Path
 
 import hypothesis.strategies as st
@@ -15,8 +14,7 @@ from hypothesis import given, settings
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import OffsetsOutOfOrder, RecordError
 
-sys.path.insert(0, str(Path(__file__).parent))
-from storage_util import T0, make_batch, open_log, records_of  # noqa: E402
+from support.storage import T0, make_batch, open_log, records_of
 
 
 def _read(log, offset, max_bytes=1 << 20):

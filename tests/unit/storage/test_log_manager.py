@@ -12,7 +12,7 @@ from kafkapy.storage.errors import InconsistentClusterId
 from kafkapy.storage.log_manager import LogManager
 from kafkapy.storage.shared import LocalPartitionState
 
-from storage_util import T0, Clock, append, make_batch, no_fsync, read_all_offsets
+from support.storage import T0, Clock, append, make_batch, no_fsync, read_all_offsets
 
 TOPIC_ID = bytes(range(16))
 

@@ -7,7 +7,7 @@ import os
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.shared import SharedPartitionTable
 
-from storage_util import append, make_batch, open_log, read_all_offsets, read_bytes, whole_batches
+from support.storage import append, make_batch, open_log, read_all_offsets, read_bytes, whole_batches
 
 CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=100)
 

@@ -19,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.shared import LocalPartitionState
 
-from storage_util import T0, Clock, make_batch, open_log, read_bytes, records_of, whole_batches
+from support.storage import T0, Clock, make_batch, open_log, read_bytes, records_of, whole_batches
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=90, segment_index_bytes=8 * 6,
                    retention_ms=50_000, file_delete_delay_ms=0)

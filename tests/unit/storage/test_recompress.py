@@ -10,7 +10,7 @@ from kafkapy.storage import recompress
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import RecordError
 
-from storage_util import T0, append, batch, open_log, read_bytes
+from support.storage import T0, append, batch, open_log, read_bytes
 
 CODECS = ["uncompressed", "gzip", "snappy", "lz4", "zstd"]
 

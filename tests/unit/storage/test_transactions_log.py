@@ -13,7 +13,7 @@ from kafkapy.storage.errors import CorruptIndexError, RecordError
 from kafkapy.storage.shared import LocalPartitionState
 from kafkapy.storage.transaction_index import AbortedTxn, TransactionIndex, decode_entries, encode_entry
 
-from storage_util import T0, append, make_batch, open_log, read_bytes, records_of, whole_batches
+from support.storage import T0, append, make_batch, open_log, read_bytes, records_of, whole_batches
 
 A, B = 1000, 2000  # producer ids
 

@@ -13,7 +13,7 @@ import time
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
-from support.rawclient import RawClient, encode_request_header_v1
+from .rawclient import RawClient, encode_request_header_v1
 
 FETCH, LIST_OFFSETS, METADATA = 1, 2, 3
 TIMEOUT_S = 30.0

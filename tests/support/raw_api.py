@@ -18,7 +18,7 @@ import struct
 from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
-from support.rawclient import RawClient, encode_request_header_v1
+from .rawclient import RawClient, encode_request_header_v1
 
 TIMEOUT_S = 15.0
 _correlation_ids = itertools.count(100)

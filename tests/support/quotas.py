@@ -11,8 +11,8 @@ from kafkapy._core.records_py import build_batch
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
-from raw_api import call
-from support.rawclient import RawClient, encode_request_header_v1
+from .raw_api import call
+from .rawclient import RawClient, encode_request_header_v1
 
 _ids = itertools.count(1000)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-from support.broker import BrokerProcess
+from .broker import BrokerProcess
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 # Kafka's compression ids in bits 0-2 of a v2 batch's attributes.
