@@ -8,18 +8,9 @@ the test if any broker child outlived its supervisor.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-# tests/ on sys.path so "support" imports the same way under every pytest
-# import mode (prepend adds it for this rootless conftest; importlib does not).
-_TESTS_DIR = str(Path(__file__).resolve().parent)
-if _TESTS_DIR not in sys.path:
-    sys.path.insert(0, _TESTS_DIR)
-
-from support.broker import BrokerProcess, free_port  # noqa: E402
+from support.broker import BrokerProcess, free_port
 
 __all__ = ["BrokerProcess", "free_port"]
 

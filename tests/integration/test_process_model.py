@@ -395,15 +395,17 @@ def test_a_test_process_that_dies_takes_its_broker_with_it(tmp_path):
     (support.broker.dies_with_the_tests): a pytest SIGKILLed or crashed in
     the middle of a test leaves no broker process tree behind."""
     script = textwrap.dedent(f"""
-        import sys, time
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        import time
         from pathlib import Path
         from support.broker import BrokerProcess
         broker = BrokerProcess(Path({str(tmp_path / "b")!r})).start()
         print(broker.pgid, flush=True)
         time.sleep(120)
     """)
-    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    # tests/ on the runner's path, as pytest's pythonpath puts it on ours.
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH")) if p))
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     pgid = None
     try:
         pgid = int(runner.stdout.readline())

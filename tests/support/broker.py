@@ -130,8 +130,6 @@ def write_properties(path: Path, props: Mapping[str, str]) -> None:
 
 
 def _load_base_properties() -> dict[str, str]:
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
     from kafkapy.server.config import load_properties
 
     return load_properties(str(BASE_CONFIG))

@@ -1,26 +1,22 @@
 """Micro-benchmark: kafkapy's codec vs kio's own entity_writer/entity_reader.
 
-Run: /tmp/venv/bin/python tests/unit/protocol/bench_codec.py
-(not collected by pytest).  Prints the best of 5 repeats, in microseconds per
-message.
+Run: .venv/bin/python tests/unit/protocol/bench_codec.py (the installed
+kafkapy; PYTHONPATH=. for another checkout's), not collected by pytest.
+Prints the best of 5 repeats, in microseconds per message.
 """
 
 from __future__ import annotations
 
 import datetime
 import io
-import sys
 import timeit
 import uuid
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.serial import entity_reader, entity_writer
 
-from kio.schema.errors import ErrorCode as KioErrorCode  # noqa: E402
-from kio.serial import entity_reader, entity_writer  # noqa: E402
-
-from kafkapy._core.types import FileRegion  # noqa: E402
-from kafkapy.protocol.codec import Parts, RecordsRegions, decode, encode, encode_to_bytes  # noqa: E402
+from kafkapy._core.types import FileRegion
+from kafkapy.protocol.codec import Parts, RecordsRegions, decode, encode, encode_to_bytes
 
 
 def best_us(fn, number):
