@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster import wait_for
+from support.wait import wait_for
 from support.rawclient import RawClient, api_versions_v0_request
 
 pytestmark = pytest.mark.timeout(120)

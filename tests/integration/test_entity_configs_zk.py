@@ -23,7 +23,7 @@ from kafkapy.metadata.zk.store import ZkMetadataStore, follow_config_changes
 from kafkapy.metadata.zk.client import ZkClient
 from kafkapy.server.config import BrokerConfig
 from kafkapy.storage.shared import SharedPartitionTable
-from support.cluster import wait_for
+from support.wait import wait_for
 from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)

@@ -359,15 +359,6 @@ def produce_target(hostile_broker):
     return topic
 
 
-def wait_until(predicate, timeout_s: float = PROMPT_S) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def _flip(data: bytes, position: int) -> bytes:
     position %= len(data)
     return data[:position] + bytes([data[position] ^ 0x5A]) + data[position + 1:]

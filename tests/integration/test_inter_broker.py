@@ -33,7 +33,7 @@ from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode
 from support.broker import BrokerProcess, free_port
-from support.cluster import wait_for
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 ME, OTHER, GONE = 1, 2, 3

@@ -30,6 +30,7 @@ from kio.schema.produce.v8.response import ProduceResponse
 from kafkapy._core import batch_py, records_py
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from support.rawclient import API_VERSIONS, RawClient, encode_request
+from support.wait import wait_for
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 SETTLE_S = 15.0
@@ -412,10 +413,7 @@ def test_a_test_process_that_dies_takes_its_broker_with_it(tmp_path):
         assert _group_alive(pgid)
         runner.kill()
         runner.wait(10)
-        deadline = time.monotonic() + 20
-        while _group_alive(pgid) and time.monotonic() < deadline:  # bounded by the deadline
-            time.sleep(0.1)
-        assert not _group_alive(pgid), "the broker outlived the process that started it"
+        wait_for(lambda: not _group_alive(pgid), 20, "the broker to die with the process that started it", 0.1)
     finally:
         runner.kill()
         if pgid is not None and _group_alive(pgid):

@@ -26,7 +26,7 @@ from support.clients import (
     produce_kafka_python,
 )
 from support.raw_api import call
-from support.cluster import wait_for
+from support.wait import wait_for
 from support.legacy_messages import GZIP, LZ4, NONE, SNAPPY, message, message_set, wrapper
 from support.rawclient import RawClient
 

@@ -35,7 +35,7 @@ from kafkapy.protocol.schema.update_metadata.v8 import request as um_req
 from kafkapy.protocol.schema.update_metadata.v8 import response as um_resp
 from kafkapy.server.replica_fetcher import fetcher_id_for
 from support.broker import BrokerProcess
-from support.cluster import wait_for
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

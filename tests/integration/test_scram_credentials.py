@@ -30,7 +30,8 @@ from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import CREDENTIALS_FILE, add_scram_credentials
 from support.broker import BrokerProcess, free_port, write_properties
-from support.cluster import Cluster, wait_for
+from support.cluster import Cluster
+from support.wait import wait_for
 from support.rawclient import RawClient
 from support.sasl import authenticate, flexible_request, handshake, serve_then_check_log
 from support.zookeeper import zookeeper  # noqa: F401

@@ -31,9 +31,12 @@ from kafkapy.server.admin_manager import AdminManager
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.metadata_cache import MetadataCache
 from kafkapy.storage.shared import SharedPartitionTable
+from support.wait import wait_for
 from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
+# Bound on a config change's arrival at a follower (or a store).
+WAIT_S = 10.0
 
 
 def _broker(broker_id, rack=None):
@@ -71,15 +74,6 @@ def _store(zookeeper, chroot, tmp_path, table, broker_id=1, name="a"):  # noqa: 
     log_dir = tmp_path / name
     log_dir.mkdir(exist_ok=True)
     return ZkMetadataStore(str(log_dir), table, _broker(broker_id), _config(zookeeper, chroot, broker_id))
-
-
-def _wait(predicate, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 # ------------------------------------------------------------------ ZkClient
@@ -296,15 +290,15 @@ def test_follower_brings_configs_into_the_image(zookeeper, chroot, client, tmp_p
         assert image.broker_configs == {"<default>": {"log.retention.ms": "5"}}
         # a change on another broker arrives through its notification
         client.set_entity_config("topics", "t", {"retention.ms": "2"})
-        assert _wait(lambda: store.current().topics["t"].configs == {"retention.ms": "2"})
+        wait_for(lambda: store.current().topics["t"].configs == {"retention.ms": "2"}, WAIT_S, "the changed topic config")
         client.set_entity_config("brokers", "<default>", {})
-        assert _wait(lambda: store.current().broker_configs == {})
+        wait_for(lambda: store.current().broker_configs == {}, WAIT_S, "the broker default configs gone")
         # a new topic: its config is written before the controller announces it
         client.create_topic("n", {0: (1,)}, {"segment.ms": "9"})
-        assert _wait(lambda: "n" in follower.topics)
+        wait_for(lambda: "n" in follower.topics, WAIT_S, "the new topic's config")
         generation = table.counter(METADATA_GENERATION)
         store.apply(lambda m: m.topics.__setitem__("n", TopicInfo("n", uuid.uuid4(), 1)))  # UpdateMetadata
-        assert _wait(lambda: store.current().topics["n"].configs == {"segment.ms": "9"})
+        wait_for(lambda: store.current().topics["n"].configs == {"segment.ms": "9"}, WAIT_S, "the new topic's config applied")
         assert table.counter(METADATA_GENERATION) >= generation + 2
         assert follower.last_change == 3
     finally:
@@ -321,8 +315,8 @@ def test_follower_deletes_expired_notifications(zookeeper, chroot, client, tmp_p
         # the existing notification is expired by the follower's clock: deleted at start
         assert client.zk.get_children(zk_data.CONFIG_CHANGES_PATH) == []
         client.set_entity_config("topics", "old", {"x": "2"})
-        assert _wait(lambda: follower.topics.get("old") == {"x": "2"})
-        assert _wait(lambda: client.zk.get_children(zk_data.CONFIG_CHANGES_PATH) == [])
+        wait_for(lambda: follower.topics.get("old") == {"x": "2"}, WAIT_S, "the changed config")
+        wait_for(lambda: client.zk.get_children(zk_data.CONFIG_CHANGES_PATH) == [], WAIT_S, "the notification deleted")
     finally:
         follower.stop()
 
@@ -553,7 +547,8 @@ def test_follower_keeps_following_after_zookeeper_restarts(zookeeper_factory, tm
             writer.set_entity_config("topics", "t", {"retention.ms": "7"})
         finally:
             writer.close()
-        assert _wait(lambda: store.current().topics["t"].configs == {"retention.ms": "7"}, 20.0)
+        wait_for(lambda: store.current().topics["t"].configs == {"retention.ms": "7"}, 20.0,
+                 "the change after the restart")
     finally:
         follower.stop()
         follower_client.close()

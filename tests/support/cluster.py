@@ -38,27 +38,12 @@ from typing import Mapping, Optional
 import pytest
 
 from .broker import BrokerProcess, server_start_command
+from .wait import wait_for
 
 # Short enough that a SIGKILLed broker's registration and leaderships move in
 # seconds (Kafka's defaults are 18 s and 30 s).
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_TIME_MAX_MS = 3000
-
-
-def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition", interval_s: float = 0.2):
-    """Poll ``predicate`` until it returns something truthy (returned) or the deadline passes."""
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:  # bounded by the deadline
-        try:
-            last = predicate()
-        except Exception as exc:  # a broker mid-restart: try again
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last: {last!r})")
 
 
 class NetworkLab:

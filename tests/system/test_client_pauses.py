@@ -27,10 +27,10 @@ from support.cluster import (
     create_topic_assigned,
     make_cluster,  # noqa: F401
     validate,
-    wait_for,
     zk_controller,
     zk_partition_state,
 )
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)

@@ -21,7 +21,8 @@ import sys
 import pytest
 
 from support.broker import free_port, write_properties
-from support.cluster import Cluster, create_topic_assigned, wait_for
+from support.cluster import Cluster, create_topic_assigned
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

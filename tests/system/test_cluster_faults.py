@@ -40,7 +40,6 @@ from support.cluster import (
     group_coordinated_outside,
     make_cluster,  # noqa: F401
     progress,
-    wait_for,
     wait_full_isr,
     wait_new_leader,
     wait_replicas_identical,
@@ -48,6 +47,7 @@ from support.cluster import (
     zk_partition_state,
 )
 from support.java_client import java_client  # noqa: F401
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)

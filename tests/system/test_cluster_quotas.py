@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from support.cluster import Cluster, create_topic_assigned, wait_for
+from support.cluster import Cluster, create_topic_assigned
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 from support.quotas import Connection, alter, describe, produce_request

@@ -24,7 +24,8 @@ import pytest
 
 from support.broker import free_port, write_properties
 from support.certs import make_certs
-from support.cluster import BackgroundProducer, Cluster, consume_all, validate, wait_for
+from support.cluster import BackgroundProducer, Cluster, consume_all, validate
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

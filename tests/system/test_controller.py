@@ -25,7 +25,8 @@ import uuid
 import pytest
 
 from kafkapy.metadata.zk import data as zk_data
-from support.cluster import SESSION_TIMEOUT_MS, Cluster, running_cluster, wait_for
+from support.cluster import SESSION_TIMEOUT_MS, Cluster, running_cluster
+from support.wait import wait_for
 from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
 

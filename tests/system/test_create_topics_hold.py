@@ -22,7 +22,8 @@ import time
 import pytest
 
 from kafkapy.protocol.errors import ErrorCode
-from support.cluster import Cluster, Frozen, controller_id, started_thawing, wait_for
+from support.cluster import Cluster, Frozen, controller_id, started_thawing
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import call, leaders_known

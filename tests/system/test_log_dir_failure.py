@@ -43,10 +43,10 @@ from support.cluster import (
     create_topic_assigned,
     finish,
     progress,
-    wait_for,
     wait_full_isr,
 )
 from support.small_fs import remount, small_filesystem
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(150)

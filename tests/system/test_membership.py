@@ -7,30 +7,20 @@ another cluster are refused; a SIGTERMed broker leaves at once."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from kafkapy.metadata.zk import data as zk_data
 from support.broker import BrokerProcess, BrokerStartError
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 SESSION_MS = 4000  # a killed broker's registration goes after this
+WAIT_S = 20.0
 
 
 def _props(zk, chroot, broker_id):
     return {"zookeeper.connect": zk.connect_string(chroot), "broker.id": broker_id,
             "zookeeper.session.timeout.ms": SESSION_MS}
-
-
-def _wait(predicate, timeout_s=20.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # bounded by the deadline
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _registered(zk_client):
@@ -62,7 +52,7 @@ def cluster(zookeeper, tmp_path):  # noqa: F811
 
 def test_three_brokers_register_and_elect_one_controller(cluster):
     brokers, zk = cluster
-    _wait(lambda: _registered(zk) == {1, 2, 3}, what="three registrations")
+    wait_for(lambda: _registered(zk) == {1, 2, 3}, WAIT_S, "three registrations")
     for b, broker_id in zip(brokers, (1, 2, 3)):
         data, stat = zk.get(f"/brokers/ids/{broker_id}")
         reg = zk_data.decode_broker_registration(broker_id, data)
@@ -71,26 +61,26 @@ def test_three_brokers_register_and_elect_one_controller(cluster):
     for b in brokers:
         meta = (b.log_dirs[0] / "meta.properties").read_text()
         assert f"cluster.id={cluster_id}" in meta
-    controller = _wait(lambda: _controller(zk), what="a controller")
+    controller = wait_for(lambda: _controller(zk), WAIT_S, "a controller")
     assert controller in (1, 2, 3)
     epoch = zk_data.decode_controller_epoch(zk.get("/controller_epoch")[0])
     assert epoch >= 1
     # The controller's SIGKILL: after its session times out another broker
     # takes the role, with a higher epoch.
     brokers[controller - 1].kill()
-    new = _wait(lambda: (c := _controller(zk)) not in (None, controller) and c, timeout_s=SESSION_MS / 1000 + 15,
-                what="a new controller")
+    new = wait_for(lambda: (c := _controller(zk)) not in (None, controller) and c, SESSION_MS / 1000 + 15,
+                   "a new controller")
     assert new != controller
     assert zk_data.decode_controller_epoch(zk.get("/controller_epoch")[0]) > epoch
-    assert _wait(lambda: _registered(zk) == {1, 2, 3} - {controller}, what="the registration to go")
+    assert wait_for(lambda: _registered(zk) == {1, 2, 3} - {controller}, WAIT_S, "the registration to go")
     # The killed broker restarts and registers again.
     brokers[controller - 1].start()
-    _wait(lambda: _registered(zk) == {1, 2, 3}, what="the restarted broker")
+    wait_for(lambda: _registered(zk) == {1, 2, 3}, WAIT_S, "the restarted broker")
     # SIGTERM closes the session: the registration goes at once, not after the timeout.
     survivor = next(b for i, b in enumerate(brokers, 1) if i != new)
     survivor_id = brokers.index(survivor) + 1
     assert survivor.stop() == 0
-    _wait(lambda: survivor_id not in _registered(zk), timeout_s=3, what="a prompt deregistration")
+    wait_for(lambda: survivor_id not in _registered(zk), 3, "a prompt deregistration")
 
 
 def test_duplicate_broker_id_is_refused(zookeeper, tmp_path):  # noqa: F811
@@ -102,8 +92,8 @@ def test_duplicate_broker_id_is_refused(zookeeper, tmp_path):  # noqa: F811
             second.start()
         except BrokerStartError:
             pass
-        code = _wait(lambda: second.proc.poll() is not None and [second.proc.returncode],
-                     what="the duplicate to exit")[0]
+        code = wait_for(lambda: second.proc.poll() is not None and [second.proc.returncode], WAIT_S,
+                        "the duplicate to exit")[0]
         assert code != 0
         assert "broker id 7 is already registered" in second.log_text()
         assert first.running

@@ -37,12 +37,12 @@ from support.cluster import (
     network_lab,  # noqa: F401
     progress,
     validate,
-    wait_for,
     wait_full_isr,
     wait_replicas_identical,
     zk_controller,
     zk_partition_state,
 )
+from support.wait import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

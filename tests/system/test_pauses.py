@@ -36,12 +36,12 @@ from support.cluster import (
     finish,
     make_cluster,  # noqa: F401
     progress,
-    wait_for,
     wait_full_isr,
     wait_replicas_identical,
     zk_controller,
     zk_partition_state,
 )
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)

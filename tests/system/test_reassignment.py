@@ -48,10 +48,10 @@ from support.cluster import (
     create_topic_assigned,
     running_cluster,
     validate,
-    wait_for,
     zk_partition_state,
 )
 from support.java_client import java_client  # noqa: F401
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(240)

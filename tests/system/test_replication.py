@@ -12,7 +12,8 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from support.cluster import BackgroundProducer, Cluster, consume_all, validate, wait_for
+from support.cluster import BackgroundProducer, Cluster, consume_all, validate
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 

@@ -51,11 +51,11 @@ from support.cluster import (
     create_topic_assigned,
     running_cluster,
     validate,
-    wait_for,
     wait_full_isr,
     zk_controller,
     zk_partition_state,
 )
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(240)

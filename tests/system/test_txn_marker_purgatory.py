@@ -24,7 +24,8 @@ import time
 
 import pytest
 
-from support.cluster import Cluster, Frozen, PinnedClient, controller_id, started_thawing, wait_for
+from support.cluster import Cluster, Frozen, PinnedClient, controller_id, started_thawing
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import leaders_known, transaction_states

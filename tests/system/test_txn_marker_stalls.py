@@ -21,7 +21,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from support.cluster import Cluster, Frozen, controller_id, create_topic_assigned, wait_for
+from support.cluster import Cluster, Frozen, controller_id, create_topic_assigned
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import leaders_known, transaction_states

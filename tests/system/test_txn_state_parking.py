@@ -24,7 +24,8 @@ from __future__ import annotations
 import pytest
 
 from kafkapy.coordinator.transaction.state_log import partition_for
-from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing, wait_for
+from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing
+from support.wait import wait_for
 from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import call, leaders_known, transaction_states

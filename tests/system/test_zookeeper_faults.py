@@ -33,11 +33,11 @@ from support.cluster import (
     lab_cluster,  # noqa: F401
     network_lab,  # noqa: F401
     progress,
-    wait_for,
     wait_full_isr,
     zk_controller,
     zk_partition_state,
 )
+from support.wait import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

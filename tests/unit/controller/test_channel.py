@@ -19,6 +19,7 @@ from kafkapy.protocol.entities import construct
 from kafkapy.protocol.headers import encode_response
 from kafkapy.controller.channel_manager import STOP_REPLICA, UPDATE_METADATA, ControllerChannelManager, endpoint_for
 from kafkapy.server.controller_channel import CONTROLLED_SHUTDOWN, LocalDoor, ask_controller, controlled_shutdown
+from support.wait import wait_for
 
 
 def _recv(conn, n):
@@ -100,15 +101,6 @@ def _update_metadata(epoch):
     return {"controller_id": 7, "controller_epoch": epoch, "topic_states": [], "live_brokers": []}
 
 
-def _wait(predicate, timeout_s=10):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # bounded by the deadline
-        if predicate():
-            return True
-        time.sleep(0.02)
-    raise AssertionError("timed out")
-
-
 def test_endpoint_of_the_inter_broker_listener():
     info = _broker(9093)
     assert endpoint_for(info, "INTERNAL") == ("127.0.0.1", 9093)
@@ -128,7 +120,7 @@ def test_requests_go_in_order_with_header_v2_and_answers_reach_the_callbacks():
             {"topic_name": "t", "partition_states": [{"partition_index": 0, "leader_epoch": -2,
                                                       "delete_partition": True}]}]}
         channel.send(1, STOP_REPLICA, stop, answers.append)
-        _wait(lambda: len(answers) == 4)
+        wait_for(lambda: len(answers) == 4, 10, "four answers", 0.02)
         assert [(k, v, c) for k, v, c, _ in peer.seen] == [(6, 8, "kafkapy-controller-7")] * 3 + [
             (5, 4, "kafkapy-controller-7")]
         assert [r.controller_epoch for _, _, _, r in peer.seen] == [1, 2, 3, 3]
@@ -152,7 +144,7 @@ def test_a_refused_and_a_dropped_connection_are_retried():
         time.sleep(0.3)  # a few refused attempts
         assert answers == []
         peer = Peer(port, drop_first=True)
-        _wait(lambda: len(answers) == 1)
+        wait_for(lambda: len(answers) == 1, 10, "an answer", 0.02)
         # The first connection was closed without an answer: sent again on a second one.
         assert peer.connections == 2 and len(peer.seen) == 2
     finally:
@@ -169,7 +161,7 @@ def test_a_removed_broker_drops_its_queue():
         channel.add_broker(_broker(peer.port))
         for epoch in (1, 2, 3):
             channel.send(1, UPDATE_METADATA, _update_metadata(epoch), answers.append)
-        _wait(lambda: len(peer.seen) == 1)  # one in flight, unanswered
+        wait_for(lambda: len(peer.seen) == 1, 10, "a request", 0.02)  # one in flight, unanswered
         sender = channel.brokers[1]
         channel.remove_broker(1)
         sender.join(5)
