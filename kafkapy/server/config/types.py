@@ -295,6 +295,15 @@ def _java_double(x: float) -> str:
     return ("-" if sign else "") + text[0] + "." + (text[1:] or "0") + "E" + str(len(text) - 1 + exponent)
 
 
+def parse_checked(name: str, type_: str, validator, raw: Any) -> Any:
+    """``raw`` parsed as ``type_`` and, unless null, passed through ``validator``
+    (ConfigDef's parse then ensureValid): a broker key's and a topic key's parse."""
+    value = parse_typed(name, type_, raw)
+    if value is not None and validator is not None:
+        validator(name, value)
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class ConfigKey:
     """One broker setting (Kafka's ``ConfigDef.ConfigKey``)."""
@@ -313,10 +322,7 @@ class ConfigKey:
         return self.default is not NO_DEFAULT
 
     def parse(self, raw: Any) -> Any:
-        value = parse_typed(self.name, self.type, raw)
-        if value is not None and self.validator is not None:
-            self.validator(self.name, value)
-        return value
+        return parse_checked(self.name, self.type, self.validator, raw)
 
     def default_string(self) -> Optional[str]:
         return format_value(self.type, self.default)
@@ -336,7 +342,4 @@ class TopicConfigKey:
     doc: str
 
     def parse(self, raw: Any) -> Any:
-        value = parse_typed(self.name, self.type, raw)
-        if value is not None and self.validator is not None:
-            self.validator(self.name, value)
-        return value
+        return parse_checked(self.name, self.type, self.validator, raw)
