@@ -190,12 +190,23 @@ _IBP_VERSIONS = frozenset(
     + [f"{release}-IV{n}" for release, last in _IBP_RELEASES if last for n in range(int(last[2:]) + 1)])
 
 
-def _metadata_version(name: str, value: str) -> None:
-    segments = value.split(".")
-    keep = 3 if value.startswith("0.") else 2
-    key = value if keep >= len(segments) else ".".join(segments[:keep])
-    if key not in _IBP_VERSIONS:
-        raise ConfigException(name, value, f"Version {value} is not a valid version")
+class MetadataVersionValidator:
+    """Kafka's MetadataVersionValidator: a release or one of its "-IVn" names."""
+
+    def __call__(self, name: str, value: str) -> None:
+        segments = value.split(".")
+        keep = 3 if value.startswith("0.") else 2
+        key = value if keep >= len(segments) else ".".join(segments[:keep])
+        if key not in _IBP_VERSIONS:
+            raise ConfigException(name, value, f"Version {value} is not a valid version")
+
+    def __str__(self) -> str:  # Kafka lists every version it knows
+        names = [f"{release}-IV{n}" if last else release
+                 for release, last in _IBP_RELEASES for n in range(int(last[2:]) + 1 if last else 1)]
+        return "[" + ", ".join(names) + "]"
+
+
+_metadata_version = MetadataVersionValidator()
 
 
 # ---------------------------------------------------------------------------
