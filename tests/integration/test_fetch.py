@@ -316,7 +316,9 @@ def test_log_append_time_topic(kbroker):
     old = now_ms() - 3_600_000
     recs = [Rec(0, f"k{i}".encode(), f"v{i}".encode(), (), old + i) for i in range(10)]
     before = now_ms()
-    assert_delivered(produce_confluent(bs, topic, recs, linger_ms=50))
+    # One batch for certain: librdkafka sends it when the tenth record fills it
+    # (or at flush), never at a 50 ms linger a loaded machine can outlast.
+    assert_delivered(produce_confluent(bs, topic, recs, linger_ms=10_000, batch_num_messages=len(recs)))
     metadata = produce_kafka_python(bs, topic, [Rec(0, b"kp", b"v", (), old)])
     after = now_ms()
     # The produce response carries log_append_time; kafka-python reports it.
