@@ -41,10 +41,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "integration")]
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "tests")]
 
 from _brokers import free_port, make_kafkapy  # noqa: E402
-from fetch_support import FETCH, Conn, RecordingProxy, fetch_request  # noqa: E402
+from support.fetch import FETCH, Conn, RecordingProxy, fetch_request  # noqa: E402
 
 NEW_RECORDS = 10
 NEW_ROUNDS = 5
@@ -89,7 +89,7 @@ class Exchange:
 
 
 class ByteProxy(RecordingProxy):
-    """The fetch tests' recording proxy (tests/integration/fetch_support.py:
+    """The fetch tests' recording proxy (tests/support/fetch.py:
     accept, pump, ``close``), recording only what this benchmark needs from
     each Fetch exchange: frame sizes, the time the request passed, and the
     session id and epoch asked and answered, read from the fixed fields at

@@ -37,9 +37,9 @@ from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parent / "tests" / "unit" / "storage"))
+sys.path.insert(0, str(HERE.parent / "tests"))
 
-from storage_util import make_batch, open_log, records_of  # noqa: E402
+from support.storage import make_batch, open_log, records_of  # noqa: E402
 
 from kafkapy.client._schema import build  # noqa: E402
 from kafkapy.metadata.model import BrokerInfo, EndPoint, Metadata, PartitionState, TopicInfo  # noqa: E402

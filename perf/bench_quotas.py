@@ -34,7 +34,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from kafkapy.metadata.embedded import EmbeddedMetadataStore  # noqa: E402
 from kafkapy.metadata.model import client_entity  # noqa: E402
@@ -81,7 +80,7 @@ def end_to_end(records: int) -> list:
     import confluent_kafka
     import confluent_kafka.admin
 
-    from quota_support import alter
+    from support.quotas import alter
     from support.broker import BrokerProcess
 
     # The broker is its process group's leader: its tree is the group.
