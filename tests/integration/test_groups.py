@@ -56,8 +56,10 @@ def _confluent_member(broker, group, topic, out, stop, extra=None, live=None):
     conf.update(extra or {})
     c = ck.Consumer(conf)
     c.subscribe([topic])
-    seen = []
-    deadline = time.monotonic() + DEADLINE_S
+    seen, commit_failures = [], []
+    # Past the test's own waits (each DEADLINE_S): a member never ends before
+    # the test has stopped it, whatever the machine's load.
+    deadline = time.monotonic() + 3 * DEADLINE_S
     try:
         while not stop.is_set() and time.monotonic() < deadline:
             m = c.poll(0.2)
@@ -66,9 +68,18 @@ def _confluent_member(broker, group, topic, out, stop, extra=None, live=None):
             if m is None or m.error():
                 continue
             seen.append((m.partition(), m.offset()))
-            c.commit(m, asynchronous=False)
-        out.append({"assignment": {tp.partition for tp in c.assignment()}, "seen": seen})
+            try:
+                c.commit(m, asynchronous=False)
+            except ck.KafkaException as exc:
+                # A commit meeting a rebalance (REBALANCE_IN_PROGRESS,
+                # ILLEGAL_GENERATION) fails as it would for any consumer, which
+                # commits again after the rebalance: so does this member.
+                commit_failures.append(str(exc))
+        out.append({"assignment": {tp.partition for tp in c.assignment()}, "seen": seen,
+                    "commit_failures": commit_failures})
     finally:
+        if live is not None:
+            live.pop(threading.get_ident(), None)
         c.close()
 
 
