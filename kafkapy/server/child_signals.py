@@ -67,6 +67,27 @@ def on_stop(handler) -> None:
     signal.signal(STOP_SIGNAL, stop)
 
 
+def wake_on_signal() -> int:
+    """The read end of a pipe that takes a byte whenever this process gets a
+    signal (``signal.set_wakeup_fd``), for a loop that waits in a selector to
+    register: a stop order then ends the wait at once. Without it the stop
+    waits out the loop's timeout, as a Python signal handler only sets a flag
+    and an interrupted select resumes (PEP 475), on whichever thread the
+    signal reached. The loop reads it empty with ``drain``; call from the
+    main thread, after any fork (a forked child would share the pipe)."""
+    read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    return read_fd
+
+
+def drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def stop_child(pid: int) -> None:
     """The supervisor's stop order to one child."""
     try:

@@ -361,8 +361,12 @@ class Supervisor:
         next_checkpoint = now + checkpoint_every
         next_start_checkpoint = now + start_checkpoint_every
         next_flush = now + flush_every
+        woken = child_signals.wake_on_signal()  # after the forks: a SIGTERM costs no tick
         while not self.stopping:
-            ready = multiprocessing.connection.wait(list(self.children), timeout=_TICK_S)
+            ready = multiprocessing.connection.wait([woken, *self.children], timeout=_TICK_S)
+            if woken in ready:
+                ready.remove(woken)
+                child_signals.drain(woken)
             if ready and not self.stopping:
                 for sentinel in ready:
                     name, proc = self.children[sentinel]

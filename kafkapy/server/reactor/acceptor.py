@@ -48,6 +48,8 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
 
     child_signals.on_stop(on_term)
     sel = selectors.DefaultSelector()
+    woken = child_signals.wake_on_signal()
+    sel.register(woken, selectors.EVENT_READ, None)
     for index, ls in enumerate(listen_sockets):
         ls.setblocking(False)
         # The byte sent with each descriptor: the listener's index (metrics
@@ -85,6 +87,9 @@ def acceptor_main(listen_sockets: list[socket.socket], processor_sockets: list[s
             if closing:
                 timeout = min(timeout, max(0.0, closing[0][0] - now))
         for key, _ in sel.select(timeout):
+            if key.data is None:
+                child_signals.drain(woken)
+                continue
             index = key.data[0]
             # Accept a burst, but bounded, so SIGTERM is noticed promptly.
             for _ in range(64):

@@ -246,6 +246,8 @@ class Processor:
         sel.register(self.fd_socket, selectors.EVENT_READ, "accept")
         sel.register(self.responses.fileno(), selectors.EVENT_READ, "responses")
         sel.register(self.wake_pipe.read_fd, selectors.EVENT_READ, "wake")
+        woken = child_signals.wake_on_signal()  # the stop order ends a select at once
+        sel.register(woken, selectors.EVENT_READ, "signal")
         probe = probes.network
         stop_deadline = None
         next_idle_sweep = time.monotonic() + 1.0
@@ -272,6 +274,8 @@ class Processor:
                     self._check_delayed(woken=True)
                 elif data == "accept":
                     self._on_new_fds()
+                elif data == "signal":
+                    child_signals.drain(woken)
                 else:
                     conn = data
                     if conn.conn_id not in self.conns:
