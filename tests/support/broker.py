@@ -251,9 +251,17 @@ class BrokerProcess(ProcessWithLog):
         meantime (the broker logs EADDRINUSE and exits) is replaced by a new
         one, up to ``BIND_RETRIES`` times; later starts keep their port, as
         clients and the cluster know the broker by it."""
+        self.launch()
+        return self.finish_start()
+
+    def finish_start(self) -> "BrokerProcess":
+        """Wait until the ``launch``ed broker answers (``start``'s second half,
+        so that several brokers can start at once), moving it to another port
+        as ``start`` says."""
         for attempt in range(BIND_RETRIES + 1):
             try:
-                return self._start_once()
+                self.wait_ready()
+                return self
             except BrokerStartError as exc:
                 if not (self._port_chosen and self.starts == 1 and attempt < BIND_RETRIES
                         and self._listener in self.props.get("listeners", "")
@@ -261,6 +269,7 @@ class BrokerProcess(ProcessWithLog):
                     raise
                 self._move_to_port(free_port(self.host))
                 self.starts = 0
+                self.launch()
         raise AssertionError("unreachable")
 
     def _move_to_port(self, port: int) -> None:
@@ -270,7 +279,8 @@ class BrokerProcess(ProcessWithLog):
         self._listener, self.port = address, port
         write_properties(self.props_path, self.props)
 
-    def _start_once(self) -> "BrokerProcess":
+    def launch(self) -> None:
+        """Start the broker's process without waiting for it (``finish_start`` waits)."""
         if self.running:
             raise RuntimeError("broker already running")
         if self.command is not None:
@@ -290,8 +300,6 @@ class BrokerProcess(ProcessWithLog):
                                          start_new_session=True)
         # start_new_session makes the child a session and group leader: pgid == pid.
         self.pgid = self.proc.pid
-        self.wait_ready()
-        return self
 
     def wait_ready(self, timeout_s: Optional[float] = None) -> None:
         """Wait until ApiVersions v0 is answered; fail with the log tail if the

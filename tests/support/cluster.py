@@ -311,8 +311,10 @@ class Cluster:
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "Cluster":
+        for b in self.brokers.values():  # all at once: each start is mostly waiting
+            b.launch()
         for b in self.brokers.values():
-            b.start()
+            b.finish_start()
         self.wait_brokers(set(self.brokers))
         return self
 
