@@ -3,7 +3,8 @@
 ``broker`` starts one broker per test (overrides via
 ``@pytest.mark.broker_config({"num.io.threads": 2})``); ``broker_factory(...)``
 starts as many as a test needs.  Both end every process they started and fail
-the test if any broker child outlived its supervisor.
+the test if any broker child outlived its supervisor.  ``zookeeper`` (one
+server per session) and ``zookeeper_factory`` come from support.zookeeper.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from __future__ import annotations
 import pytest
 
 from support.broker import BrokerProcess, free_port
+# The shared fixtures, offered to every test from here (a module imports none).
+from support.cluster import lab_cluster, make_cluster, network_lab  # noqa: F401
+from support.java_client import java_client  # noqa: F401
+from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
 __all__ = ["BrokerProcess", "free_port"]
 

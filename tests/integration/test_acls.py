@@ -25,8 +25,7 @@ from kafkapy.protocol import acls as A
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import add_scram_credentials
 from support.broker import BrokerProcess, free_port
-from support.java_client import java_client  # noqa: F401
-from support.rawclient import ConnectionClosed, RawClient, encode_request
+from support.rawclient import RawClient, encode_request
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError, TopicPartition  # noqa: E402
@@ -623,7 +622,7 @@ def test_kafka_python_admin_manages_acls(secured):
         admin.close()
 
 
-def test_java_client_gets_kafkas_authorization_exceptions(secured, java_client):  # noqa: F811
+def test_java_client_gets_kafkas_authorization_exceptions(secured, java_client):
     topic = "acl-java"
     _create_topics(secured, topic)
     _grant(secured, _acl("carol", ResourceType.TOPIC, topic, AclOperation.DESCRIBE))

@@ -24,12 +24,11 @@ from kafkapy.metadata.zk.client import ZkClient
 from kafkapy.server.config import BrokerConfig
 from kafkapy.storage.shared import SharedPartitionTable
 from support.wait import wait_for
-from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_entity_configs_written_as_kafka_and_followed(zookeeper, tmp_path):  # noqa: F811
+def test_entity_configs_written_as_kafka_and_followed(zookeeper, tmp_path):
     chroot = "/entity_configs"
     connect = zookeeper.connect_string(chroot)
     client = ZkClient(connect, session_timeout_ms=4000).connect()

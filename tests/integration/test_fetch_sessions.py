@@ -33,7 +33,6 @@ from support.fetch import (
 
 from kafkapy.server.fetch_session import SESSION_ID_RANGE
 from support.broker import free_port
-from support.java_client import java_client  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -263,7 +262,7 @@ def test_eviction_follows_kafkas_rules(broker_factory):
         assert c.call(FETCH, 12, fetch_request(12, [], session_id=sessions[0], epoch=1)).error_code == 0
 
 
-def test_java_client_consumes_through_fetch_sessions(broker_factory, java_client):  # noqa: F811
+def test_java_client_consumes_through_fetch_sessions(broker_factory, java_client):
     """Kafka's own consumer through a recording proxy: Fetch v17 in one
     session (a full fetch, then incremental ones of a few bytes), ListOffsets
     v9, every record once and in order, also those written after its session

@@ -34,7 +34,6 @@ from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode
 from support.broker import BrokerProcess, free_port
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 ME, OTHER, GONE = 1, 2, 3
 CONTROLLER_EPOCH = 1000  # above any elected controller's
@@ -80,7 +79,7 @@ class Connection:
 
 
 @pytest.fixture
-def broker(zookeeper, tmp_path):  # noqa: F811
+def broker(zookeeper, tmp_path):
     b = BrokerProcess(tmp_path / "b1", {"zookeeper.connect": zookeeper.connect_string("/inter"),
                                         "broker.id": ME, "zookeeper.session.timeout.ms": 4000})
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import confluent_kafka as ck
 import pytest
 
-from support.java_client import expected_value, java_client, kafka_clients_version  # noqa: F401
+from support.java_client import expected_value, kafka_clients_version
 
 PARTITIONS = 3
 BROKER_ID = 0  # tests/support/broker.py's server.properties
@@ -36,7 +36,7 @@ def test_the_jar_is_kafka_clients_3_9():
     assert kafka_clients_version().startswith("3.9.")
 
 
-def test_java_producer_defaults_and_group_consumer(broker, java_client):  # noqa: F811
+def test_java_producer_defaults_and_group_consumer(broker, java_client):
     bootstrap = broker.bootstrap
     _create(java_client, bootstrap, "java-defaults")
     produced = java_client.produce(bootstrap, "java-defaults", 500, value_size=64)
@@ -55,7 +55,7 @@ def test_java_producer_defaults_and_group_consumer(broker, java_client):  # noqa
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_java_compression_codecs(broker, java_client, codec):  # noqa: F811
+def test_java_compression_codecs(broker, java_client, codec):
     topic = f"java-{codec}"
     _create(java_client, broker.bootstrap, topic, 1)
     produced = java_client.produce(broker.bootstrap, topic, 200, compression=codec, value_size=200)
@@ -65,7 +65,7 @@ def test_java_compression_codecs(broker, java_client, codec):  # noqa: F811
     assert [r.offset for r in consumed.records] == list(range(200))
 
 
-def test_interop_with_confluent_kafka_both_ways(broker, java_client):  # noqa: F811
+def test_interop_with_confluent_kafka_both_ways(broker, java_client):
     bootstrap = broker.bootstrap
     _create(java_client, bootstrap, "java-interop", 1)
     # Java -> confluent-kafka
@@ -95,7 +95,7 @@ def test_interop_with_confluent_kafka_both_ways(broker, java_client):  # noqa: F
     assert [r.value for r in consumed.records[100:]] == [b"from-librdkafka-%d" % i for i in range(50)]
 
 
-def test_java_admin_describes_topics_through_describe_topic_partitions(broker, java_client):  # noqa: F811
+def test_java_admin_describes_topics_through_describe_topic_partitions(broker, java_client):
     """Kafka 3.9's AdminClient.describeTopics uses DescribeTopicPartitions (KIP-966)
     when the broker advertises it, paging by its partition limit."""
     _create(java_client, broker.bootstrap, "java-described", 5)

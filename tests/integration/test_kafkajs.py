@@ -33,8 +33,6 @@ from pathlib import Path
 import pytest
 from kafkapy.server.security.scram_store import add_scram_credentials
 from support.broker import BrokerProcess, free_port
-from support.cluster import make_cluster  # noqa: F401
-from support.zookeeper import zookeeper  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = REPO_ROOT / "tests" / "support" / "kafkajs" / "driver.js"
@@ -394,7 +392,7 @@ def test_sasl(jsbroker, sasl):
 # ------------------------------------------------------------------- cluster
 
 
-def test_cluster_rf3(make_cluster):  # noqa: F811
+def test_cluster_rf3(make_cluster):
     """Three brokers and ZooKeeper: KafkaJS creates an RF 3 topic through the
     controller it finds in Metadata, produces idempotently with acks=-1 to
     each partition's leader, reads in a group through the coordinator

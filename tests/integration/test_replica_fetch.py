@@ -36,7 +36,6 @@ from kafkapy.protocol.schema.update_metadata.v8 import response as um_resp
 from kafkapy.server.replica_fetcher import fetcher_id_for
 from support.broker import BrokerProcess
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -134,7 +133,7 @@ def _props(zk, chroot: str, broker_id: int) -> dict:
 
 
 @pytest.fixture
-def brokers(zookeeper, tmp_path, request):  # noqa: F811
+def brokers(zookeeper, tmp_path, request):
     chroot = f"/rf-{request.node.name[-40:]}".replace("[", "-").replace("]", "")
     overrides = getattr(request, "param", {})  # indirect parametrization
     made = {i: BrokerProcess(tmp_path / f"b{i}", {**_props(zookeeper, chroot, i), **overrides})

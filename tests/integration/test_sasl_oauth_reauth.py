@@ -28,7 +28,7 @@ import pytest
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import add_scram_credentials
 from support.broker import BrokerProcess, free_port
-from support.java_client import JavaKafkaClient, java_client  # noqa: F401
+from support.java_client import JavaKafkaClient
 from support.rawclient import RawClient, encode_request
 from support.sasl import (
     authenticate,
@@ -214,7 +214,7 @@ class _JacksonClient(JavaKafkaClient):
         return os.pathsep.join([JavaKafkaClient.classpath.fget(self)] + [str(j) for j in JACKSON])
 
 
-def test_java_client_oauthbearer(broker, java_client):  # noqa: F811
+def test_java_client_oauthbearer(broker, java_client):
     if not all(j.exists() for j in JACKSON):
         pytest.skip("Jackson jars missing (libjackson2-databind-java)")
     client = _JacksonClient(java_client.cache_root)

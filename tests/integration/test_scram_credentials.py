@@ -20,7 +20,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -34,7 +33,6 @@ from support.cluster import Cluster
 from support.wait import wait_for
 from support.rawclient import RawClient
 from support.sasl import authenticate, flexible_request, handshake, serve_then_check_log
-from support.zookeeper import zookeeper  # noqa: F401
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -238,7 +236,7 @@ def test_offline_file_moved_into_the_store(broker):
 
 
 @pytest.mark.timeout(180)
-def test_cluster_user_created_through_one_broker_authenticates_on_another(zookeeper, tmp_path):  # noqa: F811
+def test_cluster_user_created_through_one_broker_authenticates_on_another(zookeeper, tmp_path):
     cluster = Cluster(zookeeper, tmp_path, "/scram_cluster", broker_ids=(1, 2))
     sasl = {}
     for i, b in cluster.brokers.items():

@@ -33,7 +33,6 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import add_scram_credentials
 from support.broker import BrokerProcess
 from support.certs import make_certs, named_listeners
-from support.java_client import java_client  # noqa: F401
 from support.rawclient import RawClient, encode_request
 from support.sasl import authenticate, confluent_round_trip, handshake, serve_then_check_log
 
@@ -298,7 +297,7 @@ def test_aiokafka(secure, name, mechanism, user, password):
 # ----------------------------------------------------------------- the Java client
 
 
-def test_java_client_sasl_ssl_scram(secure, java_client):  # noqa: F811
+def test_java_client_sasl_ssl_scram(secure, java_client):
     configs = {"security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM",
                "ssl.truststore.location": str(secure.certs.ca_cert), "sasl.mechanism": "SCRAM-SHA-512",
                "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '

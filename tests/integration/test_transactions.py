@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from support.clients import create_topic, module_broker
-from support.java_client import expected_value, java_client  # noqa: F401
+from support.java_client import expected_value
 from support.raw_api import call
 from support.transactions import TIMEOUT_S, consume, list_offset, producer
 
@@ -349,7 +349,7 @@ def test_kafka_python_and_aiokafka_interleaved_transactions(kbroker):
     assert asyncio.run(aio_read()) == want
 
 
-def test_java_transactional_producer_and_read_committed_consumer(kbroker, java_client):  # noqa: F811
+def test_java_transactional_producer_and_read_committed_consumer(kbroker, java_client):
     """Apache's Java client 3.9: a transaction of 20 records committed, then
     one of 20 aborted, with the same transactional.id; the Java consumer
     (isolation.level=read_committed) and confluent-kafka read the 20

@@ -32,7 +32,7 @@ from kafkapy.server.config import BrokerConfig
 from kafkapy.server.metadata_cache import MetadataCache
 from kafkapy.storage.shared import SharedPartitionTable
 from support.wait import wait_for
-from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
+from support.zookeeper import chroot_for
 
 pytestmark = pytest.mark.timeout(120)
 # Bound on a config change's arrival at a follower (or a store).
@@ -46,11 +46,11 @@ def _broker(broker_id, rack=None):
 
 @pytest.fixture
 def chroot(request):
-    return "/" + request.node.name.replace("[", "_").replace("]", "_")
+    return chroot_for(request)
 
 
 @pytest.fixture
-def client(zookeeper, chroot):  # noqa: F811
+def client(zookeeper, chroot):
     c = ZkClient(zookeeper.connect_string(chroot), session_timeout_ms=4000).connect()
     yield c
     c.close()
@@ -63,14 +63,14 @@ def table(tmp_path):
     t.close()
 
 
-def _config(zookeeper, chroot, broker_id=1, **extra):  # noqa: F811
+def _config(zookeeper, chroot, broker_id=1, **extra):
     props = {"broker.id": str(broker_id), "zookeeper.connect": zookeeper.connect_string(chroot),
              "zookeeper.session.timeout.ms": "4000", "log.dirs": "/nonexistent"}
     props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
     return BrokerConfig.from_props(props, warn_unknown=False)
 
 
-def _store(zookeeper, chroot, tmp_path, table, broker_id=1, name="a"):  # noqa: F811
+def _store(zookeeper, chroot, tmp_path, table, broker_id=1, name="a"):
     log_dir = tmp_path / name
     log_dir.mkdir(exist_ok=True)
     return ZkMetadataStore(str(log_dir), table, _broker(broker_id), _config(zookeeper, chroot, broker_id))
@@ -136,7 +136,7 @@ def test_entity_config_with_a_sequential_change_notification(client):
         client.set_entity_config(zk_data.CONFIG_TYPE_BROKER, zk_data.DEFAULT_ENTITY, {"a": "b"}, version=0)
 
 
-def test_producer_id_blocks_from_two_brokers_never_overlap(zookeeper, chroot, client):  # noqa: F811
+def test_producer_id_blocks_from_two_brokers_never_overlap(zookeeper, chroot, client):
     other = ZkClient(zookeeper.connect_string(chroot), session_timeout_ms=4000).connect()
     blocks, errors = [], []
 
@@ -190,7 +190,7 @@ def _add(name, assignment, configs=None):
     return change
 
 
-def test_store_update_writes_the_difference(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+def test_store_update_writes_the_difference(zookeeper, chroot, client, tmp_path, table):
     store = _store(zookeeper, chroot, tmp_path, table)
     try:
         md = store.update(_add("t", {0: (1, 2, 3), 1: (2, 3, 1)}, {"retention.ms": "100"}))
@@ -244,7 +244,7 @@ def test_store_update_writes_the_difference(zookeeper, chroot, client, tmp_path,
         store.close()
 
 
-def test_store_retries_a_lost_race_by_running_the_change_again(zookeeper, chroot, client, tmp_path,  # noqa: F811
+def test_store_retries_a_lost_race_by_running_the_change_again(zookeeper, chroot, client, tmp_path,
                                                                table):
     client.create_topic("t", {0: (1,)}, {"a": "1"})
     store = _store(zookeeper, chroot, tmp_path, table)
@@ -276,7 +276,7 @@ def test_store_retries_a_lost_race_by_running_the_change_again(zookeeper, chroot
 
 # ------------------------------------------------------------------ following /config
 
-def test_follower_brings_configs_into_the_image(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+def test_follower_brings_configs_into_the_image(zookeeper, chroot, client, tmp_path, table):
     client.set_entity_config("topics", "t", {"retention.ms": "1"})
     client.set_entity_config("brokers", "<default>", {"log.retention.ms": "5"})
     image_dir = tmp_path / "image"
@@ -306,7 +306,7 @@ def test_follower_brings_configs_into_the_image(zookeeper, chroot, client, tmp_p
         store.close()
 
 
-def test_follower_deletes_expired_notifications(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+def test_follower_deletes_expired_notifications(zookeeper, chroot, client, tmp_path, table):
     client.set_entity_config("topics", "old", {"x": "1"})
     store = ZkMetadataStore(str(tmp_path), table, _broker(1), _config(zookeeper, chroot))
     later = int(time.time() * 1000) + CONFIG_CHANGE_EXPIRATION_MS + 60_000
@@ -324,7 +324,7 @@ def test_follower_deletes_expired_notifications(zookeeper, chroot, client, tmp_p
 # ------------------------------------------------------------------ the admin manager in cluster mode
 
 @pytest.fixture
-def admin(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+def admin(zookeeper, chroot, client, tmp_path, table):
     brokers = [_broker(1), _broker(2), _broker(3)]
     for b in brokers:
         client.register_broker(b)
@@ -516,7 +516,7 @@ def test_handlers_answer_from_zookeeper_writes(admin, client):
     assert [(r.name, r.error_code) for r in response.responses] == [("c1", ErrorCode.NONE)]  # at once
 
 
-def test_auto_creation_answers_the_creation_error(zookeeper, chroot, client, tmp_path, table):  # noqa: F811
+def test_auto_creation_answers_the_creation_error(zookeeper, chroot, client, tmp_path, table):
     config = _config(zookeeper, chroot, 1, default_replication_factor=3)
     store = ZkMetadataStore(str(tmp_path), table, _broker(1), config)
     store.apply(lambda m: m.brokers.update({1: _broker(1)}))  # one live broker
@@ -531,7 +531,7 @@ def test_auto_creation_answers_the_creation_error(zookeeper, chroot, client, tmp
         store.close()
 
 
-def test_follower_keeps_following_after_zookeeper_restarts(zookeeper_factory, tmp_path, table):  # noqa: F811
+def test_follower_keeps_following_after_zookeeper_restarts(zookeeper_factory, tmp_path, table):
     server = zookeeper_factory()
     connect = server.connect_string("/r")
     follower_client = ZkClient(connect, session_timeout_ms=4000).connect()

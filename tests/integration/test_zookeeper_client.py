@@ -13,7 +13,6 @@ import pytest
 from kafkapy.metadata.zk import data as zk_data
 from kafkapy.metadata.model import BrokerInfo, EndPoint
 from kafkapy.metadata.zk.client import BrokerIdInUse, ZkClient
-from support.zookeeper import zookeeper  # noqa: F401
 
 
 def _broker(broker_id, port=9092):
@@ -25,7 +24,7 @@ def _client(server, chroot, session_ms=4000):
     return ZkClient(server.connect_string(chroot), session_timeout_ms=session_ms).connect()
 
 
-def test_chroot_paths_and_cluster_id(zookeeper):  # noqa: F811
+def test_chroot_paths_and_cluster_id(zookeeper):
     a = _client(zookeeper, "/kp1")
     b = _client(zookeeper, "/kp1")
     try:
@@ -47,7 +46,7 @@ def test_chroot_paths_and_cluster_id(zookeeper):  # noqa: F811
         b.close()
 
 
-def test_registration_is_ephemeral_and_unique(zookeeper):  # noqa: F811
+def test_registration_is_ephemeral_and_unique(zookeeper):
     a = _client(zookeeper, "/kp2")
     b = _client(zookeeper, "/kp2")
     try:
@@ -70,7 +69,7 @@ def test_registration_is_ephemeral_and_unique(zookeeper):  # noqa: F811
         b.close()
 
 
-def test_one_controller_at_a_time_and_the_epoch_fence(zookeeper):  # noqa: F811
+def test_one_controller_at_a_time_and_the_epoch_fence(zookeeper):
     a = _client(zookeeper, "/kp3")
     b = _client(zookeeper, "/kp3")
     try:

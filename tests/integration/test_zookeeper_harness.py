@@ -6,12 +6,11 @@ keeping data, pause/resume, and no process left behind."""
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
-from support.zookeeper import ZooKeeperProcess, four_letter_word, zookeeper, zookeeper_factory  # noqa: F401
+from support.zookeeper import ZooKeeperProcess, four_letter_word
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -26,12 +26,12 @@ only the processes it started (each ``BrokerProcess`` by its PID).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import threading
 import time
-import zlib
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -39,11 +39,13 @@ import pytest
 
 from .broker import BrokerProcess, server_start_command
 from .wait import wait_for
+from .zookeeper import chroot_for
 
 # Short enough that a SIGKILLed broker's registration and leaderships move in
 # seconds (Kafka's defaults are 18 s and 30 s).
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_TIME_MAX_MS = 3000
+LAB_LOCK_PATH = "/tmp/kafkapy-network-lab.lock"
 
 
 class NetworkLab:
@@ -103,6 +105,13 @@ class NetworkLab:
         raise RuntimeError("no free 10.213.x.0/24 subnet for the network lab")
 
     def create(self) -> "NetworkLab":
+        # Test processes running side by side (pytest-xdist workers) choose
+        # and take their subnets one at a time.
+        with open(LAB_LOCK_PATH, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._create()
+
+    def _create(self) -> "NetworkLab":
         x = self.subnet = self._free_subnet()
         try:
             bridge = f"kpf{x}br"
@@ -230,9 +239,7 @@ def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
     made = []
 
     def make(metrics: bool = False, **overrides):
-        # the test's name, cut, and a hash of it whole (parametrized names share their start)
-        name = request.node.name
-        chroot = f"/{name[:40]}-{zlib.crc32(name.encode()):08x}-{len(made)}"
+        chroot = chroot_for(request, f"-{len(made)}")
         c = Cluster(server, tmp_path, chroot, lab=lab, metrics=metrics,
                     overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **overrides})
         zk = server.client(chroot)

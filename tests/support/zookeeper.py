@@ -10,11 +10,12 @@ PID this object started: SIGTERM, then SIGKILL after a bound.  ``pause`` /
 tests: a paused server keeps its sockets open but answers nothing, so clients
 see their session time out, as with a stalled or partitioned ZooKeeper.
 
-Fixtures (import them into the test module that uses them):
-``zookeeper`` (module scope: one server for a module's tests; give each test
-its own chroot, ``zookeeper.connect_string("/t1")``) and ``zookeeper_factory``
-(function scope: ``make(**kwargs) -> ZooKeeperProcess``, for tests that stop,
-pause or restart the server).
+Fixtures (tests/conftest.py offers them to every test):
+``zookeeper`` (session scope: one server for the whole run, or for each
+pytest-xdist worker; every test works in a chroot of its own, named after
+the test by ``chroot_for(request)``, so tests never see each other's
+znodes) and ``zookeeper_factory`` (function scope: ``make(**kwargs) ->
+ZooKeeperProcess``, for tests that stop, pause or restart the server).
 
 Ownership: one ``ZooKeeperProcess`` per server, driven by one test thread.
 """
@@ -25,6 +26,7 @@ import os
 import signal
 import subprocess
 import time
+import zlib
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -263,9 +265,17 @@ def _skip_if_missing() -> None:
         pytest.skip(f"ZooKeeper cannot run here: {reason}")
 
 
-@pytest.fixture(scope="module")
+def chroot_for(request, suffix: str = "") -> str:
+    """A chroot no other test of the run uses: the test's name, cut, and a
+    hash of its whole node id (module included; parametrized names share
+    their start)."""
+    node = request.node
+    return f"/{node.name[:40]}-{zlib.crc32(node.nodeid.encode()):08x}{suffix}"
+
+
+@pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
-    """One ZooKeeper for the module's tests (each test should use its own chroot)."""
+    """One ZooKeeper for the session's tests (each test in a chroot of its own)."""
     _skip_if_missing()
     server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
     server.start()

@@ -25,13 +25,11 @@ from support.cluster import (
     SESSION_TIMEOUT_MS,
     consume_all,
     create_topic_assigned,
-    make_cluster,  # noqa: F401
     validate,
     zk_controller,
     zk_partition_state,
 )
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -23,7 +23,6 @@ import pytest
 from support.broker import free_port, write_properties
 from support.cluster import Cluster, create_topic_assigned
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError  # noqa: E402
@@ -40,7 +39,7 @@ TOPIC = "acl-everywhere"
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):  # noqa: F811
+def cluster(zookeeper, tmp_path_factory):
     c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-acls", overrides={
         "offsets.topic.num.partitions": 3,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
@@ -76,7 +75,7 @@ def _produce_everywhere(cluster, user) -> list:
     return [outcomes.get(p, "undelivered") for p in range(3)]
 
 
-def test_acls_written_through_one_broker_apply_on_every_broker(cluster, zookeeper, tmp_path):  # noqa: F811
+def test_acls_written_through_one_broker_apply_on_every_broker(cluster, zookeeper, tmp_path):
     create_topic_assigned(cluster, TOPIC, [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
     admin = AdminClient(_conf(cluster.sasl[1], "admin"))  # only broker 1: the CreateAcls go there
 

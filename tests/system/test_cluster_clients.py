@@ -17,7 +17,6 @@ from __future__ import annotations
 import pytest
 
 from support.cluster import Cluster, create_topic_assigned, group_coordinated_outside
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.clients import (
     check_consumed,
@@ -43,7 +42,7 @@ OFFSETS_PARTITIONS = 6
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):  # noqa: F811
+def cluster(zookeeper, tmp_path_factory):
     c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-clients",
                 overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS})
     try:

@@ -38,7 +38,6 @@ from support.cluster import (
     create_topic_assigned,
     finish,
     group_coordinated_outside,
-    make_cluster,  # noqa: F401
     progress,
     wait_full_isr,
     wait_new_leader,
@@ -46,9 +45,7 @@ from support.cluster import (
     zk_controller,
     zk_partition_state,
 )
-from support.java_client import java_client  # noqa: F401
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -128,7 +125,7 @@ def test_a_paused_follower_leaves_the_isr_while_acks_all_goes_on(make_cluster):
         wait_replicas_identical(c, "lag", p)
 
 
-def test_java_client_through_a_leader_sigkill(make_cluster, java_client):  # noqa: F811
+def test_java_client_through_a_leader_sigkill(make_cluster, java_client):
     """kafka-clients 3.9 with its defaults (idempotent, acks=all) producing, and
     consuming in a group, while a partition leader is SIGKILLed."""
     c, zk = make_cluster()

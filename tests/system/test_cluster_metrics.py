@@ -11,11 +11,10 @@ from confluent_kafka import Producer
 from support.cluster import Cluster, create_topic_assigned
 from support.wait import wait_for
 from support.cluster import scrape_metrics as scrape
-from support.zookeeper import zookeeper  # noqa: F401
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):  # noqa: F811
+def cluster(zookeeper, tmp_path):
     # A session far longer than the lag: the leader's ISR job, not the
     # controller's reaction to the dead broker's session, shrinks the ISR.
     c = Cluster(zookeeper, tmp_path, "/metrics", overrides={"replica.lag.time.max.ms": 1500,

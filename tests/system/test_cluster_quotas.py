@@ -10,7 +10,6 @@ import pytest
 
 from support.cluster import Cluster, create_topic_assigned
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.quotas import Connection, alter, describe, produce_request
 
@@ -19,7 +18,7 @@ from kafkapy.protocol.errors import ErrorCode as E
 pytestmark = pytest.mark.timeout(180)
 
 
-def test_quota_set_on_one_broker_applies_on_another(zookeeper, tmp_path):  # noqa: F811
+def test_quota_set_on_one_broker_applies_on_another(zookeeper, tmp_path):
     with Cluster(zookeeper, tmp_path / "cluster", "/cluster-quotas", broker_ids=(1, 2)) as cluster:
         one, two = cluster.brokers[1].bootstrap, cluster.brokers[2].bootstrap
         create_topic_assigned(cluster, "cq", [[2]])

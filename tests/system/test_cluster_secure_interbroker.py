@@ -26,7 +26,6 @@ from support.broker import free_port, write_properties
 from support.certs import make_certs
 from support.cluster import BackgroundProducer, Cluster, consume_all, validate
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError, Producer  # noqa: E402
@@ -58,7 +57,7 @@ def _cluster(zk_server, work, chroot, protocol, overrides):
 
 
 @pytest.fixture
-def scram_cluster(zookeeper, tmp_path):  # noqa: F811
+def scram_cluster(zookeeper, tmp_path):
     from kafkapy.metadata.zk import data as zk_data
     from kafkapy.metadata.zk.client import ZkClient
     from kafkapy.server.security.scram_store import make_credential
@@ -167,7 +166,7 @@ def test_sasl_ssl_interbroker_markers_and_a_record_larger_than_the_read_buffer(s
 
 
 @pytest.fixture
-def mtls_cluster(zookeeper, tmp_path):  # noqa: F811
+def mtls_cluster(zookeeper, tmp_path):
     c = _cluster(zookeeper, tmp_path, "/secure-interbroker-mtls", "SSL", {
         "listener.name.internal.ssl.client.auth": "required", "ssl.principal.mapping.rules": RULES,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",

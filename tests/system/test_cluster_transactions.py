@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from support.cluster import Cluster, create_topic_assigned
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import call
 from support.transactions import TIMEOUT_S, consume, producer
@@ -39,7 +38,7 @@ INTERNAL_PARTITIONS = 3
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):  # noqa: F811
+def cluster(zookeeper, tmp_path_factory):
     c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-transactions", overrides={
         "offsets.topic.num.partitions": INTERNAL_PARTITIONS,
         "transaction.state.log.num.partitions": INTERNAL_PARTITIONS,
@@ -91,7 +90,7 @@ def test_markers_reach_partitions_led_by_every_broker(cluster):
 
 
 @pytest.fixture
-def failover_cluster(zookeeper, tmp_path):  # noqa: F811
+def failover_cluster(zookeeper, tmp_path):
     # (a broker left frozen is continued by its close)
     with Cluster(zookeeper, tmp_path / "cluster", "/cluster-txn-failover", overrides={
             "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,

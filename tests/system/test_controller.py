@@ -27,12 +27,12 @@ import pytest
 from kafkapy.metadata.zk import data as zk_data
 from support.cluster import SESSION_TIMEOUT_MS, Cluster, running_cluster
 from support.wait import wait_for
-from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
+from support.zookeeper import chroot_for
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path, request):  # noqa: F811
-    yield from running_cluster(zookeeper, tmp_path, f"/{request.node.name[:40]}")
+def cluster(zookeeper, tmp_path, request):
+    yield from running_cluster(zookeeper, tmp_path, chroot_for(request))
 
 
 def _create_topic(zk, name, assignment) -> uuid.UUID:
@@ -235,7 +235,7 @@ def test_a_paused_controller_is_deposed_and_resigns(cluster):
     c.wait_topic_ready("paused", 3, 3, timeout_s=60)
 
 
-def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):  # noqa: F811
+def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):
     """The leader's ISR job alone (the follower's session stays): SIGSTOP of a
     follower, then a record on the leader: the follower behind the log end
     offset for longer than replica.lag.time.max.ms leaves the ISR in
@@ -284,7 +284,7 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):  # n
         zk.close()
 
 
-def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory, tmp_path):  # noqa: F811
+def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory, tmp_path):
     """Connections drop, the sessions outlive the restart: every broker stays up,
     the same controller keeps its watches and elects a topic created afterwards."""
     server = zookeeper_factory()
@@ -316,7 +316,7 @@ def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory,
             zk.close()
 
 
-def test_a_deposed_controller_cannot_write(zookeeper):  # noqa: F811
+def test_a_deposed_controller_cannot_write(zookeeper):
     """Two ZkControllers as two terms: the old one's write fails on the epoch check."""
     from kafkapy.controller.state import WritePartitionState
     from kafkapy.metadata.model import PartitionState

@@ -24,7 +24,6 @@ import pytest
 from kafkapy.protocol.errors import ErrorCode
 from support.cluster import Cluster, Frozen, controller_id, started_thawing
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import call, leaders_known
 
@@ -35,7 +34,7 @@ TIMEOUT_MS = 3000
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):  # noqa: F811
+def cluster(zookeeper, tmp_path):
     # The controller stays stopped past the timeouts below but within its
     # ZooKeeper session: no other broker takes over meanwhile.
     c = Cluster(zookeeper, tmp_path / "cluster", "/create-topics-hold", overrides={

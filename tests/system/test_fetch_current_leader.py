@@ -10,7 +10,7 @@ import pytest
 from support.fetch import FETCH, Conn, fetch_request, partitions_of, topic_id
 
 from support.cluster import Cluster
-from support.zookeeper import zookeeper  # noqa: F401
+from support.zookeeper import chroot_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -18,8 +18,8 @@ NOT_LEADER_OR_FOLLOWER = 6
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path, request):  # noqa: F811
-    c = Cluster(zookeeper, tmp_path, f"/{request.node.name[:40]}", broker_ids=(1, 2))
+def cluster(zookeeper, tmp_path, request):
+    c = Cluster(zookeeper, tmp_path, chroot_for(request), broker_ids=(1, 2))
     try:
         yield c.start()
     finally:

@@ -47,7 +47,6 @@ from support.cluster import (
 )
 from support.small_fs import remount, small_filesystem
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -63,7 +62,7 @@ def small_fs(tmp_path):
 
 
 @pytest.fixture
-def cluster(small_fs, zookeeper, tmp_path, request):  # noqa: F811
+def cluster(small_fs, zookeeper, tmp_path, request):
     chroot = f"/{request.node.name[:40]}"  # the ZooKeeper server is shared: a chroot per test
     c = Cluster(zookeeper, tmp_path, chroot, overrides={"offsets.topic.num.partitions": 3})
     broker = c.brokers[1]

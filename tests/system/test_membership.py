@@ -12,7 +12,6 @@ import pytest
 from kafkapy.metadata.zk import data as zk_data
 from support.broker import BrokerProcess, BrokerStartError
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 SESSION_MS = 4000  # a killed broker's registration goes after this
 WAIT_S = 20.0
@@ -36,7 +35,7 @@ def _controller(zk_client):
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):  # noqa: F811
+def cluster(zookeeper, tmp_path):
     brokers = [BrokerProcess(tmp_path / f"b{i}", _props(zookeeper, "/m1", i)) for i in (1, 2, 3)]
     client = zookeeper.client("/m1")
     try:
@@ -83,7 +82,7 @@ def test_three_brokers_register_and_elect_one_controller(cluster):
     wait_for(lambda: survivor_id not in _registered(zk), 3, "a prompt deregistration")
 
 
-def test_duplicate_broker_id_is_refused(zookeeper, tmp_path):  # noqa: F811
+def test_duplicate_broker_id_is_refused(zookeeper, tmp_path):
     first = BrokerProcess(tmp_path / "a", _props(zookeeper, "/m2", 7))
     second = BrokerProcess(tmp_path / "b", _props(zookeeper, "/m2", 7))
     try:
@@ -102,7 +101,7 @@ def test_duplicate_broker_id_is_refused(zookeeper, tmp_path):  # noqa: F811
         second.close()
 
 
-def test_log_dir_of_another_cluster_is_refused(zookeeper, tmp_path):  # noqa: F811
+def test_log_dir_of_another_cluster_is_refused(zookeeper, tmp_path):
     standalone = BrokerProcess(tmp_path / "x", {"broker.id": 5})
     standalone.start()
     assert standalone.stop() == 0

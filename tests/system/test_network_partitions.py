@@ -33,8 +33,6 @@ from support.cluster import (
     PinnedClient,
     consume_all,
     create_topic_assigned,
-    lab_cluster,  # noqa: F401
-    network_lab,  # noqa: F401
     progress,
     validate,
     wait_full_isr,
@@ -52,7 +50,7 @@ NEW_LEADER_S = SESSION_TIMEOUT_MS / 1000 + 10
 
 
 @pytest.mark.parametrize("victim", ["leader", pytest.param("controller", marks=pytest.mark.long)])
-def test_isolated_leader_stops_acking_serves_only_committed_and_truncates(lab_cluster, network_lab,  # noqa: F811
+def test_isolated_leader_stops_acking_serves_only_committed_and_truncates(lab_cluster, network_lab,
                                                                           victim):
     """``victim``: a partition leader that is not the controller, or the controller
     leading the partition (its session expires too: a new controller elects)."""

@@ -22,7 +22,6 @@ import pytest
 from kafkapy.coordinator.records import partition_for
 from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import call
 
@@ -35,7 +34,7 @@ TOPIC = "gpark"
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):  # noqa: F811
+def cluster(zookeeper, tmp_path):
     c = Cluster(zookeeper, tmp_path / "cluster", "/offset-commit-parking", overrides={
         "offsets.topic.num.partitions": OFFSETS_PARTITIONS, "offsets.topic.replication.factor": 2,
         "transaction.state.log.num.partitions": 1, "replica.lag.time.max.ms": LAG_MS,

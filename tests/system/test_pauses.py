@@ -34,7 +34,6 @@ from support.cluster import (
     PinnedClient,
     create_topic_assigned,
     finish,
-    make_cluster,  # noqa: F401
     progress,
     wait_full_isr,
     wait_replicas_identical,
@@ -42,7 +41,6 @@ from support.cluster import (
     zk_partition_state,
 )
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -28,7 +28,6 @@ One three-broker cluster serves the module (auto leader rebalance off).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -50,9 +49,7 @@ from support.cluster import (
     validate,
     zk_partition_state,
 )
-from support.java_client import java_client  # noqa: F401
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -62,7 +59,7 @@ OVERRIDES = {"offsets.topic.num.partitions": 3, "auto.leader.rebalance.enable": 
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):  # noqa: F811
+def cluster(zookeeper, tmp_path_factory):
     yield from running_cluster(zookeeper, tmp_path_factory.mktemp("reassign"), "/reassignment", OVERRIDES)
 
 
@@ -269,7 +266,7 @@ def test_a_deletion_waits_for_the_reassignment(cluster):
         _set_configs(c, brokers={3: {"follower.replication.throttled.rate": None}})
 
 
-def test_apache_java_admin_client(cluster, java_client):  # noqa: F811
+def test_apache_java_admin_client(cluster, java_client):
     """Apache's Java AdminClient 3.9 sends both APIs to the controller and reads the answers."""
     c, zk = cluster
     topic = "java"

@@ -7,19 +7,18 @@ acknowledged record was consumed exactly once in per-partition order.
 
 from __future__ import annotations
 
-import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 
 from support.cluster import BackgroundProducer, Cluster, consume_all, validate
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
+from support.zookeeper import chroot_for
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path, request):  # noqa: F811
-    c = Cluster(zookeeper, tmp_path, f"/{request.node.name[:40]}")
+def cluster(zookeeper, tmp_path, request):
+    c = Cluster(zookeeper, tmp_path, chroot_for(request))
     try:
         yield c.start()
     finally:

@@ -56,7 +56,6 @@ from support.cluster import (
     zk_partition_state,
 )
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -66,7 +65,7 @@ OVERRIDES = {"offsets.topic.num.partitions": OFFSETS_PARTITIONS, "auto.leader.re
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):  # noqa: F811
+def cluster(zookeeper, tmp_path_factory):
     yield from running_cluster(zookeeper, tmp_path_factory.mktemp("rolling"), "/rolling-operations", OVERRIDES)
 
 
@@ -240,7 +239,7 @@ def test_unclean_election_only_when_asked(cluster):
     wait_for(lambda: zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, 10, "the znode deleted")
 
 
-def test_auto_leader_rebalance(zookeeper, tmp_path):  # noqa: F811
+def test_auto_leader_rebalance(zookeeper, tmp_path):
     c = Cluster(zookeeper, tmp_path, "/auto-rebalance", broker_ids=(1, 2),
                 overrides={**OVERRIDES, "auto.leader.rebalance.enable": True,
                            "leader.imbalance.check.interval.seconds": 1})

@@ -26,7 +26,6 @@ import pytest
 
 from support.cluster import Cluster, Frozen, PinnedClient, controller_id, started_thawing
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import leaders_known, transaction_states
 from support.transactions import TIMEOUT_S, consume, producer
@@ -44,7 +43,7 @@ BOUND_S = 1.5
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):  # noqa: F811
+def cluster(zookeeper, tmp_path):
     c = Cluster(zookeeper, tmp_path / "cluster", "/txn-marker-purgatory", overrides={
         "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
         "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,

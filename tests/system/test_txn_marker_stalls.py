@@ -23,7 +23,6 @@ from confluent_kafka import Producer
 
 from support.cluster import Cluster, Frozen, controller_id, create_topic_assigned
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import leaders_known, transaction_states
 from support.transactions import TIMEOUT_S, consume, producer
@@ -37,7 +36,7 @@ B_COMMITS = 5
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):  # noqa: F811
+def cluster(zookeeper, tmp_path):
     # (a broker left frozen is continued by its close)
     with Cluster(zookeeper, tmp_path / "cluster", "/txn-marker-stalls", overrides={
             "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,

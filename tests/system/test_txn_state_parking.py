@@ -26,7 +26,6 @@ import pytest
 from kafkapy.coordinator.transaction.state_log import partition_for
 from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.raw_api import call, leaders_known, transaction_states
 from support.transactions import TIMEOUT_S, consume, producer
@@ -42,7 +41,7 @@ T2_COMMITS = 3
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):  # noqa: F811
+def cluster(zookeeper, tmp_path):
     c = Cluster(zookeeper, tmp_path / "cluster", "/txn-state-parking", overrides={
         "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": STATE_PARTITIONS,
         "transaction.state.log.replication.factor": 2, "transaction.state.log.min.isr": 1,

@@ -26,7 +26,6 @@ from support.cluster import (
     PinnedClient,
     consume_all,
     create_topic_assigned,
-    make_cluster,  # noqa: F401
     progress,
     scrape_metrics,
     validate,
@@ -35,7 +34,6 @@ from support.cluster import (
     zk_partition_state,
 )
 from support.wait import wait_for
-from support.zookeeper import zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -30,8 +30,6 @@ from support.cluster import (
     BackgroundProducer,
     create_topic_assigned,
     finish,
-    lab_cluster,  # noqa: F401
-    network_lab,  # noqa: F401
     progress,
     wait_full_isr,
     zk_controller,
@@ -57,7 +55,7 @@ def _start_load(c, topic: str) -> BackgroundProducer:
     return producer
 
 
-def test_one_brokers_session_expires_and_it_rejoins(lab_cluster, network_lab):  # noqa: F811
+def test_one_brokers_session_expires_and_it_rejoins(lab_cluster, network_lab):
     lab, _server = network_lab
     c, zk = lab_cluster()
     controller, _ = wait_for(lambda: zk_controller(zk), 20, "a controller")
@@ -84,7 +82,7 @@ def test_one_brokers_session_expires_and_it_rejoins(lab_cluster, network_lab):  
     assert "ZooKeeper session was lost; registering again" in c.brokers[victim].log_text()
 
 
-def test_zookeeper_unreachable_from_every_broker_past_the_session_timeout(lab_cluster, network_lab):  # noqa: F811
+def test_zookeeper_unreachable_from_every_broker_past_the_session_timeout(lab_cluster, network_lab):
     lab, _server = network_lab
     c, zk = lab_cluster()
     old_controller, old_epoch = wait_for(lambda: zk_controller(zk), 20, "a controller")
@@ -113,7 +111,7 @@ def test_zookeeper_unreachable_from_every_broker_past_the_session_timeout(lab_cl
     assert lost == [1, 2, 3], f"brokers that saw their session expire: {lost}"
 
 
-def test_zookeeper_sigkilled_and_restarted_under_load(lab_cluster, network_lab):  # noqa: F811
+def test_zookeeper_sigkilled_and_restarted_under_load(lab_cluster, network_lab):
     _lab, server = network_lab
     c, zk = lab_cluster()
     before = zk_controller(zk)

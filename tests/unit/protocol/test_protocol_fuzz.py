@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 import time
 import tracemalloc
 

@@ -26,9 +26,9 @@ from kafkapy.metadata.zk.client import ZkClient
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
 from kafkapy.replication.isr_job import IsrJob
-from support.zookeeper import zookeeper  # noqa: F401
 
 from support.storage import make_batch, open_log, records_of
+from support.zookeeper import chroot_for
 
 LEADER, FOLLOWER = 0, 1
 EPOCH = 3
@@ -36,11 +36,11 @@ STATE = zk_data.partition_state_path("t", 0)
 
 
 @pytest.fixture
-def setup(zookeeper, table, tmp_path, request):  # noqa: F811
+def setup(zookeeper, table, tmp_path, request):
     """``(job, leader partition, raw ZkClient)``: the znode says LEADER leads at
     EPOCH with ISR [LEADER] (version 0), so does the slot; FOLLOWER has fetched
     up to the leader's log end (an expansion candidate)."""
-    client = ZkClient(zookeeper.connect_string("/isrjob-" + request.node.name[-30:]),
+    client = ZkClient(zookeeper.connect_string(chroot_for(request)),
                       session_timeout_ms=6000).connect()
     client.zk.ensure_path(zk_data.partition_path("t", 0))
     client.zk.create(STATE, zk_data.encode_partition_state(

@@ -10,10 +10,9 @@ from kafkapy._core.records_py import build_batch
 from kafkapy.storage import checkpoints
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import InconsistentTopicId, OffsetOutOfRange, RecordError, StorageError
-from kafkapy.storage.log import Log
 from kafkapy.storage.shared import LocalPartitionState
 
-from support.storage import (T0, Clock, append, batch, make_batch, open_log, read_all_offsets, read_bytes,
+from support.storage import (T0, Clock, append, make_batch, open_log, read_all_offsets, read_bytes,
                           records_of, whole_batches)
 
 

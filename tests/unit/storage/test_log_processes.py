@@ -2,7 +2,6 @@
 on a SharedPartitionTable slot; index entries and offsets are visible to the parent."""
 
 import multiprocessing
-import os
 
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.shared import SharedPartitionTable
