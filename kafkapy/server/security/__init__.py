@@ -35,13 +35,26 @@ def secret(value) -> str | None:
     return value.value if isinstance(value, Password) else value
 
 
+def ssl_context(mode: str, get, where: str):
+    """An ``SSLContext`` in ``mode`` (``"server"``: a listener's; ``"client"``:
+    the inter-broker client's) from ``get(key)``, a listener's values
+    (``listener_value``), through the one builder (``tls.create_context``); a
+    bad setting is a ConfigException with the same key, value and reason."""
+    from kafkapy.server.security import tls
+
+    try:
+        return tls.create_context(mode, lambda key: secret(get(key)), where)
+    except tls.SslConfigError as exc:
+        raise ConfigException(exc.key, exc.value, exc.reason) from None
+
+
 class ListenerSecurity:
     """One listener's protocol, TLS context and SASL servers (immutable)."""
 
     __slots__ = ("name", "protocol", "ssl_context", "principal_mapper", "sasl", "client_auth")
 
     def __init__(self, config, endpoint, log_dir: str, table=None):
-        from kafkapy.server.security import principal, sasl, tls
+        from kafkapy.server.security import principal, sasl
 
         self.name = endpoint.listener_name
         self.protocol = endpoint.security_protocol
@@ -51,7 +64,7 @@ class ListenerSecurity:
         self.client_auth = "none"
         get = lambda key: listener_value(config, self.name, key)  # noqa: E731
         if self.protocol in ("SSL", "SASL_SSL"):
-            self.ssl_context = tls.server_context(get, self.name)
+            self.ssl_context = ssl_context("server", get, f"listener {self.name}")
             self.client_auth = get("ssl.client.auth")
             self.principal_mapper = principal.SslPrincipalMapper(get("ssl.principal.mapping.rules"))
         if self.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
@@ -83,4 +96,4 @@ def listener_securities(config, table=None) -> list[ListenerSecurity]:
 
 
 __all__ = ["ANONYMOUS", "MECHANISMS", "ConfigException", "ListenerSecurity", "listener_securities",
-           "listener_value", "secret"]
+           "listener_value", "secret", "ssl_context"]

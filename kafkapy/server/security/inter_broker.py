@@ -22,9 +22,9 @@ those connections keep their plain path.
 
 from __future__ import annotations
 
-from kafkapy.client.security import MECHANISMS, ClientSecurity, client_context
+from kafkapy.client.security import MECHANISMS, ClientSecurity
 from kafkapy.server.config.types import ConfigException
-from kafkapy.server.security import listener_value, secret
+from kafkapy.server.security import listener_value, ssl_context
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -48,38 +48,13 @@ def client_security(config) -> ClientSecurity | None:
         return None
     listener = config.inter_broker_listener_name
     get = lambda key: listener_value(config, listener, key)  # noqa: E731
-    ctx = _tls_context(get, listener) if protocol.endswith("SSL") else None
+    ctx = ssl_context("client", get, f"listener {listener}: the inter-broker client") \
+        if protocol.endswith("SSL") else None
     mechanism = username = password = None
     if protocol.startswith("SASL"):
         mechanism = config["sasl.mechanism.inter.broker.protocol"]
         username, password = _login(config, listener, mechanism)
     return ClientSecurity(protocol, ctx, mechanism, username, password)
-
-
-def _tls_context(get, listener: str):
-    import ssl
-
-    from kafkapy.server.security import tls
-
-    where = f"listener {listener}"
-    versions = sorted(tls._VERSIONS[p] for p in get("ssl.enabled.protocols") if p in tls._VERSIONS)
-    location, chain, key = get("ssl.keystore.location"), secret(get("ssl.keystore.certificate.chain")), \
-        secret(get("ssl.keystore.key"))
-    try:
-        ctx = client_context(cafile=get("ssl.truststore.location"), cadata=secret(get("ssl.truststore.certificates")),
-                             certfile=location, password=secret(get("ssl.key.password")),
-                             check_hostname=get("ssl.endpoint.identification.algorithm").lower() == "https",
-                             minimum_version=versions[0] if versions else None,
-                             maximum_version=versions[-1] if versions else None)
-        tls.apply_cipher_suites(ctx, versions, get("ssl.cipher.suites"), where)
-        if not location and chain and key:
-            tls._load_inline_chain(ctx, chain, key, secret(get("ssl.key.password")))
-    except (OSError, ssl.SSLError) as exc:
-        # Never the password in the message.
-        raise ConfigException("ssl.truststore.location", get("ssl.truststore.location"),
-                              f"{where}: the inter-broker client cannot load its trust store or key "
-                              f"store: {exc}") from None
-    return ctx
 
 
 def _login(config, listener: str, mechanism: str) -> tuple[str, str]:

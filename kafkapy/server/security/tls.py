@@ -1,12 +1,31 @@
-"""TLS server contexts from Kafka's ``ssl.*`` keys, PEM form only.
+"""Every ``ssl.SSLContext`` kafkapy builds, from Kafka's ``ssl.*`` settings
+(Kafka's ``DefaultSslEngineFactory``), in server mode or client mode.
 
-Kafka accepts ``ssl.keystore.type=PEM`` with either a file
-(``ssl.keystore.location``: private key and certificate chain) or inline
-values (``ssl.keystore.certificate.chain`` + ``ssl.keystore.key``), the key
-optionally encrypted with ``ssl.key.password``; and ``ssl.truststore.type=PEM``
+* Server mode: a broker listener's (``kafkapy.server.security``). A key store
+  is required; ``ssl.client.auth`` none/requested/required is CERT_NONE /
+  OPTIONAL / REQUIRED; a server never checks its clients' host names.
+* Client mode: the broker's inter-broker client (its inter-broker listener's
+  keys) and the tools (a Java client's ``--command-config`` properties). The
+  trust store verifies the server (the system's when none is given); the key
+  store, when given, is the client certificate (mutual TLS);
+  ``ssl.endpoint.identification.algorithm`` ``https`` checks the host name
+  (empty, or librdkafka's ``none``: not checked).
+
+Both modes read the same keys: ``ssl.enabled.protocols`` (TLSv1.2, TLSv1.3)
+and ``ssl.cipher.suites`` bound the handshake (``apply_cipher_suites``);
+``ssl.keystore.type=PEM`` with either a file (``ssl.keystore.location``:
+private key and certificate chain) or inline values
+(``ssl.keystore.certificate.chain`` + ``ssl.keystore.key``), the key
+optionally encrypted with ``ssl.key.password``; ``ssl.truststore.type=PEM``
 with ``ssl.truststore.location`` or inline ``ssl.truststore.certificates``.
-JKS and PKCS12 stores are refused at start-up with a ConfigException (the
-``ssl`` module reads PEM; convert with keytool/openssl).
+A listener's JKS and PKCS12 stores are refused (the ``ssl`` module reads PEM;
+convert with keytool/openssl).
+
+``get(key)`` answers a setting's value, or None when it is not set: lists as
+lists or comma-separated text, passwords in clear (the caller unwraps its own
+password type). A bad setting raises ``SslConfigError`` (key, value, reason),
+a ValueError that reads as Kafka's ConfigException and never holds a
+password; the broker raises it again as its ConfigException. Stateless.
 """
 
 from __future__ import annotations
@@ -18,7 +37,16 @@ import ssl
 import tempfile
 
 from kafkapy._core import openssl
-from kafkapy.server.config.types import ConfigException
+
+
+class SslConfigError(ValueError):
+    """A bad ``ssl.*`` setting: ``key``, ``value`` and ``reason``, worded as
+    Kafka's ConfigException ("Invalid value V for configuration K: reason")."""
+
+    def __init__(self, key: str, value, reason: str):
+        super().__init__(f"Invalid value {value} for configuration {key}: {reason}")
+        self.key, self.value, self.reason = key, value, reason
+
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -54,7 +82,7 @@ def apply_cipher_suites(ctx: ssl.SSLContext, versions, suites, where: str) -> No
     empty list keeps the defaults; otherwise only the listed suites are
     offered, TLS 1.3 ones included, so a protocol none of the listed suites
     belongs to cannot be negotiated (it is dropped from the enabled ones).
-    ConfigException when a name is unknown or no enabled protocol is left."""
+    SslConfigError when a name is unknown or no enabled protocol is left."""
     enabled = set(versions)
     suites = [c for c in suites or () if c]
     if suites:
@@ -68,21 +96,21 @@ def apply_cipher_suites(ctx: ssl.SSLContext, versions, suites, where: str) -> No
             try:
                 ctx.set_ciphers(openssl_name)
             except ssl.SSLError:
-                raise ConfigException("ssl.cipher.suites", value, f"{where}: unsupported cipher suite {name}") from None
+                raise SslConfigError("ssl.cipher.suites", value, f"{where}: unsupported cipher suite {name}") from None
         try:
             if tls12:
                 ctx.set_ciphers(":".join(tls12))
             if tls13:
                 _set_tls13_suites(ctx, ":".join(tls13))
         except (ssl.SSLError, OSError) as exc:
-            raise ConfigException("ssl.cipher.suites", value, f"{where}: {exc}") from None
+            raise SslConfigError("ssl.cipher.suites", value, f"{where}: {exc}") from None
         if not tls12:
             enabled.discard(ssl.TLSVersion.TLSv1_2)
         if not tls13:
             enabled.discard(ssl.TLSVersion.TLSv1_3)
         if not enabled:
-            raise ConfigException("ssl.cipher.suites", value,
-                                  f"{where}: none of these suites is of a protocol in ssl.enabled.protocols")
+            raise SslConfigError("ssl.cipher.suites", value,
+                                 f"{where}: none of these suites is of a protocol in ssl.enabled.protocols")
     if enabled:
         ctx.minimum_version = min(enabled)
         ctx.maximum_version = max(enabled)
@@ -104,61 +132,74 @@ def _set_tls13_suites(ctx: ssl.SSLContext, value: str) -> None:
         raise ssl.SSLError(f"OpenSSL knows none of the TLS 1.3 suites {value}")
 
 
-def _secret(value):
-    from kafkapy.server.security import secret
-
-    return secret(value)
-
-
-def server_context(get, listener: str) -> ssl.SSLContext:
-    """An ``SSLContext`` for a server socket of ``listener``; ``get(key)`` is
-    the listener's value of a broker key."""
-    where = f"listener {listener}"
-    for kind in ("keystore", "truststore"):
+def create_context(mode: str, get, where: str) -> ssl.SSLContext:
+    """An ``SSLContext`` for ``mode`` ``"server"`` or ``"client"``; ``where``
+    opens every message ("listener SSL")."""
+    # Store types in server mode only: a listener's type defaults to Kafka's
+    # JKS, refused once a store is given; the inter-broker client reads the
+    # same listener's keys after the listener was built, and the tools'
+    # properties leave the type out (their stores are PEM).
+    for kind in ("keystore", "truststore") if mode == "server" else ():
         store_type = get(f"ssl.{kind}.type")
         inline = get("ssl.keystore.key") if kind == "keystore" else get("ssl.truststore.certificates")
-        location = get(f"ssl.{kind}.location")
-        if (location or inline) and store_type.upper() != "PEM":
-            raise ConfigException(f"ssl.{kind}.type", store_type,
-                                  f"{where}: kafkapy reads PEM stores only (ssl.{kind}.type=PEM)")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    enabled = [p for p in get("ssl.enabled.protocols") if p]
+        if (get(f"ssl.{kind}.location") or inline) and (store_type or "").upper() != "PEM":
+            raise SslConfigError(f"ssl.{kind}.type", store_type,
+                                 f"{where}: kafkapy reads PEM stores only (ssl.{kind}.type=PEM)")
+    enabled = _listed(get("ssl.enabled.protocols"))
+    if enabled is None:
+        enabled = list(_VERSIONS)  # Kafka's default
     unknown = [p for p in enabled if p not in _VERSIONS]
     if unknown or not enabled:
-        raise ConfigException("ssl.enabled.protocols", ",".join(enabled),
-                              f"{where}: supported protocols are {', '.join(_VERSIONS)}")
+        raise SslConfigError("ssl.enabled.protocols", ",".join(enabled),
+                             f"{where}: supported protocols are {', '.join(_VERSIONS)}")
     protocol = get("ssl.protocol")
-    if protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
-        raise ConfigException("ssl.protocol", protocol, f"{where}: use TLSv1.2 or TLSv1.3")
-    apply_cipher_suites(ctx, [_VERSIONS[p] for p in enabled], get("ssl.cipher.suites"), where)
-    key_password = _secret(get("ssl.key.password"))
-    location = get("ssl.keystore.location")
-    chain = _secret(get("ssl.keystore.certificate.chain"))
-    key = _secret(get("ssl.keystore.key"))
+    if protocol is not None and protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
+        raise SslConfigError("ssl.protocol", protocol, f"{where}: use TLSv1.2 or TLSv1.3")
+    location, chain, key = get("ssl.keystore.location"), get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
+    key_password = get("ssl.key.password") or None
+    trust_location, trust_inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
+    if mode == "server" and not location and not (chain and key):
+        raise SslConfigError("ssl.keystore.location", None,
+                             f"{where}: a TLS listener needs ssl.keystore.location or "
+                             "ssl.keystore.certificate.chain with ssl.keystore.key")
     try:
+        if mode == "server":
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            if trust_location:
+                ctx.load_verify_locations(cafile=trust_location)
+            elif trust_inline:
+                ctx.load_verify_locations(cadata=trust_inline)
+        else:
+            # The system's trust store when none is given.
+            ctx = ssl.create_default_context(cafile=trust_location or None, cadata=trust_inline or None)
         if location:
             ctx.load_cert_chain(location, password=key_password)
         elif chain and key:
             _load_inline_chain(ctx, chain, key, key_password)
-        else:
-            raise ConfigException("ssl.keystore.location", None,
-                                  f"{where}: a TLS listener needs ssl.keystore.location or "
-                                  "ssl.keystore.certificate.chain with ssl.keystore.key")
-        trust_location = get("ssl.truststore.location")
-        trust_inline = _secret(get("ssl.truststore.certificates"))
-        if trust_location:
-            ctx.load_verify_locations(cafile=trust_location)
-        elif trust_inline:
-            ctx.load_verify_locations(cadata=trust_inline)
     except (OSError, ssl.SSLError) as exc:
         # Never the password in the message.
-        raise ConfigException("ssl.keystore.location", location,
-                              f"{where}: cannot load the key store or trust store: {exc}") from None
-    client_auth = get("ssl.client.auth")
-    ctx.verify_mode = _CLIENT_AUTH[client_auth]
-    ctx.check_hostname = False  # a server never verifies client host names
-    ctx.options |= ssl.OP_NO_COMPRESSION
+        if mode == "server":
+            raise SslConfigError("ssl.keystore.location", location,
+                                 f"{where}: cannot load the key store or trust store: {exc}") from None
+        raise SslConfigError("ssl.truststore.location", trust_location,
+                             f"{where} cannot load its trust store or key store: {exc}") from None
+    apply_cipher_suites(ctx, [_VERSIONS[p] for p in enabled], _listed(get("ssl.cipher.suites")), where)
+    if mode == "server":
+        ctx.verify_mode = _CLIENT_AUTH[get("ssl.client.auth") or "none"]
+        ctx.check_hostname = False  # a server never verifies client host names
+        ctx.options |= ssl.OP_NO_COMPRESSION
+    else:
+        algorithm = get("ssl.endpoint.identification.algorithm")
+        ctx.check_hostname = (algorithm if algorithm is not None else "https").lower() == "https"
     return ctx
+
+
+def _listed(value) -> list[str] | None:
+    """A list setting as a list (the tools' properties are text)."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    return [item.strip() for item in items if item and item.strip()]
 
 
 def _load_inline_chain(ctx: ssl.SSLContext, chain: str, key: str, password) -> None:

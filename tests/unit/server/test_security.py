@@ -234,12 +234,12 @@ def test_distinguished_name_and_mapping_rules(tmp_path):
 @pytest.mark.parametrize("kind", ["keystore", "truststore"])
 def test_jks_and_pkcs12_stores_are_refused_at_start(kind):
     from kafkapy.server.config import ConfigException
-    from kafkapy.server.security.tls import server_context
+    from kafkapy.server.security import ssl_context
 
     values = {f"ssl.{kind}.type": "JKS", f"ssl.{kind}.location": f"/etc/kafka/{kind}.jks",
               f"ssl.{'truststore' if kind == 'keystore' else 'keystore'}.type": "PEM"}
     with pytest.raises(ConfigException, match=f"ssl.{kind}.type=PEM"):
-        server_context(lambda key: values.get(key), "SSL")
+        ssl_context("server", lambda key: values.get(key), "listener SSL")
 
 
 def test_cipher_suites_restrict_tls13_and_drop_protocols_left_without_a_suite():
@@ -248,8 +248,7 @@ def test_cipher_suites_restrict_tls13_and_drop_protocols_left_without_a_suite():
     negotiated, and a list that leaves no enabled protocol is refused."""
     import ssl
 
-    from kafkapy.server.config import ConfigException
-    from kafkapy.server.security.tls import apply_cipher_suites
+    from kafkapy.server.security.tls import SslConfigError, apply_cipher_suites
 
     both = [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -264,13 +263,13 @@ def test_cipher_suites_restrict_tls13_and_drop_protocols_left_without_a_suite():
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     apply_cipher_suites(ctx, both, [], "listener SSL")  # no list: the defaults, both protocols
     assert (ctx.minimum_version, ctx.maximum_version) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
-    with pytest.raises(ConfigException, match="ssl.cipher.suites"):
+    with pytest.raises(SslConfigError, match="ssl.cipher.suites"):
         apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), [ssl.TLSVersion.TLSv1_2],
                             ["TLS_AES_128_GCM_SHA256"], "listener SSL")
-    with pytest.raises(ConfigException, match="ssl.cipher.suites"):
+    with pytest.raises(SslConfigError, match="ssl.cipher.suites"):
         apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), both, ["TLS_NO_SUCH_SUITE"], "listener SSL")
     # An unknown name beside known ones is refused too (OpenSSL alone would skip it).
-    with pytest.raises(ConfigException, match="unsupported cipher suite TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA257"):
+    with pytest.raises(SslConfigError, match="unsupported cipher suite TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA257"):
         apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), both,
                             ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA257"],
                             "listener SSL")
