@@ -1,5 +1,5 @@
 """OpenSSL as CPython's ``_ssl`` module links it, for what ``ssl`` does not
-offer: ``SSL_CTX_set_ciphersuites`` (TLS 1.3 suites, server/security/tls.py)
+offer: ``SSL_CTX_set_ciphersuites`` (TLS 1.3 suites, client/ssl_factory.py)
 and ``SSL_read_ex`` looped over many records (tls.pyx).
 
 Functions are found through ``_ssl``'s own symbols, so they are the same

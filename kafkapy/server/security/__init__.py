@@ -1,4 +1,5 @@
-"""Listener security: TLS (``tls``), SASL (``sasl``, ``scram_store``) and
+"""Listener security: TLS (``ssl_context``, by the one ``SSLContext`` builder,
+``kafkapy.client.ssl_factory``), SASL (``sasl``, ``scram_store``) and
 principals (``principal``), configured per listener as Kafka does.
 
 ``ListenerSecurity`` is what a processor needs to know about one listener:
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkapy.client import ssl_factory
 from kafkapy.server.config.broker_keys import BROKER_CONFIGS
 from kafkapy.server.config.types import ConfigException, Password
 
@@ -38,13 +40,11 @@ def secret(value) -> str | None:
 def ssl_context(mode: str, get, where: str):
     """An ``SSLContext`` in ``mode`` (``"server"``: a listener's; ``"client"``:
     the inter-broker client's) from ``get(key)``, a listener's values
-    (``listener_value``), through the one builder (``tls.create_context``); a
+    (``listener_value``), through the one builder (``kafkapy.client.ssl_factory``); a
     bad setting is a ConfigException with the same key, value and reason."""
-    from kafkapy.server.security import tls
-
     try:
-        return tls.create_context(mode, lambda key: secret(get(key)), where)
-    except tls.SslConfigError as exc:
+        return ssl_factory.create_context(mode, lambda key: secret(get(key)), where)
+    except ssl_factory.SslConfigError as exc:
         raise ConfigException(exc.key, exc.value, exc.reason) from None
 
 

@@ -242,69 +242,6 @@ def test_jks_and_pkcs12_stores_are_refused_at_start(kind):
         ssl_context("server", lambda key: values.get(key), "listener SSL")
 
 
-def test_cipher_suites_restrict_tls13_and_drop_protocols_left_without_a_suite():
-    """ssl.cipher.suites as the JVM applies it: TLS 1.3 names restrict TLS 1.3
-    (the ssl module alone cannot), a protocol with no listed suite is not
-    negotiated, and a list that leaves no enabled protocol is refused."""
-    import ssl
-
-    from kafkapy.server.security.tls import SslConfigError, apply_cipher_suites
-
-    both = [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    apply_cipher_suites(ctx, both, ["TLS_AES_128_GCM_SHA256"], "listener SSL")
-    tls13 = [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.3"]
-    assert tls13 == ["TLS_AES_128_GCM_SHA256"]
-    assert ctx.minimum_version == ctx.maximum_version == ssl.TLSVersion.TLSv1_3
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    apply_cipher_suites(ctx, both, ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"], "listener SSL")
-    assert ctx.minimum_version == ctx.maximum_version == ssl.TLSVersion.TLSv1_2
-    assert [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"] == ["ECDHE-RSA-AES128-GCM-SHA256"]
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    apply_cipher_suites(ctx, both, [], "listener SSL")  # no list: the defaults, both protocols
-    assert (ctx.minimum_version, ctx.maximum_version) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
-    with pytest.raises(SslConfigError, match="ssl.cipher.suites"):
-        apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), [ssl.TLSVersion.TLSv1_2],
-                            ["TLS_AES_128_GCM_SHA256"], "listener SSL")
-    with pytest.raises(SslConfigError, match="ssl.cipher.suites"):
-        apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), both, ["TLS_NO_SUCH_SUITE"], "listener SSL")
-    # An unknown name beside known ones is refused too (OpenSSL alone would skip it).
-    with pytest.raises(SslConfigError, match="unsupported cipher suite TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA257"):
-        apply_cipher_suites(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), both,
-                            ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA257"],
-                            "listener SSL")
-    # The inter-broker client's context (a client one, host names checked) takes them too.
-    client = ssl.create_default_context()
-    apply_cipher_suites(client, both, ["TLS_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"],
-                        "listener INTERNAL")
-    assert [c["name"] for c in client.get_ciphers() if c["protocol"] == "TLSv1.3"] == ["TLS_AES_256_GCM_SHA384"]
-    assert (client.minimum_version, client.maximum_version) == (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)
-
-
-def test_kafka_cipher_suite_names_in_openssls_spelling():
-    """ssl.cipher.suites in Kafka's (IANA) names: each TLS 1.2 suite openssl
-    knows by a standard name converts to openssl's own name for it."""
-    import shutil
-    import subprocess
-
-    from kafkapy.server.security.tls import openssl_cipher_name
-
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl CLI")
-    listing = subprocess.run(["openssl", "ciphers", "-stdname", "ALL:@SECLEVEL=0"], capture_output=True, text=True,
-                             timeout=30, check=True).stdout
-    converted = 0
-    for line in listing.splitlines():
-        standard, _, name = line.split()[:3]
-        if openssl_cipher_name(standard) != standard:
-            assert openssl_cipher_name(standard) == name, standard
-            converted += 1
-    assert converted >= 20
-    assert openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384") == "ECDHE-RSA-AES256-GCM-SHA384"
-    assert openssl_cipher_name("ECDHE-RSA-AES128-SHA") == "ECDHE-RSA-AES128-SHA"  # openssl's already
-    assert openssl_cipher_name("TLS_AES_128_GCM_SHA256") == "TLS_AES_128_GCM_SHA256"  # TLS 1.3
-
-
 # ------------------------------------------------------------------ the request queue
 
 
