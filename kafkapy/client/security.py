@@ -6,10 +6,10 @@ listener: the broker's inter-broker clients (replica fetchers through
 marker writer) and the tools' ``_secure_conn.SecureConnection``.
 
 ``ClientSecurity`` says what to speak: ``PLAINTEXT``, ``SSL``,
-``SASL_PLAINTEXT`` or ``SASL_SSL``; a client ``ssl.SSLContext`` (trust, an
-optional client certificate for mutual TLS, host name checks per
-``ssl.endpoint.identification.algorithm``); a SASL mechanism (PLAIN,
-SCRAM-SHA-256, SCRAM-SHA-512) with the username and password.
+``SASL_PLAINTEXT`` or ``SASL_SSL``; a client ``ssl.SSLContext`` (built by
+``ssl_factory``: trust, an optional client certificate for mutual TLS, host
+name checks per ``ssl.endpoint.identification.algorithm``); a SASL mechanism
+(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with the username and password.
 ``authenticate`` is the client side of the SASL exchange (SaslHandshake v1,
 SaslAuthenticate v0: what Kafka's clients send to brokers of any version);
 ``blocking.open_socket`` connects, completes the TLS handshake and runs it,
@@ -31,10 +31,13 @@ import re
 import ssl
 from dataclasses import dataclass
 
+from kafkapy.client import ssl_factory
+
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+_ALIASES = {"ssl.truststore.location": "ssl.ca.location"}  # librdkafka's name of a Java client's key
 
 
 class AuthenticationFailed(ConnectionError):
@@ -66,19 +69,17 @@ class ClientSecurity:
     def from_client_properties(cls, props: dict) -> "ClientSecurity":
         """From a Java client's properties (``security.protocol``,
         ``sasl.mechanism`` with ``username``/``password`` in
-        ``sasl.jaas.config``, ``ssl.truststore.location`` or
-        ``ssl.ca.location``, ``ssl.keystore.location`` (PEM: key and chain)
-        with ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``);
-        ValueError names what is missing."""
+        ``sasl.jaas.config``, the ``ssl.*`` keys ``ssl_factory`` reads in
+        client mode, trust also from librdkafka's ``ssl.ca.location``);
+        ValueError names what is missing or wrong (``SslConfigError`` for an
+        ``ssl.*`` key, never with a password)."""
         protocol = props.get("security.protocol", "PLAINTEXT").upper()
         if protocol not in PROTOCOLS:
             raise ValueError(f"security.protocol {protocol} is not supported")
         ctx = None
         if protocol.endswith("SSL"):
-            ctx = client_context(cafile=props.get("ssl.truststore.location") or props.get("ssl.ca.location"),
-                                 certfile=props.get("ssl.keystore.location"),
-                                 password=props.get("ssl.key.password"),
-                                 check_hostname=props.get("ssl.endpoint.identification.algorithm", "https") != "")
+            ctx = ssl_factory.create_context("client", lambda key: props.get(key, props.get(_ALIASES.get(key))),
+                                             "the client")
         mechanism = user = password = None
         if protocol.startswith("SASL"):
             mechanism = props.get("sasl.mechanism", "GSSAPI").upper()
@@ -94,26 +95,6 @@ def jaas_option(jaas: str, key: str) -> str | None:
     """``key="value"`` of a JAAS text (the first), unescaped, or None."""
     match = re.search(rf'\b{key}\s*=\s*"((?:[^"\\]|\\.)*)"', jaas or "")
     return re.sub(r"\\(.)", r"\1", match.group(1)) if match else None
-
-
-def client_context(cafile=None, cadata=None, certfile=None, password=None, check_hostname: bool = True,
-                   minimum_version=None, maximum_version=None, ciphers: str | None = None) -> ssl.SSLContext:
-    """A client ``SSLContext``: the server verified against the trust store
-    (the system's when none is given), its host name checked unless
-    ``check_hostname`` is False (Kafka's empty
-    ``ssl.endpoint.identification.algorithm``), ``certfile`` (key and chain,
-    PEM) presented for mutual TLS."""
-    ctx = ssl.create_default_context(cafile=cafile or None, cadata=cadata or None)
-    ctx.check_hostname = check_hostname
-    if certfile:
-        ctx.load_cert_chain(certfile, password=password or None)
-    if minimum_version is not None:
-        ctx.minimum_version = minimum_version
-    if maximum_version is not None:
-        ctx.maximum_version = maximum_version
-    if ciphers:
-        ctx.set_ciphers(ciphers)
-    return ctx
 
 
 # -- SASL: the client side of SaslHandshake v1 + SaslAuthenticate v0 -----------------

@@ -6,10 +6,11 @@ librdkafka takes no JAAS text, so the Java client's properties go through
 secured listener (kafkapy-acls) use this: ``security.protocol`` PLAINTEXT,
 SSL, SASL_PLAINTEXT or SASL_SSL; ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or
 SCRAM-SHA-512 with the user from ``sasl.jaas.config`` (``username="..."
-password="..."``); TLS trust from ``ssl.truststore.location`` (PEM) or
-``ssl.ca.location``, a client certificate from ``ssl.keystore.location``
-(PEM: key and chain), host name checks per
-``ssl.endpoint.identification.algorithm`` (Kafka's default https).
+password="..."``); TLS from the ``ssl.*`` keys, through the builder the
+broker uses too (``kafkapy.client.ssl_factory``, client mode): trust from
+``ssl.truststore.location`` (PEM) or ``ssl.ca.location``, a client
+certificate from ``ssl.keystore.location`` (PEM: key and chain), host name
+checks per ``ssl.endpoint.identification.algorithm`` (Kafka's default https).
 
 Requests are kafkapy's codec over the broker's API table at the version the
 caller names (non-flexible header v1, or v2 for flexible versions).

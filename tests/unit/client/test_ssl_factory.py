@@ -67,3 +67,50 @@ def test_kafka_cipher_suite_names_in_openssls_spelling():
     assert openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384") == "ECDHE-RSA-AES256-GCM-SHA384"
     assert openssl_cipher_name("ECDHE-RSA-AES128-SHA") == "ECDHE-RSA-AES128-SHA"  # openssl's already
     assert openssl_cipher_name("TLS_AES_128_GCM_SHA256") == "TLS_AES_128_GCM_SHA256"  # TLS 1.3
+
+
+def test_one_builder_for_both_ends_of_a_mutual_tls_handshake(tmp_path):
+    """A listener's context (server mode, the broker's keys: inline PEM key
+    store, encrypted key, client certificates required) and a tool's (client
+    mode, a Java client's properties as text, librdkafka's ssl.ca.location)
+    from the same builder complete a handshake with each other."""
+    import ssl
+
+    from kafkapy.client.security import ClientSecurity
+    from kafkapy.client.ssl_factory import create_context
+    from support.certs import make_certs
+    from support.tls_memory import memory_tls
+
+    certs = make_certs(tmp_path)
+    client_cert, client_key = certs.client("tool", "/CN=tool")
+    (tmp_path / "tool.pem").write_text(client_key.read_text() + client_cert.read_text())
+    listener = {"ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM",
+                "ssl.keystore.certificate.chain": certs.server_cert.read_text(),
+                "ssl.keystore.key": certs.server_key_encrypted.read_text(), "ssl.key.password": certs.key_password,
+                "ssl.truststore.location": str(certs.ca_cert), "ssl.client.auth": "required",
+                "ssl.enabled.protocols": ["TLSv1.2", "TLSv1.3"], "ssl.cipher.suites": []}
+    server = create_context("server", listener.get, "listener SSL")
+    assert server.verify_mode == ssl.CERT_REQUIRED and not server.check_hostname
+    tool = ClientSecurity.from_client_properties({"security.protocol": "SSL", "ssl.ca.location": str(certs.ca_cert),
+                                                  "ssl.keystore.location": str(tmp_path / "tool.pem"),
+                                                  "ssl.enabled.protocols": "TLSv1.2"})
+    assert tool.ssl_context.check_hostname  # Kafka's default https
+    tls = memory_tls(server, tool.ssl_context)
+    assert tls.server.version() == "TLSv1.2" and tls.server.getpeercert()["subject"] == ((("commonName", "tool"),),)
+    for algorithm in ("", "none"):  # Java's and librdkafka's "no host name check"
+        props = {"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": algorithm}
+        assert not ClientSecurity.from_client_properties(props).ssl_context.check_hostname
+
+
+def test_bad_settings_name_their_key_and_never_the_password(tmp_path):
+    from kafkapy.client.ssl_factory import SslConfigError, create_context
+
+    with pytest.raises(SslConfigError, match="a TLS listener needs ssl.keystore.location") as err:
+        create_context("server", {"ssl.key.password": "hunter2"}.get, "listener SSL")
+    assert err.value.key == "ssl.keystore.location"
+    with pytest.raises(SslConfigError, match="the client cannot load its trust store") as err:
+        create_context("client", {"ssl.truststore.location": str(tmp_path / "missing.pem"),
+                                  "ssl.key.password": "hunter2"}.get, "the client")
+    assert err.value.key == "ssl.truststore.location" and "hunter2" not in str(err.value)
+    with pytest.raises(SslConfigError, match="supported protocols are TLSv1.2, TLSv1.3"):
+        create_context("client", {"ssl.enabled.protocols": "TLSv1.1"}.get, "the client")
