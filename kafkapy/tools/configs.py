@@ -223,7 +223,7 @@ def _alter(clients, entity_type: str, name: str, args) -> int:
 
 
 def _java_double(value: float) -> str:
-    from kafkapy.server.quotas.entities import java_double  # Kafka prints Java's Double.toString
+    from kafkapy.protocol.java_text import java_double  # Kafka prints Java's Double.toString
 
     return java_double(value)
 

@@ -17,13 +17,13 @@ Values are stored as Kafka stores them: strings, LONG keys as integers
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 import ipaddress
 import socket
 
 from kafkapy.metadata.model import DEFAULT_ENTITY, ENTITY_IPS, entity_key, entity_names, ip_entity, ip_name
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.java_text import java_double
 from kafkapy.protocol.topics import TopicError
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
@@ -133,25 +133,6 @@ def config_value(key: str, value: float, kind: str | None = None) -> str:
             raise invalid(f"Configuration {key} must be a {kind} value")
         return str(whole)
     return java_double(value)
-
-
-def java_double(value: float) -> str:
-    """Java's ``Double.toString``: ``50.0``, ``0.5``, ``1.0E7``, ``1.0E-4``."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    magnitude = abs(value)
-    if 1e-3 <= magnitude < 1e7:
-        text = repr(value)
-        return text if "." in text or "e" in text else text + ".0"
-    sign, digits, exponent = Decimal(repr(magnitude)).normalize().as_tuple()
-    digits = "".join(map(str, digits))
-    power = len(digits) - 1 + exponent
-    mantissa = digits[0] + "." + (digits[1:] or "0")
-    return ("-" if value < 0 else "") + f"{mantissa}E{power}"
 
 
 # ------------------------------------------------------------------ DescribeClientQuotas
