@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from decimal import Decimal
 from typing import Any, Callable, Optional
 
+from kafkapy.protocol.java_text import java_double
 from kafkapy.storage.config import InvalidConfigError  # noqa: F401  (raised by the tables' checks, imported from here)
 
 # ---------------------------------------------------------------------------
@@ -289,21 +289,8 @@ def format_value(type_: str, value: Any) -> Optional[str]:
     if type_ == PASSWORD:
         return value.value if isinstance(value, Password) else str(value)
     if type_ == DOUBLE:
-        return _java_double(float(value))
+        return java_double(float(value))
     return str(value)
-
-
-def _java_double(x: float) -> str:
-    """Java's ``Double.toString``: plain decimals for 1e-3 <= |x| < 1e7, otherwise
-    "d.dddE<n>" (Double.MAX_VALUE is "1.7976931348623157E308"), as Kafka's
-    DescribeConfigs shows a double."""
-    if x != x or x in (float("inf"), float("-inf")):
-        return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
-    if x == 0 or 1e-3 <= abs(x) < 1e7:
-        return repr(x)  # Python's shortest round-trip form is plain decimal here
-    sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    return ("-" if sign else "") + text[0] + "." + (text[1:] or "0") + "E" + str(len(text) - 1 + exponent)
 
 
 def parse_checked(name: str, type_: str, validator, raw: Any) -> Any:
