@@ -14,7 +14,10 @@ name checks per ``ssl.endpoint.identification.algorithm``); a SASL mechanism
 SaslAuthenticate v0: what Kafka's clients send to brokers of any version);
 ``blocking.open_socket`` connects, completes the TLS handshake and runs it,
 and the caller then speaks Kafka over the socket (blocking, or non-blocking
-after ``setblocking(False)``: ``Connection`` does that).
+after ``setblocking(False)``: ``Connection`` does that). SCRAM's
+mechanisms and ``salted_password`` (Kafka's ScramMechanism and ScramFormatter,
+which are in its clients too) serve the broker's credential store and
+kafkapy-configs as well.
 
 Who builds one: the broker from its inter-broker listener's keys
 (``kafkapy.server.security.inter_broker``), the tools from a Java client's
@@ -95,6 +98,20 @@ def jaas_option(jaas: str, key: str) -> str | None:
     """``key="value"`` of a JAAS text (the first), unescaped, or None."""
     match = re.search(rf'\b{key}\s*=\s*"((?:[^"\\]|\\.)*)"', jaas or "")
     return re.sub(r"\\(.)", r"\1", match.group(1)) if match else None
+
+
+# -- SCRAM's mechanisms: Kafka's ScramMechanism and ScramFormatter, both in its clients --
+DEFAULT_ITERATIONS = 4096
+SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+# Kafka's org.apache.kafka.clients.admin.ScramMechanism types (0: UNKNOWN).
+MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+TYPE_OF_MECHANISM = {name: t for t, name in MECHANISM_TYPES.items()}
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's SaltedPassword = Hi(password, salt, i) (what an admin client
+    sends in AlterUserScramCredentials)."""
+    return hashlib.pbkdf2_hmac(SCRAM_HASHES[mechanism], password.encode("utf-8"), salt, iterations)
 
 
 # -- SASL: the client side of SaslHandshake v1 + SaslAuthenticate v0 -----------------

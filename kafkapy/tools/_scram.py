@@ -22,7 +22,7 @@ import os
 import re
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.security.scram_store import (
+from kafkapy.client.security import (
     DEFAULT_ITERATIONS,
     MECHANISM_TYPES,
     TYPE_OF_MECHANISM,

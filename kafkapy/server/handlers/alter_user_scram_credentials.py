@@ -27,18 +27,14 @@ follow before their next SCRAM authentication.
 
 from __future__ import annotations
 
+from kafkapy.client.security import DEFAULT_ITERATIONS, MECHANISM_TYPES
 from kafkapy.metadata.model import user_entity
 from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
 from kafkapy.server.handlers.describe_user_scram_credentials import EMPTY_NAME
 from kafkapy.server.security.authorizer import cluster_denied
-from kafkapy.server.security.scram_store import (
-    DEFAULT_ITERATIONS,
-    MAX_ITERATIONS,
-    MECHANISM_TYPES,
-    credential_from_salted,
-)
+from kafkapy.server.security.scram_store import MAX_ITERATIONS, credential_from_salted
 
 API_KEY = 51
 

@@ -20,12 +20,13 @@ the image every broker follows from ZooKeeper), so any broker answers.
 
 from __future__ import annotations
 
+from kafkapy.client.security import MECHANISM_TYPES
 from kafkapy.metadata.model import ENTITY_USERS, entity_names, user_entity
 from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
 from kafkapy.server.security.authorizer import cluster_denied
-from kafkapy.server.security.scram_store import MECHANISM_TYPES, ScramCredential
+from kafkapy.server.security.scram_store import ScramCredential
 
 API_KEY = 50
 EMPTY_NAME = "Username must not be empty"

@@ -39,13 +39,10 @@ import re
 import sys
 from typing import NamedTuple
 
+from kafkapy.client.security import DEFAULT_ITERATIONS, SCRAM_HASHES, salted_password
+
 CREDENTIALS_FILE = "kafkapy-scram-credentials.json"
-DEFAULT_ITERATIONS = 4096
 MAX_ITERATIONS = 16384  # Kafka's AlterUserScramCredentials bound (ZkAdminManager)
-_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-# Kafka's org.apache.kafka.clients.admin.ScramMechanism types (0: UNKNOWN).
-MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
-TYPE_OF_MECHANISM = {name: t for t, name in MECHANISM_TYPES.items()}
 
 
 class ScramCredential(NamedTuple):
@@ -66,16 +63,10 @@ class ScramCredential(NamedTuple):
                    base64.b64decode(fields["server_key"]), int(fields["iterations"]))
 
 
-def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
-    """RFC 5802's SaltedPassword = Hi(password, salt, i) (what an admin client
-    sends in AlterUserScramCredentials)."""
-    return hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode("utf-8"), salt, iterations)
-
-
 def credential_from_salted(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
     """Kafka's ScramFormatter.generateCredential: StoredKey = H(HMAC(SaltedPassword,
     "Client Key")), ServerKey = HMAC(SaltedPassword, "Server Key")."""
-    name = _HASHES[mechanism]
+    name = SCRAM_HASHES[mechanism]
     client_key = hmac.new(salted, b"Client Key", name).digest()
     server_key = hmac.new(salted, b"Server Key", name).digest()
     return ScramCredential(salt, hashlib.new(name, client_key).digest(), server_key, iterations)
@@ -138,7 +129,7 @@ def migrate_credentials_file(log_dir: str, store) -> int:
     alterations = {}
     for user, entity in users.items():
         have = current.get(user_entity(user)) or {}
-        new = {m: text for m, text in entity.get("config", {}).items() if m in _HASHES and m not in have}
+        new = {m: text for m, text in entity.get("config", {}).items() if m in SCRAM_HASHES and m not in have}
         if new:
             alterations[user_entity(user)] = (new, ())
     if alterations:
@@ -158,7 +149,7 @@ def _read(path: str) -> dict:
 def add_scram_credentials(log_dir: str, user: str, mechanism: str, password: str,
                           iterations: int = DEFAULT_ITERATIONS) -> None:
     """Create or replace ``user``'s credential for ``mechanism`` (atomic file replace)."""
-    if mechanism not in _HASHES:
+    if mechanism not in SCRAM_HASHES:
         raise ValueError(f"unknown SCRAM mechanism {mechanism}")
     if iterations < DEFAULT_ITERATIONS:
         raise ValueError(f"iterations must be at least {DEFAULT_ITERATIONS}")
