@@ -101,7 +101,7 @@ def jaas_option(jaas: str, key: str) -> str | None:
 
 
 # -- SCRAM's mechanisms: Kafka's ScramMechanism and ScramFormatter, both in its clients --
-DEFAULT_ITERATIONS = 4096
+DEFAULT_ITERATIONS = 4096  # ScramMechanism.minIterations, and kafka-configs' default
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # Kafka's org.apache.kafka.clients.admin.ScramMechanism types (0: UNKNOWN).
 MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
@@ -140,7 +140,8 @@ class ScramClient:
     """RFC 5802 client messages (Kafka's ScramSaslClient, no channel binding)."""
 
     def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None):
-        self.hash = "sha256" if mechanism.endswith("256") else "sha512"
+        self.mechanism = mechanism
+        self.hash = SCRAM_HASHES[mechanism]
         self.password = password
         self.nonce = nonce or base64.b64encode(os.urandom(18)).decode()
         self.bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r={self.nonce}"
@@ -154,8 +155,7 @@ class ScramClient:
         fields = dict(item.split("=", 1) for item in text.split(","))
         if not fields.get("r", "").startswith(self.nonce):
             raise AuthenticationFailed("the server's nonce does not extend the client's")
-        salted = hashlib.pbkdf2_hmac(self.hash, self.password.encode(), base64.b64decode(fields["s"]),
-                                     int(fields["i"]))
+        salted = salted_password(self.mechanism, self.password, base64.b64decode(fields["s"]), int(fields["i"]))
         client_key = hmac.new(salted, b"Client Key", self.hash).digest()
         without_proof = f"c=biws,r={fields['r']}"
         message = f"{self.bare},{text},{without_proof}".encode()

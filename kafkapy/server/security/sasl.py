@@ -46,6 +46,7 @@ import time
 
 from kio.static.primitive import i64Timedelta
 
+from kafkapy.client.security import DEFAULT_ITERATIONS, SCRAM_HASHES
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
@@ -252,8 +253,6 @@ class PlainServer:
         return b""
 
 
-SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-SCRAM_MIN_ITERATIONS = 4096  # Kafka's ScramMechanism.minIterations
 _CLIENT_FIRST = re.compile(r"n,(?:a=(?P<authzid>[^,]*))?,(?P<bare>n=(?P<name>[^,]+),r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)"
                            r"(?P<ext>(?:,[A-Za-z]+=[^,]*)*))\Z")
 _CLIENT_FINAL = re.compile(r"(?P<without>c=(?P<channel>[A-Za-z0-9+/=]+),r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)"
@@ -314,7 +313,7 @@ class ScramServer:
             raise SaslAuthenticationFailed("Authentication failed: Client requested an authorization id "
                                            "that is different from username")
         credential = self.store.get(name, self.mechanism)
-        if credential is None or credential.iterations < SCRAM_MIN_ITERATIONS:
+        if credential is None or credential.iterations < DEFAULT_ITERATIONS:
             raise self._invalid()
         self._credential = credential
         self._name = name
