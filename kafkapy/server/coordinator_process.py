@@ -65,7 +65,7 @@ from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC, OffsetsTopicStore
 from kafkapy.coordinator.transaction.coordinator import TransactionCoordinatorState
 from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
 from kafkapy.coordinator.transaction.marker_channel import MarkerWriter, TransactionMarkerChannel
-from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC
+from kafkapy.protocol.transaction_log import TRANSACTION_STATE_TOPIC
 from kafkapy.coordinator.transaction.state_store import TransactionStateStore
 from kafkapy.coordinator.transaction.transaction_coordinator import TransactionCoordinator, txn_config
 from kafkapy.controller.channel_manager import endpoint_for

@@ -109,8 +109,7 @@ class TransactionLogFormatter:
         return int.from_bytes(bytes(data[:2]), "big", signed=True)
 
     def format(self, record) -> str:
-        from kafkapy.coordinator.records import RecordFormatError
-        from kafkapy.coordinator.transaction.state_log import decode_key, decode_value
+        from kafkapy.protocol.transaction_log import RecordFormatError, decode_key, decode_value
 
         def decoded(data, decode):
             try:

@@ -277,9 +277,7 @@ class Problems:
 def transaction_log_key_value(key: Optional[bytes], value: Optional[bytes]) -> tuple:
     """A ``__transaction_state`` record as Kafka's TransactionLog.formatRecordKeyAndValue
     prints it: ``(key text, value text or None)``."""
-    from kafkapy.coordinator.records import RecordFormatError
-    from kafkapy.coordinator.transaction.metadata import TransactionState
-    from kafkapy.coordinator.transaction.state_log import decode_key, decode_value
+    from kafkapy.protocol.transaction_log import RecordFormatError, TransactionState, decode_key, decode_value
 
     try:
         transactional_id = decode_key(key)

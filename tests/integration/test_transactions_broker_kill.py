@@ -39,7 +39,7 @@ import pytest
 from support.clients import create_topic, module_broker
 
 from kafkapy.client import KafkaProducer, errors
-from kafkapy.coordinator.transaction.state_log import partition_for
+from kafkapy.protocol.transaction_log import partition_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -25,7 +25,7 @@ from support.clients import create_topic
 from support.raw_api import call
 from support.transactions import list_offset, producer
 
-from kafkapy.coordinator.transaction.state_log import decode_key
+from kafkapy.protocol.transaction_log import decode_key
 from kafkapy.protocol.errors import ErrorCode as E
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

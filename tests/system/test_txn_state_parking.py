@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkapy.coordinator.transaction.state_log import partition_for
+from kafkapy.protocol.transaction_log import partition_for
 from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing
 from support.wait import wait_for
 

@@ -1,7 +1,8 @@
 """The transaction coordinator's package (Kafka's ``kafka.coordinator.transaction``).
 
 * ``producer_id_manager`` — producer ids for InitProducerId (blocks from the metadata store).
-* ``state_log`` — ``__transaction_state``'s record formats and the id -> partition hash.
+* ``__transaction_state``'s record formats and the id -> partition hash are
+  ``kafkapy.protocol.transaction_log`` (the tools read them too).
 * ``metadata`` — one transactional id's state and transitions (Kafka's TransactionMetadata).
 * ``coordinator`` — the coordinator's decisions, sans-IO (TransactionCoordinatorState).
 * ``transaction_coordinator`` — its I/O half over a store and a marker channel.

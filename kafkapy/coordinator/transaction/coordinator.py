@@ -7,7 +7,7 @@ request method returns a ``Result``:
 
 * ``answer``: what to answer the client now (None: nothing yet);
 * ``persist``: a ``Persist`` to write to ``__transaction_state`` (key
-  ``state_log.encode_key(transactional_id)``, value
+  ``transaction_log.encode_key(transactional_id)``, value
   ``persist.transit.log_value()`` or a tombstone when ``persist.tombstone``)
   at partition ``partition_for(transactional_id)``, acks=-1; the caller then
   calls ``complete(persist, error_code)``, which returns the next Result;
@@ -39,7 +39,7 @@ from kafkapy.coordinator.transaction.metadata import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
-from kafkapy.coordinator.transaction.state_log import decode_key, decode_value, partition_for
+from kafkapy.protocol.transaction_log import decode_key, decode_value, partition_for
 from kafkapy.protocol.errors import ErrorCode as E
 
 S = TransactionState

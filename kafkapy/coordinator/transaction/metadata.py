@@ -16,48 +16,17 @@ its append callback).
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-from kafkapy.coordinator.transaction.state_log import TxnLogValue
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.transaction_log import TransactionState, TxnLogValue
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 2**15 - 1
 
 
-class TransactionState(enum.IntEnum):
-    """Kafka's TransactionState ids, as written in TransactionLogValue.TransactionStatus."""
-
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
-
-    @property
-    def kafka_name(self) -> str:
-        """The name DescribeTransactions / ListTransactions answer (Kafka's ``state.name``)."""
-        return _NAMES[self]
-
-    @property
-    def is_expiration_allowed(self) -> bool:
-        return self in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
-
-    @classmethod
-    def from_name(cls, name: str) -> "TransactionState | None":
-        return _BY_NAME.get(name)
-
-
 S = TransactionState
-_NAMES = {S.EMPTY: "Empty", S.ONGOING: "Ongoing", S.PREPARE_COMMIT: "PrepareCommit",
-          S.PREPARE_ABORT: "PrepareAbort", S.COMPLETE_COMMIT: "CompleteCommit",
-          S.COMPLETE_ABORT: "CompleteAbort", S.DEAD: "Dead", S.PREPARE_EPOCH_FENCE: "PrepareEpochFence"}
-_BY_NAME = {name: state for state, name in _NAMES.items()}
 
 # Kafka's validPreviousStates per target state.
 VALID_PREVIOUS_STATES = {

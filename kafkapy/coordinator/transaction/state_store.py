@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kafkapy.coordinator.offsets_topic import OffsetsTopicStore, PendingAppend, ensure_internal_topic
 from kafkapy.coordinator.transaction.coordinator import Persist
-from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC, encode_key, encode_value
+from kafkapy.protocol.transaction_log import TRANSACTION_STATE_TOPIC, encode_key, encode_value
 from kafkapy.protocol.errors import ErrorCode as E
 
 

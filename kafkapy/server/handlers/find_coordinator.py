@@ -66,7 +66,7 @@ def _locator(broker, key_type, listener_name=None):
         error, _ = ensure_offsets_topic(broker, broker.config)
         topic = OFFSETS_TOPIC
     elif key_type == TRANSACTION:
-        from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC, partition_for
+        from kafkapy.protocol.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
         from kafkapy.coordinator.transaction.state_store import ensure_transaction_state_topic
 
         error, _ = ensure_transaction_state_topic(broker, broker.config)

@@ -7,7 +7,8 @@ from hypothesis import given, strategies as st
 from kafkapy.coordinator.records import (
     EMPTY_CONSUMER_ASSIGNMENT, GroupKey, GroupRecord, MemberRecord, OffsetAndMetadata, OffsetKey,
     consumer_subscription_topics, decode_group_value, decode_key, decode_offset_value, encode_group_key,
-    encode_group_value, encode_offset_key, encode_offset_value, java_string_hashcode, partition_for)
+    encode_group_value, encode_offset_key, encode_offset_value, partition_for)
+from kafkapy.protocol.coordinator_records import java_string_hashcode
 
 
 def test_java_string_hashcode_matches_java():

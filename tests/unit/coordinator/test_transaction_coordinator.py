@@ -8,7 +8,7 @@ from kafkapy.coordinator.transaction.coordinator import (
     Answer, Persist, TransactionCoordinatorState, TxnConfig, WriteMarkers, append_error_to_coordinator_error)
 from kafkapy.coordinator.transaction.metadata import (
     IllegalTransition, TransactionMetadata, TransactionState as S, VALID_PREVIOUS_STATES)
-from kafkapy.coordinator.transaction.state_log import decode_value, encode_key, encode_value
+from kafkapy.protocol.transaction_log import decode_value, encode_key, encode_value
 from kafkapy.protocol.errors import ErrorCode as E
 
 TXN = "txn-a"
@@ -368,7 +368,7 @@ def test_load_replays_records_and_resends_pending_markers():
 
 
 def _key_id(key):
-    from kafkapy.coordinator.transaction.state_log import decode_key
+    from kafkapy.protocol.transaction_log import decode_key
     return decode_key(key)
 
 

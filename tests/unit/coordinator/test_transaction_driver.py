@@ -9,7 +9,7 @@ from coordinator.test_transaction_coordinator import Clock
 from kafkapy.coordinator.transaction.coordinator import TransactionCoordinatorState, TxnConfig
 from kafkapy.coordinator.transaction.handlers import TXN_HANDLERS
 from kafkapy.coordinator.transaction.marker_channel import TransactionMarkerChannel
-from kafkapy.coordinator.transaction.state_log import decode_key, decode_value, encode_key
+from kafkapy.protocol.transaction_log import decode_key, decode_value, encode_key
 from kafkapy.coordinator.transaction.transaction_coordinator import (
     ABORT_TIMED_OUT_INTERVAL_MS, MARKER_RETRY_INTERVAL_MS, TransactionCoordinator)
 from kafkapy.protocol.codec import encode_to_bytes
@@ -22,7 +22,7 @@ from kafkapy._core.records_py import build_batch
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.log import Log
 from kafkapy.storage.shared import LocalPartitionState
-from kafkapy.coordinator.transaction.state_log import encode_value
+from kafkapy.protocol.transaction_log import encode_value
 
 TXN = "txn-a"
 

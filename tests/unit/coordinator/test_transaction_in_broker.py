@@ -10,7 +10,7 @@ import pytest
 from kafkapy.coordinator.transaction.coordinator import TransactionCoordinatorState
 from kafkapy.coordinator.transaction.marker_channel import LocalMarkerWriter, TransactionMarkerChannel
 from kafkapy.coordinator.transaction.metadata import TransactionState as S
-from kafkapy.coordinator.transaction.state_log import TRANSACTION_STATE_TOPIC, decode_key, decode_value
+from kafkapy.protocol.transaction_log import TRANSACTION_STATE_TOPIC, decode_key, decode_value
 from kafkapy.coordinator.transaction.state_store import TransactionStateStore
 from kafkapy.coordinator.transaction.transaction_coordinator import TransactionCoordinator, txn_config
 from kafkapy._core.records_py import build_batch

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from kafkapy.coordinator.transaction.state_log import (
+from kafkapy.protocol.transaction_log import (
     RecordFormatError, TxnLogValue, decode_key, decode_value, encode_key, encode_value, partition_for)
 
 

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from kafkapy.coordinator.transaction.state_log import TxnLogValue, encode_key, encode_value
+from kafkapy.protocol.transaction_log import TxnLogValue, encode_key, encode_value
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.control_records import build_end_txn_marker_batch
 from kafkapy.storage.log import Log

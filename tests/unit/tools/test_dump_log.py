@@ -175,7 +175,7 @@ def test_transaction_log_decoder(tmp_path, capsys):
     """--transaction-log-decoder prints __transaction_state records as Kafka's
     TransactionLog.formatRecordKeyAndValue: an Ongoing value, a tombstone
     (<DELETE>) and a key version it does not know (no payload)."""
-    from kafkapy.coordinator.transaction.state_log import TxnLogValue, encode_key, encode_value
+    from kafkapy.protocol.transaction_log import TxnLogValue, encode_key, encode_value
     ongoing = TxnLogValue(42, 3, 60000, 1, frozenset({("b", 1), ("a", 0)}), 1_700_000_000_123, 1_700_000_000_000)
     batch = build_batch([(encode_key("tx-1"), encode_value(ongoing), [], 1000),
                          (encode_key("tx-1"), None, [], 1001),

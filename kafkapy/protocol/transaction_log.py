@@ -17,6 +17,8 @@ written with ``MessageUtil.toVersionPrefixedBytes``, so Kafka's own tools
   unsigned varint length + 1, 0 for null; an empty tagged-field section after
   each partition entry and at the end).
 * a null value is a tombstone: the transactional id expired.
+* ``transaction_status`` is Kafka's TransactionState id (``TransactionState``,
+  with the names DescribeTransactions answers).
 
 Kafka 3.9 writes value version 0 unless ``transaction.version`` 1 is
 enabled (not the default), and null partitions in state Empty; so do we.
@@ -26,13 +28,15 @@ order comes from a hash set; any order reads back the same).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
-from kafkapy.coordinator.records import RecordFormatError, _Reader, _Writer, partition_for
+from kafkapy.protocol.coordinator_records import RecordFormatError, _Reader, _Writer, partition_for
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
     "TXN_KEY_VERSION",
+    "TransactionState",
     "TxnLogValue",
     "RecordFormatError",
     "partition_for",
@@ -45,6 +49,39 @@ __all__ = [
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 TXN_KEY_VERSION = 0
 TXN_VALUE_VERSIONS = (0, 1)
+
+
+class TransactionState(enum.IntEnum):
+    """Kafka's TransactionState ids, as written in TransactionLogValue.TransactionStatus."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        """The name DescribeTransactions / ListTransactions answer (Kafka's ``state.name``)."""
+        return _NAMES[self]
+
+    @property
+    def is_expiration_allowed(self) -> bool:
+        return self in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
+
+    @classmethod
+    def from_name(cls, name: str) -> "TransactionState | None":
+        return _BY_NAME.get(name)
+
+
+_S = TransactionState
+_NAMES = {_S.EMPTY: "Empty", _S.ONGOING: "Ongoing", _S.PREPARE_COMMIT: "PrepareCommit",
+          _S.PREPARE_ABORT: "PrepareAbort", _S.COMPLETE_COMMIT: "CompleteCommit",
+          _S.COMPLETE_ABORT: "CompleteAbort", _S.DEAD: "Dead", _S.PREPARE_EPOCH_FENCE: "PrepareEpochFence"}
+_BY_NAME = {name: state for state, name in _NAMES.items()}
 
 
 @dataclass(frozen=True)
