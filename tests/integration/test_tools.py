@@ -52,8 +52,8 @@ def need(apis, *keys_and_names):
         pytest.skip(f"broker does not advertise {', '.join(missing)} in ApiVersions")
 
 
-def tool(name, *args, stdin=None, check=True):
-    env = dict(os.environ)
+def tool(name, *args, stdin=None, check=True, env_extra=None):
+    env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run([sys.executable, "-m", f"kafkapy.tools.{name}", *args], input=stdin,
                           capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, env=env)
@@ -345,3 +345,47 @@ def test_consumer_groups(broker, apis):
 
     deleted = tool("consumer_groups", "--bootstrap-server", b, "--delete", "--group", group).stdout
     assert deleted.strip() == f"Deletion of requested consumer groups ('{group}') was successful."
+
+
+def test_tools_on_librdkafka_answer_as_on_kafkapys_client(broker, apis, tmp_path):
+    """KAFKAPY_TOOLS_CLIENT=confluent puts the tools on confluent-kafka
+    (tools/_client_confluent.py) instead of kafkapy.client: topics, the console
+    producer and consumer with a group, offsets, configs, groups and
+    delete-records work on it, and what both backends describe prints the same."""
+    pytest.importorskip("confluent_kafka")
+    need(apis, (32, "DescribeConfigs"), (44, "IncrementalAlterConfigs"), (21, "DeleteRecords"), (11, "JoinGroup"),
+         (14, "SyncGroup"), (15, "DescribeGroups"), (16, "ListGroups"), (8, "OffsetCommit"), (9, "OffsetFetch"))
+    b = broker.bootstrap
+    rdkafka = {"KAFKAPY_TOOLS_CLIENT": "confluent"}
+    topic, group = topic_name("rdkafka"), topic_name("group")
+    created = tool("topics", "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "2",
+                   env_extra=rdkafka).stdout
+    assert created.strip() == f"Created topic {topic}."
+    tool("console_producer", "--bootstrap-server", b, "--topic", topic, "--property", "parse.key=true",
+         "--property", "key.separator=:", stdin="".join(f"k{i}:v{i}\n" for i in range(6)), env_extra=rdkafka)
+    consumed = tool("console_consumer", "--bootstrap-server", b, "--topic", topic, "--group", group,
+                    "--from-beginning", "--max-messages", "6", "--property", "print.key=true", env_extra=rdkafka)
+    assert sorted(consumed.stdout.splitlines()) == [f"k{i}\tv{i}" for i in range(6)]
+    assert group in tool("consumer_groups", "--bootstrap-server", b, "--list", env_extra=rdkafka).stdout.split()
+
+    done = tool("configs", "--bootstrap-server", b, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                "--add-config", "retention.ms=5000", env_extra=rdkafka).stdout
+    assert done.strip() == f"Completed updating config for topic {topic}."
+    for args in (("topics", "--describe", "--topic", topic), ("get_offsets", "--topic", topic),
+                 ("get_offsets", "--topic", topic, "--time", "-2"), ("consumer_groups", "--describe", "--group", group)):
+        ours = tool(args[0], "--bootstrap-server", b, *args[1:]).stdout
+        assert tool(args[0], "--bootstrap-server", b, *args[1:], env_extra=rdkafka).stdout == ours, args
+    # Kafka's line, synonyms included (kafkapy.client's ConfigEntry has no synonyms: that backend prints {}).
+    described = tool("configs", "--bootstrap-server", b, "--describe", "--topic", topic, env_extra=rdkafka).stdout
+    assert described.splitlines() == [f"Dynamic configs for topic {topic} are:",
+                                      "  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms"
+                                      "=5000, DEFAULT_CONFIG:log.retention.hours=168}"]
+
+    spec = tmp_path / "offsets.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": 1}], "version": 1}))
+    out = tool("delete_records", "--bootstrap-server", b, "--offset-json-file", str(spec), env_extra=rdkafka).stdout
+    assert out.splitlines()[-1] == f"partition: {topic}-0\tlow_watermark: 1"
+    tool("topics", "--bootstrap-server", b, "--delete", "--topic", topic, env_extra=rdkafka)
+    missing = tool("topics", "--bootstrap-server", b, "--describe", "--topic", topic, check=False, env_extra=rdkafka)
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == f"Error while executing topic command : Topic '{topic}' does not exist as expected"
