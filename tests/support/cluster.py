@@ -462,11 +462,33 @@ class BackgroundProducer:
 
     def close(self) -> None:
         """Drop what is unsent and end librdkafka's threads (its connections with
-        them): a namespace test's producer must not outlive the addresses it uses."""
+        them): a namespace test's producer must not outlive the addresses it
+        uses. Closing again does nothing."""
+        if self.producer is None:
+            return
         self.halt()
         self._thread.join(30)
         self.producer.purge()
         self.producer.close()
+        self.producer = None
+
+
+def _high_watermark(consumer, tp, deadline: float) -> int:
+    """The partition's high watermark, asked again (until ``deadline``) while
+    its leadership is moving: a cluster that has just healed may still move
+    leaders (a preferred election, a returning broker), and librdkafka's
+    ``get_watermark_offsets`` gives up on the first NOT_LEADER_OR_FOLLOWER."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    retriable = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT)
+    while True:  # bounded by the deadline
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=10)[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in retriable or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.2)
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected_end: Optional[dict] = None,
@@ -477,15 +499,12 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected_end: Optio
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"validate-{time.monotonic_ns()}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    deadline = time.monotonic() + timeout_s
     try:
-        ends = {}
-        for p in range(partitions):
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            ends[p] = high
+        ends = {p: _high_watermark(consumer, TopicPartition(topic, p), deadline) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: dict[int, list[int]] = {p: [] for p in range(partitions)}
         positions = {p: 0 for p in range(partitions)}
-        deadline = time.monotonic() + timeout_s
         while any(positions[p] < ends[p] for p in ends):  # bounded by the deadline below
             assert time.monotonic() < deadline, f"consumed {positions} of {ends} in {timeout_s} s"
             msg = consumer.poll(0.5)
@@ -552,12 +571,17 @@ def progress(producer: BackgroundProducer, more: int, what: str, timeout_s: floa
 
 
 def finish(cluster: Cluster, producer: BackgroundProducer, topic: str, partitions: int) -> dict:
-    """Stop the producer, consume everything, validate; returns what was consumed."""
-    producer.stop()
-    assert producer.errors == [], producer.errors[:5]
-    consumed = consume_all(cluster.bootstrap, topic, partitions)
-    validate(producer.acked, consumed)
-    return consumed
+    """Stop the producer, consume everything, validate; returns what was
+    consumed. The producer is closed whatever happens: one left running
+    would go on connecting to a namespace test's addresses after they are gone."""
+    try:
+        producer.stop()
+        assert producer.errors == [], producer.errors[:5]
+        consumed = consume_all(cluster.bootstrap, topic, partitions)
+        validate(producer.acked, consumed)
+        return consumed
+    finally:
+        producer.close()
 
 
 def wait_new_leader(cluster: Cluster, topic: str, partition: int, not_in, timeout_s: float = 30.0) -> int:
