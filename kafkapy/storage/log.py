@@ -57,6 +57,8 @@ from kafkapy.storage.errors import (
     StorageError,
 )
 from kafkapy.storage.leader_epoch_cache import LeaderEpochFileCache
+from kafkapy.storage.local_log import (DELETE_DIR_SUFFIX, FetchData, _active_fields, parse_partition_dir_name,
+                                       partition_dir_name)
 from kafkapy.storage.log_loader import LogLoader
 from kafkapy.storage.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
 from kafkapy.storage.transaction_index import AbortedTxn, TransactionIndex
@@ -94,31 +96,17 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
-DELETE_DIR_SUFFIX = "-delete"
 SNAPSHOT_SUFFIX = ".snapshot"
 
 AppendResult = namedtuple(
     "AppendResult",
     ("first_offset", "last_offset", "log_append_time_ms", "log_start_offset", "record_count", "duplicate"),
 )
-FetchData = namedtuple("FetchData", ("regions", "size"))
 _new_tuple = tuple.__new__
 
 
 def _default_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
-    """``<topic>-<partition>`` -> (topic, partition); None for anything else (e.g. ``-delete`` dirs)."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
 
 
 def _append_settings(config: LogConfig) -> tuple:
@@ -144,13 +132,6 @@ def _append_settings(config: LogConfig) -> tuple:
         # append, without a call).
         max(0, config.max_segment_ms - min(max(config.segment_jitter_ms, 0), config.segment_ms)),
     )
-
-
-def _active_fields(active) -> tuple:
-    """The slot's active_base_offset .. bytes_since_last_index_entry for
-    ``active`` (a LogSegment), in ``PartitionState.FIELDS`` order."""
-    return (active.base_offset, active.size, active.offset_index.entries, active.time_index.entries,
-            active.max_timestamp, active.offset_of_max_timestamp, active.bytes_since_last_index_entry)
 
 
 def _topic_id_of(slot: tuple) -> bytes | None:

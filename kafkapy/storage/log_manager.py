@@ -25,7 +25,8 @@ import uuid
 from kafkapy.storage import checkpoints
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import InconsistentClusterId, KafkaStorageError
-from kafkapy.storage.log import DELETE_DIR_SUFFIX, Log, parse_partition_dir_name, partition_dir_name
+from kafkapy.storage.local_log import DELETE_DIR_SUFFIX, parse_partition_dir_name, partition_dir_name
+from kafkapy.storage.log import Log
 from kafkapy.storage.log_dirs import LogDirFailureChannel
 from kafkapy.storage.segment import DELETED_SUFFIX
 
