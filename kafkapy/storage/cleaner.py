@@ -535,9 +535,9 @@ class _Pass:
                 # Whatever was swapped, other processes must reload; after a
                 # failure part-way this process's own list is not to be
                 # trusted either.
-                lg._bump_generation()
+                lg.local._bump_generation()
                 if not done:
-                    lg._generation = -1
+                    lg.local._generation = -1
         return rewritten
 
     def discard_leftovers(self) -> None:
@@ -842,7 +842,7 @@ class _CleanedFile:
 
 def _swap_in(lg, group, entries) -> None:
     """Swap ``<base>.log.cleaned`` (written and fsynced) in for ``group`` (the
-    log's own segments; under its lock)."""
+    log's own segments, in its LocalLog's list; under its lock)."""
     base = group[0].base_offset
     log_path = os.path.join(lg.dir, segment_file_name(base, LOG_SUFFIX))
     txn_path = os.path.join(lg.dir, segment_file_name(base, TXN_INDEX_SUFFIX))
@@ -857,9 +857,10 @@ def _swap_in(lg, group, entries) -> None:
     for segment in group:
         segment.close()
     complete_swap(lg.dir, base, [s.base_offset for s in group[1:]])
-    first = lg._segments.index(group[0])
-    fresh = lg._open_segment(base)
+    local = lg.local
+    first = local._segments.index(group[0])
+    fresh = local._open_segment(base)
     fresh.recover()
     fresh.on_become_inactive()
-    lg._segments[first:first + len(group)] = [fresh]
-    lg._bases[first:first + len(group)] = [base]
+    local._segments[first:first + len(group)] = [fresh]
+    local._bases[first:first + len(group)] = [base]

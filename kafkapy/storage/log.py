@@ -1,8 +1,16 @@
-"""Log: one partition's directory of segments, shared by several processes.
+"""Log: one partition's log, shared by several processes (Kafka's UnifiedLog).
 
 Directory ``<topic>-<partition>/`` holds ``%020d.log/.index/.timeindex``
-segments, ``leader-epoch-checkpoint``, ``partition.metadata`` and the
-producer-state snapshots ``%020d.snapshot`` (written by ProducerStateManager).
+segments (``storage.local_log``), ``leader-epoch-checkpoint``,
+``partition.metadata`` and the producer-state snapshots ``%020d.snapshot``
+(written by ProducerStateManager).
+
+Job (Kafka's UnifiedLog): the offsets and the rules above the segments: the
+high watermark and log start offset, appends as leader (validation, offsets,
+producer state) and as follower, transaction markers, the last stable offset
+and aborted transactions, leader epochs, retention and DeleteRecords,
+truncation's effect on offsets, epochs and producer state, and
+offset-for-timestamp lookups.
 
 Concurrency model (docs/architecture.md, "State shared by handler workers"):
 every handler worker opens its own Log object on the same directory.  Every
@@ -10,25 +18,30 @@ public method except ``open`` must be called with the partition lock held
 (``with log.lock():``).  The authoritative mutable scalars (log_end_offset,
 high_watermark, log_start_offset, recovery_point, the active segment's size,
 index entry counts, max timestamp, index cadence, flush bookkeeping) live in
-the PartitionState slot; this object keeps only per-process caches: open file
-descriptors, index mappings and the segment list.  Each method starts with
-``_sync()``: if the slot's ``generation`` differs from the one this object last
-saw, another process changed the segment list (roll, retention, truncation,
-close), so we drop every handle and reload the list from disk; otherwise we
-copy the active segment's counters from the slot.  Anything that changes the
-segment list bumps ``generation``.
+the PartitionState slot; the Log and its LocalLog keep only per-process
+caches.  Each method starts with ``_sync()`` (``LocalLog.sync``): if the
+slot's ``generation`` differs from the one this process last saw, another
+process changed the segment list (roll, retention, truncation, close), so
+the LocalLog drops every handle and reloads the list from disk (and the
+leader-epoch cache is invalidated); otherwise it copies the active segment's
+counters from the slot.  Anything that changes the segment list bumps
+``generation``.  Which class writes which slot field: ``storage.local_log``.
 
-Pieces, as Kafka cuts them: ``storage.log_loader.LogLoader`` loads the
-directory for the first process to open it (``open`` with a fresh slot);
-``storage.leader_epoch_cache.LeaderEpochFileCache`` (``leader_epoch_cache``)
-owns the ``leader-epoch-checkpoint``; this class holds the rest (Kafka's
-UnifiedLog over LocalLog).
+Pieces, as Kafka cuts them: ``storage.local_log.LocalLog`` (``local``) holds
+the segments of the directory (the segment list, roll, reading, truncating
+and flushing segments, the directory itself); ``storage.log_loader.LogLoader``
+loads the directory for the first process to open it (``open`` with a fresh
+slot); ``storage.leader_epoch_cache.LeaderEpochFileCache``
+(``leader_epoch_cache``) owns the ``leader-epoch-checkpoint``;
+ProducerStateManager (``_psm``) is this process's idempotent-producer map;
+this class holds the rest.  It keeps Kafka's pre-3.0 name, ``Log``, which
+the broker uses throughout.
 
-Ownership: the Log object is owned by one process and is not thread-safe on
-its own; the partition lock (process + thread exclusive) guards it.
+Ownership: the Log object (and its LocalLog) is owned by one process and is
+not thread-safe on its own; the partition lock (process + thread exclusive)
+guards it.
 """
 
-import bisect
 import logging
 import os
 import time
@@ -37,7 +50,7 @@ from collections import namedtuple
 from operator import attrgetter
 
 from kafkapy._core import load
-from kafkapy._core.types import AppendCheckError, FileRegion
+from kafkapy._core.types import AppendCheckError
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints, recompress
 from kafkapy.storage.cleaner import truncate_cleaner_checkpoint
@@ -57,19 +70,16 @@ from kafkapy.storage.errors import (
     StorageError,
 )
 from kafkapy.storage.leader_epoch_cache import LeaderEpochFileCache
-from kafkapy.storage.local_log import (DELETE_DIR_SUFFIX, FetchData, _active_fields, parse_partition_dir_name,
-                                       partition_dir_name)
+from kafkapy.storage.local_log import FetchData, LocalLog, _active_fields
 from kafkapy.storage.log_loader import LogLoader
 from kafkapy.storage.producer_state import ProducerStateError, ProducerStateManager, increment_sequence
 from kafkapy.storage.transaction_index import AbortedTxn, TransactionIndex
 from kafkapy.storage.segment import DELETED_SUFFIX, LogSegment, segment_file_name
-from kafkapy.storage.segment import segment_bases as _segment_bases  # a module global: tests watch _reload's listing
 
 from kafkapy.storage.shared import FIELD
 
 batch = load("batch")
 _F_GENERATION = FIELD["generation"]
-_F_SEGMENT_COUNT = FIELD["segment_count"]
 _F_ACTIVE_BASE_OFFSET = FIELD["active_base_offset"]
 _F_ACTIVE_SIZE = FIELD["active_size"]
 _F_UNFLUSHED_MESSAGES = FIELD["unflushed_messages"]
@@ -83,7 +93,6 @@ assert _F_TOPIC_ID_LOW == _F_TOPIC_ID_HIGH + 1
 # An append writes log_end_offset .. first_batch_timestamp in one store.
 assert FIELD["high_watermark"] == 1 and _F_ACTIVE_BASE_OFFSET == 2 and _F_ACTIVE_SIZE == 3
 assert _F_UNFLUSHED_MESSAGES == 9 and _F_FIRST_BATCH_TIMESTAMP == 10
-assert _F_SEGMENT_COUNT == _F_GENERATION + 1
 _INT32_MAX = 2**31 - 1
 _CONTROL = 0x20  # v2 batch attributes: control batch (a transaction marker)
 
@@ -166,26 +175,23 @@ class Log:
         self.dir = dir_path
         self.topic = topic
         self.partition = partition
-        self.config = config
         self.state = state
         self._clock_ms = clock_ms
         self._fsync = fsync
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._generation = None
-        # Jitter is derived from the partition, not drawn at random, so that
-        # every process agrees on when the active segment must roll.
-        self._created_ms = clock_ms()
         # The leader-epoch-checkpoint and this process's copy of it (Kafka's leaderEpochCache).
         self.leader_epoch_cache = LeaderEpochFileCache(dir_path, state, fsync)
-        # Segment files renamed to .deleted by this object: (path, renamed_at_ms),
-        # collected by the LogManager which removes them after file.delete.delay.ms.
-        self.pending_deletions: list[tuple[str, int]] = []
+        # This process's segments of the directory (Kafka's localLog).
+        self.local = local = LocalLog(dir_path, topic, partition, config, state, clock_ms, fsync,
+                                      (self.leader_epoch_cache,))
+        self.config = config
+        # Bound methods of ``local`` kept as attributes: the hot paths call
+        # them without a delegating frame of their own.
+        self._sync = local.sync
+        self._read_headers_from = local._read_headers_from
         self._psm_factory = producer_state_factory
         # This process's idempotent-producer map: a cache of the log that
         # catch_up refreshes under the lock (it notices truncations itself).
         self._psm = None
-        self.closed = False
         self.topic_id: bytes | None = None
         # The shared-table slot index of ``state`` (set by LogManager; None for a local state).
         self.state_slot = getattr(state, "index", None)
@@ -206,6 +212,7 @@ class Log:
         comes through here.
         """
         self._config = config
+        self.local.config = config
         last_config, settings = Log._last_settings
         if last_config is not config:
             settings = _append_settings(config)
@@ -261,7 +268,7 @@ class Log:
                 known = _topic_id_of(slot)
                 if known is not None and (topic_id is None or topic_id == known):
                     log.topic_id = known
-                    log._reload(slot)
+                    log.local._reload(slot)
                 else:
                     log._check_topic_id(topic_id)   # may record the id in the slot
                     log._sync()
@@ -295,83 +302,6 @@ class Log:
             self.state.store(_F_TOPIC_ID_HIGH, (int.from_bytes(self.topic_id[:8], "big", signed=True),
                                                 int.from_bytes(self.topic_id[8:], "big", signed=True)))
 
-    def _open_segment(self, base: int, **kw) -> LogSegment:
-        return LogSegment.open(self.dir, base, self.config.segment_index_bytes, self.config.index_interval_bytes, **kw)
-
-    # ------------------------------------------------------------------ sync
-
-    def _publish_active(self, active: LogSegment) -> None:
-        self.state.store(_F_ACTIVE_BASE_OFFSET, _active_fields(active))
-
-    def _sync(self) -> tuple:
-        """Catch up with the slot (see the module docstring); returns the
-        slot's fields as read (``PartitionState.snapshot``), one read for
-        callers that need several of them."""
-        if self.closed:
-            raise StorageError(f"{self.dir}: log is closed")
-        slot = self.state.snapshot()
-        if slot[_F_GENERATION] != self._generation:
-            self._reload(slot)
-            return slot
-        active = self._segments[-1]
-        (active.size, active.offset_index.entries, active.time_index.entries, active.max_timestamp,
-         active.offset_of_max_timestamp, active.bytes_since_last_index_entry) = \
-            slot[_F_ACTIVE_SIZE:_F_ACTIVE_SIZE + 6]
-        return slot
-
-    def _close_segments(self) -> None:
-        for segment in self._segments:
-            segment.close()
-        self._segments, self._bases = [], []
-
-    def _reload(self, slot: tuple) -> None:
-        """Another process changed the segment list: the files are the truth,
-        the slot (``slot``: its snapshot, taken under the lock) has the counters."""
-        self._close_segments()
-        self.leader_epoch_cache.invalidate()
-        active_base = slot[_F_ACTIVE_BASE_OFFSET]
-        # The only segment is the active one: no need to list the directory
-        # (a listdir was ~15 % of a worker's first use of a partition).
-        bases = (active_base,) if slot[_F_SEGMENT_COUNT] == 1 else _segment_bases(self.dir)
-        segments = []
-        try:
-            for base in bases:
-                if base == active_base:
-                    try:
-                        segment = self._open_segment(base, size=slot[_F_ACTIVE_SIZE],
-                                                     index_entries=slot[FIELD["index_entries"]],
-                                                     time_index_entries=slot[FIELD["time_index_entries"]])
-                    except FileNotFoundError:
-                        break  # reported below, as when the listing lacks it
-                    # A close() elsewhere trimmed these; the active segment needs the room back.
-                    segment.resize_indexes(self.config.segment_index_bytes)
-                    (segment.max_timestamp, segment.offset_of_max_timestamp,
-                     segment.bytes_since_last_index_entry) = slot[FIELD["active_max_timestamp"]:
-                                                                  FIELD["bytes_since_last_index_entry"] + 1]
-                    segment._max_timestamp_loaded = True
-                    segments.append(segment)
-                    break
-                segments.append(self._open_segment(base))
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            raise
-        if not segments or segments[-1].base_offset != active_base:
-            for segment in segments:
-                segment.close()
-            raise StorageError(f"{self.dir}: active segment {active_base} missing on disk")
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-        self._generation = slot[_F_GENERATION]
-
-    def _bump_generation(self) -> None:
-        """Tell other processes the segment list changed (call it after every
-        change): they reload it on their next ``_sync``.  The count beside
-        the generation lets that reload skip listing the directory when the
-        active segment is the only one."""
-        self._generation = self.state.generation + 1
-        self.state.store(_F_GENERATION, (self._generation, len(self._segments)))
-
     # ------------------------------------------------------------------ properties
 
     # The slot's fields, read through attrgetter (C) rather than a Python getter.
@@ -380,19 +310,17 @@ class Log:
     log_start_offset = property(attrgetter("state.log_start_offset"))
     recovery_point = property(attrgetter("state.recovery_point"))
 
-    @property
-    def active_segment(self) -> LogSegment:
-        self._sync()
-        return self._segments[-1]
+    # What the LocalLog keeps, under the names the broker uses.
+    active_segment = property(attrgetter("local.active_segment"))
+    pending_deletions = property(attrgetter("local.pending_deletions"))
+    closed = property(attrgetter("local.closed"))
 
     def segments(self) -> list[LogSegment]:
         """The current segments, oldest first (call under the lock; do not keep them)."""
-        self._sync()
-        return list(self._segments)
+        return self.local.segments()
 
     def size_in_bytes(self) -> int:
-        self._sync()
-        return sum(s.size for s in self._segments)
+        return self.local.size_in_bytes()
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log_start_offset, log_end_offset]; returns it."""
@@ -598,7 +526,7 @@ class Log:
                            self.dir, completed.last_offset)
         if not completed.is_aborted:
             return
-        segment = self._segments[self._floor_index(completed.last_offset)]
+        segment = self.local._segment_holding(completed.last_offset)
         TransactionIndex(self.dir, segment.base_offset).append(AbortedTxn(
             completed.producer_id, completed.first_offset, completed.last_offset, last_stable_offset))
 
@@ -606,7 +534,7 @@ class Log:
         """The EndTxnMarker of the control batch ``header`` (from
         ``_read_headers_from``: ``position`` is in the segment holding its
         base offset); None if it cannot be read as one."""
-        segment = self._segments[self._floor_index(header.base_offset)]
+        segment = self.local._segment_holding(header.base_offset)
         data = os.pread(segment.fd, header.batch_length + 12, header.position)
         try:
             return parse_end_txn_marker(data)
@@ -634,54 +562,20 @@ class Log:
         return max(first_unstable, slot[_F_LOG_START_OFFSET])
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """Kafka's collectAbortedTransactions: the aborted transactions
-        overlapping [start_offset, upper_bound_offset), from the ``.txnindex``
-        of the segment holding ``start_offset`` and the later ones, in marker
-        order, stopping at an entry whose last stable offset reaches the bound."""
-        self._sync()
-        found = []
-        for segment in self._segments[max(0, self._floor_index(start_offset)):]:
-            entries, complete = TransactionIndex(self.dir, segment.base_offset).collect_aborted_txns(
-                start_offset, upper_bound_offset)
-            found += entries
-            if complete:
-                break
-        return found
+        """The aborted transactions overlapping [start_offset, upper_bound_offset) (``LocalLog``'s)."""
+        return self.local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     def fetch_upper_bound_offset(self, fetch_data) -> int:
-        """Kafka's upper bound of a fetch's data for its aborted transactions
-        (UnifiedLog.addAbortedTransactions): the offset of the first
-        offset-index entry at or after the end of ``fetch_data`` (from
-        ``read``) in its segment, else the next segment's base offset, else the
-        log end offset."""
-        self._sync()
-        if not fetch_data.regions:
-            return self.state.log_end_offset
-        region = fetch_data.regions[0]
-        for i, segment in enumerate(self._segments):
-            if segment.path == region.path:
-                break
-        else:
-            return self.state.log_end_offset
-        index = segment.offset_index
-        end = region.position + region.length
-        lo, hi = 0, index.entries
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if index.entry(mid)[1] < end:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < index.entries:
-            return index.entry(lo)[0]
-        return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self.state.log_end_offset
+        """Where ``fetch_data``'s aborted transactions end (``LocalLog``'s)."""
+        return self.local.fetch_upper_bound_offset(fetch_data)
 
     def aborted_transactions(self, fetch_offset: int, fetch_data) -> list[AbortedTxn]:
         """What a read_committed Fetch answers beside ``fetch_data`` (``read``
         at ``fetch_offset``, up to the last stable offset)."""
         if not fetch_data.regions:
             return []
-        return self.collect_aborted_transactions(fetch_offset, self.fetch_upper_bound_offset(fetch_data))
+        local = self.local
+        return local.collect_aborted_transactions(fetch_offset, local.fetch_upper_bound_offset(fetch_data))
 
     def _write_batches(self, records, headers, slot, now_ms, first_offset, next_offset, record_count,
                        max_timestamp, log_append_time_ms, high_watermark, assign_epoch, epochs) -> None:
@@ -692,7 +586,8 @@ class Log:
         config = self._config
         size = len(records)
         first_batch_timestamp = slot[_F_FIRST_BATCH_TIMESTAMP]
-        active = self._segments[-1]
+        local = self.local
+        active = local._segments[-1]
         active_size = active.size
         offset_index, time_index = active.offset_index, active.time_index
         # Kafka's LogSegment.shouldRoll: size, time (timeWaitedForRoll: the
@@ -701,7 +596,7 @@ class Log:
         # offset beyond the segment's relative-offset range. Tested inline
         # (attributes, no properties or calls): ~1 us per append before.
         waited_ms = (max_timestamp - first_batch_timestamp if first_batch_timestamp >= 0
-                     else now_ms - self._created_ms)
+                     else now_ms - local._created_ms)
         if (active_size > config.segment_bytes - size
                 or (active_size and waited_ms > self._roll_after_min_ms
                     and waited_ms > self._roll_after_ms(active.base_offset))
@@ -724,7 +619,7 @@ class Log:
         for epoch, start_offset in epochs:
             self.leader_epoch_cache.assign(epoch, start_offset)
         if unflushed_messages >= config.flush_messages or now_ms - slot[_F_LAST_FLUSH_MS] >= config.flush_ms:
-            self.flush()
+            local.flush()
         probes.log.appended(self.topic, size, record_count)
 
     def _recompress(self, records, headers, codec):
@@ -742,6 +637,8 @@ class Log:
             raise RecordError(UNSUPPORTED_COMPRESSION_TYPE, str(e)) from None
 
     def _roll_jitter_ms(self, base_offset: int) -> int:
+        # Derived from the partition, not drawn at random, so that every
+        # process agrees on when the active segment must roll.
         jitter = self.config.segment_jitter_ms
         if jitter <= 0:
             return 0
@@ -755,32 +652,15 @@ class Log:
         return self._roll(self.state.log_end_offset)
 
     def _roll(self, new_offset: int) -> LogSegment:
-        state = self.state
-        active = self._segments[-1]
-        if active.base_offset == new_offset and active.size == 0:
-            return active
-        if new_offset < active.base_offset:
-            raise StorageError(f"{self.dir}: cannot roll to {new_offset} below active segment {active.base_offset}")
+        return self.local.roll(new_offset, self._snapshot_producer_state)
+
+    def _snapshot_producer_state(self, offset: int) -> None:
+        """Before a roll to ``offset``: producer state caught up and snapshotted there."""
         psm = self._producer_state()
-        psm.catch_up(state.log_end_offset, self._read_headers_from)
-        psm.take_snapshot(new_offset)
-        active.on_become_inactive()
-        segment = self._open_segment(new_offset, create=True)
-        self._segments.append(segment)
-        self._bases.append(new_offset)
-        self._created_ms = self._clock_ms()
-        state.first_batch_timestamp = -1
-        self._publish_active(segment)
-        self._bump_generation()
-        # The rolled segment is flushed by LogManager.flush_dirty_logs (Kafka
-        # schedules that flush asynchronously too): an fsync of up to
-        # segment.bytes (1 GiB) of dirty pages would stall this produce.
-        return segment
+        psm.catch_up(self.state.log_end_offset, self._read_headers_from)
+        psm.take_snapshot(offset)
 
     # ------------------------------------------------------------------ read
-
-    def _floor_index(self, offset: int) -> int:
-        return bisect.bisect_right(self._bases, offset) - 1
 
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True) -> FetchData:
@@ -801,43 +681,10 @@ class Log:
             max_offset = log_end_offset
         if fetch_offset >= max_offset:
             return FetchData([], 0)
-        max_segment_index, max_position = len(self._segments), None
-        if max_offset < log_end_offset:
-            max_segment_index = self._floor_index(max_offset)
-            found = self._segments[max_segment_index].translate_offset(max_offset)
-            max_position = found[0] if found is not None else self._segments[max_segment_index].size
-        i = max(0, self._floor_index(fetch_offset))
-        while i < len(self._segments) and i <= max_segment_index:
-            segment = self._segments[i]
-            limit = max_position if i == max_segment_index and max_position is not None else segment.size
-            result = segment.read(fetch_offset, max_bytes, limit, min_one_batch)
-            if result is not None:
-                position, length = result
-                if length <= 0:
-                    return FetchData([], 0)
-                return FetchData([FileRegion(segment.path, segment.inode, position, length)], length)
-            i += 1
-        return FetchData([], 0)
-
-    def _read_headers_from(self, offset: int):
-        """Headers (absolute offsets, file positions) of every batch whose last offset >= ``offset``,
-        in order; what the ProducerStateManager reads to catch up."""
-        i = max(0, self._floor_index(offset))
-        for segment in self._segments[i:]:
-            found = segment.translate_offset(offset)
-            if found is None:
-                continue
-            yield from segment.headers(found[0])
-
+        return self.local.read(fetch_offset, max_bytes, max_offset, log_end_offset, min_one_batch)
     def read_batch_headers(self, start_offset: int, end_offset: int | None = None):
         """Headers of the batches overlapping [start_offset, end_offset); for tools and tests."""
-        self._sync()
-        out = []
-        for h in self._read_headers_from(start_offset):
-            if end_offset is not None and h.base_offset >= end_offset:
-                break
-            out.append(h)
-        return out
+        return self.local.read_batch_headers(start_offset, end_offset)
 
     # ------------------------------------------------------------------ timestamps
 
@@ -859,7 +706,7 @@ class Log:
             return state.log_end_offset, -1
         if timestamp == MAX_TIMESTAMP:
             return self.max_timestamp_offset()
-        for segment in self._segments:
+        for segment in self.local._segments:
             if segment.largest_timestamp() >= timestamp and segment.max_timestamp >= timestamp:
                 found = segment.find_offset_by_timestamp(timestamp, state.log_start_offset)
                 if found is not None:
@@ -898,7 +745,7 @@ class Log:
         self._sync()
         best_ts, best_offset = -1, -1
         start = self.state.log_start_offset
-        for segment in self._segments:
+        for segment in self.local._segments:
             segment.load_max_timestamp()
             if segment.max_timestamp > best_ts and segment.offset_of_max_timestamp >= start:
                 best_ts, best_offset = segment.max_timestamp, segment.offset_of_max_timestamp
@@ -931,7 +778,7 @@ class Log:
         if "delete" not in config.cleanup_policy:
             return deleted
         if config.retention_bytes >= 0:
-            diff = sum(s.size for s in self._segments) - config.retention_bytes
+            diff = sum(s.size for s in self.local._segments) - config.retention_bytes
             if diff > 0:
                 remaining = [diff]
 
@@ -949,9 +796,10 @@ class Log:
 
     def _delete_segments_where(self, predicate) -> int:
         state = self.state
+        segments = self.local._segments
         deletable = []
-        for i, segment in enumerate(self._segments):
-            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+        for i, segment in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
             upper_bound = nxt.base_offset if nxt is not None else state.log_end_offset
             if upper_bound > state.high_watermark:
                 break
@@ -962,18 +810,13 @@ class Log:
             deletable.append(segment)
         if not deletable:
             return 0
-        if len(deletable) == len(self._segments):
+        if len(deletable) == len(segments):
             self._roll(state.log_end_offset)
         now_ms = self._clock_ms()
+        self.local.remove_and_delete_segments(deletable, now_ms, "retention")
         for segment in deletable:
-            self._segments.remove(segment)
-            logger.info("%s: deleting segment %d (%d bytes) by retention", self.dir, segment.base_offset, segment.size)
-            for path in segment.rename_deleted():
-                self.pending_deletions.append((path, now_ms))
             self._rename_snapshot_deleted(segment.base_offset, now_ms)
-        self._bases = [s.base_offset for s in self._segments]
-        self._bump_generation()
-        new_start = self._segments[0].base_offset
+        new_start = self.local._segments[0].base_offset
         if new_start > state.log_start_offset:
             self._increment_log_start_offset(new_start)
         return len(deletable)
@@ -984,7 +827,7 @@ class Log:
             os.rename(path, path + DELETED_SUFFIX)
         except FileNotFoundError:
             return
-        self.pending_deletions.append((path + DELETED_SUFFIX, now_ms))
+        self.local.pending_deletions.append((path + DELETED_SUFFIX, now_ms))
 
     def _increment_log_start_offset(self, new_start: int) -> None:
         state = self.state
@@ -1036,60 +879,31 @@ class Log:
             self.leader_epoch_cache.invalidate()  # another process may have written it
             self.leader_epoch_cache.truncate(state.log_start_offset, state.log_end_offset)
             return False
-        if offset < self._segments[0].base_offset or offset < state.log_start_offset:
+        if offset < self.local._segments[0].base_offset or offset < state.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        now_ms = self._clock_ms()
-        doomed = [s for s in self._segments if s.base_offset > offset]
-        for segment in doomed:
-            self._segments.remove(segment)
-            for path in segment.rename_deleted():
-                self.pending_deletions.append((path, now_ms))
-        self._bases = [s.base_offset for s in self._segments]
-        active = self._segments[-1]
-        if doomed:
-            # The surviving last segment was trimmed when it became inactive; it is active again.
-            active.resize_indexes(self.config.segment_index_bytes)
-            active.load_max_timestamp()
-            _, p = active.offset_index.lookup(active.offset_index.last_offset)
-            active.bytes_since_last_index_entry = active.size - p if active.offset_index.entries else active.size
-        active.truncate_to(offset)
-        TransactionIndex(self.dir, active.base_offset).truncate_to(offset)
-        log_end_offset = active.read_next_offset()
-        logger.info("%s: truncated to offset %d (log end offset now %d)", self.dir, offset, log_end_offset)
-        self._after_truncation(log_end_offset)
+        self._after_truncation(self.local.truncate_to(offset))
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset`` (Kafka's truncateFullyAndStartAt)."""
         self._sync()
         state = self.state
-        now_ms = self._clock_ms()
-        for segment in self._segments:
-            for path in segment.rename_deleted():
-                self.pending_deletions.append((path, now_ms))
-        segment = self._open_segment(new_offset, create=True)
-        self._segments, self._bases = [segment], [new_offset]
+        self.local.truncate_fully_and_start_at(new_offset)
         state.log_start_offset = new_offset
         self.leader_epoch_cache.clear()
         self._after_truncation(new_offset)
         state.high_watermark = new_offset
-        state.recovery_point = new_offset
 
     def _after_truncation(self, log_end_offset: int) -> None:
+        """The offsets above the segments after LocalLog truncated them to ``log_end_offset``."""
         state = self.state
-        active = self._segments[-1]
-        state.log_end_offset = log_end_offset
         # Kafka keeps logStartOffset = min(target, logStartOffset): the start never passes the end.
         state.log_start_offset = min(state.log_start_offset, log_end_offset)
         state.high_watermark = min(max(state.high_watermark, state.log_start_offset), log_end_offset)
-        state.recovery_point = min(state.recovery_point, log_end_offset)
-        state.first_batch_timestamp = active.first_batch_max_timestamp() if active.size else -1
-        self._created_ms = self._clock_ms()
-        self._publish_active(active)
-        self._bump_generation()
         if "compact" in self.config.cleanup_policy:
-            truncate_cleaner_checkpoint(os.path.dirname(self.dir), self.topic, self.partition, active.base_offset)
+            truncate_cleaner_checkpoint(os.path.dirname(self.dir), self.topic, self.partition,
+                                        self.local._segments[-1].base_offset)
         self.leader_epoch_cache.truncate(state.log_start_offset, log_end_offset)
         self._producer_state().truncate(state.log_start_offset, log_end_offset)
 
@@ -1141,33 +955,9 @@ class Log:
     # ------------------------------------------------------------------ flush / close / delete
 
     def flush(self, up_to_offset: int | None = None, already_synced: bool = False) -> None:
-        """fsync every segment holding offsets in [recovery_point, up_to_offset) and the directory;
-        recovery_point becomes ``up_to_offset`` (default log_end_offset).
-
-        ``already_synced``: the caller read ``up_to_offset`` under the lock,
-        then synced the whole filesystem (LogManager's batched flush), so only
-        the bookkeeping is left to do here."""
-        self._sync()
-        state = self.state
-        if up_to_offset is None:
-            up_to_offset = state.log_end_offset
-        up_to_offset = min(up_to_offset, state.log_end_offset)
-        flush_all = up_to_offset == state.log_end_offset
-        if up_to_offset > state.recovery_point or (flush_all and state.unflushed_messages):
-            started = time.monotonic()
-            first = max(0, self._floor_index(state.recovery_point))
-            for segment in self._segments[first:]:
-                if already_synced or (segment.base_offset >= up_to_offset and not flush_all):
-                    break
-                segment.flush(self._fsync)
-            if self._fsync is os.fsync and not already_synced:
-                self.leader_epoch_cache.flush()
-                checkpoints.fsync_dir(self.dir)
-            state.recovery_point = max(state.recovery_point, up_to_offset)
-            probes.log.flushed(time.monotonic() - started)
-        if flush_all:
-            state.unflushed_messages = 0
-        state.last_flush_ms = self._clock_ms()
+        """fsync the segments up to ``up_to_offset`` (default log_end_offset),
+        the leader-epoch checkpoint and the directory (``LocalLog.flush``)."""
+        self.local.flush(up_to_offset, already_synced)
 
     def io_error(self, exc: OSError, what: str):
         """The KafkaStorageError for an OSError met while ``what``; the log's
@@ -1186,10 +976,9 @@ class Log:
 
     def release(self) -> None:
         """Drop this process's handles without touching the files (a worker letting go)."""
-        if not self.closed:
-            self._close_segments()
+        if not self.local.closed:
+            self.local.release()
             self._psm = None
-            self.closed = True
 
     def close(self, durable: bool = True) -> None:
         """Kafka's close: producer snapshot at log_end_offset, final time-index entry, trimmed
@@ -1212,10 +1001,7 @@ class Log:
                 psm = self._producer_state()
                 psm.catch_up(state.log_end_offset, self._read_headers_from)
                 psm.take_snapshot(state.log_end_offset, durable and self._fsync is os.fsync)
-                active = self._segments[-1]
-                active.on_become_inactive()
-                self._publish_active(active)
-                self._bump_generation()
+                self.local.close()
             finally:
                 self.release()
 
@@ -1232,17 +1018,8 @@ class Log:
 
     def delete(self) -> str:
         """Rename the directory to ``<topic>-<partition>.<uuid-hex>-delete`` (removed later); returns the new path."""
-        if not self.closed:
-            self._sync()
-            self._bump_generation()
-            self.release()
-        parent = os.path.dirname(os.path.abspath(self.dir))
-        target = os.path.join(
-            parent, f"{partition_dir_name(self.topic, self.partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.rename(self.dir, target)
-        if self._fsync is os.fsync:
-            checkpoints.fsync_dir(parent)
-        return target
+        self._psm = None
+        return self.local.delete()
 
     def __repr__(self) -> str:
         return f"Log({self.dir!r})"

@@ -28,9 +28,9 @@ File format: the directory as ``storage.log`` describes it; swap files are
 Nothing here writes a format of its own.
 
 Ownership: a LogLoader is a one-shot helper of ``Log.open``, which runs it
-with the partition lock held; it fills in the Log it is given (its segment
-list, generation, leader-epoch cache and producer state, as Kafka's
-LogLoader fills the LogSegments, leader-epoch cache and
+with the partition lock held; it fills in the Log it is given (its
+LocalLog's segment list and generation, its leader-epoch cache and producer
+state, as Kafka's LogLoader fills the LogSegments, leader-epoch cache and
 ProducerStateManager that UnifiedLog hands it) and keeps nothing. The
 module functions are safe from any process holding that lock.
 """
@@ -83,6 +83,7 @@ class LogLoader:
         """Start-up load: remove strays, open segments, rebuild broken indexes,
         recover unflushed segments, then publish the partition's state into the slot."""
         log = self.log
+        local = log.local
         state = log.state
         had_clean_shutdown, recovery_point = self.had_clean_shutdown, self.recovery_point
         log_start_offset, high_watermark = self.log_start_offset, self.high_watermark
@@ -98,7 +99,7 @@ class LogLoader:
         try:
             for base in bases:
                 had_indexes = LogSegment.index_files_exist(self.dir, base)
-                segment = log._open_segment(base)
+                segment = local._open_segment(base)
                 segments.append(segment)
                 if first_recovered is not None and base >= first_recovered:
                     continue
@@ -114,14 +115,14 @@ class LogLoader:
                     self._recover_segment(segment)
             if not segments:
                 start = log_start_offset or 0
-                segments.append(log._open_segment(start, create=True))
-            log._segments = segments
-            log._bases = [s.base_offset for s in segments]
+                segments.append(local._open_segment(start, create=True))
+            local._segments = segments
+            local._bases = [s.base_offset for s in segments]
 
             if not had_clean_shutdown:
                 self._recover_from(recovery_point)
 
-            active = log._segments[-1]
+            active = local._segments[-1]
             # The active segment's indexes are preallocated (trimmed on close).
             active.resize_indexes(log.config.segment_index_bytes)
             log_end_offset = active.read_next_offset()
@@ -132,10 +133,10 @@ class LogLoader:
         except BaseException:
             for segment in segments:
                 segment.close()
-            log._segments, log._bases = [], []
+            local._segments, local._bases = [], []
             raise
 
-        first_base = log._segments[0].base_offset
+        first_base = local._segments[0].base_offset
         start = max(log_start_offset or 0, first_base)
         start = min(start, log_end_offset)
         if had_clean_shutdown:
@@ -148,9 +149,9 @@ class LogLoader:
         state.unflushed_messages = 0
         state.last_flush_ms = log._clock_ms()
         state.first_batch_timestamp = active.first_batch_max_timestamp() if active.size else -1
-        log._publish_active(active)
-        log._generation = max(state.generation, 0) + 1
-        state.store(_F_GENERATION, (log._generation, len(log._segments)))
+        local._publish_active(active)
+        local._generation = max(state.generation, 0) + 1
+        state.store(_F_GENERATION, (local._generation, len(local._segments)))
 
         trimmed = log.leader_epoch_cache.truncate(start, log_end_offset)
         state.leader_epoch = trimmed[-1][0] if trimmed else -1
@@ -169,7 +170,7 @@ class LogLoader:
         producer state). Leaves the log's producer state caught up to the
         log end (the load it replaces)."""
         log = self.log
-        for segment in log._segments:
+        for segment in log.local._segments:
             if segment.base_offset >= first_recovered:
                 TransactionIndex(self.dir, segment.base_offset).delete()
         log._psm.rebuild_to(first_recovered, log._read_headers_from)
@@ -202,7 +203,7 @@ class LogLoader:
     def _recover_from(self, recovery_point: int) -> None:
         """Recover every segment holding offsets >= recovery_point; after a segment whose
         tail was invalid, every later segment is deleted (it cannot be trusted to follow)."""
-        segments, bases = self.log._segments, self.log._bases
+        segments, bases = self.log.local._segments, self.log.local._bases
         i = max(0, bisect.bisect_right(bases, recovery_point) - 1)
         while i < len(segments):
             segment = segments[i]

@@ -561,7 +561,7 @@ def test_segment_count_in_the_slot_follows_roll_retention_and_truncation(tmp_pat
 
 
 def test_first_use_through_the_slot_is_the_log_a_full_load_gives(tmp_path, monkeypatch):
-    import kafkapy.storage.log as log_module
+    import kafkapy.storage.local_log as local_log_module
 
     size = len(make_batch(1, value_size=60))
     config = LogConfig(segment_bytes=4 * size, index_interval_bytes=50)
@@ -570,8 +570,8 @@ def test_first_use_through_the_slot_is_the_log_a_full_load_gives(tmp_path, monke
     for i in range(3):
         append(a, make_batch(1, value_size=60, tag=b"%d" % i))
     listed = []
-    real_bases = log_module._segment_bases
-    monkeypatch.setattr(log_module, "_segment_bases", lambda d: listed.append(d) or real_bases(d))
+    real_bases = local_log_module._segment_bases
+    monkeypatch.setattr(local_log_module, "_segment_bases", lambda d: listed.append(d) or real_bases(d))
     # One segment: the attaching Log opens just the active one, without listing the directory.
     b = open_log(tmp_path / "t-0", config, state=state)
     assert listed == []
