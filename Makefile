@@ -134,11 +134,16 @@ install-kafkajs: install-test deps-node
 	  rm -f $(VENV)/node/.kafkajs-*; touch $(KAFKAJS_STAMP); \
 	fi
 
-# Bytecode is cached even where the environment says not to
-# (PYTHONDONTWRITEBYTECODE): every broker a test starts would otherwise compile
-# kafkapy's ~280 modules again, about 0.4 s each time.
+# Test modules run side by side in TEST_WORKERS processes (pytest-xdist), a
+# module whole in one of them (--dist loadfile: its module fixtures stay
+# shared): most of a test's time is spent waiting on brokers, ZooKeeper and
+# clients, so three workers keep two cores busy. TEST_WORKERS=0 runs them one
+# after another. Bytecode is cached even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): every broker a test starts would otherwise
+# compile kafkapy's ~280 modules again, about 0.4 s each time.
+TEST_WORKERS ?= 3
 test: install-test install-kafkajs
-	PYTHONDONTWRITEBYTECODE= KAFKAPY_REQUIRE_EXTENSIONS=1 $(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --timeout=300 --durations=25 $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= KAFKAPY_REQUIRE_EXTENSIONS=1 $(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --timeout=300 --durations=25 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: install-test
 	@[ -f $(PERF_STAMP) ] || { $(PIP) install $(PIP_FLAGS) -e '.[test,perf]' && touch $(PERF_STAMP); }
