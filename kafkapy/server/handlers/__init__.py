@@ -124,12 +124,6 @@ def advertised_endpoint(broker_info, listener_name: str):
     return broker_info.host, broker_info.port
 
 
-def api_versions_response(version: int, error_code: int = ErrorCode.NONE):
-    from kafkapy.server.handlers.api_versions import build_response
-
-    return build_response(version, error_code)
-
-
 HANDLERS: dict = {}
 
 

@@ -24,13 +24,7 @@ from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
 from kafkapy.replication.purgatory import DelayedOperation
-from kafkapy.server.handlers import (
-    HANDLERS,
-    CloseConnection,
-    NoResponse,
-    RequestContext,
-    api_versions_response,
-)
+from kafkapy.server.handlers import HANDLERS, CloseConnection, NoResponse, RequestContext, api_versions
 from kafkapy.server.quotas import enforce as quota_enforce
 from kafkapy.server.quotas.throttle import THROTTLED
 from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
@@ -78,7 +72,7 @@ def prepare_request(buf: memoryview):
     if header.api_key == API_VERSIONS_KEY and not spec.min_version <= version <= spec.max_version:
         # Kafka answers an ApiVersions it cannot parse in v0 format, with
         # UNSUPPORTED_VERSION and its own range, so the client can downgrade.
-        body = api_versions_response(0, ErrorCode.UNSUPPORTED_VERSION)
+        body = api_versions.build_response(0, ErrorCode.UNSUPPORTED_VERSION)
         return SEND, encode_response(header.correlation_id, body, False)
     if not spec.served_from <= version <= spec.max_version:
         log.info("closing connection: %s v%d is not supported", spec.name, version)
