@@ -11,7 +11,7 @@
   into effects: partition-state znode writes fenced by their version,
   LeaderAndIsr / UpdateMetadata / StopReplica requests to brokers, topic
   znode removal. ``reassignment`` does the same for partition
-  reassignments.
+  reassignments. The effects are plain data in ``effects``.
 * ``kafka_controller.Controller`` is one elected term: the event thread,
   which reads ZooKeeper, runs the state's decisions and carries out their
   effects, writing znodes through ``kafkapy.metadata.zk.controller``.

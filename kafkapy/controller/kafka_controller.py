@@ -547,7 +547,7 @@ class Controller:
         self._resume_reassignments(skip=self._zk_reassignment())
 
     def _execute_reassignment_effect(self, effect) -> None:
-        from kafkapy.controller.reassignment import RemoveZkReassignment, WriteTopicAssignment
+        from kafkapy.controller.effects import RemoveZkReassignment, WriteTopicAssignment
 
         if isinstance(effect, WriteTopicAssignment):
             self.zk.write_topic_assignment(effect)
@@ -570,7 +570,7 @@ class Controller:
         """Carry out ``effects`` in order: the state writes, then the requests; the
         partitions whose write lost its version are left out of the requests,
         re-read and decided again (a bounded number of rounds)."""
-        from kafkapy.controller.state import (
+        from kafkapy.controller.effects import (
             DeleteTopic,
             SendLeaderAndIsr,
             SendStopReplica,

@@ -47,32 +47,17 @@ Ownership: as ``ControllerState``'s, the elected controller's event thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from kafkapy.controller.effects import (
+    RemoveZkReassignment,
+    SendLeaderAndIsr,
+    SendStopReplica,
+    WritePartitionState,
+    WriteTopicAssignment,
+)
 from kafkapy.metadata.model import NO_BROKER
 from kafkapy.protocol.errors import ErrorCode
-
-
-@dataclass(frozen=True)
-class WriteTopicAssignment:
-    """Set ``/brokers/topics/<topic>`` (fenced by the controller epoch, not
-    conditional on its version: Kafka's setTopicAssignmentRaw)."""
-
-    topic: str
-    topic_id: object
-    partitions: tuple  # ((partition, replicas), ...)
-    adding: tuple  # ((partition, replicas), ...) being reassigned only
-    removing: tuple
-
-
-@dataclass(frozen=True)
-class RemoveZkReassignment:
-    """Take partitions out of ``/admin/reassign_partitions`` (Kafka's
-    maybeRemoveFromZkReassignment): ``entries`` ``((topic, partition,
-    replicas or None), ...)``; None matches any target. The znode goes when
-    nothing is left in it."""
-
-    entries: tuple
 
 
 def reassign_to(replicas, adding, target) -> tuple:
@@ -215,8 +200,6 @@ class ReassignmentMixin:
     def _reassignment_write(self, tp, new, old, recipients, added, update_metadata: bool = True) -> list:
         """The state write of a step, LeaderAndIsr to the live ``recipients`` (the
         ``added`` ones as new replicas), and UpdateMetadata."""
-        from kafkapy.controller.state import SendLeaderAndIsr, WritePartitionState
-
         new = replace(new, partition_epoch=old.partition_epoch + 1)
         self.states[tp] = new
         effects = [WritePartitionState(tp[0], tp[1], new, self.controller_epoch, old.partition_epoch)]
@@ -230,10 +213,8 @@ class ReassignmentMixin:
     def _stop_deleted(self, tp, brokers) -> list:
         """StopReplica(delete) to the live ``brokers`` for ``tp`` (Kafka's
         OfflineReplica -> ReplicaDeletionStarted -> NonExistentReplica)."""
-        from kafkapy.controller.state import SendStopReplica
-
         return [SendStopReplica(b, self.controller_epoch, (tp,), True)
                 for b in sorted(set(brokers) & self.live_brokers)]
 
 
-__all__ = ["ReassignmentMixin", "RemoveZkReassignment", "WriteTopicAssignment", "reassign_to"]
+__all__ = ["ReassignmentMixin", "reassign_to"]

@@ -81,54 +81,16 @@ from kafkapy.metadata.assignment import (
     initial_leader_and_isr,
     preferred_leader,
 )
+from kafkapy.controller.effects import (
+    DeleteTopic,
+    SendLeaderAndIsr,
+    SendStopReplica,
+    SendUpdateMetadata,
+    WritePartitionState,
+)
 from kafkapy.controller.reassignment import ReassignmentMixin
 from kafkapy.metadata.model import NO_BROKER, PartitionState
 from kafkapy.protocol.errors import ErrorCode
-
-# -- effects -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WritePartitionState:
-    """Write ``/brokers/topics/<topic>/partitions/<partition>/state``: create it
-    when ``expected_version`` is None, else a set conditional on that version."""
-
-    topic: str
-    partition: int
-    state: PartitionState
-    controller_epoch: int
-    expected_version: int | None
-
-
-@dataclass(frozen=True)
-class SendLeaderAndIsr:
-    broker_id: int
-    controller_epoch: int
-    partitions: tuple  # ((topic, partition, PartitionState, is_new), ...)
-
-
-@dataclass(frozen=True)
-class SendUpdateMetadata:
-    broker_ids: tuple
-    controller_epoch: int
-    partitions: tuple  # ((topic, partition, PartitionState), ...)
-
-
-@dataclass(frozen=True)
-class SendStopReplica:
-    broker_id: int
-    controller_epoch: int
-    partitions: tuple  # ((topic, partition), ...)
-    delete: bool
-
-
-@dataclass(frozen=True)
-class DeleteTopic:
-    """Remove the deleted topic's znodes: ``/brokers/topics/<t>`` with its partition
-    states, ``/config/topics/<t>``, then ``/admin/delete_topics/<t>``."""
-
-    topic: str
-
 
 # Kafka's LeaderAndIsr.LeaderDuringDelete: the leader UpdateMetadata carries for a
 # partition of a topic being deleted (brokers drop it from their metadata).

@@ -318,7 +318,7 @@ def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory,
 
 def test_a_deposed_controller_cannot_write(zookeeper):
     """Two ZkControllers as two terms: the old one's write fails on the epoch check."""
-    from kafkapy.controller.state import WritePartitionState
+    from kafkapy.controller.effects import WritePartitionState
     from kafkapy.metadata.model import PartitionState
     from kafkapy.metadata.zk.controller import ControllerMoved, ZkController
     from kafkapy.metadata.zk.client import ZkClient

@@ -3,14 +3,16 @@ without I/O: Kafka 3.9's onPartitionReassignment steps as effects."""
 
 from dataclasses import replace
 
-from kafkapy.controller.reassignment import RemoveZkReassignment, WriteTopicAssignment, reassign_to
-from kafkapy.controller.state import (
-    ControllerState,
+from kafkapy.controller.effects import (
+    RemoveZkReassignment,
     SendLeaderAndIsr,
     SendStopReplica,
     SendUpdateMetadata,
     WritePartitionState,
+    WriteTopicAssignment,
 )
+from kafkapy.controller.reassignment import reassign_to
+from kafkapy.controller.state import ControllerState
 from kafkapy.metadata.model import PartitionState
 from kafkapy.protocol.errors import ErrorCode
 

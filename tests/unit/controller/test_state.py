@@ -6,15 +6,14 @@ Hypothesis run checking the invariants over random failures and returns."""
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from kafkapy.controller.state import (
-    LEADER_DURING_DELETE,
-    ControllerState,
+from kafkapy.controller.effects import (
     DeleteTopic,
     SendLeaderAndIsr,
     SendStopReplica,
     SendUpdateMetadata,
     WritePartitionState,
 )
+from kafkapy.controller.state import LEADER_DURING_DELETE, ControllerState
 from kafkapy.metadata.model import PartitionState
 from kafkapy.protocol.errors import ErrorCode
 

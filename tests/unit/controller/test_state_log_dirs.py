@@ -2,13 +2,8 @@
 onBrokerLogDirFailure, processLeaderAndIsrResponseReceived,
 onReplicasBecomeOffline): pure state decisions."""
 
-from kafkapy.controller.state import (
-    ControllerState,
-    SendLeaderAndIsr,
-    SendStopReplica,
-    SendUpdateMetadata,
-    WritePartitionState,
-)
+from kafkapy.controller.effects import SendLeaderAndIsr, SendStopReplica, SendUpdateMetadata, WritePartitionState
+from kafkapy.controller.state import ControllerState
 from kafkapy.metadata.model import PartitionState
 
 EPOCH = 3
