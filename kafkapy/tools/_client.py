@@ -10,7 +10,7 @@ the small interface below and this module picks the backend:
 The interface follows ``kafkapy.client``'s names (``send`` returning a future,
 ``poll(timeout_ms) -> {TopicPartition: [ConsumerRecord]}``), so with that
 backend the producer and consumer are passed through untouched; only admin
-results are normalised into the small records defined here.
+results are normalised into the small records of ``_client_types``.
 
 Every backend error is raised as ``ClientError`` carrying Kafka's error name
 and code, so tools can print Kafka's messages without knowing the backend.
@@ -25,90 +25,22 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from collections import namedtuple
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
-TopicPartition = namedtuple("TopicPartition", ("topic", "partition"))
-ConsumerRecord = namedtuple(
-    "ConsumerRecord", ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers"))
-
-# ListOffsets' special timestamps (ListOffsetsRequest.LATEST_TIMESTAMP etc.).
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-
-# How long an admin call may take before the tool gives up: Kafka's
-# default.api.timeout.ms is 60 s; a command-line tool against a local broker
-# should answer in well under a second, so 30 s only guards against a hang.
-DEFAULT_TIMEOUT_S = 30.0
-
-
-class ClientError(Exception):
-    """A Kafka error: ``name`` like ``TOPIC_ALREADY_EXISTS``, ``code`` Kafka's number."""
-
-    def __init__(self, name: str, code: int = -1, message: str = ""):
-        super().__init__(message or name)
-        self.name = name
-        self.code = code
-        self.message = message or name
-
-    @classmethod
-    def from_code(cls, code: int, message=None) -> "ClientError":
-        """The error a response's ``error_code`` (and ``error_message``) names."""
-        from kafkapy.protocol.errors import ErrorCode
-
-        try:
-            name = ErrorCode(code).name
-        except ValueError:
-            name = str(code)
-        return cls(name, code, message or "")
-
-
-@dataclass
-class PartitionInfo:
-    partition: int
-    leader: int  # -1: no leader
-    replicas: list[int]
-    isr: list[int]
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: Optional[str]
-    is_internal: bool
-    partitions: list[PartitionInfo]
-
-
-@dataclass
-class ConfigEntry:
-    name: str
-    value: Optional[str]
-    source: str  # Kafka's ConfigSource names: DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG, STATIC_BROKER_CONFIG, ...
-    is_default: bool
-    is_sensitive: bool
-    is_read_only: bool
-    synonyms: list[tuple[str, Optional[str], str]] = field(default_factory=list)
-
-
-@dataclass
-class MemberInfo:
-    member_id: str
-    client_id: str
-    host: str
-    group_instance_id: Optional[str]
-    assignment: list[TopicPartition]
-
-
-@dataclass
-class GroupInfo:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    coordinator: Optional[tuple[int, str, int]]  # (id, host, port)
-    members: list[MemberInfo]
+from kafkapy.tools._client_types import (
+    DEFAULT_TIMEOUT_S,
+    EARLIEST,
+    LATEST,
+    MAX_TIMESTAMP,
+    ClientError,
+    ConfigEntry,
+    ConsumerRecord,
+    GroupInfo,
+    MemberInfo,
+    PartitionInfo,
+    TopicInfo,
+    TopicPartition,
+)
 
 
 def backend_name() -> str:
@@ -159,3 +91,9 @@ def describe_error(exc: ClientError) -> str:
     """A Kafka-style one-line description: the message, with the error name if it adds anything."""
     message = exc.message or exc.name
     return message if exc.name in message or exc.name == message else f"{message} ({exc.name})"
+
+
+# The interface the tools reach as ``_client.<name>``: its types are _client_types'.
+__all__ = ["DEFAULT_TIMEOUT_S", "EARLIEST", "LATEST", "MAX_TIMESTAMP", "ClientError", "ConfigEntry", "ConsumerRecord",
+           "GroupInfo", "MemberInfo", "PartitionInfo", "TopicInfo", "TopicPartition", "as_tps", "backend_name",
+           "connect", "describe_error", "wait_until"]

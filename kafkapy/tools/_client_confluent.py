@@ -6,7 +6,7 @@ import concurrent.futures
 import time
 from typing import Iterable, Optional
 
-from kafkapy.tools._client import (
+from kafkapy.tools._client_types import (
     DEFAULT_TIMEOUT_S,
     EARLIEST,
     LATEST,

@@ -14,7 +14,7 @@ from typing import Iterable, Optional
 
 from kafkapy import client as kc
 from kafkapy.client import errors as kerrors
-from kafkapy.tools._client import (
+from kafkapy.tools._client_types import (
     ClientError,
     ConfigEntry,
     GroupInfo,
