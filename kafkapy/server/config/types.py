@@ -1,10 +1,11 @@
 """Kafka's ``ConfigDef`` machinery, shared by both config tables: the value
 types (``ConfigDef.Type``) and importance levels, ``NO_DEFAULT``, the errors
 (``ConfigException``; ``InvalidConfigError``, defined by storage, is imported
-from here), ``Password``, the validators (``Range``, ``ValidString``,
-``ValidList``, ...), parsing and formatting of one value (``parse_typed``,
-``format_value``) and the records the tables are made of (``ConfigKey`` for a
-broker key, ``TopicConfigKey`` for a topic key).
+from here), ``Password`` (``secret``: the text of a value that may be one),
+the validators (``Range``, ``ValidString``, ``ValidList``, ...), parsing and
+formatting of one value (``parse_typed``, ``format_value``) and the records
+the tables are made of (``ConfigKey`` for a broker key, ``TopicConfigKey`` for
+a topic key).
 
 Parsing follows Kafka's ``ConfigDef.parseType``: values are trimmed; booleans
 are ``true``/``false`` in any case; ``int``/``short``/``long`` are decimal with
@@ -96,6 +97,10 @@ class Password:
 
     def __hash__(self) -> int:
         return hash(self.value)
+
+
+def secret(value) -> str | None:
+    return value.value if isinstance(value, Password) else value
 
 
 # ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Listener security: TLS (``ssl_context``, by the one ``SSLContext`` builder,
-``kafkapy.client.ssl_factory``), SASL (``sasl``, ``scram_store``) and
-principals (``principal``), configured per listener as Kafka does.
+``kafkapy.client.ssl_factory``), SASL (``sasl``, ``scram_store``,
+``oauthbearer``, their failure in ``errors``) and principals (``principal``),
+configured per listener as Kafka does.
 
 ``ListenerSecurity`` is what a processor needs to know about one listener:
 its security protocol, its ``ssl.SSLContext`` (SSL, SASL_SSL), and the SASL
@@ -16,10 +17,9 @@ from typing import Any
 
 from kafkapy.client import ssl_factory
 from kafkapy.server.config.broker_keys import BROKER_CONFIGS
-from kafkapy.server.config.types import ConfigException, Password
+from kafkapy.server.config.types import ConfigException, secret
 
 ANONYMOUS = "User:ANONYMOUS"
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def listener_value(config, listener_name: str, key: str) -> Any:
@@ -31,10 +31,6 @@ def listener_value(config, listener_name: str, key: str) -> Any:
     if raw is None:
         return config[key]
     return BROKER_CONFIGS[key].parse(raw)
-
-
-def secret(value) -> str | None:
-    return value.value if isinstance(value, Password) else value
 
 
 def ssl_context(mode: str, get, where: str):
@@ -95,5 +91,5 @@ def listener_securities(config, table=None) -> list[ListenerSecurity]:
     return [ListenerSecurity(config, ep, config.log_dirs[0], table) for ep in config.listeners]
 
 
-__all__ = ["ANONYMOUS", "MECHANISMS", "ConfigException", "ListenerSecurity", "listener_securities",
+__all__ = ["ANONYMOUS", "ConfigException", "ListenerSecurity", "listener_securities",
            "listener_value", "secret", "ssl_context"]

@@ -40,6 +40,8 @@ import json
 import re
 import time
 
+from kafkapy.server.security.errors import SaslAuthenticationFailed
+
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 UNSECURED_VALIDATOR = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
                        "OAuthBearerUnsecuredValidatorCallbackHandler")
@@ -184,8 +186,6 @@ class OAuthBearerServer:
     mechanism = "OAUTHBEARER"
 
     def __init__(self, validator: UnsecuredValidator, clock=time.time):
-        from kafkapy.server.security.sasl import SaslAuthenticationFailed
-
         self._failed = SaslAuthenticationFailed
         self.validator = validator
         self.clock = clock

@@ -51,19 +51,17 @@ from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
-from kafkapy.server.config.types import ConfigException
-from kafkapy.server.security import MECHANISMS, secret
+from kafkapy.server.config.types import ConfigException, secret
+from kafkapy.server.security.errors import SaslAuthenticationFailed
 
+# The mechanisms a listener's sasl.enabled.mechanisms may name.
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 API_VERSIONS_KEY = 18
 # Served here (the workers' handlers only answer ILLEGAL_SASL_STATE).
 HANDSHAKE_VERSIONS = (0, 1)
 AUTHENTICATE_VERSIONS = (0, 2)
-
-
-class SaslAuthenticationFailed(Exception):
-    """Bad credentials; the message goes to the client (never a password)."""
 
 
 # ---------------------------------------------------------------------------
