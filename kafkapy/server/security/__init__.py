@@ -18,6 +18,7 @@ from typing import Any
 from kafkapy.client import ssl_factory
 from kafkapy.server.config.broker_keys import BROKER_CONFIGS
 from kafkapy.server.config.types import ConfigException, secret
+from kafkapy.server.security import principal, sasl
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -50,8 +51,6 @@ class ListenerSecurity:
     __slots__ = ("name", "protocol", "ssl_context", "principal_mapper", "sasl", "client_auth")
 
     def __init__(self, config, endpoint, log_dir: str, table=None):
-        from kafkapy.server.security import principal, sasl
-
         self.name = endpoint.listener_name
         self.protocol = endpoint.security_protocol
         self.ssl_context = None

@@ -186,7 +186,6 @@ class OAuthBearerServer:
     mechanism = "OAUTHBEARER"
 
     def __init__(self, validator: UnsecuredValidator, clock=time.time):
-        self._failed = SaslAuthenticationFailed
         self.validator = validator
         self.clock = clock
         self.complete = False
@@ -196,13 +195,13 @@ class OAuthBearerServer:
 
     def evaluate(self, token: bytes) -> bytes:
         if bytes(token) == b"\x01" and self._error is not None:
-            raise self._failed(self._error)
+            raise SaslAuthenticationFailed(self._error)
         self._error = None
         try:
             value, authzid, _extensions = parse_initial_response(token)
         except InvalidMessage:
-            raise self._failed("Authentication failed during authentication due to invalid credentials "
-                               "with SASL mechanism OAUTHBEARER") from None
+            raise SaslAuthenticationFailed("Authentication failed during authentication due to invalid "
+                                           "credentials with SASL mechanism OAUTHBEARER") from None
         try:
             principal, expires_ms = self.validator.validate(value, int(self.clock() * 1000))
         except IllegalToken as exc:
@@ -213,8 +212,8 @@ class OAuthBearerServer:
             self._error = error + "}"
             return self._error.encode()
         if authzid and authzid != principal:
-            raise self._failed("Authentication failed: Client requested an authorization id that is "
-                               "different from the token's principal name")
+            raise SaslAuthenticationFailed("Authentication failed: Client requested an authorization id that "
+                                           "is different from the token's principal name")
         self.authorization_id = principal
         self.credential_expiration_ms = expires_ms
         self.complete = True

@@ -52,6 +52,7 @@ from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
 from kafkapy.server.config.types import ConfigException, secret
+from kafkapy.server.security import oauthbearer
 from kafkapy.server.security.errors import SaslAuthenticationFailed
 
 # The mechanisms a listener's sasl.enabled.mechanisms may name.
@@ -183,8 +184,6 @@ class SaslConfig:
 
     @staticmethod
     def _oauth_validator(config, listener: str):
-        from kafkapy.server.security import oauthbearer
-
         handler_key = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
         handler = config.originals.get(handler_key)
         if handler and handler.strip() != oauthbearer.UNSECURED_VALIDATOR:
@@ -204,9 +203,7 @@ class SaslConfig:
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
         if mechanism == "OAUTHBEARER":
-            from kafkapy.server.security.oauthbearer import OAuthBearerServer
-
-            return OAuthBearerServer(self.oauth)
+            return oauthbearer.OAuthBearerServer(self.oauth)
         return ScramServer(mechanism, self.scram_store)
 
 
