@@ -232,7 +232,7 @@ class KafkaConsumer:
     # ------------------------------------------------------------ metadata helpers
 
     def topics(self) -> dict:
-        self._client.refresh_metadata(topics=None) if False else self._refresh_all()
+        self._refresh_all()
         return {t: set(parts) for t, parts in self._metadata.partitions.items()}
 
     def _refresh_all(self):

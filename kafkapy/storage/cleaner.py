@@ -91,7 +91,7 @@ from dataclasses import dataclass
 import crc32c
 
 from kafkapy._core import load as _load_core
-from kafkapy._core.offset_map_py import ENTRY_BYTES as MAP_ENTRY_BYTES, slots_and_capacity
+from kafkapy._core.offset_map_py import slots_and_capacity
 from kafkapy._core.records_py import build_batch, decode_records
 from kafkapy.metrics import probes
 from kafkapy.storage import checkpoints
@@ -137,7 +137,7 @@ class CleanerStats:
 stats = CleanerStats()
 
 
-# The offset map (Kafka's SkimpyOffsetMap): MAP_ENTRY_BYTES a slot, a 16-byte
+# The offset map (Kafka's SkimpyOffsetMap): offset_map.ENTRY_BYTES a slot, a 16-byte
 # digest and an 8-byte offset.
 _offset_maps = _load_core("offset_map")
 

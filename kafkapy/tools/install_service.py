@@ -26,7 +26,6 @@ touches the system (useradd, chown, systemctl): for packaging and tests.
 from __future__ import annotations
 
 import argparse
-import filecmp
 import os
 import re
 import shutil

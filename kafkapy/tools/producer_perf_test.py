@@ -16,7 +16,6 @@ up) so memory stays bounded on long runs, and take percentile p as sample
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 import time

@@ -13,7 +13,6 @@ from the shared partition table and the partition locks (docs/architecture.md).
 from __future__ import annotations
 
 import logging
-import pickle
 import queue
 import time
 

@@ -498,7 +498,8 @@ def test_a_full_offset_map_cleans_up_to_where_it_filled_and_the_next_pass_goes_o
     map is full"): a pass maps what fits, cleans up to the last offset mapped
     and checkpoints it; later passes go on from there and end where one
     unbounded pass ends."""
-    from kafkapy.storage.cleaner import MAP_ENTRY_BYTES, CleanerConfig, read_cleaner_checkpoint
+    from kafkapy._core.offset_map_py import ENTRY_BYTES as MAP_ENTRY_BYTES
+    from kafkapy.storage.cleaner import CleanerConfig, read_cleaner_checkpoint
 
     clock = Clock()
     small = CleanerConfig(dedupe_buffer_size=40 * MAP_ENTRY_BYTES, load_factor=1.0)
