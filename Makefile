@@ -108,11 +108,13 @@ install-test: deps-test
 run: install
 	exec $(VENV)/bin/kafkapy-server-start $(CONFIG) $(ARGS)
 
-# Extra arguments for kafkapy-local-cluster, e.g. make cluster CLUSTER_ARGS="--clean"
+# Extra arguments for kafkapy-local-cluster, e.g. make cluster CLUSTER_ARGS="--clean";
+# ZK=3 starts a three-node ZooKeeper ensemble instead of one server.
 CLUSTER_ARGS ?=
+ZK ?= 1
 
 cluster: deps-cluster install
-	exec $(VENV)/bin/kafkapy-local-cluster --config $(CONFIG) $(CLUSTER_ARGS)
+	exec $(VENV)/bin/kafkapy-local-cluster --config $(CONFIG) --zookeeper-nodes $(ZK) $(CLUSTER_ARGS)
 
 # KafkaJS for tests/integration/test_kafkajs.py. Debian's nodejs and npm only
 # when node is missing: a NodeSource nodejs already carries npm, and Debian's

@@ -15,7 +15,7 @@ from support.broker import BrokerProcess, free_port
 # The shared fixtures, offered to every test from here (a module imports none).
 from support.cluster import lab_cluster, make_cluster, network_lab  # noqa: F401
 from support.java_client import java_client  # noqa: F401
-from support.zookeeper import zookeeper, zookeeper_factory  # noqa: F401
+from support.zookeeper import zookeeper, zookeeper_ensemble, zookeeper_factory  # noqa: F401
 
 __all__ = ["BrokerProcess", "free_port"]
 

@@ -108,7 +108,6 @@ class ChaosCluster:
         self.args = args
         self.root = root
         self.connect = f"127.0.0.1:{args.zookeeper_port}{CHROOT}"
-        self.zk_dir = root / "zookeeper"
         self.zk = None
         self.procs: dict = {}  # broker id -> Popen
         self.ports = {i: args.base_port + i - 1 for i in range(1, args.brokers + 1)}
@@ -121,7 +120,7 @@ class ChaosCluster:
         return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
 
     def start(self) -> None:
-        self.zk = start_zookeeper(self.zk_dir, self.args.zookeeper_port)
+        self.zk = self._start_zookeeper()
         for i in self.ports:
             self.start_broker(i)
 
@@ -148,7 +147,12 @@ class ChaosCluster:
     def restart_zookeeper(self) -> None:
         self.zookeeper_signal(signal.SIGKILL)
         self.zk.wait(30)
-        self.zk = start_zookeeper(self.zk_dir, self.args.zookeeper_port)
+        self.zk = self._start_zookeeper()
+
+    def _start_zookeeper(self):
+        """The one standalone ZooKeeper (in ``<dir>/zookeeper``) this run bounces."""
+        ((_name, proc, _port),) = start_zookeeper(self.root, self.args.zookeeper_port)
+        return proc
 
     def stop(self) -> None:
         for proc in list(self.procs.values()) + ([self.zk] if self.zk else []):

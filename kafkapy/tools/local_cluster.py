@@ -4,11 +4,15 @@ For trying cluster mode, not for production (the README's "A real cluster"
 says how to run one across machines). It starts:
 
 * Debian's ZooKeeper (``kafkapy.tools.zookeeper_server``) on
-  127.0.0.1:``--zookeeper-port`` with its data in ``<dir>/zookeeper``;
+  127.0.0.1:``--zookeeper-port`` with its data in ``<dir>/zookeeper``, or
+  with ``--zookeeper-nodes 3`` an ensemble: node ``n`` on
+  127.0.0.1:``zookeeper-port + n - 1``, its quorum and election ports 100 and
+  200 above that, with its data in ``<dir>/zookeeper-<n>``;
 * ``--brokers`` brokers through the real entry point (``python -m kafkapy
   CONFIG --override ...``), broker ``i`` (1-based) listening on
   127.0.0.1:``base-port + i - 1`` with its log dir ``<dir>/broker-<i>``, all
-  with ``zookeeper.connect=127.0.0.1:<port>/kafkapy``;
+  with ``zookeeper.connect`` naming every ZooKeeper node and the chroot
+  ``/kafkapy``;
 
 prints the bootstrap servers, and waits. Ctrl-C (or SIGTERM) stops the
 brokers with SIGTERM (each closes its session, so none waits out a session
@@ -45,12 +49,16 @@ def _parse(argv):
                    help="the properties every broker starts from (default config/server.properties)")
     p.add_argument("--base-port", type=int, default=9092, help="broker i listens on base-port + i - 1")
     p.add_argument("--zookeeper-port", type=int, default=2181)
+    p.add_argument("--zookeeper-nodes", type=int, default=1,
+                   help="1 (a standalone server, the default) or an odd number up to 7: an ensemble")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="a broker property for every broker (repeatable)")
     p.add_argument("--clean", action="store_true", help="remove the data directory first")
     args = p.parse_args(argv)
     if not 1 <= args.brokers <= 16:
         raise ToolError("--brokers must be between 1 and 16")
+    if args.zookeeper_nodes not in (1, 3, 5, 7):
+        raise ToolError("--zookeeper-nodes must be 1, 3, 5 or 7 (an ensemble needs a majority)")
     if not os.path.exists(args.config):
         raise ToolError(f"no such config file: {args.config}")
     return args
@@ -77,19 +85,38 @@ def _stop(procs, timeout_s: float = STOP_TIMEOUT_S) -> None:
             proc.wait(10)
 
 
-def start_zookeeper(zk_dir: Path, port: int, tick_time_ms: int = 2000) -> subprocess.Popen:
-    """Write ``zk_dir/zoo.cfg``, start Debian's ZooKeeper on 127.0.0.1:``port`` and
-    wait until it serves (ToolError, with the process ended, if it does not)."""
-    zk_dir.mkdir(parents=True, exist_ok=True)
-    zookeeper_server.write_config(zk_dir, port, tick_time_ms)
-    zk = _spawn(zookeeper_server.argv(zk_dir / "zoo.cfg"), zk_dir / "zookeeper.log")
+# An ensemble node's quorum and election ports, above its client port.
+QUORUM_PORT_OFFSET, ELECTION_PORT_OFFSET = 100, 200
+
+
+def start_zookeeper(root: Path, port: int, nodes: int = 1, tick_time_ms: int = 2000) -> list:
+    """Write each node's ``zoo.cfg``, start Debian's ZooKeeper (one standalone
+    server in ``root/zookeeper``, or an ensemble of ``nodes`` in
+    ``root/zookeeper-<n>``) and wait until every node serves; returns
+    ``[(name, process, port)]``. ToolError, with every process ended, if one
+    does not serve in time."""
+    if nodes == 1:
+        dirs = {1: root / "zookeeper"}
+        ensemble = None
+    else:
+        dirs = {n: root / f"zookeeper-{n}" for n in range(1, nodes + 1)}
+        ensemble = {n: ("127.0.0.1", port + n - 1 + QUORUM_PORT_OFFSET, port + n - 1 + ELECTION_PORT_OFFSET)
+                    for n in dirs}
+    started = []
+    for n, zk_dir in dirs.items():
+        zk_dir.mkdir(parents=True, exist_ok=True)
+        zookeeper_server.write_config(zk_dir, port + n - 1, tick_time_ms, ensemble=ensemble, my_id=n)
+        name = "zookeeper" if nodes == 1 else f"zookeeper {n}"
+        started.append((name, _spawn(zookeeper_server.argv(zk_dir / "zoo.cfg"), zk_dir / "zookeeper.log"),
+                        port + n - 1))
     deadline = time.monotonic() + ZOOKEEPER_START_TIMEOUT_S
-    while not zookeeper_server.serving(port):  # bounded by the deadline
-        if zk.poll() is not None or time.monotonic() > deadline:
-            _stop([("zookeeper", zk)])
-            raise ToolError(f"ZooKeeper did not start on 127.0.0.1:{port}; see {zk_dir / 'zookeeper.log'}")
-        time.sleep(0.1)
-    return zk
+    for name, zk, zk_port in started:  # an ensemble's nodes serve once a majority runs
+        while not zookeeper_server.serving(zk_port):  # bounded by the deadline
+            if zk.poll() is not None or time.monotonic() > deadline:
+                _stop([(n, p) for n, p, _ in started])
+                raise ToolError(f"{name} did not start on 127.0.0.1:{zk_port}; see its zookeeper.log in {root}")
+            time.sleep(0.1)
+    return started
 
 
 def broker_argv(config: str, broker_id: int, port: int, log_dir: Path, connect: str, overrides=()) -> list:
@@ -111,19 +138,20 @@ def _main(argv) -> int:
     root = Path(args.dir).resolve()
     if args.clean and root.exists():
         shutil.rmtree(root)
-    zk_dir = root / "zookeeper"
     stopping = []
     # Ctrl-C and SIGTERM both stop the cluster (SIGINT set explicitly: a shell
     # starts a background job with SIGINT ignored).
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.append(True))
 
-    zk = start_zookeeper(zk_dir, args.zookeeper_port)
-    zk_procs = [("zookeeper", zk)]
+    zookeepers = start_zookeeper(root, args.zookeeper_port, args.zookeeper_nodes)
+    zk_procs = [(name, proc) for name, proc, _ in zookeepers]
     brokers = []
     try:
-        connect = f"127.0.0.1:{args.zookeeper_port}{CHROOT}"
-        print(f"ZooKeeper on 127.0.0.1:{args.zookeeper_port} (log {zk_dir / 'zookeeper.log'})")
+        hosts = ",".join(f"127.0.0.1:{zk_port}" for _, _, zk_port in zookeepers)
+        connect = f"{hosts}{CHROOT}"
+        for name, _, zk_port in zookeepers:
+            print(f"{name} on 127.0.0.1:{zk_port}")
         for i in range(1, args.brokers + 1):
             port = args.base_port + i - 1
             log_dir = root / f"broker-{i}"

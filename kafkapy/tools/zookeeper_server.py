@@ -57,9 +57,15 @@ def argv(config_path) -> list:
     return [JAVA, *JVM_FLAGS, "-cp", classpath(), MAIN_CLASS, str(config_path)]
 
 
-def write_config(work_dir: Path, port: int, tick_time_ms: int = 2000, extra=None) -> dict:
-    """Write ``work_dir/zoo.cfg`` for a standalone server on 127.0.0.1:``port``
-    (data in ``work_dir/data``); returns the settings written."""
+def write_config(work_dir: Path, port: int, tick_time_ms: int = 2000, extra=None,
+                 ensemble: dict | None = None, my_id: int | None = None) -> dict:
+    """Write ``work_dir/zoo.cfg`` for a server on 127.0.0.1:``port`` (data in
+    ``work_dir/data``); returns the settings written.
+
+    Standalone unless ``ensemble`` is given: ``{server id: (host, quorum port,
+    election port)}`` of every member (ZooKeeper's ``server.N`` lines), this
+    one being ``my_id`` (its ``myid`` file). A three-node ensemble keeps
+    serving with any one member down, as operators run it."""
     data_dir = work_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     config = {
@@ -76,6 +82,11 @@ def write_config(work_dir: Path, port: int, tick_time_ms: int = 2000, extra=None
         "reconfigEnabled": "false",
         "maxClientCnxns": 0,
     }
+    if ensemble:
+        config["standaloneEnabled"] = "false"
+        for sid, (host, quorum_port, election_port) in sorted(ensemble.items()):
+            config[f"server.{sid}"] = f"{host}:{quorum_port}:{election_port}"
+        (data_dir / "myid").write_text(f"{my_id}\n")
     config.update(extra or {})
     config = {k: str(v) for k, v in config.items()}
     (work_dir / "zoo.cfg").write_text("# written by kafkapy\n"

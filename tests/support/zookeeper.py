@@ -73,7 +73,8 @@ class ZooKeeperProcess(ProcessWithLog):
     def __init__(self, work_dir: Path, port: Optional[int] = None,
                  tick_time_ms: int = DEFAULT_TICK_TIME_MS,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 extra_config: Optional[Mapping[str, object]] = None, host: str = "127.0.0.1"):
+                 extra_config: Optional[Mapping[str, object]] = None, host: str = "127.0.0.1",
+                 ensemble: Optional[dict] = None, my_id: Optional[int] = None):
         self.work_dir = Path(work_dir)
         # clientPortAddress: 127.0.0.1, or an address a network-namespace test made.
         self.host = host
@@ -92,9 +93,10 @@ class ZooKeeperProcess(ProcessWithLog):
         self.paused = False
         # No fsync per transaction: test data need not survive a power cut,
         # and an fsync per znode write costs milliseconds on a shared disk.
+        self.my_id = my_id
         self.config = zookeeper_server.write_config(self.work_dir, self.port, tick_time_ms,
                                                     {"forceSync": "no", "clientPortAddress": host,
-                                                     **(extra_config or {})})
+                                                     **(extra_config or {})}, ensemble, my_id)
 
     # -- facts -------------------------------------------------------------------
 
@@ -128,20 +130,37 @@ class ZooKeeperProcess(ProcessWithLog):
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> "ZooKeeperProcess":
+        began = time.monotonic()
+        self.launch()
+        self.wait_ready()
+        self.start_durations_s.append(time.monotonic() - began)
+        return self
+
+    def launch(self) -> None:
+        """Start the JVM without waiting for it (``wait_ready`` waits): the
+        members of an ensemble serve only once a quorum of them runs."""
         if self.running:
             raise RuntimeError("zookeeper already running")
         argv = zookeeper_server.argv(self.config_path)
         self.starts += 1
-        began = time.monotonic()
         with open(self.log_path, "ab") as log:
             log.write(f"===== start {self.starts}: {' '.join(argv)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(dies_with_the_tests(argv), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=str(self.work_dir), start_new_session=True)
         self.paused = False
-        self.wait_ready()
-        self.start_durations_s.append(time.monotonic() - began)
-        return self
+
+    def mode(self) -> Optional[str]:
+        """``leader``, ``follower`` or ``standalone`` as ``srvr`` says, or None
+        while it does not serve."""
+        try:
+            text = four_letter_word(self.port, "srvr", timeout_s=1.0, host=self.host)
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("Mode: "):
+                return line[len("Mode: "):].strip()
+        return None
 
     def wait_ready(self, timeout_s: Optional[float] = None) -> None:
         """Wait until a kazoo session is established and ``/`` is read; fail
@@ -253,6 +272,83 @@ class ZooKeeperProcess(ProcessWithLog):
 
     def __repr__(self) -> str:
         return f"ZooKeeperProcess(hosts={self.hosts!r}, pid={self.pid}, running={self.running})"
+
+
+class ZooKeeperEnsemble:
+    """Three (or ``size``) ZooKeeper servers in one ensemble on loopback ports,
+    as operators run ZooKeeper: it serves while a majority runs. Offers what
+    ``Cluster`` and the tests use of a ``ZooKeeperProcess`` (``hosts``,
+    ``connect_string``, ``client``) with every member in the connect string,
+    and the members themselves (``nodes``, ``leader``, ``followers``) for
+    faults."""
+
+    def __init__(self, work_dir: Path, size: int = 3, tick_time_ms: int = DEFAULT_TICK_TIME_MS):
+        work_dir = Path(work_dir)
+        ids = range(1, size + 1)
+        members = {i: ("127.0.0.1", free_port(), free_port()) for i in ids}
+        self.nodes = {i: ZooKeeperProcess(work_dir / f"zookeeper-{i}", tick_time_ms=tick_time_ms,
+                                          ensemble=members, my_id=i) for i in ids}
+        self.host = "127.0.0.1"
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(n.hosts for n in self.nodes.values())
+
+    def connect_string(self, chroot: str = "") -> str:
+        if chroot and not chroot.startswith("/"):
+            chroot = "/" + chroot
+        return self.hosts + chroot
+
+    def client(self, chroot: str = "", timeout_s: float = 10.0, **kwargs):
+        """A started kazoo client on the whole ensemble (a chroot made first if missing)."""
+        return ZooKeeperProcess.client(self, chroot, timeout_s, **kwargs)
+
+    def start(self) -> "ZooKeeperEnsemble":
+        for node in self.nodes.values():
+            node.launch()
+        for node in self.nodes.values():
+            node.wait_ready()
+        self.wait_quorum()
+        return self
+
+    def wait_quorum(self, timeout_s: float = 30.0) -> int:
+        """Until one running member is the leader and every other running one
+        follows it; returns the leader's id."""
+        from .wait import wait_for
+
+        def settled():
+            modes = {i: n.mode() for i, n in self.nodes.items() if n.running}
+            leaders = [i for i, m in modes.items() if m == "leader"]
+            if len(leaders) == 1 and all(m in ("leader", "follower") for m in modes.values()):
+                return leaders[0]
+            return None
+
+        return wait_for(settled, timeout_s, "a ZooKeeper leader and its followers")
+
+    def leader(self) -> int:
+        return self.wait_quorum()
+
+    def followers(self) -> list:
+        leader = self.leader()
+        return [i for i, n in self.nodes.items() if n.running and i != leader]
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            node.close()
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperEnsemble(hosts={self.hosts!r})"
+
+
+@pytest.fixture(scope="module")
+def zookeeper_ensemble(tmp_path_factory):
+    """A three-node ensemble for a module's tests (each test in its own chroot)."""
+    _skip_if_missing()
+    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zk-ensemble"))
+    try:
+        yield ensemble.start()
+    finally:
+        ensemble.close()
 
 
 def _skip_if_missing() -> None:
