@@ -33,12 +33,10 @@ import os
 import pickle
 import selectors
 import socket
-import ssl
 import struct
 import time
 from collections import OrderedDict, deque
 
-from kafkapy._core import load
 from kafkapy._core.types import FileRegion
 from kafkapy.metrics import probes
 from kafkapy.server import child_signals
@@ -53,13 +51,22 @@ from kafkapy.server.reactor.channel import (
     CLOSE,
     DELAY,
     INLINE_MAX_BYTES,
-    MAX_PRINCIPAL_BYTES,
     NOREPLY,
     SEND,
 )
-from kafkapy.server.security import ANONYMOUS, listener_securities
+from kafkapy.server.reactor.connection import (
+    _CLOSING,
+    _HANDSHAKE,
+    _MUTED,
+    _READ_BODY,
+    _READ_HEADER,
+    _WAIT_ARENA,
+    Connection,
+)
+from kafkapy.server.reactor.sasl_authenticator import SaslServerAuthenticator
+from kafkapy.server.reactor.ssl_transport import _TLS_CHUNK, _TLS_RAW_BYTES, SslTransportLayer, TlsSession
+from kafkapy.server.security import listener_securities
 from kafkapy.server.security import sasl as _sasl
-from kafkapy.server.security.principal import NoMatchingRule, distinguished_name
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
 # A parked DelayedProduce's KIND -> (API key, builder of its response from
@@ -71,127 +78,15 @@ _DELAYED_ANSWERS = {PRODUCE: (0, delayed_produce_response),
 log = logging.getLogger("kafkapy.network")
 
 _SIZE = struct.Struct(">i")
-_READ_HEADER, _READ_BODY, _MUTED, _WAIT_ARENA = range(4)
-# TLS handshake in progress; failed authentication waiting for its delay (then
-# its answer is sent and the connection closed).
-_HANDSHAKE, _CLOSING = 4, 5
 # Open segment files kept per processor for sendfile; a fetch-heavy broker
 # touches few active segments, 256 keeps fd use bounded (LimitNOFILE).
 _MAX_CACHED_FILES = 256
 _SCRATCH_BYTES = 64 * 1024
 # A request in flight this long with no deadline to wait for is logged (once).
 _STUCK_S = 20.0
-# TLS: response bytes and file regions are copied (os.preadv for regions)
-# into a buffer of this size, encrypted with one SSL_write (16 records).
-_TLS_CHUNK = 256 * 1024
-# Ciphertext is received in reads of up to this size (one syscall for many
-# records: with SSLSocket, OpenSSL made two per record, 45 % of a
-# processor's time on produce), at most _TLS_READS per readiness event so
-# one busy connection cannot starve the others.
-_TLS_RAW_BYTES = 256 * 1024
-_TLS_READS = 16
-# Plaintext decrypted at most per call while reading a request's size: the
-# bytes beyond that request are copied to ``conn.inbuf`` (and again per
-# request taken from it), so no more than one full record's worth.
-_TLS_HEADER_READ = 16 * 1024
-# Decrypts every whole record waiting, in one call (tls.pyx: one
-# SSLObject.read per record cost more than the record's decryption).
-_tls_reader = load("tls").Reader
 
 
-class TlsSession:
-    """One connection's TLS state: an ``ssl.SSLObject`` over two memory
-    BIOs, so the processor does the socket I/O itself in large pieces.
-    ``raw_out``/``raw_pos``: ciphertext taken from the outgoing BIO and not
-    yet accepted by the kernel. Owned by the connection's processor."""
-
-    __slots__ = ("obj", "incoming", "outgoing", "raw_out", "raw_pos", "reader")
-
-    def __init__(self, context: ssl.SSLContext):
-        self.incoming = ssl.MemoryBIO()
-        self.outgoing = ssl.MemoryBIO()
-        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
-        self.reader = _tls_reader(self.obj, self.incoming)
-        self.raw_out = b""
-        self.raw_pos = 0
-
-    def buffered(self) -> bool:
-        """Bytes received but not yet handed out (invisible to the selector)."""
-        return self.incoming.pending > 0 or self.obj.pending() > 0
-
-    def flush(self, sock) -> bool:
-        """Send waiting ciphertext; True when all of it is out (raises
-        BlockingIOError when the kernel takes nothing)."""
-        while True:
-            if self.raw_pos >= len(self.raw_out):
-                if not self.outgoing.pending:
-                    return True
-                self.raw_out = self.outgoing.read()
-                self.raw_pos = 0
-            n = sock.send(memoryview(self.raw_out)[self.raw_pos:])
-            self.raw_pos += n
-            if self.raw_pos < len(self.raw_out):
-                return False
-
-
-class Connection:
-    __slots__ = (
-        "conn_id", "sock", "peer", "state", "inbuf", "more", "size", "body", "inline",
-        "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
-        "last_active", "listener", "api_key", "received_at", "responded_at", "at_worker",
-        "tls", "sasl", "principal_bytes", "close_at", "session_expires", "reauth_at", "authenticated",
-        "throttle_until", "held_parts", "reported_at",
-    )
-
-    def __init__(self, conn_id: int, sock: socket.socket, peer):
-        self.conn_id = conn_id
-        self.sock = sock
-        self.peer = peer
-        self.state = _READ_HEADER
-        # Bytes read past the request being handled (a pipelining client),
-        # and whether the last read filled the scratch buffer (more may wait).
-        self.inbuf = bytearray()
-        self.more = False
-        self.size = 0
-        self.body = None  # memoryview being filled by a large request (_READ_BODY)
-        self.inline = None  # bytes of a small request in flight (sent inline)
-        self.parked_body = None  # bytes of a large parked fetch, out of the arena
-        self.arena_off = -1
-        self.got = 0
-        self.out: deque = deque()  # parts still to send
-        self.out_pos = 0  # bytes of out[0] already sent
-        self.deadline_ms = 0  # a parked fetch's deadline when it is re-run
-        self.at_worker = False  # queued or being handled: an answer will come
-        self.events = 0
-        self.last_active = time.monotonic()
-        # Metrics: listener index, and the request in flight (api key, when it
-        # was read completely, when its response reached this processor).
-        self.listener = 0
-        self.api_key = -1
-        self.received_at = 0.0
-        self.responded_at = 0.0
-        # Security: the TLS session (None: plaintext), the SASL session until
-        # authenticated, the principal handlers see.
-        self.tls = None
-        self.sasl = None
-        # What handlers see as ctx.principal: UTF-8, empty for User:ANONYMOUS
-        # (the request queue carries it with each request).
-        self.principal_bytes = b""
-        self.close_at = 0.0
-        # Quotas (server/quotas/throttle.py): muted until this time.monotonic()
-        # after its response; a response held for an old client until then.
-        self.throttle_until = 0.0
-        self.held_parts = None
-        self.reported_at = 0.0  # received_at of the request last logged as stuck
-        # KIP-368: when the SASL session expires (time.monotonic(); 0.0:
-        # never), when the last re-authentication began, and the
-        # (mechanism, principal) a re-authentication must keep.
-        self.session_expires = 0.0
-        self.reauth_at = 0.0
-        self.authenticated = None
-
-
-class Processor:
+class Processor(SslTransportLayer, SaslServerAuthenticator):
     def __init__(self, processor_id: int, config, channel, table, fd_socket: socket.socket):
         self.id = processor_id
         self.channel = channel
@@ -831,253 +726,6 @@ class Processor:
             _, old = self.files.popitem(last=False)
             os.close(old)
         return fd
-
-
-    # -- security: TLS ------------------------------------------------------------
-    def _handshake(self, conn: Connection) -> None:
-        """Drive a TLS handshake (any readiness event) until OpenSSL is done
-        and its last flight is out; then the principal from the client
-        certificate (SSL listeners)."""
-        tls = conn.tls
-        sock = conn.sock
-        try:
-            while True:
-                try:
-                    tls.obj.do_handshake()
-                    break
-                except ssl.SSLWantReadError:
-                    if not tls.flush(sock):
-                        return self._set_events(conn, selectors.EVENT_WRITE)
-                    n = sock.recv_into(self.tls_raw)
-                    if n == 0:
-                        return self._close(conn)
-                    tls.incoming.write(self.tls_raw_view[:n])
-            if not tls.flush(sock):
-                return self._set_events(conn, selectors.EVENT_WRITE)
-        except (BlockingIOError, InterruptedError):
-            return self._set_events(conn, selectors.EVENT_READ)
-        except (OSError, ValueError) as exc:
-            # Garbage instead of a ClientHello, an untrusted certificate, a
-            # reset: Kafka's "Failed authentication ... (SSL handshake failed)".
-            self.failed_authentications += 1
-            log.info("Failed authentication with %s (SSL handshake failed: %s)", conn.peer, exc)
-            return self._close(conn)
-        conn.last_active = time.monotonic()
-        if conn.sasl is None:
-            security = self.security[conn.listener]
-            cert = tls.obj.getpeercert()
-            if cert:
-                try:
-                    name = security.principal_mapper.principal_name(distinguished_name(cert))
-                except NoMatchingRule as exc:
-                    self.failed_authentications += 1
-                    log.info("Failed authentication with %s (%s)", conn.peer, exc)
-                    return self._close(conn)
-                if not self._set_principal(conn, "User:" + name):
-                    return
-        conn.state = _READ_HEADER
-        self._set_events(conn, selectors.EVENT_READ)
-        if tls.buffered():
-            self._tls_read(conn)
-
-    def _tls_read(self, conn: Connection) -> None:
-        """``_read`` through TLS: ciphertext comes in with one large ``recv``
-        (up to ``_TLS_RAW_BYTES``, many records) into the connection's BIO,
-        and is decrypted from there, all whole records at once, straight
-        into the scratch buffer or the request's body; no syscall and no
-        Python call per record."""
-        tls = conn.tls
-        read_into = tls.reader.read_into
-        conn.last_active = time.monotonic()
-        try:
-            # At most _TLS_READS recvs, and the BIO is drained after the last
-            # one too: a whole record left in it would be seen by nobody (the
-            # socket it came from is no longer readable) and the client would
-            # wait for its own request timeout.
-            for reads_left in range(_TLS_READS, -1, -1):
-                # Everything the BIO holds is decrypted before reading more.
-                while True:
-                    if conn.state == _READ_BODY:
-                        n = read_into(conn.body, conn.got, conn.size - conn.got)
-                    else:
-                        n = read_into(self.scratch, 0, _TLS_HEADER_READ)
-                    if n < 0:
-                        break
-                    if n == 0:
-                        return self._close(conn)
-                    if conn.state == _READ_BODY:
-                        conn.got += n
-                        if conn.got == conn.size:
-                            self._body_done(conn)
-                    else:
-                        self._take(conn, self.scratch_view[:n])
-                        if conn.conn_id not in self.conns:
-                            return
-                    if conn.state != _READ_HEADER and conn.state != _READ_BODY:
-                        # The rest waits in the BIO until the connection is
-                        # unmuted (conn.more: the selector cannot see it).
-                        conn.more = tls.buffered()
-                        return
-                if not reads_left:
-                    break
-                n = conn.sock.recv_into(self.tls_raw)
-                if n == 0:
-                    return self._close(conn)
-                tls.incoming.write(self.tls_raw_view[:n])
-        except (BlockingIOError, InterruptedError):
-            pass
-        except (OSError, ValueError):
-            return self._close(conn)
-        conn.more = tls.buffered()
-
-    def _tls_send(self, conn: Connection) -> None:
-        """Write ``conn.out`` through TLS: ``_TLS_CHUNK`` bytes at a time are
-        gathered into the processor's chunk buffer, encrypted into the
-        connection's outgoing BIO and sent; the next chunk only once the
-        ciphertext is out (so a slow reader holds at most one chunk)."""
-        tls = conn.tls
-        sock = conn.sock
-        try:
-            while True:
-                if not tls.flush(sock):
-                    return self._set_events(conn, selectors.EVENT_WRITE)
-                if not conn.out:
-                    break
-                filled = self._tls_fill(conn)
-                if filled < 0:
-                    return
-                with memoryview(self.tls_chunk) as view:
-                    tls.obj.write(view[:filled])
-        except (BlockingIOError, InterruptedError):
-            return self._set_events(conn, selectors.EVENT_WRITE)
-        except (OSError, ValueError) as exc:
-            log.debug("send to %s failed: %s", conn.peer, exc)
-            return self._close(conn)
-        if conn.state == _CLOSING:
-            return self._close(conn)
-        if conn.state != _MUTED:
-            # Only ciphertext of OpenSSL's own was waiting (post-handshake
-            # messages): nothing was in flight.
-            return self._set_events(conn, selectors.EVENT_READ)
-        self._request_done(conn)
-        self._unmute(conn)
-
-    def _tls_fill(self, conn: Connection) -> int:
-        """Copy the next ``_TLS_CHUNK`` bytes of ``conn.out`` into the chunk
-        buffer: bytes parts by slice assignment, file regions with one
-        ``preadv`` straight into it. Returns the byte count, -1 when the
-        connection was closed."""
-        filled = 0
-        out = conn.out
-        with memoryview(self.tls_chunk) as view:
-            while out and filled < _TLS_CHUNK:
-                part = out[0]
-                pos = conn.out_pos
-                if type(part) is FileRegion:
-                    fd = self._file(part)
-                    if fd < 0:
-                        log.warning("closing %s: segment %s is gone", conn.peer, part.path)
-                        self._close(conn)
-                        return -1
-                    want = min(part.length - pos, _TLS_CHUNK - filled)
-                    n = os.preadv(fd, [view[filled:filled + want]], part.position + pos)
-                    if n == 0:
-                        log.warning("closing %s: short read from %s", conn.peer, part.path)
-                        self._close(conn)
-                        return -1
-                    end = part.length
-                else:
-                    n = min(len(part) - pos, _TLS_CHUNK - filled)
-                    view[filled:filled + n] = memoryview(part)[pos:pos + n]
-                    end = len(part)
-                filled += n
-                if pos + n < end:
-                    conn.out_pos = pos + n
-                else:
-                    out.popleft()
-                    conn.out_pos = 0
-        return filled
-
-    # -- security: SASL -----------------------------------------------------------
-    def _sasl_request(self, conn: Connection, inline) -> bool:
-        """A request before SASL authentication completed: answered here
-        (True), or ApiVersions, passed on to the workers (False)."""
-        if inline is None:
-            off = conn.arena_off
-            body = bytes(self.arena.view[off:off + conn.size])
-        else:
-            body = inline
-        session = conn.sasl
-        action, parts = session.on_request(body)
-        if action == _sasl.PASS:
-            return False
-        if conn.arena_off >= 0:
-            self.arena.free(conn.arena_off)
-            conn.arena_off = -1
-        conn.inline = None
-        if action == _sasl.REPLY:
-            if session.complete:
-                conn.sasl = None
-                if not self._set_principal(conn, session.principal):
-                    return True
-                conn.session_expires = session.expires_at
-                conn.authenticated = (session.mechanism, session.principal)
-            conn.api_key = _sasl.SASL_AUTHENTICATE_KEY if session.raw_tokens else conn.api_key
-            conn.responded_at = time.monotonic()
-            self._respond(conn, parts)
-        elif action == _sasl.FAIL:
-            self.failed_authentications += 1
-            log.info("Failed %s with %s (SASL %s)", session.what, conn.peer, session.mechanism)
-            conn.state = _CLOSING
-            self._set_events(conn, 0)
-            conn.out.extend(parts)
-            conn.out_pos = 0
-            conn.close_at = time.monotonic() + session.config.failed_delay_ms / 1000.0
-            self.delayed_closes.append(conn)
-        else:
-            log.info("closing %s: unexpected request during SASL authentication", conn.peer)
-            self._close(conn)
-        return True
-
-    def _sasl_session_check(self, conn: Connection, inline) -> bool:
-        """A request on a connection whose SASL session has a lifetime
-        (KIP-368, Kafka's SocketServer): a SaslHandshake starts a
-        re-authentication (at most one a second; a sooner one goes to the
-        workers, which answer ILLEGAL_SASL_STATE); any other request after
-        the session expired closes the connection. True when handled here."""
-        now = time.monotonic()
-        if conn.api_key == _sasl.SASL_HANDSHAKE_KEY and now - conn.reauth_at >= 1.0:
-            conn.reauth_at = now
-            conn.sasl = _sasl.SaslSession(self.security[conn.listener].sasl, previous=conn.authenticated)
-            return self._sasl_request(conn, inline)
-        if now > conn.session_expires:
-            log.info("closing %s: SASL session expired without re-authentication", conn.peer)
-            self._close(conn)
-            return True
-        return False
-
-    def _set_principal(self, conn: Connection, principal: str) -> bool:
-        data = principal.encode("utf-8")
-        if len(data) > MAX_PRINCIPAL_BYTES:
-            log.info("closing %s: principal longer than %d bytes", conn.peer, MAX_PRINCIPAL_BYTES)
-            self._close(conn)
-            return False
-        conn.principal_bytes = b"" if principal == ANONYMOUS else data
-        return True
-
-    def _run_delayed_closes(self) -> None:
-        """Failed authentications whose delay passed: answer (when there is
-        an answer) and close (Kafka's delayed close, rate-limiting guessers)."""
-        now = time.monotonic()
-        closes = self.delayed_closes
-        while closes and (closes[0].close_at <= now or self.stopping):
-            conn = closes.popleft()
-            if conn.conn_id not in self.conns:
-                continue
-            if conn.out:
-                self._send(conn)  # closes once everything is out
-            else:
-                self._close(conn)
 
 
 def processor_main(processor_id, config, channel, table, fd_socket) -> None:

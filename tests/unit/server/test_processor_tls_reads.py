@@ -15,8 +15,9 @@ import selectors
 
 import pytest
 
-from kafkapy.server.reactor import processor as processor_module
-from kafkapy.server.reactor.processor import _READ_HEADER, TlsSession
+from kafkapy.server.reactor import ssl_transport
+from kafkapy.server.reactor.connection import _READ_HEADER
+from kafkapy.server.reactor.ssl_transport import TlsSession
 from support.certs import make_certs
 from support.tls_memory import memory_tls, tls_contexts
 
@@ -41,7 +42,7 @@ def _tls_connection(p, contexts):
 @pytest.mark.parametrize("body_bytes", [20, 300_000], ids=["inline", "arena"])
 def test_the_record_brought_by_the_last_recv_of_a_read_is_decrypted(processor, contexts, monkeypatch, body_bytes):
     p = processor
-    monkeypatch.setattr(processor_module, "_TLS_READS", 1)  # the budget ends at the first recv
+    monkeypatch.setattr(ssl_transport, "_TLS_READS", 1)  # the budget ends at the first recv
     conn, client, c_out = _tls_connection(p, contexts)
     body = b"\x00\x00\x00\x09\x00\x00\x00\x05" + bytes(range(256)) * (body_bytes // 256) + b"\x01" * (body_bytes % 256)
     client.write(len(body).to_bytes(4, "big") + body)
