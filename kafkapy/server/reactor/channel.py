@@ -49,7 +49,7 @@ from collections import OrderedDict
 
 INLINE_MAX_BYTES = 16 * 1024
 # Longest principal a request carries (a processor closes a connection whose
-# authenticated name is longer: kafkapy.server.reactor.processor).
+# authenticated name is longer: kafkapy.server.reactor.sasl_authenticator).
 MAX_PRINCIPAL_BYTES = 1024
 
 # processor_id, conn_id, arena offset (-1: the body follows inline), body

@@ -1,6 +1,9 @@
-"""A connection owned by a processor, and the states it goes through (Kafka's KafkaChannel).
+"""One client connection of a processor (Kafka's KafkaChannel): its socket,
+its request in flight and response parts, its TLS session (None: plaintext),
+its SASL session until authenticated and the principal handlers see; and the
+states it goes through (see ``processor``).
 
-Owned by the processor it was handed to; never shared.
+Owned by the processor the acceptor handed it to; never shared.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A processor: one selector loop owning its connections (Kafka's Processor).
+"""A processor: one selector loop owning its connections (Kafka's Processor
+and its Selector).
 
 Owned by one processor process; nothing here is shared except the arena
 mapping (whose allocator state is still owned here), the pipes and the shared
@@ -15,13 +16,21 @@ or SASL_SSL listener starts in the TLS handshake state, driven by the same
 loop (``do_handshake`` steps between socket reads and writes, never
 blocking another connection); its bytes then go through its ``TlsSession``
 (an SSLObject over memory BIOs, the socket I/O done here in large pieces)
-and its file regions are read and encrypted (no sendfile: ``_tls_send``). On a
-SASL listener every request before authentication completes goes to the
-connection's ``SaslSession`` here, never to a worker (but ApiVersions); a
-failed authentication is answered and closed after
-``connection.failed.authentication.delay.ms`` (the closing state). The
-authenticated principal is kept per connection (``Connection.principal_bytes``)
-and travels with each of its requests to the handlers (``ctx.principal``).
+and its file regions are read and encrypted (no sendfile: ``_tls_send``):
+those steps are ``ssl_transport.SslTransportLayer``'s. On a SASL listener
+every request before authentication completes goes to the connection's
+``SaslSession`` here, never to a worker (but ApiVersions); a failed
+authentication is answered and closed after
+``connection.failed.authentication.delay.ms`` (the closing state): those steps
+are ``sasl_authenticator.SaslServerAuthenticator``'s. The authenticated
+principal is kept per connection (``Connection.principal_bytes``,
+``connection.py``) and travels with each of its requests to the handlers
+(``ctx.principal``).
+
+The Processor inherits the TLS and SASL steps from those two classes (they
+keep no state of their own: they use the processor's buffers, connections and
+counters). The plaintext path reaches neither: ``_read``, ``_send`` and
+``_submit`` call into them only for a connection with a TLS or SASL session.
 """
 
 from __future__ import annotations

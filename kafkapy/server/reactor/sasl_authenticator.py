@@ -1,6 +1,13 @@
-"""The processor's SASL authentication (Kafka's SaslServerAuthenticator).
+"""A processor's SASL authentication (Kafka's SaslServerAuthenticator): the
+requests of a connection before its ``SaslSession`` completes are answered
+here (ApiVersions goes on to the workers), a failed authentication closes the
+connection after ``connection.failed.authentication.delay.ms``, a session
+with a lifetime is re-authenticated or closed (KIP-368), and the principal
+handlers see is set (also from a client certificate, by ``ssl_transport``).
 
-Owned by the connection's processor.
+The exchanges themselves are sans-IO in ``server/security/sasl.py``;
+``SaslServerAuthenticator`` holds the processor's steps that drive them,
+inherited by ``Processor``. Owned by the connection's processor.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ log = logging.getLogger("kafkapy.network")
 
 
 class SaslServerAuthenticator:
-    """The Processor's SASL steps."""
+    """The processor's SASL steps (a base of ``Processor``: they use its
+    ``arena``, ``security``, ``delayed_closes`` and ``failed_authentications``,
+    and its ``_respond``, ``_send`` and ``_close``)."""
 
     def _sasl_request(self, conn: Connection, inline) -> bool:
         """A request before SASL authentication completed: answered here

@@ -1,6 +1,11 @@
-"""The processor's TLS transport (Kafka's SslTransportLayer).
+"""A processor's TLS transport (Kafka's SslTransportLayer): the handshake
+driven by the selector loop, the principal from a client certificate, reads
+decrypted from large ``recv``s, and responses (file regions too) encrypted in
+256 KiB chunks.
 
-Owned by the connection's processor.
+``TlsSession`` is one connection's TLS state; ``SslTransportLayer`` holds the
+processor's steps that use it, inherited by ``Processor`` and called only for
+a connection with a TLS session. Owned by the connection's processor.
 """
 
 from __future__ import annotations
@@ -72,7 +77,10 @@ class TlsSession:
 
 
 class SslTransportLayer:
-    """The Processor's TLS steps."""
+    """The processor's TLS steps (a base of ``Processor``: they use its
+    ``tls_chunk`` and ``tls_raw`` buffers, ``scratch``, ``security`` and
+    ``failed_authentications``, and its ``_take``, ``_close``, ``_unmute``
+    and other steps)."""
 
     def _handshake(self, conn: Connection) -> None:
         """Drive a TLS handshake (any readiness event) until OpenSSL is done
