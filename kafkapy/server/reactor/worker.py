@@ -256,7 +256,8 @@ def warm_up() -> None:
     three-broker cluster that was a fifth of the handlers' CPU in a 5 s
     benchmark, and a first request taking ~50 ms is a latency outlier for
     whoever sent it. Forked children share the result."""
-    from kafkapy.protocol.codec import _read_plan, _write_plan
+    from kafkapy.protocol.readers import _read_plan
+    from kafkapy.protocol.writers import _write_plan
 
     for key, spec in API_TABLE.items():
         oldest = spec.max_version - _HOT_VERSIONS + 1 if key in _HOT_API_KEYS else spec.max_version
