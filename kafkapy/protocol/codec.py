@@ -5,7 +5,17 @@ dataclass per message and version, whose fields carry
 ``metadata={"kafka_type": ..., "tag": ...}`` and whose class says
 ``__flexible__``.  From ``dataclasses.fields(cls)`` we compile, once per
 class, a list of read steps and a list of write steps (cached in
-``_READ_PLANS`` / ``_WRITE_PLANS``).  No code is generated at run time.
+``readers._READ_PLANS`` / ``writers._WRITE_PLANS``).  No code is generated at
+run time.
+
+This module is the codec's front: its docstring is the contract, and it
+re-exports the names other code imports (``__all__``). The codec itself is
+three modules: ``fields`` (what both sides share: field specs from kio's
+dataclasses, the primitives' struct codes, varints, ``DecodeError``),
+``readers`` (readers, read plans, ``decode``) and ``writers`` (writers, write
+plans, ``Parts``, ``RecordsRegions``, ``encode``); ``readers`` imports
+``writers`` (an absent tagged field's default is decoded from its encoding),
+never the other way round.
 
 Why not kio's own codec: its native reader trusts array counts from the wire
 (a 9-byte request whose compact-array count is near 2**32 makes it allocate

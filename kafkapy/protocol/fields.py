@@ -1,4 +1,12 @@
-"""What the codec's readers and writers share (Kafka's protocol.types)."""
+"""What the codec's readers and writers share (Kafka's protocol.types: its
+Field and Type): a kio class's field specs (``_field_specs``, split into plain
+and tagged fields by ``_split_fields``), a tagged field's default, the
+fixed-width kafka_types' struct codes, unsigned varints, the millisecond
+coercion of kio's timedelta/datetime values, ``ZERO_UUID`` and
+``DecodeError``. The codec's contract is ``codec``'s docstring.
+
+No mutable state.
+"""
 
 from __future__ import annotations
 

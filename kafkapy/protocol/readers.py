@@ -1,4 +1,11 @@
-"""The codec's decode side: readers and read plans."""
+"""The codec's decode side: a reader per kafka_type, a read plan per kio
+class (its steps, consecutive fixed-width fields read with one Struct, tagged
+fields by tag, the slot setters) and ``decode``, which turns every short read
+or bad length into ``DecodeError``. The value domain is ``codec``'s docstring.
+
+``_READ_PLANS`` is filled lazily and idempotently (see ``codec``); the plans
+are built once per class and shared.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,12 @@
-"""The codec's encode side: writers and write plans."""
+"""The codec's encode side: ``Parts`` (the bytes and file regions of one
+message), ``RecordsRegions`` (a ``records`` value made of both), a writer per
+kafka_type, a write plan per kio class (tagged fields written only when they
+differ from their default, as Kafka does) and ``encode`` /
+``encode_to_bytes``. The values accepted are ``codec``'s docstring.
+
+``_WRITE_PLANS`` is filled lazily and idempotently (see ``codec``); a
+``Parts`` is owned by the one caller building a message.
+"""
 
 from __future__ import annotations
 
