@@ -28,7 +28,6 @@ class DecodeError(Exception):
 # Primitives
 # ---------------------------------------------------------------------------
 
-_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 

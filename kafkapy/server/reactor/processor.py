@@ -39,7 +39,6 @@ import errno
 import heapq
 import logging
 import os
-import pickle
 import selectors
 import socket
 import struct
@@ -77,7 +76,6 @@ from kafkapy.server.reactor.ssl_transport import _TLS_CHUNK, _TLS_RAW_BYTES, Ssl
 from kafkapy.server.security import listener_securities
 from kafkapy.server.security import sasl as _sasl
 
-_PICKLE = pickle.HIGHEST_PROTOCOL
 # A parked DelayedProduce's KIND -> (API key, builder of its response from
 # the operation and the shared table): what the processor answers it with.
 _DELAYED_ANSWERS = {PRODUCE: (0, delayed_produce_response),
