@@ -6,7 +6,6 @@ Every child is forked and joined with a timeout; every loop is bounded."""
 import multiprocessing
 import os
 import random
-import time
 import uuid
 
 import pytest
@@ -107,27 +106,19 @@ def test_churn_matches_a_dict(tmp_path):
 
 
 def test_ten_thousand_partitions_claim_and_lookup(tmp_path):
-    # Measured on this 2-core machine: ~0.1 s for each of claim and lookup
-    # of 10,000 partitions; the bound is 10x that, catching an O(n^2).
+    # What 10,000 partitions cost is measured by perf/ (the partition-scaling
+    # section), not here: wall-clock bounds in a unit test fail on a busy
+    # machine without saying anything about the code.
     table = SharedPartitionTable(capacity=100_000, lock_path=str(tmp_path / "big"))
     try:
         topic = uuid.uuid4()
         n = 10_000
-        started = time.perf_counter()
         slots = [table.claim(topic, p) for p in range(n)]
-        claim_s = time.perf_counter() - started
-        started = time.perf_counter()
         found = [table.slot_for(topic, p) for p in range(n)]
-        lookup_s = time.perf_counter() - started
         assert found == slots and len(set(slots)) == n
-        print(f"10,000 partitions: claim {claim_s:.3f} s, lookup {lookup_s:.3f} s")
-        assert claim_s < 2.0 and lookup_s < 2.0
-        started = time.perf_counter()
         for p in range(0, n, 2):
             table.release(topic, p)
-        release_s = time.perf_counter() - started
         assert [table.slot_for(topic, p) for p in range(1, 50, 2)] == slots[1:50:2]
         assert table.slot_for(topic, 0) is None and table.used_slots == n // 2
-        assert release_s < 2.0
     finally:
         table.close()

@@ -4,7 +4,6 @@ without a broker: an in-memory store stands for the file (the same interface).""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -164,17 +163,19 @@ def test_embedded_store_persists_and_publishes(tmp_path):
     assert reader.current() == {}
 
 
-def test_per_check_cost_is_a_memo_lookup():
-    """The cost figure docs/architecture.md quotes (a loose bound here, the machine is shared)."""
+def test_a_repeated_check_is_a_memo_lookup():
+    """What docs/architecture.md says of the cost: a decision is made once
+    (``_decide`` scans the ACLs) and later checks of the same principal, host,
+    operation and resource only look it up, until the ACLs change. Counted,
+    not timed: the machine is shared."""
     auth = make(*[((A.TOPIC, f"t{i}", A.LITERAL), entry(ALICE, A.WRITE)) for i in range(200)],
                 ((A.TOPIC, "p", A.PREFIXED), entry(ALICE, A.READ)))
-    assert ok(auth, ALICE, A.WRITE, A.TOPIC, "t7")
-    n = 20000
-    started = time.perf_counter()
-    for _ in range(n):
-        auth.authorize(ALICE, HOST, A.WRITE, A.TOPIC, "t7")
-    per_check_us = (time.perf_counter() - started) / n * 1e6
-    assert per_check_us < 50
+    decided = []
+    decide = auth._decide
+    auth._decide = lambda *args: decided.append(args) or decide(*args)
+    for _ in range(1000):
+        assert auth.authorize(ALICE, HOST, A.WRITE, A.TOPIC, "t7")
+    assert len(decided) == 1
 
 
 def test_a_bad_super_users_value_stops_start_up(tmp_path):
