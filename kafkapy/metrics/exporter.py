@@ -228,6 +228,8 @@ class RequestProbe(_Publisher):
         self.stats: dict[int, _RequestStats] = {}
         self.errors: dict[tuple[int, int], int] = {}
         self.bytes_out: dict[str, int] = {}
+        self.conversions: dict[str, int] = {}
+        self.conversion_time = _Hist()
         self._warned = False
         self.idle_s = 0.0
         self.window_start = time.monotonic()
@@ -276,6 +278,12 @@ class RequestProbe(_Publisher):
         out = self.bytes_out
         out[topic] = out.get(topic, 0) + size_bytes
 
+    def converted(self, topic: str, records: int, seconds: float) -> None:
+        """A Fetch v0-v3 partition's down-conversion: ``records`` converted
+        (FetchMessageConversionsPerSec) in ``seconds`` (MessageConversionsTimeMs)."""
+        self.conversions[topic] = self.conversions.get(topic, 0) + records
+        self.conversion_time.observe(seconds)
+
     def waited(self, idle_s: float) -> None:
         self.idle_s += idle_s
         self.looped = True
@@ -297,6 +305,11 @@ class RequestProbe(_Publisher):
             for topic, n in self.bytes_out.items():
                 self.child(m.bytes_out, topic).inc(n)
             self.bytes_out.clear()
+        if self.conversions:
+            for topic, n in self.conversions.items():
+                self.child(m.fetch_message_conversions, topic).inc(n)
+            self.conversions.clear()
+            self.conversion_time.publish_to(self.child(m.message_conversions_time, "Fetch"))
         self._publish_idle(m.handler_idle, self.handler_id)
 
 

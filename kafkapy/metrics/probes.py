@@ -85,6 +85,9 @@ class NullRequestProbe:
     def fetched(self, topic: str, size_bytes: int) -> None:
         pass
 
+    def converted(self, topic: str, records: int, seconds: float) -> None:
+        pass
+
     def waited(self, idle_s: float) -> None:
         pass
 

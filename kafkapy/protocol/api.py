@@ -73,8 +73,8 @@ API_TABLE: dict[int, ApiSpec] = {
     s.api_key: s
     for s in (
         _spec(0, "Produce", "produce", 0, 11, own_below=3),
-        _spec(1, "Fetch", "fetch", 4, 17),
-        _spec(2, "ListOffsets", "list_offsets", 1, 10),
+        _spec(1, "Fetch", "fetch", 0, 17, own_below=4),
+        _spec(2, "ListOffsets", "list_offsets", 0, 10, own_below=1),
         _spec(3, "Metadata", "metadata", 0, 13),
         _spec(10, "FindCoordinator", "find_coordinator", 0, 6),
         _spec(18, "ApiVersions", "api_versions", 0, 4),

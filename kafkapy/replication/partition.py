@@ -797,6 +797,22 @@ class Partition:
             return -1, -1
         return found
 
+    def legacy_fetch_offsets_for_timestamp(self, timestamp: int, max_num_offsets: int,
+                                           from_consumer: bool) -> list[int]:
+        """ListOffsets v0 (Kafka's Partition.legacyFetchOffsetsForTimestamp):
+        ``Log.legacy_offsets_before``; for a consumer, offsets past the high
+        watermark give way to the high watermark, first."""
+        log = self.log
+        with log.lock():
+            try:
+                offsets = log.legacy_offsets_before(timestamp, max_num_offsets)
+            except OSError as exc:
+                raise log.io_error(exc, "listing the segments of") from exc
+            high_watermark = self.state.high_watermark
+        if from_consumer and any(o > high_watermark for o in offsets):
+            return [high_watermark] + [o for o in offsets if o <= high_watermark]
+        return offsets
+
     def delete_records_on_leader(self, offset: int):
         """DeleteRecords: ``(error_code, low watermark)``; -1 means the high
         watermark, anything beyond it is OFFSET_OUT_OF_RANGE."""

@@ -59,6 +59,7 @@ class LogConfig:
     compression_gzip_level: int = -1            # compression.gzip.level (-1: zlib's default, 6)
     compression_lz4_level: int = 9              # compression.lz4.level
     compression_zstd_level: int = 3             # compression.zstd.level
+    message_downconversion_enable: bool = True  # message.downconversion.enable (Fetch v0-v3)
 
     @property
     def log_append_time(self) -> bool:

@@ -1,4 +1,5 @@
-"""Up-conversion of message format v0/v1 (Produce v0-v2) to one v2 batch.
+"""Message formats v0/v1: up-conversion of a Produce v0-v2 MessageSet to one
+v2 batch, and down-conversion of stored v2 batches for Fetch v0-v3.
 
 kafkapy's log holds message format v2 only, as Kafka 3.9's does; Kafka's
 LogValidator converts records that arrive as v0/v1 MessageSets on append.
@@ -29,12 +30,28 @@ v1 messages their own (an inner message its wrapper's when the wrapper says
 LogAppendTime); the batch is CreateTime, no producer id (v0/v1 have no
 idempotence) and in the source codec (the log's own step applies the topic's
 compression.type, as Kafka's targetCompression does).
+
+Down-conversion (``down_convert``, Kafka's RecordsUtil.downConvert as
+LazyDownConversionRecords drives it for Fetch v0-v3): magic 0 for Fetch
+v0-v1, magic 1 for v2-v3. Control batches are left out; a zstd batch
+(no such codec below v2) raises UNSUPPORTED_COMPRESSION_TYPE; an
+uncompressed batch becomes one message per record at or past the fetch
+offset; a compressed batch becomes one wrapper (offset: its last record's,
+magic 1 timestamp: the largest, or the log append time) around all its
+records, re-compressed with the same codec (inner offsets relative to the
+first record in magic 1, absolute in magic 0; magic 0 LZ4 with Kafka's
+broken header checksum). Offsets and timestamps are kept, headers dropped,
+the LogAppendTime bit carried in magic 1 attributes. Producer ids and
+transaction state have no place in v0/v1: aborted records go out as they
+are (a v0-v3 fetch is read_uncommitted).
 """
 
+import os
 import struct
 import zlib
 
 from kafkapy._core import records_py
+from kafkapy._core.batch_py import read_header
 from kafkapy.protocol.errors import ErrorCode
 
 LOG_OVERHEAD = 12  # offset i64 + size i32
@@ -213,3 +230,138 @@ def to_v2_batch(message_set) -> bytes:
         return records_py.build_batch(records, compression=codec)
     except records_py.UnsupportedCompressionError as exc:
         raise LegacyRecordError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from exc
+
+
+# -- down-conversion (Fetch v0-v3) ---------------------------------------------------
+
+_ATTRIBUTE_CONTROL = 0x20
+_MESSAGE_HEADER = struct.Struct(">qiI")  # offset, size, crc
+_MAGIC_ATTRIBUTES = struct.Struct(">bb")
+_XXH_PRIMES = (2654435761, 2246822519, 3266489917, 668265263, 374761393)
+_U32 = 0xFFFFFFFF
+
+
+def _message(offset: int, magic: int, attributes: int, timestamp: int, key, value) -> bytes:
+    body = bytearray(_MAGIC_ATTRIBUTES.pack(magic, attributes))
+    if magic == 1:
+        body += _I64.pack(timestamp)
+    for data in (key, value):
+        if data is None:
+            body += _SIZE.pack(-1)
+        else:
+            body += _SIZE.pack(len(data))
+            body += data
+    return _MESSAGE_HEADER.pack(offset, len(body) + 4, zlib.crc32(body)) + body
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _U32
+
+
+def _xxhash32_short(data: bytes) -> int:
+    """XXH32 (seed 0) of fewer than 16 bytes: an LZ4 frame header's checksum."""
+    p1, p2, p3, p4, p5 = _XXH_PRIMES
+    h = (p5 + len(data)) & _U32
+    position = 0
+    while len(data) - position >= 4:
+        (word,) = struct.unpack_from("<I", data, position)
+        h = (_rotl((h + word * p3) & _U32, 17) * p4) & _U32
+        position += 4
+    for byte in data[position:]:
+        h = (_rotl((h + byte * p5) & _U32, 11) * p1) & _U32
+    h = ((h ^ (h >> 15)) * p2) & _U32
+    h = ((h ^ (h >> 13)) * p3) & _U32
+    return h ^ (h >> 16)
+
+
+def _compress(codec: int, magic: int, data: bytes) -> bytes:
+    out = records_py.compress(codec, data)
+    if codec == records_py.COMPRESSION_LZ4 and magic == 0:
+        # Kafka's KafkaLZ4BlockOutputStream for magic 0 hashes the frame
+        # magic too (the old bug _lz4_v0 reads past); old clients expect it.
+        checksum_at = 6 + (8 if out[4] & 0x08 else 0)
+        out = bytearray(out)
+        out[checksum_at] = (_xxhash32_short(bytes(out[:checksum_at])) >> 8) & 0xFF
+        out = bytes(out)
+    return out
+
+
+def down_convert(batches, to_magic: int, fetch_offset: int, max_bytes: int) -> tuple[bytes, int]:
+    """The v2 ``batches`` (whole batches, as a log read returns them) as a
+    magic ``to_magic`` MessageSet (the module docstring), and the number of
+    records converted (Kafka's FetchMessageConversionsPerSec counts them).
+    Converts no more than ``max_bytes`` of output, except that the first
+    message (a compressed batch's wrapper: all its records) always goes out
+    (KIP-74; Kafka's lazy down-conversion sends at least one). Raises
+    LegacyRecordError(UNSUPPORTED_COMPRESSION_TYPE) for a zstd batch."""
+    view = memoryview(batches)
+    out = bytearray()
+    converted_records = 0
+    position = 0
+    while len(view) - position >= LOG_OVERHEAD + 49:
+        header = read_header(view, position)
+        end = position + LOG_OVERHEAD + header.batch_length
+        if end > len(view):
+            break
+        batch, position = view[position:end], end
+        if header.attributes & _ATTRIBUTE_CONTROL:
+            continue
+        codec = header.attributes & _CODEC_MASK
+        if codec == records_py.COMPRESSION_ZSTD:
+            raise LegacyRecordError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                    "Down-conversion of zstandard-compressed batches is not supported")
+        log_append_time = to_magic == 1 and bool(header.attributes & _TIMESTAMP_TYPE_BIT)
+        attributes = _TIMESTAMP_TYPE_BIT if log_append_time else 0
+        records = records_py.decode_records(batch)
+        if codec == records_py.COMPRESSION_NONE:
+            converted = bytearray()
+            for offset, timestamp, key, value, _headers in records:
+                if offset < fetch_offset:
+                    continue
+                message = _message(offset, to_magic, attributes, timestamp, key, value)
+                if (out or converted) and len(out) + len(converted) + len(message) > max_bytes:
+                    return bytes(out + converted), converted_records
+                converted += message
+                converted_records += 1
+        else:
+            if not records:
+                continue
+            first = records[0][0] if to_magic == 1 else 0
+            inner = b"".join(_message(offset - first, to_magic, attributes, timestamp, key, value)
+                             for offset, timestamp, key, value, _headers in records)
+            wrapper_timestamp = header.max_timestamp if log_append_time else max(r[1] for r in records)
+            converted = _message(records[-1][0], to_magic, attributes | codec, wrapper_timestamp, None,
+                                 _compress(codec, to_magic, inner))
+            if out and len(out) + len(converted) > max_bytes:
+                break
+            converted_records += len(records)
+        out += converted
+        if len(out) >= max_bytes:
+            break
+    return bytes(out), converted_records
+
+
+def region_bytes(parts) -> bytes:
+    """The bytes of a log read's regions (FileRegions, or bytes), for the one
+    reader that must look inside them: down-conversion. A segment retention
+    renamed to .deleted meanwhile is read there; one replaced since the read
+    (another inode) ends the bytes, as the processor's sendfile path does."""
+    out = bytearray()
+    for part in parts:
+        if not hasattr(part, "inode"):
+            out += part
+            continue
+        try:
+            fd = os.open(part.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            try:
+                fd = os.open(part.path + ".deleted", os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                break
+        try:
+            if os.fstat(fd).st_ino != part.inode:
+                break
+            out += os.pread(fd, part.length, part.position)
+        finally:
+            os.close(fd)
+    return bytes(out)

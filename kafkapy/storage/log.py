@@ -322,6 +322,31 @@ class Log:
     def size_in_bytes(self) -> int:
         return self.local.size_in_bytes()
 
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0 (Kafka's UnifiedLog.legacyFetchOffsetsBefore; call
+        under the lock): segment base offsets (raised to the log start offset)
+        paired with the segment file's modification time, plus the log end
+        offset at the clock's now when the active segment holds data; from the
+        newest entry (LATEST, -1), the oldest (EARLIEST, -2) or the newest
+        modified at or before ``timestamp``, up to ``max_num_offsets`` offsets
+        going back, largest first."""
+        segments = self.segments()
+        log_start_offset = self.state.log_start_offset
+        entries = [(max(s.base_offset, log_start_offset), os.stat(s.path).st_mtime_ns // 1_000_000)
+                   for s in segments]
+        if segments[-1].size > 0:
+            entries.append((self.state.log_end_offset, self._clock_ms()))
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(entries) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(entries) - 1
+            while start >= 0 and entries[start][1] > timestamp:
+                start -= 1
+        count = max(0, min(max_num_offsets, start + 1))
+        return sorted((entries[start - j][0] for j in range(count)), reverse=True)
+
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log_start_offset, log_end_offset]; returns it."""
         state = self.state

@@ -118,13 +118,22 @@ def _fetch(s, v):
     (p,) = r.responses[0].partitions
     assert (p.partition_index, p.error_code) == (0, E.NONE)
     assert p.high_watermark >= RECORDS and len(p.records) > 0
+    if v < 4:
+        # Down-converted: message format v0 (Fetch v0-v1) or v1 (v2-v3)
+        assert p.records[16] == (0 if v <= 1 else 1)
 
 
 def _list_offsets(s, v):
     r = s.call(2, v, {"replica_id": -1, "isolation_level": 0, "timeout": 10000, "topics": [
-        {"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1,
+                                        "max_num_offsets": 2}]}]})
     (p,) = r.topics[0].partitions
     assert (p.partition_index, p.error_code) == (0, E.NONE)
+    if v == 0:
+        # one segment: the log end offset (LATEST), then its base offset
+        assert len(p.old_style_offsets) == 2 and p.old_style_offsets[0] >= RECORDS
+        assert p.old_style_offsets[1] == 0
+        return
     assert p.offset >= RECORDS
 
 

@@ -294,7 +294,7 @@ def test_unknown_api_key_closes(hostile_broker, bystander, api_key):
         assert closed_promptly(client)
 
 
-@pytest.mark.parametrize("api_key,version", [(METADATA, 99), (FETCH, 0), (FETCH, 3), (PRODUCE, 99), (FETCH, -1)])
+@pytest.mark.parametrize("api_key,version", [(METADATA, 99), (FETCH, 18), (FETCH, 99), (PRODUCE, 99), (FETCH, -1)])
 def test_unsupported_version_closes(hostile_broker, bystander, api_key, version):
     with RawClient.connect(hostile_broker.bootstrap) as client:
         client.send_request(api_key, version, b"\0" * 32)

@@ -107,7 +107,7 @@ _TOPIC_KEYS = [
     _t("unclean.leader.election.enable", BOOLEAN, False, None, "unclean.leader.election.enable",
        "Allow an out-of-sync replica to become leader (accepted, not enforced)."),
     _t("message.downconversion.enable", BOOLEAN, True, None, "log.message.downconversion.enable",
-       "Allow conversion to older formats for old fetch versions (accepted, not enforced)."),
+       "Allow down-conversion to message format v0/v1 for Fetch v0-v3; false: UNSUPPORTED_VERSION."),
     _t("leader.replication.throttled.replicas", LIST, [], _throttled_replicas, None,
        "Replicas (partition:broker or *) whose leader-side replication is throttled."),
     _t("follower.replication.throttled.replicas", LIST, [], _throttled_replicas, None,

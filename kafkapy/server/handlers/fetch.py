@@ -1,6 +1,18 @@
-"""Fetch (key 1), v4-v17, with fetch sessions (KIP-227) and long polling.
+"""Fetch (key 1), v0-v17, with fetch sessions (KIP-227) and long polling.
 
 Contract:
+- v0-v3 (Kafka 3.9 serves them; kio lacks them): the client reads message
+  format v0 (v0-v1) or v1 (v2-v3) only, so each partition's v2 batches are
+  down-converted (``storage.legacy_records.down_convert``; KIP-283's rules:
+  offsets and timestamps kept, headers and control batches dropped, the
+  codec kept, a zstd batch answers UNSUPPORTED_COMPRESSION_TYPE (76)), at
+  most the partition's byte limit of output but at least its first batch's
+  messages. It is the one place record bytes are read and rewritten on the
+  way out: v4+ keeps the sendfile path. ``message.downconversion.enable``
+  false (the topic's, defaulting to the broker's ``log.`` key) answers a
+  consumer UNSUPPORTED_VERSION (35) for the topic's partitions, as Kafka.
+  v0-v3 have no isolation level (read_uncommitted: aborted records go out,
+  markers do not); v0-v2 no ``max_bytes``; v0 no throttle time.
 - Each partition is read from ``fetch_offset`` up to the high watermark
   (read_uncommitted) or the last stable offset (read_committed: the first
   offset of the earliest open transaction; the answer carries it and the
@@ -83,6 +95,7 @@ Contract:
 """
 
 import dataclasses
+import time
 import uuid
 from functools import cache
 
@@ -94,9 +107,12 @@ from kafkapy.replication.purgatory import DelayedFetch
 from kafkapy.replication.quota import throttle_for
 from kafkapy.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, Entry
 from kafkapy.server.handlers import _plan
+from kafkapy.storage.legacy_records import LegacyRecordError, down_convert, region_bytes
 
 API_KEY = 1
 READ_COMMITTED = 1
+FIRST_V2_FORMAT_VERSION = 4  # older fetchers read message format v0/v1
+_NO_MAX_BYTES = 2**31 - 1  # v0-v2 have no total limit
 HIGH_WATERMARK = "high_watermark"
 LOG_END_OFFSET = "log_end_offset"  # what a follower's DelayedFetch waits on
 # Errors of partitions Kafka never reads ("erroneous"): they do not end a long poll.
@@ -142,8 +158,9 @@ def _partition(part_cls, fields, index, error_code, high_watermark, log_start_of
     transactions), else None (read_uncommitted: the high watermark is the
     last stable offset, no aborted list)."""
     kw = {"partition_index": index, "error_code": error_code,
-          "high_watermark": high_watermark, "aborted_transactions": None if txn is None else txn[1],
-          "records": records}
+          "high_watermark": high_watermark, "records": records}
+    if "aborted_transactions" in fields:  # v4+
+        kw["aborted_transactions"] = None if txn is None else txn[1]
     if diverging_epoch is not None:
         kw["diverging_epoch"] = diverging_epoch
     if current_leader is not None:
@@ -310,8 +327,9 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
     has_epoch = version >= 9
     idle_checks = replica_id >= 0 and version >= 12  # last_fetched_epoch from v12
     first_run = not ctx.deadline_ms  # a parked fetch run again does not record the follower's state
-    committed = request.isolation_level == READ_COMMITTED and replica_id < 0
-    remaining = request.max_bytes
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED and replica_id < 0
+    remaining = getattr(request, "max_bytes", _NO_MAX_BYTES)
+    down_convert_to = None if version >= FIRST_V2_FORMAT_VERSION else (0 if version <= 1 else 1)
     total = 0
     failed = False
     readable = False
@@ -348,6 +366,11 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
             if code not in _METADATA_ERRORS:
                 failed = True
             results.append((name, code, -1, -1, b"", 0, None, partition, None))
+            continue
+        if (down_convert_to is not None and replica_id < 0
+                and not partition.log.config.message_downconversion_enable):
+            failed = True
+            results.append((name, ErrorCode.UNSUPPORTED_VERSION, -1, -1, b"", 0, None, partition, None))
             continue
         readable = True
         txn = None
@@ -388,10 +411,19 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
                             b"", 0, None, partition, None))
             continue
         size = data.size
+        records = RecordsRegions(data.regions, size) if size else b""
+        if size and down_convert_to is not None:
+            try:
+                records = _down_converted(name, data.regions, down_convert_to, e.fetch_offset, max_bytes)
+            except LegacyRecordError as exc:
+                failed = True
+                results.append((name, exc.error_code, -1, -1, b"", 0, None, partition, None))
+                continue
+            size = len(records)
         total += size
         remaining -= size
-        results.append((name, ErrorCode.NONE, high_watermark, log_start_offset,
-                        RecordsRegions(data.regions, size) if size else b"", size, None, partition, txn))
+        results.append((name, ErrorCode.NONE, high_watermark, log_start_offset, records, size, None,
+                        partition, txn))
     if throttle is not None and throttle.recorded:
         throttle.record(throttle.recorded)
     if high_watermark_moved:
@@ -403,6 +435,17 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
         if ctx.now_ms < deadline:
             return results, DelayedFetch(watch, deadline)
     return results, None
+
+
+def _down_converted(name: str, regions, magic: int, fetch_offset: int, max_bytes: int) -> bytes:
+    """A v0-v3 fetch's records of one partition as a magic ``magic``
+    MessageSet; the read was bounded by ``max_bytes`` already, so memory is
+    that plus its conversion (counted as Kafka's FetchMessageConversionsPerSec
+    and MessageConversionsTimeMs)."""
+    started = time.monotonic()
+    converted, records = down_convert(region_bytes(regions), magic, fetch_offset, max_bytes)
+    probes.request.converted(name, records, time.monotonic() - started)
+    return converted
 
 
 def _allowed_check(ctx, auth, replica_id: int):
@@ -460,6 +503,8 @@ def _response(ctx, cls, request, keys: list, parts: list, results: list, session
                    node_endpoints=tuple(endpoints.values()))
     if version >= 7:
         return cls(throttle_time=0, error_code=0, session_id=session_id, responses=tuple(topics))
+    if version == 0:
+        return cls(responses=tuple(topics))
     return cls(throttle_time=0, responses=tuple(topics))
 
 

@@ -1,4 +1,15 @@
-"""ListOffsets (key 2), v1-v10.
+"""ListOffsets (key 2), v0-v10.
+
+v0 (Kafka 3.9's handleListOffsetRequestV0) answers ``old_style_offsets``, a
+list, for -1 LATEST, -2 EARLIEST or a timestamp: the base offsets of the
+log's segments (and the log end offset while the active segment holds
+data), each paired with its file's modification time; from the newest
+entry (LATEST), the oldest (EARLIEST) or the newest modified at or before
+the timestamp, ``max_num_offsets`` of them going back, largest first; for a
+consumer (replica_id -1) offsets past the high watermark give way to the
+high watermark (``Partition.legacy_fetch_offsets_for_timestamp``). Another
+negative timestamp answers UNSUPPORTED_VERSION; the partition errors and
+ACLs are v1's; duplicates are not checked (Kafka does not in v0).
 
 Contract, per partition (Kafka's special timestamps, each from the version
 that introduced it; a negative timestamp unknown to the request's version
@@ -47,6 +58,8 @@ _MIN_VERSION = {EARLIEST_TIMESTAMP: 1, LATEST_TIMESTAMP: 1, MAX_TIMESTAMP: 7,
 
 
 def handle(ctx, request):
+    if ctx.api_version == 0:
+        return _handle_v0(ctx, request)
     get_partition = ctx.broker.replica_manager.get_partition
     version = ctx.api_version
     has_epoch = version >= 4
@@ -95,6 +108,30 @@ def handle(ctx, request):
         topics.append({"name": topic.name, "partitions": partitions})
     return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
 
+
+def _handle_v0(ctx, request):
+    replica_manager = ctx.broker.replica_manager
+    denied = denied_topics(ctx, acls.DESCRIBE, [t.name for t in request.topics])
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for lp in topic.partitions:
+            offsets = ()
+            if topic.name in denied:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif lp.timestamp < EARLIEST_TIMESTAMP:
+                code = ErrorCode.UNSUPPORTED_VERSION
+            else:
+                partition = replica_manager.get_partition(topic.name, lp.partition_index)
+                code = (replica_manager.unhosted_error(topic.name, lp.partition_index) if partition is None
+                        else partition.check_leader(-1))
+                if not code:
+                    offsets = partition.legacy_fetch_offsets_for_timestamp(
+                        lp.timestamp, lp.max_num_offsets, request.replica_id == -1)
+            partitions.append({"partition_index": lp.partition_index, "error_code": code,
+                               "old_style_offsets": offsets})
+        topics.append({"name": topic.name, "partitions": partitions})
+    return construct(ctx.response_class(), {"topics": topics})
 
 
 def _epoch_of(partition, offset: int) -> int:

@@ -143,7 +143,10 @@ def test_processes_publish_and_the_supervisor_aggregates(tmp_path):
     names = {k.split("{")[0] for k in s}
     assert exposed_sample_names() - names <= {n for n in exposed_sample_names() if n.startswith("kafka_log_log_")} | {
         "kafka_server_brokertopicmetrics_bytes_out_total", "kafka_network_requestmetrics_errors_total",
-        "kafka_log_logmanager_log_directory_offline"}
+        "kafka_log_logmanager_log_directory_offline",
+        # written only by a Fetch v0-v3 (tests/integration/test_fetch_old_versions.py)
+        "kafka_server_brokertopicmetrics_fetch_message_conversions_total",
+        *(f"kafka_network_requestmetrics_message_conversions_time_seconds_{s}" for s in ("bucket", "count", "sum"))}
 
 
 def test_error_codes_and_bytes_out_of_a_fetch_response(tmp_path):
