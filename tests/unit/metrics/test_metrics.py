@@ -175,13 +175,20 @@ def test_error_codes_and_bytes_out_of_a_fetch_response(tmp_path):
         # (Fetch v13+ answers carry topic ids only).
         p.fetched("a", 100)
         p.fetched("b", 7)
+        # Fetch v0-v3's down-conversions: records per topic, and the time
+        p.converted("a", 3, 0.001)
+        p.converted("a", 2, 0.002)
+        out, errors, conversions = dict(p.bytes_out), dict(p.errors), dict(p.conversions)
+        p.publish()
         server.close()
-        print(json.dumps({"codes": codes, "out": p.bytes_out, "errors": {f"{k[0]}/{k[1]}": v for k, v in p.errors.items()}}))
+        print(json.dumps({"codes": codes, "out": out, "errors": {f"{k[0]}/{k[1]}": v for k, v in errors.items()},
+                          "conversions": conversions, "left": p.conversions}))
     """, tmp_path)
     r = json.loads(out.strip().splitlines()[-1])
     assert r["codes"] == [0, 0, 0, 1]  # top level + 3 partitions
     assert r["out"] == {"a": 100, "b": 7}
     assert r["errors"] == {"1/0": 3, "1/1": 1}
+    assert (r["conversions"], r["left"]) == ({"a": 5}, {})
 
 
 def test_grafana_dashboard_uses_only_exposed_metrics():

@@ -120,3 +120,78 @@ def test_is_legacy_tells_v2_batches_apart():
     assert legacy_records.is_legacy(message(1, b"k", b"v", 1))
     assert not legacy_records.is_legacy(records_py.build_batch([(b"k", b"v", [], 1)]))
     assert not legacy_records.is_legacy(b"\x00" * 10)
+
+
+# -- down-conversion (Fetch v0-v3) ------------------------------------------------
+
+def _v2(records, compression=0, base_offset=0, **kw):
+    batch = bytearray(records_py.build_batch(records, compression=compression, **kw))
+    struct.pack_into(">q", batch, 0, base_offset)
+    return bytes(batch)
+
+
+def _messages_of(message_set):
+    """``(offset, magic, attributes, timestamp, key, value)`` of each top-level message."""
+    out = []
+    position = 0
+    while position < len(message_set):
+        offset, size = struct.unpack_from(">qi", message_set, position)
+        body = message_set[position + 12:position + 12 + size]
+        assert struct.unpack_from(">I", body)[0] == zlib.crc32(body[4:])
+        magic, attributes = body[4], body[5]
+        timestamp = struct.unpack_from(">q", body, 6)[0] if magic == 1 else -1
+        out.append((offset, magic, attributes, timestamp))
+        position += 12 + size
+    return out
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_down_convert_uncompressed_keeps_offsets_timestamps_and_drops_headers(magic):
+    batch = _v2([(b"k%d" % i, b"v%d" % i, [("h", b"x")], 1000 + i) for i in range(4)], base_offset=10)
+    converted, count = legacy_records.down_convert(batch, magic, 12, 1 << 20)
+    assert count == 2  # records below the fetch offset are left out, as Kafka
+    assert [m[:2] + m[3:] for m in _messages_of(converted)] == [
+        (12, magic, 1002 if magic else -1), (13, magic, 1003 if magic else -1)]
+    assert [(k, v, h) for _o, _t, k, v, h in records_py.decode_records(to_v2_batch(converted))] == [
+        (b"k2", b"v2", []), (b"k3", b"v3", [])]
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4])
+@pytest.mark.parametrize("magic", [0, 1])
+def test_down_convert_compressed_is_one_wrapper_in_the_same_codec(codec, magic):
+    batch = _v2([(b"k", b"v%d" % i, [], 1000 + i) for i in range(3)], compression=codec, base_offset=7)
+    converted, count = legacy_records.down_convert(batch, magic, 8, 1 << 20)
+    assert count == 3  # a compressed batch goes whole
+    ((offset, got_magic, attributes, timestamp),) = _messages_of(converted)
+    assert (offset, got_magic, attributes & 7, timestamp) == (9, magic, codec, 1002 if magic else -1)
+    assert [v for _o, _t, _k, v, _h in records_py.decode_records(to_v2_batch(converted))] == [b"v0", b"v1", b"v2"]
+
+
+def test_down_convert_v0_lz4_has_kafkas_broken_header_checksum():
+    batch = _v2([(b"k", b"v", [], 1000)], compression=LZ4)
+    converted, _ = legacy_records.down_convert(batch, 0, 0, 1 << 20)
+    frame = converted[12 + 4 + 2 + 4 + 4:]  # offset, size, crc, magic/attributes, null key, value length
+    # the header checksum hashed over the frame magic too (kafka-python's lz4_decode_old_kafka)
+    assert frame[6] == (legacy_records._xxhash32_short(frame[:6]) >> 8) & 0xFF
+    assert frame[6] != (legacy_records._xxhash32_short(frame[4:6]) >> 8) & 0xFF
+
+
+def test_down_convert_leaves_control_batches_out_and_refuses_zstd():
+    marker = _v2([(b"\0\0\0\0", b"\0\0\0\0\0\0\0\0", [], 1000)], base_offset=1)
+    marker = bytearray(marker)
+    attributes = struct.unpack_from(">h", marker, 21)[0] | 0x30  # transactional control batch
+    struct.pack_into(">h", marker, 21, attributes)
+    data = _v2([(b"k", b"v", [], 1000)]) + bytes(marker) + _v2([(b"k", b"w", [], 1001)], base_offset=2)
+    converted, count = legacy_records.down_convert(data, 1, 0, 1 << 20)
+    assert (count, [m[0] for m in _messages_of(converted)]) == (2, [0, 2])
+    with pytest.raises(LegacyRecordError) as exc:
+        legacy_records.down_convert(_v2([(b"k", b"v", [], 1)], compression=4), 1, 0, 1 << 20)
+    assert exc.value.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+def test_down_convert_stops_at_max_bytes_after_the_first_message():
+    batch = _v2([(b"k", b"v" * 100, [], 1000 + i) for i in range(10)])
+    one, count = legacy_records.down_convert(batch, 1, 0, 1)
+    assert (count, len(_messages_of(one))) == (1, 1)
+    some, count = legacy_records.down_convert(batch, 1, 0, 3 * len(one))
+    assert (count, len(some)) == (3, 3 * len(one))
