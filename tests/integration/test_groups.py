@@ -44,6 +44,24 @@ def _check_split(assignments: list[set], partitions=PARTITIONS):
     assert sum(len(a) for a in assignments) == partitions, f"a partition owned twice: {assignments}"
 
 
+def _check_live_split(live: dict, members: int) -> None:
+    """The split checked on the members' assignments as they stand together
+    (``live``: each running member's current assignment), once every member
+    holds a share: not on what each reports when it stops, as members stopped
+    one after another leave one after another, and the first to leave hands
+    its share to the rest (a loaded run saw [{2, 3}, {4, 5}, {0, 1, 2, 3, 4,
+    5}] in the members' last words). Waited for, as the rebalances' time
+    depends on the load; a partition owned twice for good fails the wait."""
+
+    def split() -> int:
+        shares = list(live.values())
+        return int(len(shares) == members and all(shares) and set().union(*shares) == set(range(PARTITIONS))
+                   and sum(map(len, shares)) == PARTITIONS)
+
+    assert _wait_all(split, 1), live
+    _check_split(list(live.values()))
+
+
 # ---------------------------------------------------------------- three-member groups
 
 
@@ -106,8 +124,8 @@ def _wait_all(results_fn, expected, timeout_s=DEADLINE_S):
 def test_confluent_three_members_share_partitions(gbroker):
     topic = make_topic(gbroker, "g")
     group = f"cg-{uuid.uuid4().hex[:6]}"
-    out, stop, seen = [], threading.Event(), []
-    threads = [threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop))
+    out, stop, live = [], threading.Event(), {}
+    threads = [threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, None, live))
                for _ in range(3)]
     for t in threads:
         t.start()
@@ -117,10 +135,10 @@ def test_confluent_three_members_share_partitions(gbroker):
     # joined: stop the members only once the group is Stable with all three
     # assigned, so the assignments they report are one generation's.
     assert _wait_all(lambda: _stable_members(gbroker, group) == 3, 1)
+    _check_live_split(live, 3)
     stop.set()
     for t in threads:
         t.join(DEADLINE_S)
-    _check_split([o["assignment"] for o in out])
     consumed = {pos for o in out for pos in o["seen"]}
     assert len(consumed) == N_RECORDS
     assert committed(gbroker, group, topic) == {p: N_RECORDS // PARTITIONS for p in range(PARTITIONS)}
@@ -130,7 +148,7 @@ def test_kafka_python_three_members_share_partitions(gbroker):
     kafka = pytest.importorskip("kafka")
     topic = make_topic(gbroker, "g")
     group = f"kp-{uuid.uuid4().hex[:6]}"
-    out, stop = [], threading.Event()
+    out, stop, live = [], threading.Event(), {}
 
     def member():
         c = kafka.KafkaConsumer(topic, bootstrap_servers=gbroker.bootstrap, group_id=group,
@@ -144,8 +162,10 @@ def test_kafka_python_three_members_share_partitions(gbroker):
                     seen += [(tp.partition, m.offset) for m in msgs]
                     if msgs:
                         c.commit()
+                live[threading.get_ident()] = {tp.partition for tp in c.assignment()}
             out.append({"assignment": {tp.partition for tp in c.assignment()}, "seen": seen})
         finally:
+            live.pop(threading.get_ident(), None)
             c.close()
 
     threads = [threading.Thread(target=member) for _ in range(3)]
@@ -153,11 +173,13 @@ def test_kafka_python_three_members_share_partitions(gbroker):
         t.start()
     ok = _wait_all(lambda: sum(max(committed(gbroker, group, topic).get(p, -1), 0)
                                for p in range(PARTITIONS)), N_RECORDS)
-    stop.set()
-    for t in threads:
-        t.join(DEADLINE_S)
-    assert ok, out
-    _check_split([o["assignment"] for o in out])
+    try:
+        assert ok, out
+        _check_live_split(live, 3)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(DEADLINE_S)
     assert len({pos for o in out for pos in o["seen"]}) == N_RECORDS
 
 
@@ -214,21 +236,9 @@ def test_cooperative_sticky_group_rebalances(gbroker):
     second = threading.Thread(target=_confluent_member, args=(gbroker, group, topic, out, stop, extra, live))
     second.start()
 
-    def split() -> int:
-        """1 once both members hold a share and the shares cover the topic once."""
-        shares = list(live.values())
-        return int(len(shares) == 2 and all(shares) and set().union(*shares) == set(range(PARTITIONS))
-                   and sum(map(len, shares)) == PARTITIONS)
-
     # The incremental rebalance: the first member revokes half, then the
-    # newcomer is given it (two rebalances; its time depends on the load, so
-    # waited for rather than slept). The split is checked on the members'
-    # assignments as they stood together: once stopped they leave one after
-    # the other, and the first to leave hands its share to the second
-    # (a fresh-clone run saw [{0, 1, 2}, {0, 1, 2, 3, 4, 5}] in the members'
-    # last words).
-    assert _wait_all(split, 1), live
-    _check_split(list(live.values()))
+    # newcomer is given it (two rebalances).
+    _check_live_split(live, 2)
     stop.set()
     first.join(DEADLINE_S)
     second.join(DEADLINE_S)

@@ -156,9 +156,21 @@ def test_full_log_dir_moves_its_leaders_and_loses_nothing(cluster, small_fs, tmp
         assert dirs[str(big)][0] == 0 and ("pcv", 0) in dirs[str(big)][1]
         progress(producer, 400, "records acknowledged after the fault")
         assert c.brokers[1].running, c.brokers[1].log_tail()
+        # An old consumer's Fetch v3 from pcv-0's leader: down-converted, so
+        # the dashboard's conversion series exist in this broker's /metrics too.
+        old_fetch = call(c.brokers[1].bootstrap, 1, 3, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "topics": [{"topic": "pcv", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        answer = old_fetch.responses[0].partitions[0]
+        assert answer.error_code == 0 and answer.records, answer
         # /metrics shows the offline dir, and has every series the Grafana dashboard asks for.
+        # (a handler publishes what it counted at its next probe tick: waited for)
+        converted = "kafka_server_brokertopicmetrics_fetch_message_conversions_total"
         samples = wait_for(lambda: (m := _scrape(c.metrics_port)).get(
-            ("kafka_log_logmanager_offline_log_directory_count", "")) == 1 and m, 10, "the offline dir in /metrics")
+            ("kafka_log_logmanager_offline_log_directory_count", "")) == 1
+            and any(name == converted for name, _labels in m) and m, 10,
+            "the offline dir and the down-conversion in /metrics")
         assert samples[("kafka_log_logmanager_log_directory_offline", f'{{log_directory="{small_fs}"}}')] == 1
         assert samples[("kafka_log_logmanager_log_directory_offline", f'{{log_directory="{big}"}}')] == 0
         missing = _dashboard_metric_names() - {name for name, _labels in samples}
