@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import add_scram_credentials
-from support.broker import BrokerProcess, free_port
+from support.broker import free_port
+from support.clients import module_broker
 from support.java_client import JavaKafkaClient
 from support.rawclient import RawClient, encode_request
 from support.sasl import (
@@ -54,7 +55,6 @@ SECRETS = ("alice-secret", "bob-secret", "wrong-password")
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    work = tmp_path_factory.mktemp("oauth")
     port, sasl_port, scoped_port = free_port(), free_port(), free_port()
     listeners = (f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
                  f"SCOPED://127.0.0.1:{scoped_port}")
@@ -70,12 +70,13 @@ def broker(tmp_path_factory):
         "listener.name.scoped.sasl.enabled.mechanisms": "OAUTHBEARER",
         "listener.name.scoped.oauthbearer.sasl.jaas.config": SCOPED_JAAS,
     }
-    b = BrokerProcess(work / "broker", overrides, port=port)
-    add_scram_credentials(str(work / "broker" / "logs"), "alice", "SCRAM-SHA-256", "alice-secret")
-    b.start()
-    b.sasl = f"127.0.0.1:{sasl_port}"
-    b.scoped = f"127.0.0.1:{scoped_port}"
-    yield from serve_then_check_log(b, SECRETS)
+    def prepare(b):
+        add_scram_credentials(str(b.log_dirs[0]), "alice", "SCRAM-SHA-256", "alice-secret")
+        b.sasl = f"127.0.0.1:{sasl_port}"
+        b.scoped = f"127.0.0.1:{scoped_port}"
+
+    yield from serve_then_check_log(module_broker(tmp_path_factory, overrides, name="oauth-broker", port=port,
+                                                  before_start=prepare), SECRETS)
 
 
 def _b64(obj) -> str:

@@ -28,8 +28,8 @@ from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import CREDENTIALS_FILE, add_scram_credentials
-from support.broker import BrokerProcess, free_port, write_properties
-from support.cluster import Cluster
+from support.broker import free_port, write_properties
+from support.clients import module_broker
 from support.wait import wait_for
 from support.rawclient import RawClient
 from support.sasl import authenticate, flexible_request, handshake, serve_then_check_log
@@ -53,17 +53,19 @@ def _sasl_overrides(port, sasl_port):
 def broker(tmp_path_factory):
     work = tmp_path_factory.mktemp("scram")
     port, sasl_port = free_port(), free_port()
-    b = BrokerProcess(work / "broker", _sasl_overrides(port, sasl_port), port=port)
-    # Written offline before the first start (earlier releases' file): moved
-    # into the metadata store by the supervisor.
-    add_scram_credentials(str(work / "broker" / "logs"), "dave", "SCRAM-SHA-512", "dave-secret", 5000)
-    b.start()
-    b.sasl = f"127.0.0.1:{sasl_port}"
-    b.admin_config = work / "admin.properties"
-    b.admin_config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-                              'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
-                              'username="admin" password="admin-secret";\n')
-    yield from serve_then_check_log(b, SECRETS)
+
+    def prepare(b):
+        # Written offline before the first start (earlier releases' file): moved
+        # into the metadata store by the supervisor.
+        add_scram_credentials(str(b.log_dirs[0]), "dave", "SCRAM-SHA-512", "dave-secret", 5000)
+        b.sasl = f"127.0.0.1:{sasl_port}"
+        b.admin_config = work / "admin.properties"
+        b.admin_config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                                  'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                  'username="admin" password="admin-secret";\n')
+
+    yield from serve_then_check_log(module_broker(tmp_path_factory, _sasl_overrides(port, sasl_port),
+                                                  name="scram-broker", port=port, before_start=prepare), SECRETS)
 
 
 def configs_tool(*args, timeout_s=60):
@@ -236,38 +238,35 @@ def test_offline_file_moved_into_the_store(broker):
 
 
 @pytest.mark.timeout(180)
-def test_cluster_user_created_through_one_broker_authenticates_on_another(zookeeper, tmp_path):
-    cluster = Cluster(zookeeper, tmp_path, "/scram_cluster", broker_ids=(1, 2))
+def test_cluster_user_created_through_one_broker_authenticates_on_another(make_cluster):
+    cluster, zk = make_cluster(broker_ids=(1, 2), start=False)
     sasl = {}
     for i, b in cluster.brokers.items():
         sasl[i] = free_port()
         b.props.update({k: str(v) for k, v in _sasl_overrides(b.port, sasl[i]).items()})
         write_properties(b.props_path, b.props)
-    zk = zookeeper.client("/scram_cluster")
-    with cluster:
-        controller = wait_for(lambda: json.loads(zk.get("/controller")[0])["brokerid"], what="a controller")
-        other = 1 if controller == 2 else 2
-        # Through the broker that is not the controller: the tool finds it.
-        rc, out, err = configs_tool("--alter", "--bootstrap-server", cluster.brokers[other].bootstrap,
-                                    "--entity-type", "users", "--entity-name", "alice",
-                                    "--add-config", "SCRAM-SHA-256=[iterations=4096,password=alice-secret]")
-        assert rc == 0, err
-        data = json.loads(zk.get("/config/users/alice")[0])
-        fields = dict(kv.split("=", 1) for kv in data["config"]["SCRAM-SHA-256"].split(","))
-        assert data["version"] == 1 and set(fields) == {"salt", "stored_key", "server_key", "iterations"}
-        for i in (1, 2):
-            bootstrap = f"127.0.0.1:{sasl[i]}"
-            wait_for(lambda: confluent_authenticates(bootstrap, "SCRAM-SHA-256", "alice", "alice-secret", 5),
-                     timeout_s=30, what=f"alice authenticating on broker {i}")
-        # AlterUserScramCredentials to a broker that is not the controller.
-        with RawClient.connect(cluster.brokers[other].bootstrap) as client:
-            response = _request(client, 51, {"deletions": [{"name": "alice", "mechanism": 1}], "upsertions": []})
-        assert [(r.user, r.error_code) for r in response.results] == [("alice", ErrorCode.NOT_CONTROLLER)]
-    zk.stop()
-    zk.close()
+    cluster.start()
+    controller = wait_for(lambda: json.loads(zk.get("/controller")[0])["brokerid"], what="a controller")
+    other = 1 if controller == 2 else 2
+    # Through the broker that is not the controller: the tool finds it.
+    rc, out, err = configs_tool("--alter", "--bootstrap-server", cluster.brokers[other].bootstrap,
+                                "--entity-type", "users", "--entity-name", "alice",
+                                "--add-config", "SCRAM-SHA-256=[iterations=4096,password=alice-secret]")
+    assert rc == 0, err
+    data = json.loads(zk.get("/config/users/alice")[0])
+    fields = dict(kv.split("=", 1) for kv in data["config"]["SCRAM-SHA-256"].split(","))
+    assert data["version"] == 1 and set(fields) == {"salt", "stored_key", "server_key", "iterations"}
+    for i in (1, 2):
+        bootstrap = f"127.0.0.1:{sasl[i]}"
+        wait_for(lambda: confluent_authenticates(bootstrap, "SCRAM-SHA-256", "alice", "alice-secret", 5),
+                 timeout_s=30, what=f"alice authenticating on broker {i}")
+    # AlterUserScramCredentials to a broker that is not the controller.
+    with RawClient.connect(cluster.brokers[other].bootstrap) as client:
+        response = _request(client, 51, {"deletions": [{"name": "alice", "mechanism": 1}], "upsertions": []})
+    assert [(r.user, r.error_code) for r in response.results] == [("alice", ErrorCode.NOT_CONTROLLER)]
 
 
-def test_acls_guard_the_scram_apis(tmp_path):
+def test_acls_guard_the_scram_apis(broker_factory):
     """With Kafka's authorizer: DESCRIBE / ALTER on the cluster are required
     (CLUSTER_AUTHORIZATION_FAILED otherwise); a super user and a user granted
     ALTER on the cluster may alter."""
@@ -286,39 +285,34 @@ def test_acls_guard_the_scram_apis(tmp_path):
     port, sasl_port = free_port(), free_port()
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
             'user_admin="admin-secret" user_alice="alice-secret";')
-    b = BrokerProcess(tmp_path / "broker", {**_sasl_overrides(port, sasl_port),
-                                            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-                                            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                                            "super.users": "User:admin"}, port=port)
-    b.start()
-    try:
-        def admin(user):
-            return AdminClient(_scram_conf(f"127.0.0.1:{sasl_port}", "PLAIN", user, f"{user}-secret"))
+    broker_factory({**_sasl_overrides(port, sasl_port),
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                    "super.users": "User:admin"}, port=port)
+    def admin(user):
+        return AdminClient(_scram_conf(f"127.0.0.1:{sasl_port}", "PLAIN", user, f"{user}-secret"))
 
-        def alter(client, user):
-            upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                                                  b"carol-secret")
-            return client.alter_user_scram_credentials([upsert])[user]
+    def alter(client, user):
+        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                              b"carol-secret")
+        return client.alter_user_scram_credentials([upsert])[user]
 
-        alice = admin("alice")
-        with pytest.raises(confluent_kafka.KafkaException) as info:
-            alter(alice, "carol").result(timeout=30)
-        assert info.value.args[0].code() == confluent_kafka.KafkaError.CLUSTER_AUTHORIZATION_FAILED
-        # Describe's refusal with raw frames: librdkafka 2.16 corrupts its heap
-        # on a DescribeUserScramCredentials answer with a top-level error.
-        with RawClient.connect(f"127.0.0.1:{sasl_port}") as client:
-            assert handshake(client, "PLAIN").error_code == 0
-            assert authenticate(client, b"\x00alice\x00alice-secret").error_code == 0
-            response = _request(client, 50, {"users": [{"name": "carol"}]})
-        assert (response.error_code, [(r.user, r.error_code) for r in response.results]) == \
-            (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)])
-        root = admin("admin")
-        alter(root, "carol").result(timeout=30)
-        grant = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
-                           AclOperation.ALTER, AclPermissionType.ALLOW)
-        root.create_acls([grant])[grant].result(timeout=30)
-        wait_for(lambda: alter(alice, "dave").result(timeout=30) is None, timeout_s=15, what="alice's ALTER ACL")
-        assert confluent_authenticates(f"127.0.0.1:{sasl_port}", "SCRAM-SHA-256", "dave", "carol-secret")
-    finally:
-        b.stop()
-        b.close()
+    alice = admin("alice")
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        alter(alice, "carol").result(timeout=30)
+    assert info.value.args[0].code() == confluent_kafka.KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # Describe's refusal with raw frames: librdkafka 2.16 corrupts its heap
+    # on a DescribeUserScramCredentials answer with a top-level error.
+    with RawClient.connect(f"127.0.0.1:{sasl_port}") as client:
+        assert handshake(client, "PLAIN").error_code == 0
+        assert authenticate(client, b"\x00alice\x00alice-secret").error_code == 0
+        response = _request(client, 50, {"users": [{"name": "carol"}]})
+    assert (response.error_code, [(r.user, r.error_code) for r in response.results]) == \
+        (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)])
+    root = admin("admin")
+    alter(root, "carol").result(timeout=30)
+    grant = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.ALTER, AclPermissionType.ALLOW)
+    root.create_acls([grant])[grant].result(timeout=30)
+    wait_for(lambda: alter(alice, "dave").result(timeout=30) is None, timeout_s=15, what="alice's ALTER ACL")
+    assert confluent_authenticates(f"127.0.0.1:{sasl_port}", "SCRAM-SHA-256", "dave", "carol-secret")

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import add_scram_credentials
-from support.broker import BrokerProcess
+from support.clients import module_broker
 from support.certs import make_certs, named_listeners
 from support.rawclient import RawClient, encode_request
 from support.sasl import authenticate, confluent_round_trip, handshake, serve_then_check_log
@@ -73,14 +73,14 @@ def secure(tmp_path_factory):
         "listener.name.oldsasl.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.oldsasl.plain.sasl.jaas.config": PLAIN_JAAS,
     })
-    broker = BrokerProcess(work / "broker", overrides, port=port)
-    logs = str(work / "broker" / "logs")
-    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        add_scram_credentials(logs, "bob", mechanism, "bob-secret")
-    broker.start()
-    broker.certs = certs
-    broker.ports = ports
-    yield from serve_then_check_log(broker, SECRETS)
+    def prepare(broker):
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            add_scram_credentials(str(broker.log_dirs[0]), "bob", mechanism, "bob-secret")
+        broker.certs = certs
+        broker.ports = ports
+
+    yield from serve_then_check_log(module_broker(tmp_path_factory, overrides, name="security-broker",
+                                                  port=port, before_start=prepare), SECRETS)
 
 
 def _address(secure, name):

@@ -22,7 +22,7 @@ import struct
 
 import pytest
 
-from support.broker import BrokerProcess
+from support.clients import module_broker
 from support.certs import make_certs, named_listeners
 from support.rawclient import RawClient
 
@@ -56,14 +56,9 @@ def broker(tmp_path_factory):
         "listener.name.suite13.ssl.cipher.suites": "TLS_AES_128_GCM_SHA256",
         "listener.name.suites.ssl.cipher.suites": "TLS_CHACHA20_POLY1305_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
     })
-    b = BrokerProcess(work / "broker", overrides, port=port)
-    b.start()
-    b.certs, b.ports = certs, ports
-    try:
+    with module_broker(tmp_path_factory, overrides, name="tls-options-broker", port=port) as b:
+        b.certs, b.ports = certs, ports
         yield b
-    finally:
-        b.stop()
-        b.close()
 
 
 def _conf(broker, name, cn=None):

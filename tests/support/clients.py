@@ -48,9 +48,17 @@ KCAT = "/usr/bin/kcat"
 # -- brokers -----------------------------------------------------------------------
 
 @contextlib.contextmanager
-def module_broker(tmp_path_factory, overrides=None):
-    """A broker shared by one test module; fails teardown if a child outlived it."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("broker"), overrides=overrides)
+def module_broker(tmp_path_factory, overrides=None, *, name: str = "broker", port=None,
+                  before_start=None, **kwargs):
+    """A broker shared by one test module (the module-scope form; ``broker`` and
+    ``broker_factory`` are the per-test one), in ``tmp_path_factory.mktemp(name)``;
+    ``port`` and ``kwargs`` (``command=``, ``env=``, ...) go to ``BrokerProcess``,
+    ``before_start(broker)`` runs before it starts (e.g. to write SCRAM
+    credentials into its log dir). Teardown fails if a child outlived it or the
+    shutdown was unclean."""
+    broker = BrokerProcess(tmp_path_factory.mktemp(name), overrides=overrides, port=port, **kwargs)
+    if before_start is not None:
+        before_start(broker)
     broker.start()
     try:
         yield broker

@@ -234,17 +234,22 @@ OFFSETS_PARTITIONS = 6
 
 
 def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
-    """The fixtures' body: ``make(**overrides) -> (Cluster, kazoo client on its
-    chroot)``; at teardown every cut is healed, then everything made is ended."""
+    """The fixtures' body: ``make(metrics=False, broker_ids=(1, 2, 3), start=True,
+    **overrides) -> (Cluster, kazoo client on its chroot)`` (``start=False``: the
+    test edits the brokers' properties, then calls ``start()``); at teardown
+    every cut is healed, then everything made is ended."""
     made = []
 
-    def make(metrics: bool = False, **overrides):
+    def make(metrics: bool = False, broker_ids=(1, 2, 3), start: bool = True, **overrides):
         chroot = chroot_for(request, f"-{len(made)}")
-        c = Cluster(server, tmp_path, chroot, lab=lab, metrics=metrics,
+        # A second cluster of the same test gets log dirs of its own.
+        work_dir = tmp_path if not made else tmp_path / f"cluster-{len(made)}"
+        c = Cluster(server, work_dir, chroot, broker_ids=broker_ids, lab=lab, metrics=metrics,
                     overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **overrides})
         zk = server.client(chroot)
         made.append((c, zk))
-        c.start()
+        if start:
+            c.start()
         return c, zk
 
     try:
@@ -258,10 +263,12 @@ def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
             zk.close()
 
 
-def running_cluster(server, work_dir, chroot: str, overrides=None):
-    """A module fixture's body: one started ``Cluster`` and a kazoo client on
-    its chroot, yielded as ``(cluster, zk)`` and ended at teardown."""
-    c = Cluster(server, work_dir, chroot, overrides=overrides)
+def running_cluster(server, work_dir, chroot: str, overrides=None, **kwargs):
+    """A module fixture's body (the module-scope form; ``make_cluster`` is the
+    per-test one): one started ``Cluster`` (``kwargs``: ``broker_ids=``,
+    ``metrics=``) and a kazoo client on its chroot, yielded as ``(cluster, zk)``
+    and ended at teardown."""
+    c = Cluster(server, work_dir, chroot, overrides=overrides, **kwargs)
     zk = server.client(c.chroot)
     try:
         c.start()

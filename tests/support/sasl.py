@@ -81,14 +81,12 @@ def confluent_round_trip(bootstrap, conf, topic, count=20):
     assert got == [b"v%d" % i for i in range(count)]
 
 
-def serve_then_check_log(broker, secrets):
-    """A module fixture's body: yield the started ``broker``; at teardown stop
-    it and fail if its log shows any of ``secrets`` (passwords)."""
-    try:
+def serve_then_check_log(module_broker, secrets):
+    """A module fixture's body: yield the broker of ``module_broker`` (a
+    ``support.clients.module_broker(...)`` context, which stops it and checks
+    the shutdown); at teardown fail if its log shows any of ``secrets`` (passwords)."""
+    with module_broker as broker:
         yield broker
-    finally:
-        broker.stop()
-        log = broker.log_text()
-        broker.close()
+    log = broker.log_text()
     for secret in secrets:
         assert secret not in log, f"the broker log shows a password ({secret})"
