@@ -35,7 +35,7 @@ from kio.schema.produce.v8.response import ProduceResponse
 
 from kafkapy._core import batch_py, records_py
 from kafkapy.protocol.codec import decode, encode_to_bytes
-from support.broker import BrokerProcess
+from support.clients import module_broker
 from support.legacy_messages import message as legacy_message
 from support.rawclient import (API_VERSIONS, ConnectionClosed, FrameTimeout, RawClient, encode_request,
                                parse_api_versions_v0_response)
@@ -182,11 +182,9 @@ def children_of(pid: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def hostile_broker(tmp_path_factory):
-    broker = BrokerProcess(tmp_path_factory.mktemp("hostile"), overrides={
-        "num.io.threads": 2, "num.network.threads": 2, "num.partitions": 2,
-        "socket.request.max.bytes": REQUEST_MAX_BYTES})
-    broker.start()
-    try:
+    with module_broker(tmp_path_factory, {
+            "num.io.threads": 2, "num.network.threads": 2, "num.partitions": 2,
+            "socket.request.max.bytes": REQUEST_MAX_BYTES}, name="hostile") as broker:
         with RawClient.connect(broker.bootstrap) as client:
             kept = {}
             ensure_topic(client, KEEP_TOPIC)  # num.partitions=2
@@ -199,9 +197,6 @@ def hostile_broker(tmp_path_factory):
         broker.kept = kept
         broker.children_at_start = children_of(broker.pid)
         yield broker
-    finally:
-        broker.close()
-    assert not broker.leaked, broker.leaked
 
 
 @pytest.fixture

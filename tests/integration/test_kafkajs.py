@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 from kafkapy.server.security.scram_store import add_scram_credentials
-from support.broker import BrokerProcess, free_port
+from support.broker import free_port
+from support.clients import module_broker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = REPO_ROOT / "tests" / "support" / "kafkajs" / "driver.js"
@@ -99,22 +100,21 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 def jsbroker(tmp_path_factory):
     """One broker for the module: PLAINTEXT (the harness's probe and most
     tests) and SASL_PLAINTEXT with PLAIN (alice) and SCRAM-SHA-256 (bob)."""
-    work = tmp_path_factory.mktemp("kafkajs")
     port, sasl_port = free_port(), free_port()
     listeners = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
-    broker = BrokerProcess(work, {
+    def prepare(broker):
+        add_scram_credentials(str(broker.log_dirs[0]), "bob", "SCRAM-SHA-256", "bob-secret")
+        broker.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+
+    with module_broker(tmp_path_factory, {
         "num.partitions": 1, "num.io.threads": 2, "auto.create.topics.enable": False,
         "listeners": listeners, "advertised.listeners": listeners,
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         # SCRAM sessions last REAUTH_MS (KIP-368): KafkaJS re-authenticates on the same connection.
-        "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": REAUTH_MS}, port=port)
-    add_scram_credentials(str(work / "logs"), "bob", "SCRAM-SHA-256", "bob-secret")
-    broker.start()
-    broker.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
-    yield broker
-    broker.close()
-    assert not broker.leaked, broker.leaked
+        "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": REAUTH_MS},
+            name="kafkajs", port=port, before_start=prepare) as broker:
+        yield broker
 
 
 def create_topic(bootstrap, topic, partitions=1, replication_factor=1):

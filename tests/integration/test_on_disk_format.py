@@ -92,12 +92,10 @@ def stopped_broker(tmp_path_factory):
     """A broker that took RECORDS_PER_PARTITION records per partition (p0 plain,
     p1 lz4, p2 gzip; explicit increasing timestamps), rolled segments, and was
     stopped cleanly.  Yields ``(broker, acked, topic_id, cluster_id, rolled_while_running)``."""
-    from support.broker import BrokerProcess
+    from support.clients import module_broker
 
-    broker = BrokerProcess(tmp_path_factory.mktemp("formats"), overrides={"num.io.threads": 2,
-                                                                          "num.network.threads": 1})
-    broker.start()
-    try:
+    with module_broker(tmp_path_factory, {"num.io.threads": 2, "num.network.threads": 1},
+                       name="formats") as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={
             "segment.bytes": str(SEGMENT_BYTES), "index.interval.bytes": str(INDEX_INTERVAL_BYTES)})])
@@ -131,8 +129,6 @@ def stopped_broker(tmp_path_factory):
                                 (path / f"{base:020d}.timeindex").read_bytes()) for base in bases[:-1]}
         assert broker.stop() == 0
         yield broker, acked, str(topic_id), cluster_id, rolled
-    finally:
-        broker.close()
 
 
 def partition_path(broker, partition: int) -> Path:

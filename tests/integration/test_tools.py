@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support.broker import BrokerProcess
+from support.clients import module_broker
 from support.rawclient import RawClient
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,11 +32,8 @@ TOOL_TIMEOUT_S = 60
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    proc = BrokerProcess(tmp_path_factory.mktemp("tools-broker"), overrides={"num.partitions": 1})
-    proc.start()
-    yield proc
-    proc.close()
-    assert not proc.leaked, proc.leaked
+    with module_broker(tmp_path_factory, {"num.partitions": 1}, name="tools-broker") as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")
