@@ -24,7 +24,9 @@ import pytest
 from kafkapy.protocol import acls as A
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.security.scram_store import add_scram_credentials
-from support.broker import BrokerProcess, free_port
+from support.broker import free_port
+from support.clients import module_broker
+from support.sasl import serve_then_check_log
 from support.rawclient import RawClient, encode_request
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -53,27 +55,21 @@ def _overrides(sasl_port: int, plain_port: int, **extra) -> dict:
             "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2, **extra}
 
 
-def _start(tmp_path_factory, name, **extra) -> BrokerProcess:
-    plain, sasl = free_port(), free_port()
-    broker = BrokerProcess(tmp_path_factory.mktemp(name), _overrides(sasl, plain, **extra), port=plain)
-    broker.sasl_bootstrap = f"127.0.0.1:{sasl}"
-    # admin also as a SCRAM user, for the tool's SCRAM client (kafkapy.tools._secure_conn).
-    os.makedirs(broker.log_dirs[0], exist_ok=True)
-    add_scram_credentials(str(broker.log_dirs[0]), "admin", "SCRAM-SHA-256", USERS["admin"])
-    return broker.start()
+def _prepare(sasl: int):
+    """What a broker of _overrides(sasl, ...) needs before it starts."""
+    def prepare(broker):
+        broker.sasl_bootstrap = f"127.0.0.1:{sasl}"
+        # admin also as a SCRAM user, for the tool's SCRAM client (kafkapy.tools._secure_conn).
+        os.makedirs(broker.log_dirs[0], exist_ok=True)
+        add_scram_credentials(str(broker.log_dirs[0]), "admin", "SCRAM-SHA-256", USERS["admin"])
+    return prepare
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    broker = _start(tmp_path_factory, "acls")
-    try:
-        yield broker
-    finally:
-        broker.stop()
-        log = broker.log_text()
-        broker.close()
-    for secret in USERS.values():
-        assert secret not in log, "the broker log shows a password"
+    plain, sasl = free_port(), free_port()
+    yield from serve_then_check_log(module_broker(tmp_path_factory, _overrides(sasl, plain), name="acls",
+                                                  port=plain, before_start=_prepare(sasl)), USERS.values())
 
 
 def _conf(broker, user: str, **extra) -> dict:
@@ -294,19 +290,19 @@ def test_prefixed_allow_and_literal_deny(secured):
     assert {"pfx-open", "pfx-secret"} <= names and "other-topic" not in names
 
 
-def test_allow_everyone_if_no_acl_found(tmp_path_factory):
-    broker = _start(tmp_path_factory, "acls-open", **{"allow.everyone.if.no.acl.found": True})
-    try:
-        _create_topics(broker, "open-topic", "guarded-topic")
-        _grant(broker, _acl("bob", ResourceType.TOPIC, "guarded-topic", AclOperation.WRITE))
-        assert _produce(broker, "alice", "open-topic", [b"1"]) == [None]  # no ACLs at all: allowed
-        outcomes = _produce(broker, "alice", "guarded-topic", [b"2"])  # ACLs, none for alice
-        assert outcomes[0] is not None and outcomes[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-        assert _produce(broker, "bob", "guarded-topic", [b"3"]) == [None]
-        assert _end_offset(broker, "open-topic") == 1 and _end_offset(broker, "guarded-topic") == 1
-    finally:
-        broker.stop()
-        broker.close()
+def test_allow_everyone_if_no_acl_found(broker_factory):
+    plain, sasl = free_port(), free_port()
+    broker = broker_factory(_overrides(sasl, plain, **{"allow.everyone.if.no.acl.found": True}), port=plain,
+                            start=False)
+    _prepare(sasl)(broker)
+    broker.start()
+    _create_topics(broker, "open-topic", "guarded-topic")
+    _grant(broker, _acl("bob", ResourceType.TOPIC, "guarded-topic", AclOperation.WRITE))
+    assert _produce(broker, "alice", "open-topic", [b"1"]) == [None]  # no ACLs at all: allowed
+    outcomes = _produce(broker, "alice", "guarded-topic", [b"2"])  # ACLs, none for alice
+    assert outcomes[0] is not None and outcomes[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _produce(broker, "bob", "guarded-topic", [b"3"]) == [None]
+    assert _end_offset(broker, "open-topic") == 1 and _end_offset(broker, "guarded-topic") == 1
 
 
 # ----------------------------------------------------------------- hostile CreateAcls, raw frames

@@ -32,8 +32,9 @@ from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode
-from support.broker import BrokerProcess, free_port
+from support.broker import free_port
 from support.wait import wait_for
+from support.zookeeper import chroot_for
 
 ME, OTHER, GONE = 1, 2, 3
 CONTROLLER_EPOCH = 1000  # above any elected controller's
@@ -79,14 +80,9 @@ class Connection:
 
 
 @pytest.fixture
-def broker(zookeeper, tmp_path):
-    b = BrokerProcess(tmp_path / "b1", {"zookeeper.connect": zookeeper.connect_string("/inter"),
-                                        "broker.id": ME, "zookeeper.session.timeout.ms": 4000})
-    try:
-        b.start()
-        yield b
-    finally:
-        b.close()
+def broker(zookeeper, broker_factory, request):
+    return broker_factory({"zookeeper.connect": zookeeper.connect_string(chroot_for(request)),
+                           "broker.id": ME, "zookeeper.session.timeout.ms": 4000})
 
 
 # The test's cluster: broker 1 (the real one) leads p0 and follows broker 2 on

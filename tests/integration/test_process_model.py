@@ -181,16 +181,10 @@ def test_concurrent_producers_one_partition_offsets_exactly_once(broker, tmp_pat
 @pytest.fixture(scope="module")
 def shared_broker(tmp_path_factory):
     """One broker for the connection-ordering tests (they only read its state)."""
-    from support.broker import BrokerProcess
+    from support.clients import module_broker
 
-    broker = BrokerProcess(tmp_path_factory.mktemp("ordering"),
-                           overrides={"num.io.threads": 3, "num.network.threads": 2})
-    broker.start()
-    try:
+    with module_broker(tmp_path_factory, {"num.io.threads": 3, "num.network.threads": 2}, name="ordering") as broker:
         yield broker
-    finally:
-        broker.close()
-    assert not broker.leaked, broker.leaked
 
 
 def test_pipelined_requests_answered_in_order(shared_broker):

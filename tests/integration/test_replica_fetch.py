@@ -36,6 +36,7 @@ from kafkapy.protocol.schema.update_metadata.v8 import response as um_resp
 from kafkapy.server.replica_fetcher import fetcher_id_for
 from support.broker import BrokerProcess
 from support.wait import wait_for
+from support.zookeeper import chroot_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -133,18 +134,10 @@ def _props(zk, chroot: str, broker_id: int) -> dict:
 
 
 @pytest.fixture
-def brokers(zookeeper, tmp_path, request):
-    chroot = f"/rf-{request.node.name[-40:]}".replace("[", "-").replace("]", "")
+def brokers(zookeeper, broker_factory, request):
+    chroot = chroot_for(request)
     overrides = getattr(request, "param", {})  # indirect parametrization
-    made = {i: BrokerProcess(tmp_path / f"b{i}", {**_props(zookeeper, chroot, i), **overrides})
-            for i in (1, 2)}
-    try:
-        for b in made.values():
-            b.start()
-        yield made
-    finally:
-        for b in made.values():
-            b.close()
+    return {i: broker_factory({**_props(zookeeper, chroot, i), **overrides}) for i in (1, 2)}
 
 
 def _produce(broker: BrokerProcess, values, acks: str, timeout_s: float = 30.0, partitions=(0,)):
