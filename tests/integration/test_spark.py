@@ -33,12 +33,9 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from support.broker import BrokerProcess
-    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker"))
-    b.start()
-    yield b
-    b.close()
-    assert not b.leaked, f"broker processes outlived the module: {b.leaked}\n{b.log_tail()}"
+    from support.clients import module_broker
+    with module_broker(tmp_path_factory, name="spark-broker") as b:
+        yield b
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from kafkapy.metadata.zk import data as zk_data
-from support.broker import BrokerProcess, BrokerStartError
+from support.broker import BrokerStartError
 from support.wait import wait_for
+from support.zookeeper import chroot_for
 
 SESSION_MS = 4000  # a killed broker's registration goes after this
 WAIT_S = 20.0
@@ -35,16 +36,13 @@ def _controller(zk_client):
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):
-    brokers = [BrokerProcess(tmp_path / f"b{i}", _props(zookeeper, "/m1", i)) for i in (1, 2, 3)]
-    client = zookeeper.client("/m1")
+def cluster(zookeeper, broker_factory, request):
+    chroot = chroot_for(request)
+    brokers = [broker_factory(_props(zookeeper, chroot, i)) for i in (1, 2, 3)]
+    client = zookeeper.client(chroot)
     try:
-        for b in brokers:
-            b.start()
         yield brokers, client
     finally:
-        for b in brokers:
-            b.close()
         client.stop()
         client.close()
 
@@ -82,58 +80,50 @@ def test_three_brokers_register_and_elect_one_controller(cluster):
     wait_for(lambda: survivor_id not in _registered(zk), 3, "a prompt deregistration")
 
 
-def test_duplicate_broker_id_is_refused(zookeeper, tmp_path):
-    first = BrokerProcess(tmp_path / "a", _props(zookeeper, "/m2", 7))
-    second = BrokerProcess(tmp_path / "b", _props(zookeeper, "/m2", 7))
+def test_duplicate_broker_id_is_refused(zookeeper, broker_factory, request):
+    chroot = chroot_for(request)
+    first = broker_factory(_props(zookeeper, chroot, 7))
+    second = broker_factory(_props(zookeeper, chroot, 7), start=False)
     try:
-        first.start()
-        try:
-            second.start()
-        except BrokerStartError:
-            pass
-        code = wait_for(lambda: second.proc.poll() is not None and [second.proc.returncode], WAIT_S,
-                        "the duplicate to exit")[0]
-        assert code != 0
-        assert "broker id 7 is already registered" in second.log_text()
-        assert first.running
-    finally:
-        first.close()
-        second.close()
+        second.start()
+    except BrokerStartError:
+        pass
+    code = wait_for(lambda: second.proc.poll() is not None and [second.proc.returncode], WAIT_S,
+                    "the duplicate to exit")[0]
+    assert code != 0
+    assert "broker id 7 is already registered" in second.log_text()
+    assert first.running
 
 
-def test_log_dir_of_another_cluster_is_refused(zookeeper, tmp_path):
-    standalone = BrokerProcess(tmp_path / "x", {"broker.id": 5})
-    standalone.start()
+def test_log_dir_of_another_cluster_is_refused(zookeeper, broker_factory, request):
+    chroot = chroot_for(request)
+    standalone = broker_factory({"broker.id": 5})
     assert standalone.stop() == 0
     old = (standalone.log_dirs[0] / "meta.properties").read_text()
     stored = next(line.split("=", 1)[1] for line in old.splitlines() if line.startswith("cluster.id="))
-    joining = BrokerProcess(tmp_path / "x", _props(zookeeper, "/m3", 5), port=standalone.port)
+    # The standalone broker's log dir, on the standalone broker's port.
+    joining = broker_factory({**_props(zookeeper, chroot, 5), "log.dirs": standalone.log_dirs[0]},
+                             port=standalone.port, start=False)
+    with pytest.raises(BrokerStartError):
+        joining.start()
+    log = joining.log_text()
+    client = zookeeper.client(chroot)
     try:
-        with pytest.raises(BrokerStartError):
-            joining.start()
-        log = joining.log_text()
-        client = zookeeper.client("/m3")
-        try:
-            zk_id = zk_data.decode_cluster_id(client.get("/cluster/id")[0])
-        finally:
-            client.stop()
-            client.close()
-        assert stored in log and zk_id in log and "wrong cluster" in log
+        zk_id = zk_data.decode_cluster_id(client.get("/cluster/id")[0])
     finally:
-        joining.close()
+        client.stop()
+        client.close()
+    assert stored in log and zk_id in log and "wrong cluster" in log
 
 
-def test_unreachable_zookeeper_stops_start_up_with_a_message(tmp_path):
+def test_unreachable_zookeeper_stops_start_up_with_a_message(broker_factory):
     from support.broker import free_port
 
     port = free_port()  # nothing listens there
-    broker = BrokerProcess(tmp_path / "z", {"zookeeper.connect": f"127.0.0.1:{port}/kp",
-                                            "zookeeper.connection.timeout.ms": 2000})
-    try:
-        with pytest.raises(BrokerStartError):
-            broker.start()
-        assert broker.proc.returncode not in (None, 0)
-        assert f"cannot use ZooKeeper at zookeeper.connect=127.0.0.1:{port}/kp" in broker.log_text()
-        assert "Traceback" not in broker.log_text()
-    finally:
-        broker.close()
+    broker = broker_factory({"zookeeper.connect": f"127.0.0.1:{port}/kp",
+                             "zookeeper.connection.timeout.ms": 2000}, start=False)
+    with pytest.raises(BrokerStartError):
+        broker.start()
+    assert broker.proc.returncode not in (None, 0)
+    assert f"cannot use ZooKeeper at zookeeper.connect=127.0.0.1:{port}/kp" in broker.log_text()
+    assert "Traceback" not in broker.log_text()
