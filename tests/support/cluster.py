@@ -13,19 +13,25 @@ values, recording which were acknowledged; ``consume_all`` reads a topic to
 its end; ``validate`` checks acknowledged ⊆ consumed, no duplicates and
 per-partition order.
 
-Namespace mode (opt-in, ``Cluster(..., lab=NetworkLab)``): each broker runs
+Tests get a cluster in one of two forms, never by constructing ``Cluster``:
+``make_cluster`` (a fixture: clusters ended after the test, each in a chroot
+of its own) and ``running_cluster`` (a context manager a module-scoped
+fixture uses to share one cluster among a module's tests).
+
+Namespace mode (opt-in, the ``lab_cluster`` fixture): each broker runs
 in its own network namespace that the test made, joined to a bridge in the
 root namespace by a veth pair (``NetworkLab`` below); ZooKeeper and the
 clients stay in the root namespace and reach the brokers through the bridge,
 so a test can cut one broker off from the others and from ZooKeeper while
 clients still reach it (``NetworkLab.isolate``), and heal it again.
 
-Ownership: one ``Cluster`` per test, driven by the test's thread; it ends
+Ownership: one ``Cluster`` per test (or module), driven by the test's thread; it ends
 only the processes it started (each ``BrokerProcess`` by its PID).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -235,18 +241,21 @@ OFFSETS_PARTITIONS = 6
 
 def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
     """The fixtures' body: ``make(metrics=False, broker_ids=(1, 2, 3), start=True,
-    **overrides) -> (Cluster, kazoo client on its chroot)`` (``start=False``: the
-    test edits the brokers' properties, then calls ``start()``); at teardown
-    every cut is healed, then everything made is ended."""
+    zookeeper=None, **overrides) -> (Cluster, kazoo client on its chroot)``
+    (``start=False``: the test edits the brokers' properties, then calls
+    ``start()``; ``zookeeper``: a server of the test's own, from
+    ``zookeeper_factory``); at teardown every cut is healed, then everything
+    made is ended."""
     made = []
 
-    def make(metrics: bool = False, broker_ids=(1, 2, 3), start: bool = True, **overrides):
+    def make(metrics: bool = False, broker_ids=(1, 2, 3), start: bool = True, zookeeper=None, **overrides):
         chroot = chroot_for(request, f"-{len(made)}")
+        zk_server = zookeeper or server
         # A second cluster of the same test gets log dirs of its own.
         work_dir = tmp_path if not made else tmp_path / f"cluster-{len(made)}"
-        c = Cluster(server, work_dir, chroot, broker_ids=broker_ids, lab=lab, metrics=metrics,
+        c = Cluster(zk_server, work_dir, chroot, broker_ids=broker_ids, lab=lab, metrics=metrics,
                     overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **overrides})
-        zk = server.client(chroot)
+        zk = zk_server.client(chroot)
         made.append((c, zk))
         if start:
             c.start()
@@ -263,14 +272,18 @@ def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
             zk.close()
 
 
-def running_cluster(server, work_dir, chroot: str, overrides=None, **kwargs):
-    """A module fixture's body (the module-scope form; ``make_cluster`` is the
-    per-test one): one started ``Cluster`` (``kwargs``: ``broker_ids=``,
-    ``metrics=``) and a kazoo client on its chroot, yielded as ``(cluster, zk)``
-    and ended at teardown."""
+@contextlib.contextmanager
+def running_cluster(server, work_dir, chroot: str, overrides=None, before_start=None, **kwargs):
+    """A cluster shared by one test module (the module-scope form; ``make_cluster``
+    is the per-test one): ``with running_cluster(...) as (cluster, zk)`` gives one
+    started ``Cluster`` (``kwargs``: ``broker_ids=``, ``metrics=``) and a kazoo
+    client on its chroot, ended at exit; ``before_start(cluster)`` runs before it
+    starts (e.g. to give each broker a second listener)."""
     c = Cluster(server, work_dir, chroot, overrides=overrides, **kwargs)
     zk = server.client(c.chroot)
     try:
+        if before_start is not None:
+            before_start(c)
         c.start()
         yield c, zk
     finally:
@@ -334,6 +347,9 @@ class Cluster:
 
     def close(self) -> None:
         for b in self.brokers.values():
+            if b.running:  # a broker a test left SIGSTOPped is thawed: a frozen one cannot stop
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(b.proc.pid, signal.SIGCONT)
             b.close()
 
     def __enter__(self) -> "Cluster":
@@ -761,19 +777,6 @@ def leader_of_two_followers(cluster: Cluster, topic: str, partitions: int) -> tu
                 if f != g and f != controller:
                     return c, p1, f, p2, g
     pytest.fail(f"no broker leads two differently followed partitions of {topic}: {parts}")
-
-
-def started_thawing(cluster: Cluster):
-    """For a fixture (``yield from``): ``cluster`` started, then closed after
-    its test with every broker the test left SIGSTOPped thawed first (a
-    frozen broker cannot be stopped)."""
-    try:
-        yield cluster.start()
-    finally:
-        for b in cluster.brokers.values():
-            if b.running:
-                os.killpg(b.proc.pid, signal.SIGCONT)
-        cluster.close()
 
 
 class Frozen:

@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from support.broker import free_port, write_properties
-from support.cluster import Cluster, create_topic_assigned
+from support.cluster import create_topic_assigned, running_cluster
 from support.wait import wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -40,23 +40,22 @@ TOPIC = "acl-everywhere"
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-acls", overrides={
-        "offsets.topic.num.partitions": 3,
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin;User:ANONYMOUS",
-        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "PLAINTEXT"})
-    c.sasl = {}
-    for i, b in c.brokers.items():  # a second listener per broker, for clients
-        c.sasl[i] = f"127.0.0.1:{free_port()}"
-        b.props["listeners"] = b.props["advertised.listeners"] = \
-            f"PLAINTEXT://{b.bootstrap},SASL_PLAINTEXT://{c.sasl[i]}"
-        write_properties(b.props_path, b.props)
-    try:
-        yield c.start()
-    finally:
-        c.close()
+    def listeners(c):
+        c.sasl = {}
+        for i, b in c.brokers.items():  # a second listener per broker, for clients
+            c.sasl[i] = f"127.0.0.1:{free_port()}"
+            b.props["listeners"] = b.props["advertised.listeners"] = \
+                f"PLAINTEXT://{b.bootstrap},SASL_PLAINTEXT://{c.sasl[i]}"
+            write_properties(b.props_path, b.props)
+
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-acls", {
+            "offsets.topic.num.partitions": 3,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:admin;User:ANONYMOUS",
+            "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT"}, before_start=listeners) as (c, _):
+        yield c
 
 
 def _conf(bootstrap, user, **extra):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.cluster import Cluster, create_topic_assigned, group_coordinated_outside
+from support.cluster import running_cluster, create_topic_assigned, group_coordinated_outside
 
 from support.clients import (
     check_consumed,
@@ -43,12 +43,9 @@ OFFSETS_PARTITIONS = 6
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-clients",
-                overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS})
-    try:
-        yield c.start()
-    finally:
-        c.close()
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-clients",
+                         {"offsets.topic.num.partitions": OFFSETS_PARTITIONS}) as (c, _):
+        yield c
 
 
 def _kcat_records(seed):

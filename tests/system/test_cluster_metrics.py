@@ -8,21 +8,17 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from support.cluster import Cluster, create_topic_assigned
+from support.cluster import create_topic_assigned
 from support.wait import wait_for
 from support.cluster import scrape_metrics as scrape
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):
+def cluster(make_cluster):
     # A session far longer than the lag: the leader's ISR job, not the
     # controller's reaction to the dead broker's session, shrinks the ISR.
-    c = Cluster(zookeeper, tmp_path, "/metrics", overrides={"replica.lag.time.max.ms": 1500,
-                                                            "zookeeper.session.timeout.ms": 10000}, metrics=True)
-    try:
-        yield c.start()
-    finally:
-        c.close()
+    c, _ = make_cluster(metrics=True, **{"replica.lag.time.max.ms": 1500, "zookeeper.session.timeout.ms": 10000})
+    return c
 
 
 def test_cluster_gauges_follow_a_followers_death_and_return(cluster):
@@ -60,7 +56,7 @@ def test_cluster_gauges_follow_a_followers_death_and_return(cluster):
 
     # As Kafka's, a broker restarted while its old session's registration is
     # still there refuses to start (broker id already registered): wait it out.
-    zk = cluster.zookeeper.client("/metrics")
+    zk = cluster.zookeeper.client(cluster.chroot)
     try:
         wait_for(lambda: not zk.exists(f"/brokers/ids/{victim}"), 30, "the dead broker's session to expire")
     finally:

@@ -24,7 +24,7 @@ import pytest
 
 from support.broker import free_port, write_properties
 from support.certs import make_certs
-from support.cluster import BackgroundProducer, Cluster, consume_all, validate
+from support.cluster import BackgroundProducer, consume_all, validate
 from support.wait import wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -40,9 +40,10 @@ SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required 
 RULES = "RULE:^.*CN=localhost.*$/broker/,RULE:^CN=([a-zA-Z0-9]*),.*$/$1/L,DEFAULT"
 
 
-def _cluster(zk_server, work, chroot, protocol, overrides):
+def _cluster(make_cluster, work, protocol, overrides):
+    """A cluster not started yet: each broker with an INTERNAL listener of ``protocol``."""
     certs = make_certs(work / "certs")
-    c = Cluster(zk_server, work, chroot, overrides={
+    c, _ = make_cluster(start=False, **{
         "offsets.topic.num.partitions": 3, "num.network.threads": 2, "num.io.threads": 2,
         "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,INTERNAL:{protocol}",
         "inter.broker.listener.name": "INTERNAL",
@@ -57,25 +58,21 @@ def _cluster(zk_server, work, chroot, protocol, overrides):
 
 
 @pytest.fixture
-def scram_cluster(zookeeper, tmp_path):
+def scram_cluster(zookeeper, make_cluster, tmp_path):
     from kafkapy.metadata.zk import data as zk_data
     from kafkapy.metadata.zk.client import ZkClient
     from kafkapy.server.security.scram_store import make_credential
 
-    chroot = "/secure-interbroker-scram"
-    c = _cluster(zookeeper, tmp_path, chroot, "SASL_SSL", {
+    c = _cluster(make_cluster, tmp_path, "SASL_SSL", {
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
         "listener.name.internal.scram-sha-512.sasl.jaas.config": SCRAM_JAAS})
-    zk = ZkClient(zookeeper.connect_string(chroot)).connect()
+    zk = ZkClient(zookeeper.connect_string(c.chroot)).connect()
     try:
         zk.set_entity_config(zk_data.CONFIG_TYPE_USER, "broker",
                              {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "broker-secret").to_string()})
     finally:
         zk.close()
-    try:
-        yield c.start()
-    finally:
-        c.close()
+    return c.start()
 
 
 def test_sasl_ssl_scram_interbroker_survives_a_leader_sigkill(scram_cluster):
@@ -166,15 +163,12 @@ def test_sasl_ssl_interbroker_markers_and_a_record_larger_than_the_read_buffer(s
 
 
 @pytest.fixture
-def mtls_cluster(zookeeper, tmp_path):
-    c = _cluster(zookeeper, tmp_path, "/secure-interbroker-mtls", "SSL", {
+def mtls_cluster(make_cluster, tmp_path):
+    c = _cluster(make_cluster, tmp_path, "SSL", {
         "listener.name.internal.ssl.client.auth": "required", "ssl.principal.mapping.rules": RULES,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:broker;User:admin"})
-    try:
-        yield c.start()
-    finally:
-        c.close()
+    return c.start()
 
 
 def test_ssl_interbroker_with_the_certificate_principal_as_super_user(mtls_cluster):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster import Cluster, create_topic_assigned
+from support.cluster import running_cluster, create_topic_assigned
 
 from support.raw_api import call
 from support.transactions import TIMEOUT_S, consume, producer
@@ -39,14 +39,11 @@ INTERNAL_PARTITIONS = 3
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-transactions", overrides={
-        "offsets.topic.num.partitions": INTERNAL_PARTITIONS,
-        "transaction.state.log.num.partitions": INTERNAL_PARTITIONS,
-        "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2})
-    try:
-        yield c.start()
-    finally:
-        c.close()
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "/cluster-transactions", {
+            "offsets.topic.num.partitions": INTERNAL_PARTITIONS,
+            "transaction.state.log.num.partitions": INTERNAL_PARTITIONS,
+            "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2}) as (c, _):
+        yield c
 
 
 def test_markers_reach_partitions_led_by_every_broker(cluster):
@@ -90,12 +87,12 @@ def test_markers_reach_partitions_led_by_every_broker(cluster):
 
 
 @pytest.fixture
-def failover_cluster(zookeeper, tmp_path):
+def failover_cluster(make_cluster):
     # (a broker left frozen is continued by its close)
-    with Cluster(zookeeper, tmp_path / "cluster", "/cluster-txn-failover", overrides={
-            "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
-            "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2}) as c:
-        yield c
+    c, _ = make_cluster(**{
+        "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
+        "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2})
+    return c
 
 
 def _batches_from(part_dir: Path, offset: int) -> list:

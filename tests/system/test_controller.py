@@ -25,14 +25,13 @@ import uuid
 import pytest
 
 from kafkapy.metadata.zk import data as zk_data
-from support.cluster import SESSION_TIMEOUT_MS, Cluster, running_cluster
+from support.cluster import SESSION_TIMEOUT_MS
 from support.wait import wait_for
-from support.zookeeper import chroot_for
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path, request):
-    yield from running_cluster(zookeeper, tmp_path, chroot_for(request))
+def cluster(make_cluster):
+    return make_cluster()
 
 
 def _create_topic(zk, name, assignment) -> uuid.UUID:
@@ -235,7 +234,7 @@ def test_a_paused_controller_is_deposed_and_resigns(cluster):
     c.wait_topic_ready("paused", 3, 3, timeout_s=60)
 
 
-def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):
+def test_a_paused_follower_leaves_the_isr_and_rejoins(make_cluster):
     """The leader's ISR job alone (the follower's session stays): SIGSTOP of a
     follower, then a record on the leader: the follower behind the log end
     offset for longer than replica.lag.time.max.ms leaves the ISR in
@@ -249,58 +248,48 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins(zookeeper, tmp_path):
 
     from support.cluster import PinnedClient
 
-    c = Cluster(zookeeper, tmp_path, "/isr", overrides={"replica.lag.time.max.ms": 1000,
-                                                        "zookeeper.session.timeout.ms": 15000})
-    zk = zookeeper.client("/isr")
+    c, zk = make_cluster(**{"replica.lag.time.max.ms": 1000, "zookeeper.session.timeout.ms": 15000})
+    _create_topic(zk, "lag", {0: [1, 2, 3]})
+    c.wait_topic_ready("lag", 1, 3)
+    before, version, _ = _state(zk, "lag", 0)
+    follower = c.brokers[3]
+    os.killpg(follower.pgid, signal.SIGSTOP)
     try:
-        c.start()
-        _create_topic(zk, "lag", {0: [1, 2, 3]})
-        c.wait_topic_ready("lag", 1, 3)
-        before, version, _ = _state(zk, "lag", 0)
-        follower = c.brokers[3]
-        os.killpg(follower.pgid, signal.SIGSTOP)
+        leader = PinnedClient(c.brokers[before["leader"]])
         try:
-            leader = PinnedClient(c.brokers[before["leader"]])
-            try:
-                assert leader.produce("lag", 0, [1], acks=1) == (0, 0)
-            finally:
-                leader.close()
-            shrunk = wait_for(lambda: (s := _state(zk, "lag", 0)) and 3 not in s[0]["isr"] and s, 10,
-                              "the ISR to shrink")
-            assert (shrunk[0]["leader"], shrunk[0]["leader_epoch"], shrunk[0]["controller_epoch"]) == (
-                before["leader"], before["leader_epoch"], before["controller_epoch"])
-            assert shrunk[0]["isr"] == [1, 2] and shrunk[1] == version + 1
-            wait_for(lambda: c.partitions("lag")[0][2] == (1, 2), 10, "Metadata to show the shrunk ISR")
+            assert leader.produce("lag", 0, [1], acks=1) == (0, 0)
         finally:
-            os.killpg(follower.pgid, signal.SIGCONT)
-        expanded = wait_for(lambda: (s := _state(zk, "lag", 0)) and 3 in s[0]["isr"] and s, 20, "the ISR to expand")
-        assert expanded[0]["isr"] == [1, 2, 3] and expanded[0]["leader_epoch"] == before["leader_epoch"]
-        c.wait_topic_ready("lag", 1, 3, timeout_s=20)
-        wait_for(lambda: zk.get_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH) == [], 20,
-                 "the notifications to be consumed")
+            leader.close()
+        shrunk = wait_for(lambda: (s := _state(zk, "lag", 0)) and 3 not in s[0]["isr"] and s, 10,
+                          "the ISR to shrink")
+        assert (shrunk[0]["leader"], shrunk[0]["leader_epoch"], shrunk[0]["controller_epoch"]) == (
+            before["leader"], before["leader_epoch"], before["controller_epoch"])
+        assert shrunk[0]["isr"] == [1, 2] and shrunk[1] == version + 1
+        wait_for(lambda: c.partitions("lag")[0][2] == (1, 2), 10, "Metadata to show the shrunk ISR")
     finally:
-        c.close()
-        zk.stop()
-        zk.close()
+        os.killpg(follower.pgid, signal.SIGCONT)
+    expanded = wait_for(lambda: (s := _state(zk, "lag", 0)) and 3 in s[0]["isr"] and s, 20, "the ISR to expand")
+    assert expanded[0]["isr"] == [1, 2, 3] and expanded[0]["leader_epoch"] == before["leader_epoch"]
+    c.wait_topic_ready("lag", 1, 3, timeout_s=20)
+    wait_for(lambda: zk.get_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH) == [], 20,
+             "the notifications to be consumed")
 
 
-def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory, tmp_path):
+def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory, make_cluster):
     """Connections drop, the sessions outlive the restart: every broker stays up,
     the same controller keeps its watches and elects a topic created afterwards."""
     server = zookeeper_factory()
     # Sessions must outlive the restart: a loaded machine took 4.4 s to bring
     # ZooKeeper back, past the harness's 4 s sessions (two brokers expired and
     # the new topic's leader was the third). 10 s is the most this server allows.
-    c = Cluster(server, tmp_path, "/zkr", overrides={"zookeeper.session.timeout.ms": 10000})
+    c, client = make_cluster(zookeeper=server, **{"zookeeper.session.timeout.ms": 10000})
     zk = None
     try:
-        c.start()
-        client = server.client("/zkr")
         old = wait_for(lambda: client.exists(zk_data.CONTROLLER_PATH) and _controller(client), 20, "a controller")
         client.stop()
         client.close()
         server.restart(kill=True)
-        zk = server.client("/zkr")
+        zk = server.client(c.chroot)
         _create_topic(zk, "restarted", {0: [1, 2, 3]})
         state = wait_for(lambda: _state(zk, "restarted", 0), 30, "a state after the restart")
         # (what a failure needs to be read: which brokers kept their sessions)
@@ -310,7 +299,6 @@ def test_the_controller_keeps_acting_after_zookeeper_restarts(zookeeper_factory,
         assert all(b.running for b in c.brokers.values()), seen
         c.wait_topic_ready("restarted", 1, 3)
     finally:
-        c.close()
         if zk is not None:
             zk.stop()
             zk.close()

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from kafkapy.protocol.errors import ErrorCode
-from support.cluster import Cluster, Frozen, controller_id, started_thawing
+from support.cluster import Frozen, controller_id
 from support.wait import wait_for
 
 from support.raw_api import call, leaders_known
@@ -34,12 +34,12 @@ TIMEOUT_MS = 3000
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):
+def cluster(make_cluster):
     # The controller stays stopped past the timeouts below but within its
     # ZooKeeper session: no other broker takes over meanwhile.
-    c = Cluster(zookeeper, tmp_path / "cluster", "/create-topics-hold", overrides={
+    c, _ = make_cluster(**{
         "num.io.threads": 1, "offsets.topic.num.partitions": 1, "zookeeper.session.timeout.ms": 15000})
-    yield from started_thawing(c)
+    return c
 
 
 def _create(bootstrap: str, name: str, broker_id: int, timeout_ms: int):

@@ -9,8 +9,6 @@ import pytest
 
 from support.fetch import FETCH, Conn, fetch_request, partitions_of, topic_id
 
-from support.cluster import Cluster
-from support.zookeeper import chroot_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -18,12 +16,9 @@ NOT_LEADER_OR_FOLLOWER = 6
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path, request):
-    c = Cluster(zookeeper, tmp_path, chroot_for(request), broker_ids=(1, 2))
-    try:
-        yield c.start()
-    finally:
-        c.close()
+def cluster(make_cluster):
+    c, _ = make_cluster(broker_ids=(1, 2))
+    return c
 
 
 def test_a_follower_less_broker_names_the_leader(cluster):

@@ -39,7 +39,6 @@ from support.raw_api import call
 from support.broker import free_port, write_properties
 from support.cluster import (
     BackgroundProducer,
-    Cluster,
     create_topic_assigned,
     finish,
     progress,
@@ -62,22 +61,15 @@ def small_fs(tmp_path):
 
 
 @pytest.fixture
-def cluster(small_fs, zookeeper, tmp_path, request):
-    chroot = f"/{request.node.name[:40]}"  # the ZooKeeper server is shared: a chroot per test
-    c = Cluster(zookeeper, tmp_path, chroot, overrides={"offsets.topic.num.partitions": 3})
+def cluster(small_fs, make_cluster, tmp_path):
+    c, zk = make_cluster(start=False, **{"offsets.topic.num.partitions": 3})
     broker = c.brokers[1]
     # The tmpfs second: the first log dir holds the broker's metadata image, and
     # its failure stops the broker (as Kafka's metadata log dir).
     broker.props["log.dirs"] = f"{tmp_path / 'broker-1-big'},{small_fs}"
     c.metrics_port = broker.props["prometheus.port"] = str(free_port())
     write_properties(broker.props_path, broker.props)
-    zk = zookeeper.client(chroot)
-    try:
-        yield c.start(), zk
-    finally:
-        c.close()
-        zk.stop()
-        zk.close()
+    return c.start(), zk
 
 
 def _metadata(bootstrap: str, topic: str) -> dict:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from kafkapy.coordinator.records import partition_for
-from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing
+from support.cluster import Frozen, create_topic_assigned, leader_of_two_followers
 from support.wait import wait_for
 
 from support.raw_api import call
@@ -34,13 +34,13 @@ TOPIC = "gpark"
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):
-    c = Cluster(zookeeper, tmp_path / "cluster", "/offset-commit-parking", overrides={
+def cluster(make_cluster):
+    c, _ = make_cluster(**{
         "offsets.topic.num.partitions": OFFSETS_PARTITIONS, "offsets.topic.replication.factor": 2,
         "transaction.state.log.num.partitions": 1, "replica.lag.time.max.ms": LAG_MS,
         "zookeeper.session.timeout.ms": 10000, "offsets.commit.timeout.ms": 30000,
         "request.timeout.ms": 30000})
-    yield from started_thawing(c)
+    return c
 
 
 def _group_on(partition: int, prefix: str) -> str:

@@ -60,7 +60,8 @@ OVERRIDES = {"offsets.topic.num.partitions": 3, "auto.leader.rebalance.enable": 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    yield from running_cluster(zookeeper, tmp_path_factory.mktemp("reassign"), "/reassignment", OVERRIDES)
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("reassign"), "/reassignment", OVERRIDES) as made:
+        yield made
 
 
 def _admin(c: Cluster):

@@ -11,18 +11,14 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from support.cluster import BackgroundProducer, Cluster, consume_all, validate
+from support.cluster import BackgroundProducer, consume_all, validate
 from support.wait import wait_for
-from support.zookeeper import chroot_for
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path, request):
-    c = Cluster(zookeeper, tmp_path, chroot_for(request))
-    try:
-        yield c.start()
-    finally:
-        c.close()
+def cluster(make_cluster):
+    c, _ = make_cluster()
+    return c
 
 
 def test_replicated_topic_round_trip(cluster):

@@ -66,7 +66,8 @@ OVERRIDES = {"offsets.topic.num.partitions": OFFSETS_PARTITIONS, "auto.leader.re
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    yield from running_cluster(zookeeper, tmp_path_factory.mktemp("rolling"), "/rolling-operations", OVERRIDES)
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("rolling"), "/rolling-operations", OVERRIDES) as made:
+        yield made
 
 
 # Issue 27: a controlled shutdown under load, the controller's broker included,
@@ -239,22 +240,14 @@ def test_unclean_election_only_when_asked(cluster):
     wait_for(lambda: zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, 10, "the znode deleted")
 
 
-def test_auto_leader_rebalance(zookeeper, tmp_path):
-    c = Cluster(zookeeper, tmp_path, "/auto-rebalance", broker_ids=(1, 2),
-                overrides={**OVERRIDES, "auto.leader.rebalance.enable": True,
-                           "leader.imbalance.check.interval.seconds": 1})
-    zk = zookeeper.client(c.chroot)
-    try:
-        c.start()
-        create_topic_assigned(c, "auto", [[1, 2], [2, 1]])
-        victim = next(b for b in c.brokers if b != controller_id(c))
-        mine = next(p for p, r in enumerate([[1, 2], [2, 1]]) if r[0] == victim)
-        _controlled_stop(c, zk, victim, ["auto"])  # its leadership moved: skewed
-        c.brokers[victim].start()
-        wait_for(lambda: zk_partition_state(zk, "auto", mine)["leader"] == victim, 30,
-                 "the auto rebalance to give the partition back to its preferred replica")
-        wait_for(lambda: c.leader_of("auto", mine) == victim, 10, "Metadata to show it")
-    finally:
-        c.close()
-        zk.stop()
-        zk.close()
+def test_auto_leader_rebalance(make_cluster):
+    c, zk = make_cluster(broker_ids=(1, 2), **{**OVERRIDES, "auto.leader.rebalance.enable": True,
+                                               "leader.imbalance.check.interval.seconds": 1})
+    create_topic_assigned(c, "auto", [[1, 2], [2, 1]])
+    victim = next(b for b in c.brokers if b != controller_id(c))
+    mine = next(p for p, r in enumerate([[1, 2], [2, 1]]) if r[0] == victim)
+    _controlled_stop(c, zk, victim, ["auto"])  # its leadership moved: skewed
+    c.brokers[victim].start()
+    wait_for(lambda: zk_partition_state(zk, "auto", mine)["leader"] == victim, 30,
+             "the auto rebalance to give the partition back to its preferred replica")
+    wait_for(lambda: c.leader_of("auto", mine) == victim, 10, "Metadata to show it")

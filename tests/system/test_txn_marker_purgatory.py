@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from support.cluster import Cluster, Frozen, PinnedClient, controller_id, started_thawing
+from support.cluster import Frozen, PinnedClient, controller_id
 from support.wait import wait_for
 
 from support.raw_api import leaders_known, transaction_states
@@ -43,12 +43,12 @@ BOUND_S = 1.5
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):
-    c = Cluster(zookeeper, tmp_path / "cluster", "/txn-marker-purgatory", overrides={
+def cluster(make_cluster):
+    c, _ = make_cluster(**{
         "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
         "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
         "num.io.threads": 1, "replica.lag.time.max.ms": 60000, "zookeeper.session.timeout.ms": 10000})
-    yield from started_thawing(c)
+    return c
 
 
 def _create_topic(cluster, name: str, assignment: list) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from support.cluster import Cluster, Frozen, controller_id, create_topic_assigned
+from support.cluster import Frozen, controller_id, create_topic_assigned
 from support.wait import wait_for
 
 from support.raw_api import leaders_known, transaction_states
@@ -36,12 +36,12 @@ B_COMMITS = 5
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):
+def cluster(make_cluster):
     # (a broker left frozen is continued by its close)
-    with Cluster(zookeeper, tmp_path / "cluster", "/txn-marker-stalls", overrides={
-            "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
-            "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1}) as c:
-        yield c
+    c, _ = make_cluster(**{
+        "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
+        "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1})
+    return c
 
 
 def test_a_frozen_leader_stalls_only_its_own_transaction(cluster):

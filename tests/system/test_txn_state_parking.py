@@ -24,7 +24,7 @@ from __future__ import annotations
 import pytest
 
 from kafkapy.protocol.transaction_log import partition_for
-from support.cluster import Cluster, Frozen, create_topic_assigned, leader_of_two_followers, started_thawing
+from support.cluster import Frozen, create_topic_assigned, leader_of_two_followers
 from support.wait import wait_for
 
 from support.raw_api import call, leaders_known, transaction_states
@@ -41,13 +41,13 @@ T2_COMMITS = 3
 
 
 @pytest.fixture
-def cluster(zookeeper, tmp_path):
-    c = Cluster(zookeeper, tmp_path / "cluster", "/txn-state-parking", overrides={
+def cluster(make_cluster):
+    c, _ = make_cluster(**{
         "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": STATE_PARTITIONS,
         "transaction.state.log.replication.factor": 2, "transaction.state.log.min.isr": 1,
         "replica.lag.time.max.ms": LAG_MS, "zookeeper.session.timeout.ms": 10000,
         "request.timeout.ms": 30000})
-    yield from started_thawing(c)
+    return c
 
 
 def _id_on(partition: int, prefix: str) -> str:

@@ -25,7 +25,6 @@ import pytest
 
 from support.cluster import (
     BackgroundProducer,
-    Cluster,
     create_topic_assigned,
     finish,
     progress,
@@ -34,7 +33,6 @@ from support.cluster import (
     zk_controller,
 )
 from support.wait import wait_for
-from support.zookeeper import chroot_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -42,17 +40,13 @@ ALL = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
 
 
 @pytest.fixture
-def ensemble_cluster(zookeeper_ensemble, tmp_path, request):
+def ensemble_cluster(zookeeper_ensemble, make_cluster):
     """``(cluster, kazoo client on its chroot, ensemble)``; the cluster's
     zookeeper.connect names all three members and the test's chroot."""
-    c = Cluster(zookeeper_ensemble, tmp_path, chroot_for(request), overrides={"offsets.topic.num.partitions": 3})
-    zk = zookeeper_ensemble.client(c.chroot)
+    c, zk = make_cluster(zookeeper=zookeeper_ensemble, **{"offsets.topic.num.partitions": 3})
     try:
-        yield c.start(), zk, zookeeper_ensemble
+        yield c, zk, zookeeper_ensemble
     finally:
-        c.close()
-        zk.stop()
-        zk.close()
         for node in zookeeper_ensemble.nodes.values():  # a test's fault undone for the next
             if not node.running:
                 node.start()
