@@ -1,10 +1,20 @@
 """Shared fixtures: real broker processes for integration tests.
 
-``broker`` starts one broker per test (overrides via
-``@pytest.mark.broker_config({"num.io.threads": 2})``); ``broker_factory(...)``
-starts as many as a test needs.  Both end every process they started and fail
-the test if any broker child outlived its supervisor.  ``zookeeper`` (one
-server per session) and ``zookeeper_factory`` come from support.zookeeper.
+One broker form and one cluster form per scope (no test constructs
+``BrokerProcess`` or ``Cluster`` itself):
+
+* per test: ``broker`` (overrides via
+  ``@pytest.mark.broker_config({"num.io.threads": 2})``) and
+  ``broker_factory(overrides=None, port=None, start=True, **kwargs)`` for as
+  many as a test needs; ``make_cluster(**overrides)`` / ``lab_cluster``
+  (support.cluster) for clusters, each in a chroot of its own;
+* per module: ``support.clients.module_broker(tmp_path_factory, ...)`` and
+  ``support.cluster.running_cluster(...)``, context managers a module-scoped
+  fixture enters.
+
+Each ends every process it started and fails if any broker child outlived
+its supervisor.  ``zookeeper`` (one server per session), ``zookeeper_factory``
+and ``zookeeper_ensemble`` come from support.zookeeper.
 """
 
 from __future__ import annotations
