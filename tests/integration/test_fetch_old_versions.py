@@ -69,11 +69,19 @@ def _fetch(broker, version, topic, offset=0, max_bytes=1 << 20):
 
 
 def _magic_records(records: bytes):
-    """A v0/v1 MessageSet's magic and ``(offset, timestamp, key, value)``:
-    offsets read from the messages (the wrapper's for a compressed one)."""
+    """A v0/v1 MessageSet's magic and ``(timestamp, key, value)`` of every
+    record, read message by message: the producer may have sent the records
+    in more than one batch (its linger decides), and each compressed batch
+    comes back as a wrapper message of its own."""
     magic = records[16]
-    batch = to_v2_batch(records)
-    return magic, [(ts, k, v) for _o, ts, k, v, _h in decode_records(batch)]
+    out, pos = [], 0
+    while pos + 12 <= len(records):  # bounded by the bytes
+        end = pos + 12 + int.from_bytes(records[pos + 8:pos + 12], "big")
+        if end > len(records):
+            break  # a partial message at the end of a bounded fetch
+        out += [(ts, k, v) for _o, ts, k, v, _h in decode_records(to_v2_batch(records[pos:end]))]
+        pos = end
+    return magic, out
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])

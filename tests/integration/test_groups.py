@@ -155,7 +155,8 @@ def test_kafka_python_three_members_share_partitions(gbroker):
                                 auto_offset_reset="earliest", enable_auto_commit=False,
                                 session_timeout_ms=3000, heartbeat_interval_ms=300)
         seen = []
-        deadline = time.monotonic() + DEADLINE_S
+        # Past the test's own waits (each DEADLINE_S), as the confluent member's.
+        deadline = time.monotonic() + 3 * DEADLINE_S
         try:
             while not stop.is_set() and time.monotonic() < deadline:
                 for tp, msgs in c.poll(200).items():
@@ -174,7 +175,9 @@ def test_kafka_python_three_members_share_partitions(gbroker):
     ok = _wait_all(lambda: sum(max(committed(gbroker, group, topic).get(p, -1), 0)
                                for p in range(PARTITIONS)), N_RECORDS)
     try:
-        assert ok, out
+        assert ok, ("not every record committed", committed(gbroker, group, topic), out)
+        # One generation's assignments: the group Stable with all three assigned.
+        assert _wait_all(lambda: _stable_members(gbroker, group) == 3, 1), live
         _check_live_split(live, 3)
     finally:
         stop.set()
