@@ -171,7 +171,7 @@ class Supervisor:
         for i in range(n):
             pairs[i][1].setblocking(False)
             self._spawn(f"processor-{i}", processor_main,
-                        (i, config, self.channel, self.table, pairs[i][1]))
+                        (i, config, self.channel, self.table, pairs[i][1], self._worker_broker))
         for i in range(config.num_io_threads):
             self._spawn(f"handler-{i}", worker_main, (i, self._worker_broker, self.channel))
         from kafkapy.server.coordinator_process import coordinator_main

@@ -56,6 +56,7 @@ from kafkapy.server.handlers.write_txn_markers import delayed_txn_markers_respon
 from kafkapy.server.quotas.connections import ConnectionQuotas
 from kafkapy.server.quotas.throttle import THROTTLED
 from kafkapy.server.reactor.channel import (
+    ANONYMOUS,
     CLOSE,
     DELAY,
     INLINE_MAX_BYTES,
@@ -73,6 +74,7 @@ from kafkapy.server.reactor.connection import (
 )
 from kafkapy.server.reactor.sasl_authenticator import SaslServerAuthenticator
 from kafkapy.server.reactor.ssl_transport import _TLS_CHUNK, _TLS_RAW_BYTES, SslTransportLayer, TlsSession
+from kafkapy.server.reactor.worker import HELD, handle_request
 from kafkapy.server.security import listener_securities
 from kafkapy.server.security import sasl as _sasl
 
@@ -94,7 +96,8 @@ _STUCK_S = 20.0
 
 
 class Processor(SslTransportLayer, SaslServerAuthenticator):
-    def __init__(self, processor_id: int, config, channel, table, fd_socket: socket.socket):
+    def __init__(self, processor_id: int, config, channel, table, fd_socket: socket.socket,
+                 broker_factory=None):
         self.id = processor_id
         self.channel = channel
         self.arena = channel.arenas[processor_id]
@@ -140,6 +143,14 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         # shared connection counts this processor counts its closed connections out of.
         self.throttled: list = []
         self.connection_quotas = ConnectionQuotas.for_config(config)
+        # Requests handled here rather than by a worker (kafkapy.network.inline.apis:
+        # "Requests handled in the processor", docs/architecture.md): their API
+        # keys, the Broker view they are handled with (this process's own, made
+        # at the first one), and the connections whose request waits for its turn.
+        self.inline_keys = inline_api_keys(config) if broker_factory is not None else frozenset()
+        self.broker_factory = broker_factory
+        self.broker = None
+        self.inline_ready: deque[Connection] = deque()
 
     # -- main loop -----------------------------------------------------------
     def run(self) -> None:
@@ -195,12 +206,16 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                 self._end_throttles(time.monotonic())
             if self.delayed_closes:
                 self._run_delayed_closes()
+            if self.inline_ready:
+                self._handle_inline()
             now = time.monotonic()
             if now >= next_idle_sweep:
                 next_idle_sweep = now + 1.0
                 self._close_idle(now)
         for conn in list(self.conns.values()):
             self._close(conn)
+        if self.broker is not None:
+            self.broker.close()
         probes.publish()
 
     def _on_term(self, *_):
@@ -236,6 +251,8 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                             conn.inline is not None, conn.arena_off, len(conn.inbuf))
 
     def _timeout(self):
+        if self.inline_ready:
+            return 0.0
         if self.backlog or self.arena_waiters:
             return 0.002
         if self.throttled:
@@ -385,7 +402,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         if size <= INLINE_MAX_BYTES and have >= size:
             if have > size:
                 conn.inbuf = bytearray(data[end:])
-            self._submit(conn, bytes(data[4:end]))
+            self._submit(conn, bytearray(data[4:end]))  # writable: handlers patch batches in place
             return
         if size <= INLINE_MAX_BYTES:
             # A small request split across reads: finish it in a buffer.
@@ -448,6 +465,12 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
             self.arena.view[off:off + conn.size] = conn.parked_body
             conn.arena_off = off
             conn.parked_body = None
+        if conn.api_key in self.inline_keys and conn.inline is not None:
+            # Handled by this loop once the events at hand are done: never
+            # from here, where an answer sent at once would take the next
+            # pipelined request and recurse once per request in the buffer.
+            self.inline_ready.append(conn)
+            return True
         coordinator = conn.api_key in COORDINATOR_KEYS
         queue = self.channel.coordinator_requests if coordinator else self.channel.requests
         # Group requests carry the client's address (a member's client host).
@@ -486,53 +509,86 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
     # -- responses ---------------------------------------------------------------
     def _on_responses(self) -> None:
         for conn_id, kind, payload in self.responses.drain():
-            if kind == THROTTLED:
-                kind, payload = self._throttle(conn_id, payload)
-                if kind is None:
-                    continue
-            conn = self.conns.get(conn_id)
-            if conn is None:
-                conn = self.closed_busy.pop(conn_id, None)
-                if conn is not None:
-                    conn.at_worker = False
-                    if conn.arena_off >= 0:
-                        self.arena.free(conn.arena_off)
-                continue
-            conn.at_worker = False
-            if kind == DELAY:
-                payload = from_wire(payload)
-                self.purgatory.park(conn_id, payload)
-                # Appenders wake processors only while an operation watches
-                # what they moved; an append that raced with parking is
-                # caught by re-checking the watched fields right after.
-                self.wake_pipe.add_parked(1, payload.watch)
+            self._on_response(conn_id, kind, payload)
+
+    def _handle_inline(self) -> None:
+        """Handle the requests ``_enqueue`` kept for this process: the same
+        ``handle_request`` a worker runs, with this process's ``Broker``,
+        its answer taken as a worker's would be. Requests of one connection
+        stay in order: a connection is muted until its answer is out."""
+        ready = self.inline_ready
+        probe = probes.request
+        while ready:
+            conn = ready.popleft()
+            if self.conns.get(conn.conn_id) is not conn:
+                continue  # closed while it waited its turn
+            if self.broker is None:
+                self.broker = self.broker_factory(-1 - self.id)
+            principal = conn.principal_bytes.decode() if conn.principal_bytes else ANONYMOUS
+            started = time.monotonic()
+            kind, payload = handle_request(self.broker, memoryview(conn.inline), conn.deadline_ms,
+                                           conn.listener, principal,
+                                           conn.peer[0] if self.carry_peer_host else "")
+            done = time.monotonic()
+            probe.request_handled(conn.api_key, -1.0 if conn.deadline_ms else started - conn.received_at,
+                                  done - started)
+            if kind == HELD:
+                # No API in inline_api_keys holds its answer (handlers' Hold):
+                # a new one must be left to the workers, which keep held answers.
+                log.error("api key %d held its answer in a processor; closing %s", conn.api_key, conn.peer)
+                kind, payload = CLOSE, None
+            self._on_response(conn.conn_id, kind, payload)
+
+    def _on_response(self, conn_id: int, kind, payload) -> None:
+        """One answer to a connection's request in flight: from a worker
+        (the response pipe) or from this process (``_handle_inline``)."""
+        if kind == THROTTLED:
+            kind, payload = self._throttle(conn_id, payload)
+            if kind is None:
+                return
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            conn = self.closed_busy.pop(conn_id, None)
+            if conn is not None:
+                conn.at_worker = False
                 if conn.arena_off >= 0:
-                    # A large request must not pin the arena ring for up to
-                    # its deadline: a fetch's bytes wait outside it (it runs
-                    # again), a produce's are not needed any more.
-                    off = conn.arena_off
-                    if not isinstance(payload, DelayedProduce):
-                        conn.parked_body = bytes(self.arena.view[off:off + conn.size])
-                    self.arena.free(off)
-                    conn.arena_off = -1
-                if isinstance(payload, DelayedProduce):
-                    conn.inline = None
-                self._check_delayed(woken=True)
-                continue
+                    self.arena.free(conn.arena_off)
+            return
+        conn.at_worker = False
+        if kind == DELAY:
+            payload = from_wire(payload)
+            self.purgatory.park(conn_id, payload)
+            # Appenders wake processors only while an operation watches
+            # what they moved; an append that raced with parking is
+            # caught by re-checking the watched fields right after.
+            self.wake_pipe.add_parked(1, payload.watch)
             if conn.arena_off >= 0:
-                self.arena.free(conn.arena_off)
+                # A large request must not pin the arena ring for up to
+                # its deadline: a fetch's bytes wait outside it (it runs
+                # again), a produce's are not needed any more.
+                off = conn.arena_off
+                if not isinstance(payload, DelayedProduce):
+                    conn.parked_body = bytes(self.arena.view[off:off + conn.size])
+                self.arena.free(off)
                 conn.arena_off = -1
-            conn.inline = None
-            conn.responded_at = time.monotonic()
-            if kind == SEND:
-                self._respond(conn, payload)
-            elif kind == NOREPLY:
-                self._request_done(conn)
-                self._unmute(conn)
-            elif kind == CLOSE:
-                self._request_done(conn)
-                conn.state = _READ_HEADER
-                self._close(conn)
+            if isinstance(payload, DelayedProduce):
+                conn.inline = None
+            self._check_delayed(woken=True)
+            return
+        if conn.arena_off >= 0:
+            self.arena.free(conn.arena_off)
+            conn.arena_off = -1
+        conn.inline = None
+        conn.responded_at = time.monotonic()
+        if kind == SEND:
+            self._respond(conn, payload)
+        elif kind == NOREPLY:
+            self._request_done(conn)
+            self._unmute(conn)
+        elif kind == CLOSE:
+            self._request_done(conn)
+            conn.state = _READ_HEADER
+            self._close(conn)
 
     def _respond(self, conn: Connection, parts) -> None:
         conn.out.extend(parts)
@@ -735,5 +791,13 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         return fd
 
 
-def processor_main(processor_id, config, channel, table, fd_socket) -> None:
-    Processor(processor_id, config, channel, table, fd_socket).run()
+def inline_api_keys(config) -> frozenset:
+    """The API keys named by ``kafkapy.network.inline.apis`` (Kafka's API
+    names; the config's validator allows only APIs whose handlers never hold
+    an answer and that are not the group coordinator's)."""
+    by_name = {spec.name: key for key, spec in API_TABLE.items()}
+    return frozenset(by_name[name] for name in config["kafkapy.network.inline.apis"])
+
+
+def processor_main(processor_id, config, channel, table, fd_socket, broker_factory=None) -> None:
+    Processor(processor_id, config, channel, table, fd_socket, broker_factory).run()
