@@ -142,7 +142,6 @@ class CoordinatorServer:
         self._seen_generation = None  # the metadata generation leadership was last followed at
         self.txn = build_transaction_coordinator(broker, config, clock_ms, self.coordinator)
         self._txn_generation = None  # likewise for __transaction_state
-        self._txn_epochs: dict[int, int] = {}  # __transaction_state partition -> coordinator epoch served
 
     # -- requests ---------------------------------------------------------------
     def handle(self, req) -> None:
@@ -266,9 +265,10 @@ class CoordinatorServer:
 
     def follow_txn_leadership(self) -> None:
         """Serve the ``__transaction_state`` partitions this broker leads now,
-        each at its leader epoch (the coordinator epoch of its markers):
-        load the new ones, unload the lost ones (or those whose epoch moved:
-        a new leadership term, reloaded)."""
+        a newly led one at its leader epoch (the coordinator epoch of its
+        markers), and unload the lost ones; one still led keeps its load and
+        coordinator epoch across leader-epoch bumps
+        (``TransactionCoordinator.follow``, as Kafka's onElection)."""
         md = self.broker.metadata()
         generation = self.broker.store.generation
         if generation == self._txn_generation:
@@ -282,18 +282,13 @@ class CoordinatorServer:
         if info is not None:
             txn.store.num_partitions = info.num_partitions
             txn.state.set_num_partitions(info.num_partitions)
-        for p, epoch in sorted(self._txn_epochs.items()):
-            if led.get(p) != epoch:
-                gone = txn.unload(p)
-                del self._txn_epochs[p]
-                log.info("no longer the coordinator of %s-%d at epoch %d: unloaded %d transactional ids",
-                         TRANSACTION_STATE_TOPIC, p, epoch, gone)
-        for p, epoch in sorted(led.items()):
-            if p not in self._txn_epochs:
-                txn.load(p, epoch)
-                self._txn_epochs[p] = epoch
-                log.debug("loaded %s-%d (coordinator epoch %d): %d transactional ids", TRANSACTION_STATE_TOPIC,
-                         p, epoch, len(txn.state.partitions.get(p, ())))
+        unloaded, loaded = txn.follow(led)
+        for p, epoch, gone in unloaded:
+            log.info("no longer the coordinator of %s-%d at epoch %d: unloaded %d transactional ids",
+                     TRANSACTION_STATE_TOPIC, p, epoch, gone)
+        for p, epoch in loaded:
+            log.info("loaded %s-%d (coordinator epoch %d): %d transactional ids", TRANSACTION_STATE_TOPIC,
+                     p, epoch, len(txn.state.partitions.get(p, ())))
 
     def _txn_tick(self) -> int:
         """The transaction coordinator's timers; the next deadline (ms)."""

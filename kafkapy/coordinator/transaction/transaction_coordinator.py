@@ -188,6 +188,30 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------ leadership
 
+    def follow(self, led: dict) -> tuple[list, list]:
+        """Serve the ``__transaction_state`` partitions this broker leads now
+        (``led``: partition -> its leader epoch): load those it did not lead
+        at the last look, at that leader epoch (their coordinator epoch),
+        unload those it no longer leads. A partition led both times stays
+        loaded at the coordinator epoch it was loaded with, whatever its
+        leader epoch is now: Kafka's ``makeLeader`` reports a broker that
+        already led the partition as no new leader, so a same-leader epoch
+        bump (ZooKeeper mode: the controller taking a dead follower out of
+        the ISR) never reaches ``TransactionCoordinator.onElection``. Reloading
+        there would drop the requests parked on the partition's writes with
+        NOT_COORDINATOR: an EndTxn whose PrepareCommit was in the log would be
+        answered CONCURRENT_TRANSACTIONS until every marker is written, which
+        a frozen leader holds up indefinitely. Returns ``(unloaded, loaded)``:
+        ``[(partition, coordinator epoch, ids dropped)]``, ``[(partition,
+        coordinator epoch)]``."""
+        served = dict(self.state.coordinator_epochs)
+        unloaded = [(p, served[p], self.unload(p)) for p in sorted(served.keys() - led.keys())]
+        loaded = []
+        for p in sorted(led.keys() - served.keys()):
+            self.load(p, led[p])
+            loaded.append((p, led[p]))
+        return unloaded, loaded
+
     def load(self, partition: int, coordinator_epoch: int) -> None:
         """Serve ``__transaction_state`` partition ``partition`` (newly led):
         replay it, then resend the markers of transactions left in

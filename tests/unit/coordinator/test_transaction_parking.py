@@ -70,11 +70,13 @@ def _ids(state):
 
 @pytest.fixture
 def env():
-    clock, store, written = Clock(), SlowStore(), []
+    clock, store, written, frozen = Clock(), SlowStore(), [], set()
     pids = iter(range(5000, 6000))
     state = TransactionCoordinatorState(TxnConfig(num_partitions=PARTITIONS), lambda: next(pids), clock)
 
     def write_marker(topic, p, markers):
+        if (topic, p) in frozen:  # its leader cannot be reached: retried
+            return E.NOT_LEADER_OR_FOLLOWER
         written.append((topic, p, markers.transactional_id, markers.commit))
         return E.NONE
 
@@ -82,7 +84,8 @@ def env():
     for p in range(PARTITIONS):
         txn.load(p, 4)
     ids = _ids(state)
-    return SimpleNamespace(txn=txn, store=store, clock=clock, written=written, t1=ids[0], t2=ids[1], p1=0, p2=1)
+    return SimpleNamespace(txn=txn, store=store, clock=clock, written=written, frozen=frozen, t1=ids[0], t2=ids[1],
+                           p1=0, p2=1)
 
 
 def call(method, *args):
@@ -199,6 +202,48 @@ def test_unloading_the_partition_answers_its_parked_requests_not_coordinator(env
     settle_all(env)
     assert [a.error_code for a in late2] == [E.NONE] and len(late1) == 1
     assert txn._parked == []
+
+
+def test_a_leader_epoch_bump_of_a_partition_still_led_keeps_its_parked_end_txn(env):
+    """The race of test_cluster_transactions' failover test: EndTxn's
+    PrepareCommit waits for a follower that froze; the controller takes the
+    follower out of the ISR with a leader-epoch bump (ZooKeeper mode), the
+    same broker leading. As in Kafka (makeLeader: no new leader, no
+    onElection) the partition stays loaded at its coordinator epoch and the
+    EndTxn is answered once the write settles, though a marker's leader is
+    frozen too. Reloaded instead, the EndTxn was answered NOT_COORDINATOR and
+    its retry CONCURRENT_TRANSACTIONS until every marker is written."""
+    txn, store = env.txn, env.store
+    env.frozen.add(("out", 0))
+    late = parked_end(env, env.t1, env.p1)
+    changes = txn.follow({p: 5 for p in range(PARTITIONS)})
+    assert late == []
+    assert changes == ([], []) and txn.state.coordinator_epochs == dict.fromkeys(range(PARTITIONS), 4)
+    store.settle()  # the ISR without the frozen follower: the high watermark passes PrepareCommit
+    txn.tick()
+    assert [a.error_code for a in late] == [E.NONE]
+    assert txn.state.get(env.t1).state == S.PREPARE_COMMIT and env.written == []
+    # The marker goes out once its leader is back, at the same coordinator epoch.
+    env.frozen.clear()
+    for _ in range(3):
+        env.clock.now += 1000
+        txn.tick()
+        settle_all(env)
+    assert env.written == [("out", 0, env.t1, True)]
+    assert txn.state.get(env.t1).state == S.COMPLETE_COMMIT
+
+
+def test_follow_loads_new_partitions_at_their_epoch_and_unloads_lost_ones(env):
+    txn = env.txn
+    late = parked_end(env, env.t1, env.p1)
+    # Partition 0 lost (its parked EndTxn answers NOT_COORDINATOR), 1 at a newer epoch, 2 as it was.
+    assert txn.follow({1: 6, 2: 4}) == ([(0, 4, 1)], [])
+    assert [a.error_code for a in late] == [E.NOT_COORDINATOR]
+    # Led again: loaded from the log at the new leader epoch.
+    assert txn.follow({0: 7, 1: 6, 2: 4}) == ([], [(0, 7)])
+    assert txn.state.coordinator_epochs == {0: 7, 1: 4, 2: 4}
+    assert txn.state.get(env.t1).state == S.PREPARE_COMMIT  # the write was in the log
+    assert txn.follow({}) == ([(0, 7, 1), (1, 4, 0), (2, 4, 0)], [])
 
 
 def test_close_drops_parked_requests(env):
