@@ -6,6 +6,14 @@ config overrides, dynamic broker configs (per broker id, and the cluster-wide
 default under ``<default>``, as Kafka's ``/config/brokers/<entity>``), and the
 end of the reserved producer-id block.
 
+OffsetCommit v0's offsets (Kafka 3.9 keeps them in ZooKeeper's
+``/consumers/<group>/offsets/<topic>/<partition>``, apart from
+``__consumer_offsets``) live in a second file beside it,
+``kafkapy-consumer-offsets.json`` (``{"version": 1, "offsets": {group:
+{topic: {partition: offset}}}}``), written the same way under the same
+lock; they are not metadata, so writing them moves no generation and no
+process re-reads anything.
+
 Stored as one JSON file in the first log dir, replaced atomically (write a
 temporary file, fsync, rename, fsync the directory) so a crash leaves either
 the old or the new version. Every change happens under the shared table's
@@ -33,8 +41,10 @@ from kafkapy.metadata.model import (  # noqa: F401  (TopicInfo, Metadata: re-exp
     TopicInfo,
 )
 from kafkapy.metadata.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, MetadataStore
+from kafkapy.metadata.zk.data import consumer_offset_path
 
 METADATA_FILE = "kafkapy-metadata.json"
+CONSUMER_OFFSETS_FILE = "kafkapy-consumer-offsets.json"
 GENERATION = METADATA_GENERATION  # the name callers of this module used
 
 
@@ -108,14 +118,42 @@ class EmbeddedMetadataStore(MetadataStore):
             raise
 
     def _write_file(self, md: Metadata) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(md.to_json(live=self.LIVE), f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_json(self.path, md.to_json(live=self.LIVE))
+
+    # -- OffsetCommit / OffsetFetch v0 (MetadataStore.set_consumer_offset) --------------------
+    def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        consumer_offset_path(group, topic, partition)  # a group ZooKeeper refuses is refused alike
+        path = os.path.join(os.path.dirname(self.path), CONSUMER_OFFSETS_FILE)
+        with self.table.lock_all():
+            offsets = _read_consumer_offsets(path)
+            offsets.setdefault(group, {}).setdefault(topic, {})[str(partition)] = int(offset)
+            replace_json(path, {"version": 1, "offsets": offsets})
+
+    def consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
+        # Read without the lock: the file is only ever replaced whole.
+        path = os.path.join(os.path.dirname(self.path), CONSUMER_OFFSETS_FILE)
+        return _read_consumer_offsets(path).get(group, {}).get(topic, {}).get(str(partition))
+
+
+def _read_consumer_offsets(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["offsets"]
+    except FileNotFoundError:
+        return {}
+
+
+def replace_json(path: str, obj) -> None:
+    """Write ``obj`` as ``path`` atomically: a temporary file, fsync, rename, fsync
+    the directory, so a crash leaves the old or the new version."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -54,3 +54,9 @@ class MetadataImage(EmbeddedMetadataStore):
 
     def update(self, change) -> Metadata:
         raise NotImplementedError("cluster-mode admin writes go to ZooKeeper (ZkMetadataStore)")
+
+    def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        raise NotImplementedError("cluster mode keeps v0 offsets in ZooKeeper (ZkMetadataStore)")
+
+    def consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
+        raise NotImplementedError("cluster mode keeps v0 offsets in ZooKeeper (ZkMetadataStore)")

@@ -121,6 +121,19 @@ class MetadataStore(ABC):
         self.update(change)
         return out
 
+    @abstractmethod
+    def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Store an OffsetCommit v0 offset where Kafka 3.9 keeps it: ZooKeeper's
+        ``/consumers/<group>/offsets/<topic>/<partition>`` (KafkaZkClient's
+        setOrCreateConsumerOffset), the embedded store's file standalone. Apart
+        from ``__consumer_offsets``: OffsetFetch v1+ never sees it. ValueError
+        for a group ZooKeeper cannot name (``zk.data.consumer_offset_path``)."""
+
+    @abstractmethod
+    def consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
+        """The offset ``set_consumer_offset`` stored (KafkaZkClient's
+        getConsumerOffset), None without one."""
+
     def new_producer_id_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK) -> ProducerIdsBlock:
         """Reserve the next ``size`` producer ids for ``broker_id`` (Kafka's
         ``ZkProducerIdManager.getNewProducerIdBlock``): they start at the end

@@ -2,8 +2,9 @@
 telemetry, against a real standalone broker through raw frames.
 
 OffsetCommit v1's commit timestamp is the commit time offsets expire from;
-v0/v1 group-less commits; OffsetFetch v0's answer for a partition without a
-commit; DescribeConfigs v0's is_default against v1's sources; CreateTopics
+v1 group-less commits; OffsetCommit/OffsetFetch v0 kept apart from the
+coordinator's offsets (ZooKeeper's /consumers in Kafka 3.9, the embedded
+store here) and their errors; DescribeConfigs v0's is_default against v1's sources; CreateTopics
 v0/v1 (validate_only) and DeleteTopics v0 effects; OffsetForLeaderEpoch
 v0/v1; GetTelemetrySubscriptions/PushTelemetry as Kafka's ClientMetricsManager
 with no subscriptions (pacing, subscription id, terminating) and their
@@ -97,16 +98,38 @@ def test_commit_v1_timestamp_is_the_commit_time_offsets_expire_from(bs):
     assert _fetch(bs, 1, "v1-recent", (0,)) == {0: (7, "meta-7", E.NONE)}
 
 
-def test_commit_v0_is_group_less_and_fetch_v0_reads_it(bs):
+def test_commit_v0_and_fetch_v0_are_apart_from_the_coordinators_offsets(bs):
+    """Kafka 3.9 (ZooKeeper mode) keeps v0 commits in /consumers/..., standalone
+    in the embedded store: v1+ never sees them, v0 sees nothing else."""
     assert _commit(bs, 0, "v0-group", {0: (11, -1)}) == {0: E.NONE}
-    # v0 answers UNKNOWN_TOPIC_OR_PARTITION for a partition without a commit
-    # (Kafka's ZooKeeper path); v1 answers -1 without an error.
-    assert _fetch(bs, 0, "v0-group") == {0: (11, "meta-11", E.NONE), 1: (-1, "", E.UNKNOWN_TOPIC_OR_PARTITION)}
-    assert _fetch(bs, 1, "v0-group") == {0: (11, "meta-11", E.NONE), 1: (-1, "", E.NONE)}
+    # v0 answers UNKNOWN_TOPIC_OR_PARTITION for a partition without a v0
+    # commit and drops the metadata; v1 sees no commit at all.
+    assert _fetch(bs, 0, "v0-group") == {0: (11, "", E.NONE), 1: (-1, "", E.UNKNOWN_TOPIC_OR_PARTITION)}
+    assert _fetch(bs, 1, "v0-group") == {0: (-1, "", E.NONE), 1: (-1, "", E.NONE)}
     assert _fetch(bs, 0, "v0-nogroup", (0,)) == {0: (-1, "", E.UNKNOWN_TOPIC_OR_PARTITION)}
-    # A commit of any version is read back by v0.
-    assert _commit(bs, 1, "v0-group", {1: (12, -1)}) == {1: E.NONE}
-    assert _fetch(bs, 0, "v0-group")[1] == (12, "meta-12", E.NONE)
+    # A v1 commit is not read back by v0, and leaves the v0 offset as it was.
+    assert _commit(bs, 1, "v0-group", {0: (12, -1), 1: (13, -1)}) == {0: E.NONE, 1: E.NONE}
+    assert _fetch(bs, 0, "v0-group") == {0: (11, "", E.NONE), 1: (-1, "", E.UNKNOWN_TOPIC_OR_PARTITION)}
+    assert _fetch(bs, 2, "v0-group") == {0: (12, "meta-12", E.NONE), 1: (13, "meta-13", E.NONE)}
+    # A second v0 commit replaces the first.
+    assert _commit(bs, 0, "v0-group", {0: (14, -1)}) == {0: E.NONE}
+    assert _fetch(bs, 0, "v0-group", (0,)) == {0: (14, "", E.NONE)}
+
+
+def test_commit_v0_errors(bs):
+    r = call(bs, 8, 0, {"group_id": "v0-errors", "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 9, "committed_offset": 1, "committed_metadata": ""},
+                                       {"partition_index": 0, "committed_offset": 1,
+                                        "committed_metadata": "x" * 5000}]},
+        {"name": "v0-no-such-topic", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                     "committed_metadata": ""}]}]})
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
+        (TOPIC, [(9, E.UNKNOWN_TOPIC_OR_PARTITION), (0, E.OFFSET_METADATA_TOO_LARGE)]),
+        ("v0-no-such-topic", [(0, E.UNKNOWN_TOPIC_OR_PARTITION)])]
+    # ZooKeeper cannot name /consumers//offsets/...: Kafka's UNKNOWN_SERVER_ERROR.
+    assert _commit(bs, 0, "", {0: (1, -1)}) == {0: E.UNKNOWN_SERVER_ERROR}
+    assert _fetch(bs, 0, "v0-errors", (0, 9)) == {0: (-1, "", E.UNKNOWN_TOPIC_OR_PARTITION),
+                                                   9: (-1, "", E.UNKNOWN_TOPIC_OR_PARTITION)}
 
 
 def test_commits_v0_v1_against_a_live_group(bs):
@@ -118,17 +141,16 @@ def test_commits_v0_v1_against_a_live_group(bs):
     synced = call(bs, 14, 0, {"group_id": group, "generation_id": generation, "member_id": member,
                               "assignments": [{"member_id": member, "assignment": b""}]})
     assert synced.error_code == E.NONE
-    # v0 has no member: refused by a group with members (Kafka's generation
-    # -1 rule); v1 with the member's generation commits, another is refused.
-    assert _commit(bs, 0, group, {0: (1, -1)}) == {0: E.UNKNOWN_MEMBER_ID}
+    # v0 never meets the coordinator: a group with members does not refuse
+    # it; v1 with the member's generation commits, another is refused.
+    assert _commit(bs, 0, group, {0: (1, -1)}) == {0: E.NONE}
     assert _commit(bs, 1, group, {0: (2, -1)}, generation, member) == {0: E.NONE}
     assert _commit(bs, 1, group, {0: (3, -1)}, generation + 1, member) == {0: E.ILLEGAL_GENERATION}
     assert _commit(bs, 1, group, {0: (3, -1)}, generation, "stranger") == {0: E.UNKNOWN_MEMBER_ID}
-    assert _fetch(bs, 0, group, (0,)) == {0: (2, "meta-2", E.NONE)}
+    assert _fetch(bs, 0, group, (0,)) == {0: (1, "", E.NONE)}
+    assert _fetch(bs, 1, group, (0,)) == {0: (2, "meta-2", E.NONE)}
     left = call(bs, 13, 0, {"group_id": group, "member_id": member})
     assert left.error_code == E.NONE
-    # Empty now: the group-less commit is taken.
-    assert _commit(bs, 0, group, {0: (4, -1)}) == {0: E.NONE}
 
 
 def test_commit_v1_unknown_partition(bs):

@@ -166,3 +166,52 @@ def test_create_topics_answers_once_the_receiving_broker_knows_every_leader(clus
         [topic] = md.topics
         leaders = sorted(p.leader_id for p in topic.partitions)
         assert len(leaders) == 6 and all(leader in cluster.brokers for leader in leaders), leaders
+
+
+def test_offset_commit_v0_goes_to_zookeeper_through_any_broker(cluster):
+    """Kafka 3.9 in ZooKeeper mode: OffsetCommit v0 writes
+    /consumers/<group>/offsets/<topic>/<partition> (decimal text) through
+    whichever broker it reaches, no coordinator involved; OffsetFetch v0 reads
+    it there from any broker, and v1+ (the coordinator's __consumer_offsets)
+    never sees it, nor v0 what v1+ committed."""
+    from support.raw_api import call
+    from kafkapy.protocol.errors import ErrorCode as E
+
+    topic = "old-commits"
+    cluster.create_topic(topic, 2, 3)
+    group, group_coordinator = group_coordinated_outside(cluster, set(), OFFSETS_PARTITIONS, prefix="old-v0")
+    group_v2, v2_coordinator = group_coordinated_outside(cluster, set(), OFFSETS_PARTITIONS, prefix="old-v2")
+    zk = cluster.zookeeper.client(cluster.chroot)
+    try:
+        for i, (broker_id, b) in enumerate(sorted(cluster.brokers.items())):
+            r = call(b.bootstrap, 8, 0, {"group_id": group, "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "committed_offset": 10 + i, "committed_metadata": "dropped"}]}]})
+            assert r.topics[0].partitions[0].error_code == E.NONE, broker_id
+            data, _ = zk.get(f"/consumers/{group}/offsets/{topic}/0")
+            assert data == str(10 + i).encode()
+        # An offset an old ZooKeeper consumer wrote itself is read back too.
+        zk.create(f"/consumers/{group}/offsets/{topic}/1", b"77", makepath=True)
+        for b in cluster.brokers.values():
+            r = call(b.bootstrap, 9, 0, {"group_id": group, "topics": [
+                {"name": topic, "partition_indexes": [0, 1]}]})
+            assert [(p.partition_index, p.committed_offset, p.metadata, p.error_code)
+                    for p in r.topics[0].partitions] == [(0, 12, "", E.NONE), (1, 77, "", E.NONE)]
+        # v2 commits to the coordinator only; v0 and v2 see their own.
+        coordinator = cluster.brokers[v2_coordinator]
+        r = call(coordinator.bootstrap, 8, 2, {"group_id": group_v2, "generation_id_or_member_epoch": -1,
+                                               "member_id": "", "retention_time": -1, "topics": [
+                                                   {"name": topic, "partitions": [
+                                                       {"partition_index": 0, "committed_offset": 5,
+                                                        "committed_metadata": "m"}]}]})
+        assert r.topics[0].partitions[0].error_code == E.NONE
+        assert not zk.exists(f"/consumers/{group_v2}")
+        r = call(coordinator.bootstrap, 9, 0, {"group_id": group_v2, "topics": [
+            {"name": topic, "partition_indexes": [0]}]})
+        assert (r.topics[0].partitions[0].committed_offset, r.topics[0].partitions[0].error_code) \
+            == (-1, E.UNKNOWN_TOPIC_OR_PARTITION)
+        r = call(cluster.brokers[group_coordinator].bootstrap, 9, 1, {"group_id": group, "topics": [
+            {"name": topic, "partition_indexes": [0]}]})
+        assert (r.topics[0].partitions[0].committed_offset, r.topics[0].partitions[0].error_code) == (-1, E.NONE)
+    finally:
+        zk.stop()
+        zk.close()

@@ -26,20 +26,50 @@ a per-partition ``commit_timestamp`` that is stored as the commit time
 (-1: now), so an offsets-only group's offsets expire
 ``offsets.retention.minutes`` after it, as Kafka's GroupCoordinatorAdapter
 does; no retention time, so no expire timestamp. v1 with generation -1 and
-no member is the group-less commit above. v0 has no generation or member:
-it is that group-less commit. Kafka 3.9 in ZooKeeper mode writes v0
-offsets to ``/consumers/<group>/offsets/...`` instead of
-``__consumer_offsets`` (and a KRaft broker refuses v0 with
-UNSUPPORTED_VERSION); kafkapy keeps one store, so a v0 commit is read back
-by every OffsetFetch version and, having no member, is refused
-(UNKNOWN_MEMBER_ID) for a group with live members.
+no member is the group-less commit above.
+
+v0 is not the coordinator's (Kafka 3.9's commitOffsetsToZookeeper): any
+broker takes it, no group is created or checked, and each offset goes to
+ZooKeeper's ``/consumers/<group>/offsets/<topic>/<partition>`` as decimal
+text (standalone: the embedded store's file, ``MetadataStore
+.set_consumer_offset``), never to ``__consumer_offsets``, so OffsetFetch
+v1+ does not see it and a v0 fetch sees nothing else. Its metadata is
+checked (OFFSET_METADATA_TOO_LARGE) and dropped. After Read on the group
+and on each topic: UNKNOWN_TOPIC_OR_PARTITION (3) for a partition the
+metadata lacks; any failure of the write (ZooKeeper, a group ZooKeeper
+cannot name such as "") is UNKNOWN_SERVER_ERROR (-1), Kafka's
+Errors.forException.
 """
+
+import logging
 
 from kafkapy.coordinator.handlers import denied_topics, group_denied
 from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 
 API_KEY = 8
+
+log = logging.getLogger("kafkapy.coordinator")
+
+
+def _commit_v0(ctx, group_id, offsets) -> dict:
+    """``{(topic, partition): error}`` of v0's offsets, written to the metadata store."""
+    store = ctx.store
+    max_bytes = ctx.coordinator.config.offset_metadata_max_bytes
+    results = {}
+    for topic, partition, offset, _epoch, metadata, _ts in offsets:
+        if not store.partition_exists(topic, partition):
+            results[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif metadata is not None and len(metadata.encode("utf-8")) > max_bytes:
+            results[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+        else:
+            try:
+                store.broker.store.set_consumer_offset(group_id, topic, partition, offset)
+                results[(topic, partition)] = ErrorCode.NONE
+            except Exception as exc:  # noqa: BLE001 - Kafka answers any failure as its error code
+                log.warning("OffsetCommit v0 of group %r for %s-%d failed: %s", group_id, topic, partition, exc)
+                results[(topic, partition)] = ErrorCode.UNKNOWN_SERVER_ERROR
+    return results
 
 
 def handle(ctx, request):
@@ -68,6 +98,9 @@ def handle(ctx, request):
     refused = {(o[0], o[1]): ErrorCode.TOPIC_AUTHORIZATION_FAILED for o in offsets if o[0] in denied}
     if len(denied) >= len({t.name for t in request.topics}):
         return answer(refused)
+    if version == 0:
+        return answer({**_commit_v0(ctx, request.group_id, [o for o in offsets if o[0] not in denied]),
+                       **refused})
     # Answered once the commit's append settled (parked while the followers replicate it).
     ctx.coordinator.commit_offsets(
         request.group_id, member_id, request.group_instance_id if version >= 7 else None,

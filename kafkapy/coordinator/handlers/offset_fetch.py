@@ -11,17 +11,57 @@ marker, or one whose append waits for the followers (Kafka's
 pendingOffsetCommits); without it such a partition answers its last
 committed offset.
 
-v0 (Kafka 3.9 reads it from ZooKeeper, where OffsetCommit v0 wrote; kafkapy
-has one offset store, see offset_commit): a partition without a committed
-offset answers -1, "" and UNKNOWN_TOPIC_OR_PARTITION (3), Kafka's
-OffsetFetchResponse.UNKNOWN_PARTITION, as its ZooKeeper path does.
+v0 is not the coordinator's (Kafka 3.9's handleOffsetFetchRequestFromZookeeper):
+it reads what OffsetCommit v0 wrote to ZooKeeper's
+``/consumers/<group>/offsets/<topic>/<partition>`` (standalone: the
+embedded store's file), never ``__consumer_offsets``. Describe on the
+group (else GROUP_AUTHORIZATION_FAILED (30) on every partition) and on each
+topic (TOPIC_AUTHORIZATION_FAILED (29)); a partition the metadata lacks, or
+one without a v0 commit, answers -1, "" and UNKNOWN_TOPIC_OR_PARTITION (3)
+(Kafka's OffsetFetchResponse.UNKNOWN_PARTITION); a stored one its offset,
+"" and NONE; a failed read UNKNOWN_SERVER_ERROR (-1).
 """
+
+import logging
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.coordinator.handlers import denied_topics, group_denied
 from kafkapy.protocol import acls
 
 API_KEY = 9
+
+log = logging.getLogger("kafkapy.coordinator")
+
+
+def _stored_v0(ctx, group_id, topic, partition) -> tuple:
+    """``(offset, error)`` of one partition's v0 commit (module docstring)."""
+    if not ctx.store.partition_exists(topic, partition):
+        return -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        offset = ctx.store.broker.store.consumer_offset(group_id, topic, partition)
+    except Exception as exc:  # noqa: BLE001 - Kafka answers any failure as its error code
+        log.warning("OffsetFetch v0 of group %r for %s-%d failed: %s", group_id, topic, partition, exc)
+        return -1, ErrorCode.UNKNOWN_SERVER_ERROR
+    return (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if offset is None else (offset, ErrorCode.NONE)
+
+
+def _fetch_v0(ctx, request) -> list:
+    if group_denied(ctx, acls.DESCRIBE, request.group_id):
+        denied, group_error = (), ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        denied, group_error = denied_topics(ctx, acls.DESCRIBE, [t.name for t in request.topics]), None
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partition_indexes:
+            if group_error is not None or t.name in denied:
+                offset, error = -1, group_error or ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                offset, error = _stored_v0(ctx, request.group_id, t.name, p)
+            partitions.append({"partition_index": p, "committed_offset": offset, "metadata": "",
+                               "error_code": error})
+        topics.append({"name": t.name, "partitions": partitions})
+    return topics
 
 
 def _partition(p, om, error):
@@ -50,15 +90,15 @@ def _fetch(ctx, group_id, topics, require_stable, member_id=None, member_epoch=-
     if error and wanted is not None:
         # v0-v1 have no top-level error: every partition carries it.
         found = [(t, [(p, None, error) for p in parts]) for t, parts in wanted]
-    elif ctx.api_version == 0:
-        found = [(t, [(p, om, e if om is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                      for p, om, e in parts]) for t, parts in found]
     out = [{"name": t, "partitions": [_partition(p, om, e) for p, om, e in parts]} for t, parts in found]
     return error, out
 
 
 def handle(ctx, request):
     version = ctx.api_version
+    if version == 0:
+        ctx.reply({"topics": _fetch_v0(ctx, request), "throttle_time": 0})
+        return
     require_stable = request.require_stable if version >= 7 else False
     if version >= 8:
         groups = []

@@ -22,7 +22,9 @@ ZooKeeper reads like an Apache Kafka 3.9 one:
   deletion markers, entity configs with their change notification, the next
   producer-id block); ``create_topic``, ``set_topic_assignment``,
   ``mark_topic_for_deletion``, ``set_entity_config`` and
-  ``new_producer_id_block`` are Kafka's single operations on top of it.
+  ``new_producer_id_block`` are Kafka's single operations on top of it;
+* ``set_consumer_offset`` / ``get_consumer_offset`` — OffsetCommit and
+  OffsetFetch v0's ``/consumers/<group>/offsets/<topic>/<partition>``.
 
 Ownership: one client per process that needs ZooKeeper, used by one thread
 (kazoo runs its own threads for the session underneath).
@@ -319,6 +321,28 @@ class ZkClient:
         except NoNodeError:
             return None, -1
         return (zk_data.decode_producer_id_block(data) if data else None), stat.version
+
+    # -- the old consumer's offsets (OffsetCommit / OffsetFetch v0) -----------------------------
+    def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """KafkaZkClient.setOrCreateConsumerOffset: set the znode, or create it with
+        its parents when it is missing (a racing creator's znode is then set)."""
+        path = zk_data.consumer_offset_path(group, topic, partition)
+        data = zk_data.encode_consumer_offset(offset)
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.zk.set(path, data)
+
+    def get_consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
+        """KafkaZkClient.getConsumerOffset: None without the znode."""
+        try:
+            data, _stat = self.zk.get(zk_data.consumer_offset_path(group, topic, partition))
+        except NoNodeError:
+            return None
+        return zk_data.decode_consumer_offset(data)
 
     def writes(self) -> "AdminWrites":
         return AdminWrites(self)

@@ -73,6 +73,7 @@ ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+CONSUMERS_PATH = "/consumers"  # the old consumer's offsets (OffsetCommit v0)
 FEATURE_PATH = "/feature"
 
 # Kafka's config entity types (org.apache.kafka.server.config.ConfigType).
@@ -88,7 +89,7 @@ DEFAULT_ENTITY = "<default>"
 # The persistent znodes every Kafka broker makes sure exist at start-up
 # (ZkData.PersistentZkPaths), parents before children.
 PERSISTENT_PATHS = (
-    "/consumers", BROKER_IDS_PATH, TOPICS_PATH, CONFIG_CHANGES_PATH, DELETE_TOPICS_PATH,
+    CONSUMERS_PATH, BROKER_IDS_PATH, TOPICS_PATH, CONFIG_CHANGES_PATH, DELETE_TOPICS_PATH,
     BROKER_SEQUENCE_ID_PATH, ISR_CHANGE_NOTIFICATION_PATH, LATEST_PRODUCER_ID_BLOCK_PATH,
     LOG_DIR_EVENT_NOTIFICATION_PATH,
 ) + tuple(f"{CONFIG_PATH}/{t}" for t in CONFIG_TYPES)
@@ -441,6 +442,35 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 def decode_cluster_id(data: bytes) -> str:
     what = CLUSTER_ID_PATH
     return _str(_object(_loads(data, what), what), "id", what)
+
+
+# ------------------------------------------------------------------ /consumers/<group>/offsets/<topic>/<partition>
+
+def consumer_offset_path(group: str, topic: str, partition: int) -> str:
+    """Where OffsetCommit v0 writes (ConsumerOffset.path); ValueError for a path
+    ZooKeeper refuses (an empty group, ".", control characters), which Kafka
+    answers as the exception it is (UNKNOWN_SERVER_ERROR). A group with "/"
+    names nested znodes, as in Kafka."""
+    path = f"{CONSUMERS_PATH}/{group}/offsets/{topic}/{partition}"
+    validate_zk_path(path)
+    return path
+
+
+def encode_consumer_offset(offset: int) -> bytes:
+    """The offset as decimal text, no JSON (ConsumerOffset.encode)."""
+    return str(int(offset)).encode("ascii")
+
+
+_LONG_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def decode_consumer_offset(data: bytes) -> int:
+    """Java's ``Long.parseLong`` of the text (ConsumerOffset.decode); ValueError otherwise."""
+    what = "consumer offset"
+    text = bytes(data or b"").decode("utf-8", "replace")
+    if not _LONG_TEXT.fullmatch(text) or not INT64_MIN <= int(text) <= INT64_MAX:
+        raise ValueError(f"{what}: {text[:100]!r} is not a long")
+    return int(text)
 
 
 # ------------------------------------------------------------------ /controller, /controller_epoch

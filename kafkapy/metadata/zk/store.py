@@ -114,6 +114,12 @@ class ZkMetadataStore(MetadataImage):
         written (conditional on its version, again until it lands), not the whole model."""
         return self.zk.new_producer_id_block(broker_id, size)
 
+    def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self.zk.set_consumer_offset(group, topic, partition, offset)
+
+    def consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
+        return self.zk.get_consumer_offset(group, topic, partition)
+
     def read_model(self) -> Metadata:
         """ZooKeeper's admin model now (what ``update`` gives ``change``), for a
         validate-only run of a change; nothing is written."""

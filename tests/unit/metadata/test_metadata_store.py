@@ -1,6 +1,6 @@
 """The embedded metadata store through the MetadataStore interface: atomic
 updates, the generation, changes made by another store object (another
-process) on the same table and dir, the producer-id block."""
+process) on the same table and dir, the producer-id block, OffsetCommit v0's offsets."""
 
 import json
 import multiprocessing
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from kafkapy.metadata.embedded import METADATA_FILE, EmbeddedMetadataStore
+from kafkapy.metadata.embedded import CONSUMER_OFFSETS_FILE, METADATA_FILE, EmbeddedMetadataStore
 from kafkapy.metadata.model import BrokerInfo, Metadata, TopicInfo
 from kafkapy.metadata.store import METADATA_GENERATION, PRODUCER_ID_BLOCK, MetadataStore
 
@@ -113,3 +113,21 @@ def test_producer_id_blocks_follow_each_other(tmp_path, table):
     assert (first.first_producer_id, first.last_producer_id) == (0, PRODUCER_ID_BLOCK - 1)
     assert second.first_producer_id == first.next_block_first_id
     assert a.current().producer_id_block_end == 2 * PRODUCER_ID_BLOCK
+
+
+def test_consumer_offsets_v0_are_kept_apart_and_move_no_generation(tmp_path, table):
+    a = EmbeddedMetadataStore(str(tmp_path), table)
+    b = EmbeddedMetadataStore(str(tmp_path), table)
+    a.current()
+    generation = table.counter(METADATA_GENERATION)
+    assert a.consumer_offset("g", "t", 0) is None
+    a.set_consumer_offset("g", "t", 0, 5)
+    a.set_consumer_offset("g", "t", 1, 6)
+    b.set_consumer_offset("g", "t", 0, 7)
+    b.set_consumer_offset("h", "t", 0, 8)
+    assert [a.consumer_offset(*k) for k in (("g", "t", 0), ("g", "t", 1), ("h", "t", 0), ("h", "t", 1))] \
+        == [7, 6, 8, None]
+    assert table.counter(METADATA_GENERATION) == generation  # not metadata: nobody re-reads
+    with pytest.raises(ValueError):
+        a.set_consumer_offset("", "t", 0, 1)  # ZooKeeper cannot name it; neither does the file
+    assert json.loads((tmp_path / CONSUMER_OFFSETS_FILE).read_text())["offsets"]["h"] == {"t": {"0": 8}}

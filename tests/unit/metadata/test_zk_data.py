@@ -442,8 +442,28 @@ def test_uuid_text_round_trip(u):
 def test_decoders_raise_only_value_error(data):
     for decode in (z.decode_cluster_id, z.decode_controller, z.decode_controller_epoch, z.decode_config_change,
                    z.decode_isr_change, z.decode_producer_id_block, z.decode_config,
-                   lambda d: z.decode_broker(1, d), lambda d: z.decode_topic("t", d), z.decode_partition_state):
+                   lambda d: z.decode_broker(1, d), lambda d: z.decode_topic("t", d), z.decode_partition_state,
+                   z.decode_consumer_offset):
         try:
             decode(data)
         except ValueError:
             pass
+
+
+def test_consumer_offset_znode_is_kafkas():
+    # ConsumerOffset: /consumers/<group>/offsets/<topic>/<partition>, the offset as decimal text
+    assert z.consumer_offset_path("g", "t", 3) == "/consumers/g/offsets/t/3"
+    assert z.consumer_offset_path("a/b", "t", 0) == "/consumers/a/b/offsets/t/0"  # nested, as in Kafka
+    assert (z.encode_consumer_offset(42), z.encode_consumer_offset(-1)) == (b"42", b"-1")
+    assert (z.decode_consumer_offset(b"42"), z.decode_consumer_offset(b"+7")) == (42, 7)
+    for bad in (b"", b" 1", b"1_0", b"1.0", b"9223372036854775808"):  # Long.parseLong refuses them
+        with pytest.raises(ValueError):
+            z.decode_consumer_offset(bad)
+    for group in ("", ".", "..", "a\x00"):  # ZooKeeper's PathUtils refuses them
+        with pytest.raises(ValueError):
+            z.consumer_offset_path(group, "t", 0)
+
+
+@given(st.integers(-(1 << 63), (1 << 63) - 1))
+def test_consumer_offset_round_trip(offset):
+    assert z.decode_consumer_offset(z.encode_consumer_offset(offset)) == offset
