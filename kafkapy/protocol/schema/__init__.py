@@ -10,8 +10,8 @@ kio's classes are generated from Kafka 4.x, which dropped two things Kafka
   StopReplica v4, UpdateMetadata v8);
 * the oldest versions of client APIs (KIP-896): OffsetCommit v0-v1,
   OffsetFetch v0, DescribeConfigs v0, CreateTopics v0-v1, DeleteTopics v0,
-  OffsetForLeaderEpoch v0-v1, ListOffsets v0, Fetch v0-v3 (the API
-  table's ``own_below``).
+  OffsetForLeaderEpoch v0-v1, ListOffsets v0, Fetch v0-v3, DescribeLogDirs
+  v0 (the API table's ``own_below``).
 
 Each is written from the field list of Kafka 3.9's message JSON in kio's
 class shape: ``kafkapy.protocol.api`` loads them from this package instead

@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), v1-v4.
+"""DescribeLogDirs (key 35), v0-v4 (v0, which Kafka 3.9 still serves, is v1).
 
 Contract (Kafka's ReplicaManager.describeLogDirs):
 - One result per configured log dir (its absolute path), error NONE, with the

@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), v0-v10.
+"""ListOffsets (key 2), v0-v9 (Kafka 3.9's range; v10 is Kafka 4.0's, see below).
 
 v0 (Kafka 3.9's handleListOffsetRequestV0) answers ``old_style_offsets``, a
 list, for -1 LATEST, -2 EARLIEST or a timestamp: the base offsets of the
@@ -30,7 +30,8 @@ answers UNSUPPORTED_VERSION (35), as Kafka's timestampMinSupportedVersion):
   that batch's timestamp; -1/-1 if none (or if it is not yet below the high
   watermark; with read_committed, below the last stable offset).
 - v10 (Kafka 4.0, KIP-1075) adds ``timeout_ms`` for remote-storage lookups:
-  accepted; nothing here waits.
+  accepted, nothing here waits; not in the API table, as Kafka 3.9 does not
+  serve it.
 - A partition named twice in the request: INVALID_REQUEST (42) for each.
 - Errors: UNKNOWN_TOPIC_OR_PARTITION (3) (a partition another broker hosts:
   NOT_LEADER_OR_FOLLOWER, ``ReplicaManager.unhosted_error``); ``Partition.check_leader``'s

@@ -1,4 +1,4 @@
-"""Metadata (key 3), v0-v13.
+"""Metadata (key 3), v0-v12 (Kafka 3.9's range; v13 is Kafka 4.0's, see below).
 
 Contract:
 - Topics: v0 empty list = all topics; v1+ null = all, empty = none. v10+ may
@@ -12,7 +12,7 @@ Contract:
   ``default.replication.factor``).
 - Invalid names -> INVALID_TOPIC_EXCEPTION (17); unknown -> UNKNOWN_TOPIC_OR_PARTITION (3).
 - v13 (KIP-1102) adds a top-level error code: NONE (kafkapy never asks a
-  client to rebootstrap).
+  client to rebootstrap); not in the API table, as Kafka 3.9 does not serve it.
 - Brokers, the controller and each partition's leader, leader epoch,
   replicas and ISR come from the metadata model (``metadata.model``):
   standalone, this broker is all of them; a partition whose leader is not a
