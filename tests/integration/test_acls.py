@@ -655,3 +655,40 @@ def test_list_and_describe_groups_follow_describe_acls(secured):
     admin = _admin(secured)
     assert {"g-listed-mine", "g-listed-other"} <= {
         g.group_id for g in admin.list_consumer_groups(request_timeout=15).result(timeout=20).valid}
+
+
+def test_old_versions_answer_denied_topics_as_kafka_39(secured):
+    """ListOffsets (v0 and later) answers the topics the principal may not
+    Describe after the others, as Kafka 3.9 does; OffsetCommit/OffsetFetch v0
+    (Kafka: ZooKeeper-stored) check Read/Describe on the group, then on each topic."""
+    allowed, hidden, group = "acl-old-allowed", "acl-old-hidden", "g-acl-old"
+    _create_topics(secured, allowed, hidden)
+    _grant(secured, _acl("alice", ResourceType.TOPIC, allowed, AclOperation.READ),
+           _acl("alice", ResourceType.GROUP, group, AclOperation.READ))
+    T, G = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED
+    with _sasl_raw(secured, "alice") as client:
+        for version in (0, 1, 5):
+            listed = _raw_call(client, 2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": name, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                               "timestamp": -1, "max_num_offsets": 1}]}
+                for name in (hidden, allowed)]})
+            assert [(t.name, t.partitions[0].error_code) for t in listed.topics] \
+                == [(allowed, ErrorCode.NONE), (hidden, T)], version
+        committed = _raw_call(client, 8, 0, {"group_id": group, "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}
+            for name in (hidden, allowed)]})
+        assert [(t.name, t.partitions[0].error_code) for t in committed.topics] \
+            == [(hidden, T), (allowed, ErrorCode.NONE)]
+        fetched = _raw_call(client, 9, 0, {"group_id": group, "topics": [
+            {"name": name, "partition_indexes": [0]} for name in (hidden, allowed)]})
+        assert [(t.name, t.partitions[0].committed_offset, t.partitions[0].error_code) for t in fetched.topics] \
+            == [(hidden, -1, T), (allowed, 3, ErrorCode.NONE)]
+        other = "g-acl-old-not-alices"
+        committed = _raw_call(client, 8, 0, {"group_id": other, "topics": [
+            {"name": allowed, "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                              "committed_metadata": ""}]}]})
+        assert committed.topics[0].partitions[0].error_code == G
+        fetched = _raw_call(client, 9, 0, {"group_id": other, "topics": [
+            {"name": allowed, "partition_indexes": [0]}]})
+        assert (fetched.topics[0].partitions[0].committed_offset, fetched.topics[0].partitions[0].error_code) \
+            == (-1, G)

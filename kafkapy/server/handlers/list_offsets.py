@@ -40,7 +40,9 @@ answers UNSUPPORTED_VERSION (35), as Kafka's timestampMinSupportedVersion):
   partition's leader epoch for LATEST, else the epoch of the batch holding
   the offset found (-1 when none), as Kafka's.
 - ACLs (with an authorizer): Describe on each topic, else its partitions
-  answer TOPIC_AUTHORIZATION_FAILED (29), checked first as in Kafka.
+  answer TOPIC_AUTHORIZATION_FAILED (29), checked first as in Kafka; such
+  topics come last in the answer, after the others in request order (every
+  version: Kafka's responseTopics ++ unauthorizedResponseStatus).
 """
 
 from kafkapy.protocol import acls
@@ -107,7 +109,12 @@ def handle(ctx, request):
                                "timestamp": timestamp, "offset": offset,
                                "leader_epoch": leader_epoch})
         topics.append({"name": topic.name, "partitions": partitions})
-    return construct(ctx.response_class(), {"throttle_time": 0, "topics": topics})
+    return construct(ctx.response_class(), {"throttle_time": 0, "topics": _denied_last(topics, denied)})
+
+
+def _denied_last(topics: list, denied: set) -> list:
+    """Kafka answers the topics it may describe first, then the others (a stable split)."""
+    return [t for t in topics if t["name"] not in denied] + [t for t in topics if t["name"] in denied]
 
 
 def _handle_v0(ctx, request):
@@ -132,7 +139,7 @@ def _handle_v0(ctx, request):
             partitions.append({"partition_index": lp.partition_index, "error_code": code,
                                "old_style_offsets": offsets})
         topics.append({"name": topic.name, "partitions": partitions})
-    return construct(ctx.response_class(), {"topics": topics})
+    return construct(ctx.response_class(), {"topics": _denied_last(topics, denied)})
 
 
 def _epoch_of(partition, offset: int) -> int:
