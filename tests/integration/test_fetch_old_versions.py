@@ -9,7 +9,11 @@ ListOffsets v0), (0, 10, 0) (Fetch v2, ListOffsets v0) and (0, 10, 1)
 ``broker.version.fallback`` 0.9.0 / 0.10.0, and by raw frames (offsets,
 timestamps, headers dropped, control batches left out, zstd's
 UNSUPPORTED_COMPRESSION_TYPE, a topic with message.downconversion.enable
-false answering UNSUPPORTED_VERSION). One broker serves the module.
+false answering UNSUPPORTED_VERSION). Commits of clients pinned to the
+oldest versions: kafka-python (0, 8, 1) commits and fetches with v0 (kept
+apart, as Kafka 3.9 keeps them in ZooKeeper), (0, 8, 2) and librdkafka with
+broker.version.fallback 0.8.2 with v1 (the coordinator's). One broker
+serves the module.
 """
 
 from __future__ import annotations
@@ -228,3 +232,108 @@ def test_librdkafka_without_api_versions_reads_each_codec(broker, fallback, code
     if fallback == "0.10.0":
         assert [g.timestamp_ms for g in got] == [BASE_TS + i for i in range(N)]
 
+
+
+# -- commits of clients pinned to the oldest versions (Kafka 3.9 in ZooKeeper
+# mode stores OffsetCommit v0 in ZooKeeper, v1+ in __consumer_offsets) ---------------------
+
+def _kafka_python_assigned(broker, topic, group, api_version):
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, api_version=api_version,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    return consumer, TopicPartition(topic, 0)
+
+
+def _kafka_python_read_and_commit(broker, topic, group, api_version, n):
+    """Assign partition 0 (no group membership below 0.9), read ``n`` records from
+    the group's committed offset (or the start), commit, return the values."""
+    consumer, tp = _kafka_python_assigned(broker, topic, group, api_version)
+    try:
+        got = []
+        for _ in range(100):  # bounded: 100 polls of at most 0.2 s
+            for records in consumer.poll(200, max_records=n - len(got)).values():
+                got += [r.value for r in records]
+            if len(got) >= n:
+                break
+        consumer.commit()
+        return got
+    finally:
+        consumer.close()
+
+
+def _kafka_python_committed(broker, topic, group, api_version):
+    consumer, tp = _kafka_python_assigned(broker, topic, group, api_version)
+    try:
+        return consumer.committed(tp)
+    finally:
+        consumer.close()
+
+
+def _confluent_committed(broker, topic, group, **conf):
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **conf})
+    try:
+        (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=15)
+        return tp.offset
+    finally:
+        consumer.close()
+
+
+def _confluent_commit(broker, topic, group, offset, **conf):
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **conf})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: no committed offset
+
+
+def test_kafka_python_0_8_1_commits_v0_apart_from_the_coordinators_offsets(broker):
+    """kafka-python pinned to (0, 8, 1) commits and fetches with v0 on any broker
+    (no FindCoordinator): its offsets are ZooKeeper's in Kafka 3.9, so the next
+    (0, 8, 1) consumer resumes from them while a v1+ client sees none, and a
+    v1+ commit is invisible to it."""
+    topic, group = "old-commit-v0", "old-commit-v0"
+    _topic(broker, topic, "none")
+    assert _kafka_python_read_and_commit(broker, topic, group, (0, 8, 1), 5) == [b"v%d" % i for i in range(5)]
+    assert _kafka_python_read_and_commit(broker, topic, group, (0, 8, 1), 3) == [b"v%d" % i for i in range(5, 8)]
+    assert _kafka_python_committed(broker, topic, group, (0, 8, 1)) == 8
+    assert _confluent_committed(broker, topic, group) == NO_OFFSET
+    assert _kafka_python_committed(broker, topic, group, (0, 10, 1)) is None
+    # and the other way: a v1+ commit leaves v0's offset as it was
+    _confluent_commit(broker, topic, group, 15)
+    assert _confluent_committed(broker, topic, group) == 15
+    assert _kafka_python_committed(broker, topic, group, (0, 8, 1)) == 8
+    assert _kafka_python_read_and_commit(broker, topic, group, (0, 8, 1), 2) == [b"v8", b"v9"]
+
+
+def test_kafka_python_0_8_2_commits_v1_to_the_coordinator(broker):
+    """(0, 8, 2) finds the coordinator and commits with v1: Kafka-stored offsets,
+    which every v1+ client reads and a v0 fetch does not."""
+    topic, group = "old-commit-v1", "old-commit-v1"
+    _topic(broker, topic, "none")
+    assert _kafka_python_read_and_commit(broker, topic, group, (0, 8, 2), 4) == [b"v%d" % i for i in range(4)]
+    assert _kafka_python_committed(broker, topic, group, (0, 8, 2)) == 4
+    assert _confluent_committed(broker, topic, group) == 4
+    assert _kafka_python_committed(broker, topic, group, (0, 8, 1)) is None
+
+
+def test_librdkafka_without_api_versions_commits_to_the_coordinator(broker):
+    """librdkafka with api.version.request=false and broker.version.fallback
+    0.8.2 finds the coordinator and commits with v1 (its feature table): a
+    Kafka-stored offset, not v0's. (With 0.8.1, which has no coordinator,
+    librdkafka never commits: it waits for one, _WAIT_COORD; it has no v0 path.)"""
+    topic, group = "old-rdk-commit", "old-rdk-commit"
+    _topic(broker, topic, "none")
+    old = {"api.version.request": False, "broker.version.fallback": "0.8.2"}
+    _confluent_commit(broker, topic, group, 6, **old)
+    assert _confluent_committed(broker, topic, group, **old) == 6
+    assert _confluent_committed(broker, topic, group) == 6
+    assert _kafka_python_committed(broker, topic, group, (0, 8, 1)) is None
