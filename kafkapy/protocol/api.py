@@ -87,11 +87,13 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(21, "DeleteRecords", "delete_records", 0, 2),
         _spec(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", 0, 4, own_below=2),
         # The ZooKeeper-mode controller's requests (kio lacks them): our own schemas.
-        _spec(4, "LeaderAndIsr", "leader_and_isr", 7, 7, package=_OWN_SCHEMAS),
-        _spec(5, "StopReplica", "stop_replica", 4, 4, package=_OWN_SCHEMAS),
-        _spec(6, "UpdateMetadata", "update_metadata", 8, 8, package=_OWN_SCHEMAS),
-        # v0 (a request header without client id) is not served
-        _spec(7, "ControlledShutdown", "controlled_shutdown", 1, 3, package=_OWN_SCHEMAS),
+        # kafkapy's controller sends the newest; the older ones are an older
+        # Kafka controller's (a lower inter.broker.protocol.version).
+        _spec(4, "LeaderAndIsr", "leader_and_isr", 0, 7, package=_OWN_SCHEMAS),
+        _spec(5, "StopReplica", "stop_replica", 0, 4, package=_OWN_SCHEMAS),
+        _spec(6, "UpdateMetadata", "update_metadata", 0, 8, package=_OWN_SCHEMAS),
+        # v0's request header has no client id (protocol.headers)
+        _spec(7, "ControlledShutdown", "controlled_shutdown", 0, 3, package=_OWN_SCHEMAS),
         # Group APIs: served by the group-coordinator process.
         _spec(8, "OffsetCommit", "offset_commit", 0, 9, owner="coordinator", own_below=2),
         _spec(9, "OffsetFetch", "offset_fetch", 0, 9, owner="coordinator", own_below=1),

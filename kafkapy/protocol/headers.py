@@ -7,6 +7,8 @@ nullable legacy string``; header v2 (flexible requests) adds a tag buffer.
 header of a request whose version it does not know, and answer it.
 The caller reads v1 with ``read_request_header`` and, once the API table says
 the version is flexible, skips the tag buffer with ``skip_tagged_fields``.
+Request header v0 (no client id) is ControlledShutdown v0's alone, as in
+Kafka; ``read_request_header`` reads it for that request (client id None).
 
 Response header v0 is ``correlation_id int32``; v1 adds an empty tag buffer.
 The ApiVersions response always uses v0 (clients parse it before they know
@@ -28,6 +30,8 @@ __all__ = (
 )
 
 _FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_V0_SIZE = 8  # request header v0: api_key, api_version, correlation_id
+CONTROLLED_SHUTDOWN_KEY = 7  # its v0 is the one request with header v0 (Kafka's ApiKeys.requestHeaderVersion)
 _SIZE = struct.Struct(">i")
 
 
@@ -47,6 +51,9 @@ def read_request_header(buf) -> RequestHeaderInfo:
     if len(buf) < _FIXED.size:
         raise DecodeError(f"request of {len(buf)} bytes is shorter than a header")
     api_key, api_version, correlation_id, n = _FIXED.unpack_from(buf, 0)
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        # Request header v0 (no client id): Kafka's one request still sent with it.
+        return RequestHeaderInfo(api_key, api_version, correlation_id, None, _V0_SIZE)
     offset = _FIXED.size
     if n == -1:
         return RequestHeaderInfo(api_key, api_version, correlation_id, None, offset)

@@ -150,13 +150,34 @@ def _metadata(s, v):
     assert [b.node_id for b in r.brokers] == [t.partitions[0].leader_id]
 
 
+def _controller_partitions(api_key, v) -> dict:
+    """One partition of TOPIC in the version's own form (old versions list
+    partitions one by one, or per topic without states)."""
+    state = {"topic_name": TOPIC, "partition_index": 0, "controller_epoch": 0, "leader": 0, "leader_epoch": 0,
+             "isr": [0], "partition_epoch": 0, "zk_version": 0, "replicas": [0],
+             "delete_partition": False}
+    if api_key == 5:
+        return {"delete_partitions": False, "ungrouped_partitions": [{"topic_name": TOPIC, "partition_index": 0}],
+                "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+                "topic_states": [{"topic_name": TOPIC, "partition_states": [state]}]}
+    return {"ungrouped_partition_states": [state],
+            "topic_states": [{"topic_name": TOPIC, "topic_id": None, "partition_states": [state]}]}
+
+
 def _stale_controller(api_key):
     # A standalone broker has no controller: every controller request is
-    # from a stale one (Kafka: STALE_CONTROLLER_EPOCH).
+    # from a stale one (Kafka: STALE_CONTROLLER_EPOCH), every version (older
+    # ones read as the newest: server/handlers/controller_versions.py).
     def case(s, v):
         r = s.call(api_key, v, {"controller_id": 0, "controller_epoch": 0, "broker_epoch": -1,
-                                "topic_states": [], "live_leaders": [], "live_brokers": []})
+                                "live_leaders": [], "live_brokers": [], **_controller_partitions(api_key, v)})
         assert r.error_code == E.STALE_CONTROLLER_EPOCH
+        if api_key == 5 or (api_key == 4 and v < 5):
+            assert [(p.topic_name, p.partition_index, p.error_code) for p in r.partition_errors] \
+                == [(TOPIC, 0, E.STALE_CONTROLLER_EPOCH)]
+        elif api_key == 4:
+            assert [[(p.partition_index, p.error_code) for p in t.partition_errors] for t in r.topics] \
+                == [[(0, E.STALE_CONTROLLER_EPOCH)]]
     return case
 
 

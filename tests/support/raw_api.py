@@ -4,7 +4,7 @@ check a broker's answers version by version.
 A request is built from a plain dict with the version's schema (kio's, or
 kafkapy's own for the versions kio lacks; fields the version lacks are
 dropped), framed with the request header of that version (v2 for flexible
-versions, v1 otherwise) and sent on its own connection. The answer must
+versions, v1 otherwise, v0 for ControlledShutdown v0) and sent on its own connection. The answer must
 carry the request's correlation id (``RawClient.recv_response`` checks it)
 and decode at that version with the response header Kafka uses for it (v1
 for flexible versions, ApiVersions always v0), leaving no byte over.
@@ -18,6 +18,7 @@ import struct
 from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
 from kafkapy.protocol.codec import decode, encode_to_bytes
 from kafkapy.protocol.entities import construct
+from kafkapy.protocol.headers import CONTROLLED_SHUTDOWN_KEY
 from .rawclient import RawClient, encode_request_header_v1
 
 TIMEOUT_S = 15.0
@@ -25,11 +26,15 @@ _correlation_ids = itertools.count(100)
 
 
 def call_raw(bootstrap: str, api_key: int, version: int, body: bytes, timeout_s: float = TIMEOUT_S) -> bytes:
-    """Frame ``body`` behind a request header v1 (a flexible version's body
+    """Frame ``body`` behind a request header v1 (v0 for ControlledShutdown v0; a flexible version's body
     starts with the header's empty tag byte); the answer after its
     correlation id."""
     cid = next(_correlation_ids)
-    payload = encode_request_header_v1(api_key, version, cid) + body
+    if (api_key, version) == (CONTROLLED_SHUTDOWN_KEY, 0):
+        header = struct.pack(">hhi", api_key, version, cid)  # request header v0: no client id
+    else:
+        header = encode_request_header_v1(api_key, version, cid)
+    payload = header + body
     with RawClient.connect(bootstrap, timeout_s=timeout_s) as client:
         client.send(struct.pack(">i", len(payload)) + payload)
         return client.recv_response(cid, timeout_s)

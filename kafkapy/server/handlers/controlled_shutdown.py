@@ -1,9 +1,9 @@
-"""ControlledShutdown (key 7), v1-v3: a stopping broker asks the controller to
+"""ControlledShutdown (key 7), v0-v3: a stopping broker asks the controller to
 move its leaderships away (Kafka's ZooKeeper mode: KafkaApis
 handleControlledShutdownRequest -> KafkaController.controlledShutdown).
 
-Contract (v0, whose request header has no client id, is not served; v1 has no
-``broker_epoch``: -1):
+Contract (v0 comes with request header v0, without client id:
+``protocol.headers``; v0-v1 have no ``broker_epoch``: -1):
 - Cluster mode: the request goes through the local door
   (``controller_channel.ask_controller``) to this broker's controller child,
   which runs it as a controller event (``Controller._request_controlled_shutdown``):

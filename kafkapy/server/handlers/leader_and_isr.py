@@ -1,4 +1,7 @@
-"""LeaderAndIsr (key 4), v7: the controller's leader and ISR decisions for
+"""LeaderAndIsr (key 4), v0-v7 (v0-v6, an older Kafka controller's, read as
+v7 by ``controller_versions.upgraded``; without topic ids before v5 a topic
+the image does not know yet answers UNKNOWN_TOPIC_ID, as below, since
+partitions are kept by topic id; v0-v4 answer per topic name and partition): the controller's leader and ISR decisions for
 the partitions this broker replicates (Kafka's ZooKeeper mode:
 ReplicaManager.becomeLeaderOrFollower).
 
@@ -41,6 +44,7 @@ from kafkapy.metadata.model import PartitionState
 from kafkapy.metadata.store import METADATA_GENERATION
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.server.handlers.controller_versions import upgraded
 from kafkapy.protocol import acls
 from kafkapy.server.security.authorizer import cluster_denied
 from kafkapy.server.handlers.update_metadata import (
@@ -59,6 +63,7 @@ log = logging.getLogger("kafkapy.state.change")
 
 
 def handle(ctx, request):
+    request = upgraded(API_KEY, ctx.api_version, request)
     broker = ctx.broker
     cls = ctx.response_class()
     if cluster_denied(ctx, acls.CLUSTER_ACTION):  # a broker's request: ClusterAction (Kafka's ACLs)
@@ -168,9 +173,12 @@ def _cluster_authorization_failed(cls, request):
 
 
 def _answer(cls, request, error_code: int, errors: dict):
+    # v5+ answers per topic id, v0-v4 per topic name and partition: each
+    # version keeps the one of the two it has (construct drops the other).
     topics = []
     for ts in request.topic_states:
         topics.append({"topic_id": ts.topic_id, "partition_errors": [
             {"partition_index": ps.partition_index, "error_code": errors[(ts.topic_name, ps.partition_index)]}
             for ps in ts.partition_states]})
-    return construct(cls, {"error_code": error_code, "topics": topics})
+    by_name = [{"topic_name": t, "partition_index": p, "error_code": e} for (t, p), e in errors.items()]
+    return construct(cls, {"error_code": error_code, "topics": topics, "partition_errors": by_name})

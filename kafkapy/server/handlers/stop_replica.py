@@ -1,5 +1,7 @@
-"""StopReplica (key 5), v4: stop replicating partitions here, and maybe
-delete them (Kafka's ZooKeeper mode: ReplicaManager.stopReplicas).
+"""StopReplica (key 5), v0-v4: stop replicating partitions here, and maybe
+delete them (Kafka's ZooKeeper mode: ReplicaManager.stopReplicas). v0-v3
+(an older Kafka controller's) are read as v4 (``controller_versions.upgraded``:
+v0-v2's one delete flag for every partition, leader epoch -1).
 
 Contract (cluster mode; sent by the elected controller child):
 - STALE_CONTROLLER_EPOCH (11) as the top-level and every partition's error
@@ -27,6 +29,7 @@ import logging
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.server.handlers.controller_versions import upgraded
 from kafkapy.protocol import acls
 from kafkapy.server.security.authorizer import cluster_denied
 from kafkapy.server.handlers.update_metadata import StaleControllerEpoch, apply_to_image, check_controller_epoch
@@ -38,6 +41,7 @@ log = logging.getLogger("kafkapy.state.change")
 
 
 def handle(ctx, request):
+    request = upgraded(API_KEY, ctx.api_version, request)
     broker = ctx.broker
     cls = ctx.response_class()
     if cluster_denied(ctx, acls.CLUSTER_ACTION):  # a broker's request: ClusterAction (Kafka's ACLs)

@@ -1,5 +1,7 @@
-"""UpdateMetadata (key 6), v8: the controller's metadata for every broker
-(Kafka's ZooKeeper mode: ZkMetadataCache.updateMetadata).
+"""UpdateMetadata (key 6), v0-v8: the controller's metadata for every broker
+(Kafka's ZooKeeper mode: ZkMetadataCache.updateMetadata). v0-v7 (an older
+Kafka controller's) are read as v8 (``controller_versions.upgraded``):
+without topic ids before v7, so only topics the image knows are updated.
 
 Contract (cluster mode; sent by the elected controller child over the
 inter-broker listener, kafkapy.controller.channel_manager):
@@ -33,13 +35,12 @@ import logging
 from kafkapy.metadata.model import BrokerInfo, EndPoint, PartitionState, TopicInfo
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.handlers import construct
+from kafkapy.server.handlers.controller_versions import SECURITY_PROTOCOLS, upgraded
 from kafkapy.protocol import acls
 from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 6
 LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete
-# Kafka's SecurityProtocol ids.
-SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 log = logging.getLogger("kafkapy.state.change")
 
@@ -133,6 +134,7 @@ def apply_update_metadata(md, request) -> list:
 
 
 def handle(ctx, request):
+    request = upgraded(API_KEY, ctx.api_version, request)
     broker = ctx.broker
     cls = ctx.response_class()
     if cluster_denied(ctx, acls.CLUSTER_ACTION):  # a broker's request: ClusterAction (Kafka's ACLs)

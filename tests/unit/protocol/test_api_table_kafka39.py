@@ -45,13 +45,6 @@ KAFKA_39_ZK = {
 # Kafka 3.9 zkBroker APIs kafkapy does not implement (nothing advertised, nothing answered).
 NOT_IMPLEMENTED = {34, 38, 39, 40, 41, 56, 57, 58, 67}
 
-# The ZooKeeper-mode controller's requests below the versions a Kafka 3.9
-# controller sends with the latest inter.broker.protocol.version: kafkapy's
-# controller sends only those, and the older ones (a controller on an old
-# IBP during a rolling upgrade) are not implemented yet.
-# key -> the range served meanwhile.
-INTER_BROKER_GAPS = {4: (7, 7), 5: (4, 4), 6: (8, 8), 7: (1, 3)}
-
 # Past Kafka 3.9 on purpose: its ZooKeeper broker advertises KIP-848's
 # ConsumerGroupHeartbeat/Describe v0 and answers UNSUPPORTED_VERSION (the new
 # group coordinator needs KRaft); kafkapy serves KIP-848 groups, and
@@ -71,7 +64,7 @@ def test_every_advertised_range_is_kafka_39s():
         if not spec.advertised:
             continue
         name, lo, hi = KAFKA_39_ZK[key]
-        expected = INTER_BROKER_GAPS.get(key) or BEYOND_KAFKA_39.get(key) or (lo, hi)
+        expected = BEYOND_KAFKA_39.get(key, (lo, hi))
         if (spec.name, spec.min_version, spec.max_version) != (name, *expected):
             wrong[key] = ((spec.name, spec.min_version, spec.max_version), (name, *expected))
     assert not wrong, wrong
@@ -89,7 +82,7 @@ def test_apis_a_kafka_39_zk_broker_does_not_expose_are_not_advertised():
     assert not set(KAFKA_39_ZK) & {71, 72, 75}
 
 
-def test_the_gaps_are_narrower_than_kafka_not_wider():
-    for key, (lo, hi) in INTER_BROKER_GAPS.items():
+def test_the_exceptions_only_add_versions():
+    for key, (lo, hi) in BEYOND_KAFKA_39.items():
         _name, klo, khi = KAFKA_39_ZK[key]
-        assert klo <= lo <= hi == khi
+        assert lo == klo and hi > khi

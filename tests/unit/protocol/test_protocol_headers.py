@@ -132,3 +132,12 @@ def test_kafka_error():
     assert KafkaError(9999).error_code == 9999
     again = pickle.loads(pickle.dumps(e))
     assert again.error_code == e.error_code and again.message == e.message
+
+
+def test_controlled_shutdown_v0_has_request_header_v0():
+    # Kafka's one request with header v0: no client id, the body right after the correlation id.
+    frame = struct.pack(">hhi", 7, 0, 42) + struct.pack(">i", 3)
+    header = read_request_header(frame)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id, header.offset) \
+        == (7, 0, 42, None, 8)
+    assert read_request_header(struct.pack(">hhih", 7, 1, 42, 1) + b"c").client_id == "c"

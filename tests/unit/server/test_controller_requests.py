@@ -312,3 +312,64 @@ def test_a_broker_left_out_of_the_replicas_stops_hosting_the_partition(workers, 
     assert b.replica_manager.get_partition("t", 0) is None
     assert _produce(b) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert os.path.isdir(tmp_path / "logs" / "t-0") and table.slot_for(TOPIC_ID, 0) is not None
+
+
+# -- an older Kafka controller's versions (server/handlers/controller_versions.py) ----------------
+def _old(api_key, version, data):
+    from kafkapy.protocol.entities import construct
+
+    return construct(API_TABLE[api_key].request_class(version), data)
+
+
+def test_older_controller_versions_act_as_the_newest(workers, tmp_path):
+    a, b = workers
+    _call(a, UPDATE_METADATA, _update_metadata(1, [(0, OTHER, 1, (OTHER, ME), (OTHER, ME), 0)]))  # t known by id
+    state = {"topic_name": "t", "partition_index": 0, "controller_epoch": 1, "leader": OTHER, "leader_epoch": 4,
+             "isr": [OTHER, ME], "zk_version": 1, "partition_epoch": 1, "replicas": [OTHER, ME]}
+    # UpdateMetadata v0: partitions one by one, each broker one PLAINTEXT host and port.
+    r = _call(a, UPDATE_METADATA, _old(UPDATE_METADATA, 0, {"controller_id": OTHER, "controller_epoch": 1,
+        "ungrouped_partition_states": [state],
+        "live_brokers": [{"id": i, "v0_host": "127.0.0.1", "v0_port": 9090 + i} for i in (ME, OTHER)]}), 0)
+    assert r.error_code == 0
+    md = b.metadata()
+    assert md.partition_state("t", 0).leader_epoch == 4 and md.topics["t"].topic_id == TOPIC_ID
+    assert [(e.port, e.listener_name, e.security_protocol) for e in md.brokers[OTHER].endpoints] \
+        == [(9092, "PLAINTEXT", "PLAINTEXT")]
+    # v2: endpoints without a listener name are named after their protocol.
+    r = _call(a, UPDATE_METADATA, _old(UPDATE_METADATA, 2, {"controller_id": OTHER, "controller_epoch": 1,
+        "ungrouped_partition_states": [state], "live_brokers": [
+            {"id": i, "rack": None, "endpoints": [{"port": 9190 + i, "host": "127.0.0.1", "security_protocol": 1}]}
+            for i in (ME, OTHER)]}), 2)
+    assert r.error_code == 0
+    assert [(e.listener_name, e.security_protocol) for e in b.metadata().brokers[OTHER].endpoints] \
+        == [("SSL", "SSL")]
+    # LeaderAndIsr v0 (one by one, by name) makes this broker the leader; the
+    # answer is per topic name and partition below v5.
+    r = _call(a, LEADER_AND_ISR, _old(LEADER_AND_ISR, 0, {"controller_id": OTHER, "controller_epoch": 1,
+        "ungrouped_partition_states": [{**state, "leader": ME, "leader_epoch": 5, "isr": [ME]},
+                                       {**state, "topic_name": "unknown", "leader": ME, "leader_epoch": 5}],
+        "live_leaders": [{"broker_id": ME, "host_name": "127.0.0.1", "port": 9091}]}), 0)
+    assert r.error_code == 0
+    # a topic the image knows no id of cannot be hosted (partitions are kept by topic id)
+    assert [(e.topic_name, e.partition_index, e.error_code) for e in r.partition_errors] \
+        == [("t", 0, 0), ("unknown", 0, ErrorCode.UNKNOWN_TOPIC_ID)]
+    leader = b.replica_manager.get_partition("t", 0)
+    assert (leader.is_leader, leader.leader_epoch) == (True, 5)
+    assert _produce(b) == ErrorCode.NONE
+    # v4: per topic, still without ids.
+    r = _call(a, LEADER_AND_ISR, _old(LEADER_AND_ISR, 4, {"controller_id": OTHER, "controller_epoch": 1,
+        "broker_epoch": -1, "topic_states": [{"topic_name": "t", "partition_states": [
+            {**state, "leader": OTHER, "leader_epoch": 6}]}], "live_leaders": [
+            {"broker_id": OTHER, "host_name": "127.0.0.1", "port": 9092}]}), 4)
+    assert [(e.topic_name, e.partition_index, e.error_code) for e in r.partition_errors] == [("t", 0, 0)]
+    assert (leader.is_leader, leader.leader_id, leader.leader_epoch) == (False, OTHER, 6)
+    # StopReplica v0: one flag for every partition, leader epoch -1 (never fenced).
+    r = _call(a, STOP_REPLICA, _old(STOP_REPLICA, 0, {"controller_id": OTHER, "controller_epoch": 1,
+        "delete_partitions": False, "ungrouped_partitions": [{"topic_name": "t", "partition_index": 0}]}), 0)
+    assert [(e.topic_name, e.partition_index, e.error_code) for e in r.partition_errors] == [("t", 0, 0)]
+    assert os.path.isdir(tmp_path / "logs" / "t-0")
+    # v1: per topic; delete.
+    r = _call(a, STOP_REPLICA, _old(STOP_REPLICA, 1, {"controller_id": OTHER, "controller_epoch": 1,
+        "broker_epoch": -1, "delete_partitions": True, "topics": [{"name": "t", "partition_indexes": [0]}]}), 1)
+    assert [(e.topic_name, e.partition_index, e.error_code) for e in r.partition_errors] == [("t", 0, 0)]
+    assert not os.path.isdir(tmp_path / "logs" / "t-0")

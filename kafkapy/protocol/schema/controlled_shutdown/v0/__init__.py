@@ -1,0 +1,2 @@
+from .request import ControlledShutdownRequest
+from .response import ControlledShutdownResponse

@@ -1,0 +1,2 @@
+from .request import LeaderAndIsrRequest
+from .response import LeaderAndIsrResponse

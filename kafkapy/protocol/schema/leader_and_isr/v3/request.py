@@ -1,0 +1,73 @@
+"""LeaderAndIsr request v3 (API key 4): the controller's leader and ISR decisions.
+
+Written for kafkapy from the field list of Kafka 3.9's
+``clients/src/main/resources/common/message/LeaderAndIsrRequest.json`` (kio, generated
+from Kafka 4.x, has no schemas for the ZooKeeper-mode inter-broker APIs);
+same shape as kio's classes so ``kafkapy.protocol.codec`` reads and writes it.
+"""
+
+import uuid  # noqa: F401
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.static.constants import EntityType
+from kio.static.primitive import i8, i16, i32, i64  # noqa: F401
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderAndIsrPartitionState:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(4)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    leader: i32 = field(metadata={"kafka_type": "int32"})
+    leader_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    isr: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    partition_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    replicas: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    adding_replicas: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    removing_replicas: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    is_new: bool = field(metadata={"kafka_type": "bool"}, default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderAndIsrTopicState:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(4)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    topic_name: str = field(metadata={"kafka_type": "string"})
+    partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderAndIsrLiveLeader:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(4)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    broker_id: i32 = field(metadata={"kafka_type": "int32"})
+    host_name: str = field(metadata={"kafka_type": "string"})
+    port: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderAndIsrRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(4)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    controller_id: i32 = field(metadata={"kafka_type": "int32"})
+    controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    broker_epoch: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+    topic_states: tuple[LeaderAndIsrTopicState, ...] = ()
+    live_leaders: tuple[LeaderAndIsrLiveLeader, ...] = ()

@@ -1,0 +1,2 @@
+from .request import StopReplicaRequest
+from .response import StopReplicaResponse

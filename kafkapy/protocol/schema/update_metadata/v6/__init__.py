@@ -1,0 +1,2 @@
+from .request import UpdateMetadataRequest
+from .response import UpdateMetadataResponse
