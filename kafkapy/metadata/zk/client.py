@@ -323,23 +323,29 @@ class ZkClient:
         return (zk_data.decode_producer_id_block(data) if data else None), stat.version
 
     # -- the old consumer's offsets (OffsetCommit / OffsetFetch v0) -----------------------------
+    # Kafka's handler thread waits for ZooKeeper to come back (retryRequestUntilConnected);
+    # these run in the group coordinator's one thread, so each step waits at most a
+    # session timeout and then fails (the request answers UNKNOWN_SERVER_ERROR).
     def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
         """KafkaZkClient.setOrCreateConsumerOffset: set the znode, or create it with
         its parents when it is missing (a racing creator's znode is then set)."""
         path = zk_data.consumer_offset_path(group, topic, partition)
         data = zk_data.encode_consumer_offset(offset)
+        wait_s = self.session_timeout_s
         try:
-            self.zk.set(path, data)
+            self.zk.set_async(path, data).get(timeout=wait_s)
         except NoNodeError:
             try:
-                self.zk.create(path, data, makepath=True)
+                self.zk.ensure_path_async(path.rsplit("/", 1)[0]).get(timeout=wait_s)
+                self.zk.create_async(path, data).get(timeout=wait_s)
             except NodeExistsError:
-                self.zk.set(path, data)
+                self.zk.set_async(path, data).get(timeout=wait_s)
 
     def get_consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
         """KafkaZkClient.getConsumerOffset: None without the znode."""
+        path = zk_data.consumer_offset_path(group, topic, partition)
         try:
-            data, _stat = self.zk.get(zk_data.consumer_offset_path(group, topic, partition))
+            data, _stat = self.zk.get_async(path).get(timeout=self.session_timeout_s)
         except NoNodeError:
             return None
         return zk_data.decode_consumer_offset(data)
