@@ -1,11 +1,12 @@
 """Requests a processor handles itself (``kafkapy.network.inline.apis``:
-Produce and Fetch with bodies of at most 16 KiB) are answered byte for byte
-as the handler workers answer them.
+Produce and Fetch) are answered byte for byte as the handler workers answer
+them.
 
 Two brokers, one with the default (the processors handle Produce and Fetch)
 and one with the setting empty (every request goes through the shared queue
 to a worker), get the same sequence of raw requests: produces of every
-version, good and bad (unknown topic and partition, a corrupt batch, acks 0
+version, small and over 16 KiB (read into the processor's arena), good and
+bad (unknown topic and partition, a corrupt batch, acks 0
 followed by a request on the same connection), then fetches of every
 version, at offsets in range, at the end (a fetch that waits its
 ``max_wait`` in the processor's purgatory and expires) and out of range. The
@@ -76,6 +77,10 @@ def produce_requests():
                 out.append((version, {"transactional_id": None, "acks": acks, "timeout": 5000, "topic_data": [
                     {"name": TOPIC, "partition_data": [{"index": partition, "records": batch(3, seq)}]}]}))
                 seq += 3
+    # A body over 16 KiB: read into the processor's arena, not sent inline.
+    big = [(b"big", b"x" * 30_000, [], T0)]
+    out.append((8, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 1, "records": build_batch(big)}]}]}))
     bad = [{"name": TOPIC, "partition_data": [{"index": 7, "records": batch(1, 0)}]},
            {"name": "no-such-topic", "partition_data": [{"index": 0, "records": batch(1, 0)}]},
            {"name": TOPIC, "partition_data": [{"index": 0, "records": batch(2, 0, corrupt=True)}]}]

@@ -436,10 +436,9 @@ _BROKER_KEYS = [
     _k("kafkapy.shutdown.timeout.ms", LONG, 30000, _at_least(0), MEDIUM, _KAFKAPY,
        "Bound on a clean shutdown after SIGTERM; children still alive after it are killed."),
     _k("kafkapy.network.inline.apis", LIST, ["Produce", "Fetch"], ValidList("Produce", "Fetch"), LOW, _KAFKAPY,
-       "Requests a processor handles itself when their body came inline (at most 16 KiB), "
-       "instead of handing them to the handler workers: the same handler code without two "
-       "process hops (docs/architecture.md, \"Requests handled in the processor\"). "
-       "Empty: every request goes to the workers."),
+       "Requests a processor handles itself instead of handing them to the handler workers: "
+       "the same handler code without two process hops (docs/architecture.md, \"Requests "
+       "handled in the processor\"). Empty: every request goes to the workers."),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigKey] = {key.name: key for key in _BROKER_KEYS}

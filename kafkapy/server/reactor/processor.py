@@ -465,7 +465,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
             self.arena.view[off:off + conn.size] = conn.parked_body
             conn.arena_off = off
             conn.parked_body = None
-        if conn.api_key in self.inline_keys and conn.inline is not None:
+        if conn.api_key in self.inline_keys:
             # Handled by this loop once the events at hand are done: never
             # from here, where an answer sent at once would take the next
             # pipelined request and recurse once per request in the buffer.
@@ -526,7 +526,9 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                 self.broker = self.broker_factory(-1 - self.id)
             principal = conn.principal_bytes.decode() if conn.principal_bytes else ANONYMOUS
             started = time.monotonic()
-            kind, payload = handle_request(self.broker, memoryview(conn.inline), conn.deadline_ms,
+            off = conn.arena_off
+            body = memoryview(conn.inline) if off < 0 else self.arena.view[off:off + conn.size]
+            kind, payload = handle_request(self.broker, body, conn.deadline_ms,
                                            conn.listener, principal,
                                            conn.peer[0] if self.carry_peer_host else "")
             done = time.monotonic()
