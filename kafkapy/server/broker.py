@@ -88,8 +88,9 @@ def metadata_store(config, table, info: BrokerInfo):
     whose admin writes go to ZooKeeper (metadata.zk.store)."""
     if config["zookeeper.connect"]:
         from kafkapy.metadata.zk.store import ZkMetadataStore
+        from kafkapy.server.security.zookeeper import zk_security
 
-        return ZkMetadataStore(config.log_dirs[0], table, info, config)
+        return ZkMetadataStore(config.log_dirs[0], table, info, config, zk_security(config))
     return EmbeddedMetadataStore(config.log_dirs[0], table, info)
 
 

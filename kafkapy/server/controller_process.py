@@ -33,9 +33,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from kafkapy.metadata.zk.client import BrokerIdInUse, ZkClient, ZkError
+from kafkapy.metadata.zk.client import BrokerIdInUse, ZkError
 from kafkapy.replication.isr_job import IsrJob
 from kafkapy.server import child_signals
+from kafkapy.server.security.zookeeper import zk_client
 
 log = logging.getLogger("kafkapy.controller")
 _TICK_S = 0.2
@@ -46,8 +47,7 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
     # Set from another thread: the handler runs on this thread, which may be
     # inside stop.wait() holding the Event's lock (set() would deadlock there).
     child_signals.on_stop(lambda: threading.Thread(target=stop.set, daemon=True).start())
-    client = ZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
-                      config["zookeeper.connection.timeout.ms"]).connect()
+    client = zk_client(config).connect()
     broker = make_broker(-1) if make_broker is not None else None
     follower = isr_job = controller = door = None
     elected = [None]  # the current Controller, for the door's threads

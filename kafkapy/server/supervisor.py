@@ -321,13 +321,13 @@ class Supervisor:
         """``/cluster/id``, created now if this is the cluster's first broker
         (Kafka's getOrGenerateClusterId at start-up); the session ends here,
         the controller child opens the broker's own."""
-        from kafkapy.metadata.zk.client import ZkClient
+        from kafkapy.server.security.zookeeper import zk_client
         from kafkapy.storage.log_manager import new_cluster_id
 
         config = self.config
+        client = zk_client(config)  # a bad zookeeper.ssl.* or JAAS setting: ConfigException, as any key
         try:
-            with ZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
-                          config["zookeeper.connection.timeout.ms"]) as client:
+            with client:
                 return client.get_or_create_cluster_id(new_cluster_id)
         except Exception as exc:  # kazoo's timeouts and connection errors
             raise SystemExit(f"cannot use ZooKeeper at zookeeper.connect={config['zookeeper.connect']}: "

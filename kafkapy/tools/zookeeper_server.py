@@ -46,15 +46,26 @@ def zookeeper_missing() -> str | None:
     return None
 
 
+# ZooKeeper's TLS port (secureClientPort) needs NettyServerCnxnFactory, and
+# Debian 12's zookeeper.jar manifest names netty-handler and netty-transport
+# but not what they need in turn: without these the server fails at start with
+# NoClassDefFoundError io/netty/handler/codec/ByteToMessageDecoder.
+NETTY_JARS = tuple(Path("/usr/share/java") / f"{name}.jar"
+                   for name in ("netty-codec", "netty-resolver", "netty-transport-native-unix-common"))
+
+
 def classpath() -> str:
     parts = [str(ZOOKEEPER_JAR)]
     if SLF4J_BINDING.exists():
         parts.append(str(SLF4J_BINDING))
+    parts += [str(jar) for jar in NETTY_JARS if jar.exists()]
     return os.pathsep.join(parts)
 
 
-def argv(config_path) -> list:
-    return [JAVA, *JVM_FLAGS, "-cp", classpath(), MAIN_CLASS, str(config_path)]
+def argv(config_path, jvm_flags=()) -> list:
+    """``jvm_flags``: more ``-D`` settings, e.g. the server JAAS file of SASL
+    (``-Djava.security.auth.login.config=...``)."""
+    return [JAVA, *JVM_FLAGS, *jvm_flags, "-cp", classpath(), MAIN_CLASS, str(config_path)]
 
 
 def write_config(work_dir: Path, port: int, tick_time_ms: int = 2000, extra=None,
@@ -87,16 +98,19 @@ def write_config(work_dir: Path, port: int, tick_time_ms: int = 2000, extra=None
         for sid, (host, quorum_port, election_port) in sorted(ensemble.items()):
             config[f"server.{sid}"] = f"{host}:{quorum_port}:{election_port}"
         (data_dir / "myid").write_text(f"{my_id}\n")
-    config.update(extra or {})
-    config = {k: str(v) for k, v in config.items()}
+    config.update(extra or {})  # a None value removes a setting (a TLS-only server has no clientPort)
+    config = {k: str(v) for k, v in config.items() if v is not None}
     (work_dir / "zoo.cfg").write_text("# written by kafkapy\n"
                                       + "".join(f"{k}={v}\n" for k, v in config.items()))
     return config
 
 
-def four_letter_word(port: int, word: str, timeout_s: float = 2.0, host: str = "127.0.0.1") -> str:
-    """Send a four-letter command (only ``ruok`` and ``srvr`` are enabled)."""
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
+def four_letter_word(port: int, word: str, timeout_s: float = 2.0, host: str = "127.0.0.1",
+                     ssl_context=None) -> str:
+    """Send a four-letter command (only ``ruok`` and ``srvr`` are enabled); over
+    TLS with ``ssl_context`` (a server serving only its secureClientPort)."""
+    with socket.create_connection((host, port), timeout=timeout_s) as raw:
+        s = ssl_context.wrap_socket(raw, server_hostname=host) if ssl_context is not None else raw
         s.sendall(word.encode())
         chunks = []
         while True:  # ends when the server closes the connection (or the timeout raises)
@@ -107,10 +121,10 @@ def four_letter_word(port: int, word: str, timeout_s: float = 2.0, host: str = "
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def serving(port: int, host: str = "127.0.0.1") -> bool:
+def serving(port: int, host: str = "127.0.0.1", ssl_context=None) -> bool:
     """The server answers ``srvr`` with a mode: it has loaded its database and
     takes sessions (it binds its port before that and drops sessions meanwhile)."""
     try:
-        return "Mode: " in four_letter_word(port, "srvr", timeout_s=1.0, host=host)
+        return "Mode: " in four_letter_word(port, "srvr", timeout_s=1.0, host=host, ssl_context=ssl_context)
     except OSError:
         return False

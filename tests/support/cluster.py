@@ -248,12 +248,13 @@ def _made_clusters(server, tmp_path, request, lab: Optional[NetworkLab] = None):
     made is ended."""
     made = []
 
-    def make(metrics: bool = False, broker_ids=(1, 2, 3), start: bool = True, zookeeper=None, **overrides):
+    def make(metrics: bool = False, broker_ids=(1, 2, 3), start: bool = True, zookeeper=None, env=None,
+             **overrides):
         chroot = chroot_for(request, f"-{len(made)}")
         zk_server = zookeeper or server
         # A second cluster of the same test gets log dirs of its own.
         work_dir = tmp_path if not made else tmp_path / f"cluster-{len(made)}"
-        c = Cluster(zk_server, work_dir, chroot, broker_ids=broker_ids, lab=lab, metrics=metrics,
+        c = Cluster(zk_server, work_dir, chroot, broker_ids=broker_ids, lab=lab, metrics=metrics, env=env,
                     overrides={"offsets.topic.num.partitions": OFFSETS_PARTITIONS, **overrides})
         zk = zk_server.client(chroot)
         made.append((c, zk))
@@ -308,7 +309,7 @@ def lab_cluster(network_lab, tmp_path, request):
 class Cluster:
     def __init__(self, zookeeper, work_dir: Path, chroot: str, broker_ids=(1, 2, 3),
                  overrides: Optional[Mapping[str, object]] = None, lab: Optional[NetworkLab] = None,
-                 metrics: bool = False):
+                 metrics: bool = False, env: Optional[Mapping[str, str]] = None):
         self.zookeeper = zookeeper
         self.lab = lab
         self.chroot = chroot
@@ -320,11 +321,11 @@ class Cluster:
                 "default.replication.factor": 1}
         base.update(overrides or {})
         if lab is None:
-            self.brokers = {i: BrokerProcess(Path(work_dir) / f"broker-{i}", {**base, "broker.id": i})
+            self.brokers = {i: BrokerProcess(Path(work_dir) / f"broker-{i}", {**base, "broker.id": i}, env=env)
                             for i in broker_ids}
         else:  # each in its namespace, on its own address (one port for all)
             self.brokers = {i: BrokerProcess(Path(work_dir) / f"broker-{i}", {**base, "broker.id": i}, port=9092,
-                                             host=lab.address(i), command=lab.command(i))
+                                             host=lab.address(i), command=lab.command(i), env=env)
                             for i in broker_ids}
         # metrics: each broker's /metrics on a port of its own (``scrape_metrics``).
         self.metrics_ports: dict = {}

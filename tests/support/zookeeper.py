@@ -74,7 +74,16 @@ class ZooKeeperProcess(ProcessWithLog):
                  tick_time_ms: int = DEFAULT_TICK_TIME_MS,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
                  extra_config: Optional[Mapping[str, object]] = None, host: str = "127.0.0.1",
-                 ensemble: Optional[dict] = None, my_id: Optional[int] = None):
+                 ensemble: Optional[dict] = None, my_id: Optional[int] = None,
+                 sasl_users: Optional[Mapping[str, str]] = None, tls=None,
+                 command_prefix: Optional[list] = None):
+        """``sasl_users`` ({user: password}): SASL DIGEST-MD5 as ZooKeeper's docs
+        set it up (``authProvider.1`` SASLAuthenticationProvider, a server JAAS
+        ``Server`` section with ``user_<name>`` entries); anonymous sessions are
+        still accepted, as there. ``tls`` (``support.certs.Certs``): the port is
+        ZooKeeper's ``secureClientPort`` (Netty) and there is no plaintext port;
+        clients need a certificate of the CA (``client_kwargs``). ``command_prefix``:
+        e.g. ``ip netns exec <ns>`` (a node in a network namespace)."""
         self.work_dir = Path(work_dir)
         # clientPortAddress: 127.0.0.1, or an address a network-namespace test made.
         self.host = host
@@ -94,9 +103,33 @@ class ZooKeeperProcess(ProcessWithLog):
         # No fsync per transaction: test data need not survive a power cut,
         # and an fsync per znode write costs milliseconds on a shared disk.
         self.my_id = my_id
+        self.command_prefix = list(command_prefix or [])
+        self.jvm_flags: list = []
+        # What a kazoo client of this server needs (TLS) and the 4lw probe's TLS context.
+        self.client_kwargs: dict = {}
+        self.ssl_context = None
+        extra = {"forceSync": "no", "clientPortAddress": host}
+        if sasl_users:
+            jaas = self.work_dir / "zookeeper_server_jaas.conf"
+            users = "".join(f'\n  user_{u}="{pw}"' for u, pw in sasl_users.items())
+            jaas.write_text(f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required{users};\n}};\n")
+            self.jvm_flags.append(f"-Djava.security.auth.login.config={jaas}")
+            extra["authProvider.1"] = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+        if tls is not None:
+            import ssl
+
+            extra.update({"clientPort": None, "clientPortAddress": None, "secureClientPort": self.port,
+                          "secureClientPortAddress": host,
+                          "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
+                          "ssl.keyStore.location": tls.server_keystore, "ssl.keyStore.type": "PEM",
+                          "ssl.trustStore.location": tls.ca_cert, "ssl.trustStore.type": "PEM"})
+            cert, key = tls.client("zookeeper-client", "/CN=kafkapy-zookeeper-client")
+            self.client_kwargs = {"use_ssl": True, "ca": str(tls.ca_cert), "certfile": str(cert),
+                                  "keyfile": str(key), "check_hostname": True}
+            self.ssl_context = ssl.create_default_context(cafile=str(tls.ca_cert))
+            self.ssl_context.load_cert_chain(str(cert), str(key))
         self.config = zookeeper_server.write_config(self.work_dir, self.port, tick_time_ms,
-                                                    {"forceSync": "no", "clientPortAddress": host,
-                                                     **(extra_config or {})}, ensemble, my_id)
+                                                    {**extra, **(extra_config or {})}, ensemble, my_id)
 
     # -- facts -------------------------------------------------------------------
 
@@ -116,14 +149,14 @@ class ZooKeeperProcess(ProcessWithLog):
         from kazoo.client import KazooClient
 
         if chroot.strip("/"):
-            root = KazooClient(hosts=self.hosts, timeout=timeout_s)
+            root = KazooClient(hosts=self.hosts, timeout=timeout_s, **self.client_kwargs)
             root.start(timeout=timeout_s)
             try:
                 root.ensure_path(self.connect_string(chroot)[len(self.hosts):])
             finally:
                 root.stop()
                 root.close()
-        zk = KazooClient(hosts=self.connect_string(chroot), timeout=timeout_s, **kwargs)
+        zk = KazooClient(hosts=self.connect_string(chroot), timeout=timeout_s, **{**self.client_kwargs, **kwargs})
         zk.start(timeout=timeout_s)
         return zk
 
@@ -141,7 +174,7 @@ class ZooKeeperProcess(ProcessWithLog):
         members of an ensemble serve only once a quorum of them runs."""
         if self.running:
             raise RuntimeError("zookeeper already running")
-        argv = zookeeper_server.argv(self.config_path)
+        argv = self.command_prefix + zookeeper_server.argv(self.config_path, self.jvm_flags)
         self.starts += 1
         with open(self.log_path, "ab") as log:
             log.write(f"===== start {self.starts}: {' '.join(argv)}\n".encode())
@@ -154,7 +187,7 @@ class ZooKeeperProcess(ProcessWithLog):
         """``leader``, ``follower`` or ``standalone`` as ``srvr`` says, or None
         while it does not serve."""
         try:
-            text = four_letter_word(self.port, "srvr", timeout_s=1.0, host=self.host)
+            text = four_letter_word(self.port, "srvr", timeout_s=1.0, host=self.host, ssl_context=self.ssl_context)
         except OSError:
             return None
         for line in text.splitlines():
@@ -186,11 +219,11 @@ class ZooKeeperProcess(ProcessWithLog):
             # srvr first: ZooKeeper binds its port before it loads its
             # database and drops sessions until then ("ZooKeeperServer not
             # running"), which would leave kazoo waiting out its timeout.
-            if not zookeeper_server.serving(self.port, self.host):
+            if not zookeeper_server.serving(self.port, self.host, self.ssl_context):
                 last_error = "srvr: not serving"
                 time.sleep(0.05)
                 continue
-            zk = KazooClient(hosts=self.hosts, timeout=min(5.0, max(remaining, 1.0)))
+            zk = KazooClient(hosts=self.hosts, timeout=min(5.0, max(remaining, 1.0)), **self.client_kwargs)
             try:
                 zk.start(timeout=min(5.0, max(remaining, 0.5)))
                 zk.get("/")

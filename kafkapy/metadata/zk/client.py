@@ -7,6 +7,11 @@ ZooKeeper reads like an Apache Kafka 3.9 one:
 * ``connect`` — ``zookeeper.connect`` with an optional chroot, created when
   missing as Kafka does, then a session under it (``zookeeper.session.timeout.ms``,
   ``zookeeper.connection.timeout.ms``); Kafka's persistent paths are created;
+  ``ZkSecurity`` (built by ``kafkapy.server.security.zookeeper`` from Kafka's
+  keys) adds SASL DIGEST-MD5 (a JAAS ``Client`` section), TLS
+  (``zookeeper.ssl.*``) and ``zookeeper.set.acl`` (every znode created with
+  ZkData.defaultAcls: creator-all + world-read, creator-only on sensitive
+  paths, ``/consumers`` open);
 * ``get_or_create_cluster_id`` — ``/cluster/id``, created once;
 * ``register_broker`` — the ephemeral ``/brokers/ids/<id>``; one left by
   another live session is ``BrokerIdInUse`` (Kafka: "broker id already
@@ -33,13 +38,18 @@ Ownership: one client per process that needs ZooKeeper, used by one thread
 from __future__ import annotations
 
 import logging
+import socket
+import ssl
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.handlers import utils as kazoo_utils
+from kazoo.handlers.threading import SequentialThreadingHandler
+from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from kafkapy.metadata.zk import data as zk_data
 from kafkapy.metadata.store import ProducerIdsBlock
@@ -67,19 +77,106 @@ class Election:
     controller_epoch: int  # the epoch this broker won with, or the current one
 
 
+@dataclass(frozen=True)
+class ZkTls:
+    """TLS to ZooKeeper (Kafka's ``zookeeper.ssl.*``), as kazoo takes it: PEM files
+    (``certfile`` and ``keyfile`` may be one file holding both), the key's password,
+    host-name checking, and the handshake's bounds (``options``: ssl.OP_NO_* flags
+    added to the defaults; ``ciphers``: an OpenSSL cipher string; None: defaults)."""
+
+    ca: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    keyfile_password: str | None = None
+    check_hostname: bool = True
+    options: int = 0
+    ciphers: str | None = None
+
+    def kazoo_kwargs(self) -> dict:
+        return {"use_ssl": True, "ca": self.ca, "certfile": self.certfile, "keyfile": self.keyfile,
+                "keyfile_password": self.keyfile_password, "verify_certs": True,
+                "check_hostname": self.check_hostname}
+
+
+@dataclass(frozen=True)
+class ZkSecurity:
+    """How a broker's session authenticates and what its znodes allow:
+    ``sasl`` (pure-sasl options, e.g. DIGEST-MD5 with username and password),
+    ``tls``, and ``set_acl`` (Kafka's ``zookeeper.set.acl``)."""
+
+    set_acl: bool = False
+    sasl: dict | None = None
+    tls: ZkTls | None = None
+
+
+def default_acls(set_acl: bool, path: str) -> list:
+    """ZkData.defaultAcls for a znode at ``path`` (below the chroot)."""
+    if not set_acl or path == zk_data.CONSUMERS_PATH:
+        return list(OPEN_ACL_UNSAFE)
+    if zk_data.sensitive_path(path):
+        return list(CREATOR_ALL_ACL)
+    return list(CREATOR_ALL_ACL) + list(READ_ACL_UNSAFE)
+
+
+class _SecureKazooClient(KazooClient):
+    """kazoo's client with ``zookeeper.set.acl``'s ACLs on every create that names
+    none: single creates, ``ensure_path`` (whose creates go through
+    ``create_async``) and multi-op creates alike, so no call site can forget them."""
+
+    def create_async(self, path, value=b"", acl=None, *args, **kwargs):
+        return super().create_async(path, value, acl if acl else default_acls(True, path), *args, **kwargs)
+
+    def transaction(self):
+        return _SecureTransaction(self)
+
+
+class _SecureTransaction(TransactionRequest):
+    def create(self, path, value=b"", acl=None, *args, **kwargs):
+        return super().create(path, value, acl if acl else default_acls(True, path), *args, **kwargs)
+
+
+class _TlsBoundsHandler(SequentialThreadingHandler):
+    """kazoo's threading handler with the TLS versions and cipher suites of
+    ``zookeeper.ssl.enabled.protocols`` / ``zookeeper.ssl.cipher.suites``: kazoo's
+    own connection code takes them only through its handler."""
+
+    def __init__(self, tls: ZkTls):
+        super().__init__()
+        self.tls = tls
+
+    def create_connection(self, *args, **kwargs):
+        if kwargs.get("use_ssl"):
+            kwargs["options"] = ssl.create_default_context().options | self.tls.options
+            kwargs["ciphers"] = self.tls.ciphers
+        return kazoo_utils.create_tcp_connection(socket, *args, **kwargs)
+
+
 class ZkClient:
     def __init__(self, connect: str, session_timeout_ms: int = 18000,
-                 connection_timeout_ms: int | None = None):
+                 connection_timeout_ms: int | None = None, security: ZkSecurity | None = None):
         self.connect_spec = zk_data.parse_zookeeper_connect(connect)
         self.session_timeout_s = session_timeout_ms / 1000
         self.connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
+        self.security = security or ZkSecurity()
         self.zk: KazooClient | None = None
+
+    def _kazoo(self, hosts: str) -> KazooClient:
+        """A kazoo client on ``hosts`` with this broker's authentication, TLS and ACLs."""
+        sec = self.security
+        kwargs = {"hosts": hosts, "timeout": self.session_timeout_s}
+        if sec.sasl is not None:
+            kwargs["sasl_options"] = dict(sec.sasl)  # kazoo adds to it
+        if sec.tls is not None:
+            kwargs.update(sec.tls.kazoo_kwargs())
+            if sec.tls.options or sec.tls.ciphers:
+                kwargs["handler"] = _TlsBoundsHandler(sec.tls)
+        return (_SecureKazooClient if sec.set_acl else KazooClient)(**kwargs)
 
     # -- session ------------------------------------------------------------------------------
     def connect(self) -> "ZkClient":
         spec = self.connect_spec
         if spec.chroot:
-            root = KazooClient(hosts=spec.hosts_string, timeout=self.session_timeout_s)
+            root = self._kazoo(spec.hosts_string)
             try:
                 root.start(timeout=self.connection_timeout_s)
                 root.ensure_path(spec.chroot)
@@ -87,7 +184,7 @@ class ZkClient:
                 root.stop()
                 root.close()
         hosts = spec.hosts_string + (spec.chroot or "")
-        self.zk = KazooClient(hosts=hosts, timeout=self.session_timeout_s)
+        self.zk = self._kazoo(hosts)
         try:
             self.zk.start(timeout=self.connection_timeout_s)
             for path in zk_data.PERSISTENT_PATHS:

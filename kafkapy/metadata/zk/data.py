@@ -86,6 +86,21 @@ CONFIG_TYPES = (CONFIG_TYPE_TOPIC, CONFIG_TYPE_CLIENT, CONFIG_TYPE_USER, CONFIG_
 # The entity name of a cluster-wide default (ZooKeeperInternals.DEFAULT_STRING).
 DEFAULT_ENTITY = "<default>"
 
+# zookeeper.set.acl=true (ZkData.defaultAcls): every znode kafkapy creates gets
+# creator-all plus world-read, except the old consumers' path (left open: old
+# consumers write under it) and these, which hold credentials and broker
+# passwords and get creator-all only (ZkData.SensitiveRootPaths, matched as
+# prefixes of the path below the chroot).
+CONSUMERS_PATH = "/consumers"
+SENSITIVE_ROOT_PATHS = (f"{CONFIG_PATH}/{CONFIG_TYPE_USER}", f"{CONFIG_PATH}/{CONFIG_TYPE_BROKER}",
+                        "/delegation_token/tokens")
+
+
+def sensitive_path(path: str) -> bool:
+    """ZkData.sensitivePath: ``path`` is under one of ``SENSITIVE_ROOT_PATHS``."""
+    return any(path.startswith(root) for root in SENSITIVE_ROOT_PATHS)
+
+
 # The persistent znodes every Kafka broker makes sure exist at start-up
 # (ZkData.PersistentZkPaths), parents before children.
 PERSISTENT_PATHS = (

@@ -65,9 +65,10 @@ CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 class ZkMetadataStore(MetadataImage):
     """Owned per process; opens its ZooKeeper client lazily on the first ``update``."""
 
-    def __init__(self, log_dir: str, table, local_broker, config):
+    def __init__(self, log_dir: str, table, local_broker, config, security=None):
         super().__init__(log_dir, table, local_broker)
         self.config = config
+        self.security = security  # ZkSecurity (the server builds it from the config), None: none
         self._zk = None
 
     @property
@@ -76,7 +77,7 @@ class ZkMetadataStore(MetadataImage):
             from kafkapy.metadata.zk.client import ZkClient  # kazoo only where ZooKeeper is used
 
             self._zk = ZkClient(self.config["zookeeper.connect"], self.config["zookeeper.session.timeout.ms"],
-                                self.config["zookeeper.connection.timeout.ms"]).connect()
+                                self.config["zookeeper.connection.timeout.ms"], security=self.security).connect()
         return self._zk
 
     def close(self) -> None:

@@ -365,6 +365,41 @@ _BROKER_KEYS = [
        "ZooKeeper session timeout."),
     _k("zookeeper.connection.timeout.ms", INT, None, None, HIGH, _ZOOKEEPER,
        "Longest wait to connect to ZooKeeper; zookeeper.session.timeout.ms if unset."),
+    # Securing ZooKeeper (kafkapy.server.security.zookeeper; docs/architecture.md,
+    # "Security"): SASL comes from the JAAS file's Client section named by
+    # -Djava.security.auth.login.config in KAFKA_OPTS, as Kafka's JVM reads it.
+    _k("zookeeper.set.acl", BOOLEAN, False, None, HIGH, _ZOOKEEPER,
+       "Create znodes with secure ACLs (creator-all, world-read; creator-only on sensitive paths); "
+       "needs SASL (a JAAS Client section) or TLS with a client certificate."),
+    _k("zookeeper.ssl.client.enable", BOOLEAN, False, None, MEDIUM, _ZOOKEEPER,
+       "Connect to ZooKeeper with TLS (its secureClientPort)."),
+    _k("zookeeper.clientCnxnSocket", STRING, None, None, MEDIUM, _ZOOKEEPER,
+       "Java ZooKeeper client socket class (org.apache.zookeeper.ClientCnxnSocketNetty for TLS)."),
+    _k("zookeeper.ssl.keystore.location", STRING, None, None, MEDIUM, _ZOOKEEPER,
+       "PEM file with the client certificate chain and private key, for TLS to ZooKeeper."),
+    _k("zookeeper.ssl.keystore.password", PASSWORD, None, None, MEDIUM, _ZOOKEEPER,
+       "Password of the key in zookeeper.ssl.keystore.location (ZooKeeper uses the store's password "
+       "for the key)."),
+    _k("zookeeper.ssl.keystore.type", STRING, None, None, MEDIUM, _ZOOKEEPER,
+       "Key store format; kafkapy reads PEM only; unset: by the file's extension."),
+    _k("zookeeper.ssl.truststore.location", STRING, None, None, MEDIUM, _ZOOKEEPER,
+       "PEM file with the CA certificates ZooKeeper's certificate is verified against; unset: the system's."),
+    _k("zookeeper.ssl.truststore.password", PASSWORD, None, None, MEDIUM, _ZOOKEEPER,
+       "Trust store password; not used for PEM trust stores."),
+    _k("zookeeper.ssl.truststore.type", STRING, None, None, MEDIUM, _ZOOKEEPER,
+       "Trust store format; kafkapy reads PEM only; unset: by the file's extension."),
+    _k("zookeeper.ssl.protocol", STRING, "TLSv1.2", None, LOW, _ZOOKEEPER,
+       "TLS protocol to ZooKeeper; the only one enabled unless zookeeper.ssl.enabled.protocols is set."),
+    _k("zookeeper.ssl.enabled.protocols", LIST, None, None, LOW, _ZOOKEEPER,
+       "TLS versions enabled to ZooKeeper (TLSv1.2, TLSv1.3); unset: zookeeper.ssl.protocol."),
+    _k("zookeeper.ssl.cipher.suites", LIST, None, None, LOW, _ZOOKEEPER,
+       "TLS 1.2 cipher suites to ZooKeeper (IANA or OpenSSL names); unset: the defaults."),
+    _k("zookeeper.ssl.endpoint.identification.algorithm", STRING, "HTTPS", None, LOW, _ZOOKEEPER,
+       "HTTPS (any case): check ZooKeeper's host name against its certificate; empty: do not."),
+    _k("zookeeper.ssl.crl.enable", BOOLEAN, False, None, LOW, _ZOOKEEPER,
+       "Check certificate revocation lists in TLS to ZooKeeper."),
+    _k("zookeeper.ssl.ocsp.enable", BOOLEAN, False, None, LOW, _ZOOKEEPER,
+       "Check certificates with OCSP in TLS to ZooKeeper."),
     # --- Group Coordinator
     _k("group.initial.rebalance.delay.ms", INT, 3000, None, MEDIUM, _GROUP,
        "How long the first rebalance of an empty group waits for more members."),
@@ -448,6 +483,10 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {key.name: key for key in _BROKER_KEYS}
 # lists them (a test keeps the two in step).
 NOT_IN_EFFECT: dict[str, str] = {
     "zookeeper.max.in.flight.requests": "kazoo pipelines a session's requests without this bound",
+    "zookeeper.clientCnxnSocket": "kazoo has one socket implementation, which speaks TLS when "
+                                  "zookeeper.ssl.client.enable is true",
+    "zookeeper.ssl.crl.enable": "Python's ssl module checks no revocation lists of its own",
+    "zookeeper.ssl.ocsp.enable": "Python's ssl module has no OCSP checking",
     "num.replica.alter.log.dirs.threads": "replicas are never moved between log dirs",
     "replica.high.watermark.checkpoint.interval.ms":
         "high watermarks are checkpointed with the recovery points "

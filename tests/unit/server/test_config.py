@@ -49,7 +49,7 @@ def _commented_settings(text):
     """``#key=value`` lines (a commented-out setting, not prose)."""
     out = {}
     for line in text.splitlines():
-        m = re.match(r"#([a-z][a-z0-9._-]*)=(.*)$", line.strip())
+        m = re.match(r"#([a-z][A-Za-z0-9._-]*)=(.*)$", line.strip())
         if m:
             out[m.group(1)] = m.group(2)
     return out
