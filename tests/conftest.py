@@ -23,7 +23,7 @@ import pytest
 
 from support.broker import BrokerProcess, free_port
 # The shared fixtures, offered to every test from here (a module imports none).
-from support.cluster import lab_cluster, make_cluster, network_lab  # noqa: F401
+from support.cluster import lab_cluster, make_cluster, network_lab, zookeeper_lab, zookeeper_lab_cluster  # noqa: F401
 from support.java_client import java_client  # noqa: F401
 from support.zookeeper import zookeeper, zookeeper_ensemble, zookeeper_factory  # noqa: F401
 

@@ -552,3 +552,33 @@ def test_follower_keeps_following_after_zookeeper_restarts(zookeeper_factory, tm
     finally:
         follower.stop()
         follower_client.close()
+
+
+def test_store_update_waits_out_a_lost_connection(zookeeper_factory, chroot, tmp_path, table):
+    """Kafka's retryRequestsUntilConnected: an admin write in flight when the
+    connection is lost (here: the server paused, so kazoo gives the connection
+    up after two thirds of the session timeout and the write fails with
+    ConnectionLoss) is sent again once a connection is back, not failed."""
+    server = zookeeper_factory()
+    store = _store(server, chroot, tmp_path, table)
+    outcome = []
+    try:
+        store.zk  # connected before the pause
+        server.pause()
+        writer = threading.Thread(target=lambda: outcome.append(store.update(_add("late", {0: (1,)}))),
+                                  daemon=True)
+        writer.start()
+        wait_for(lambda: not store.zk.zk.connected, WAIT_S, "the store's connection given up")
+        assert outcome == [] and writer.is_alive()  # waiting for a connection, not failed
+        server.resume()
+        writer.join(WAIT_S + 8)  # the session and connection timeouts bound the wait
+        assert outcome and "late" in outcome[0].topics
+    finally:
+        server.resume()
+        store.close()
+    check = server.client(chroot)
+    try:
+        assert check.exists(zk_data.topic_path("late")) is not None
+    finally:
+        check.stop()
+        check.close()

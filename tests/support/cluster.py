@@ -65,6 +65,12 @@ class NetworkLab:
     other end is in the bridge. ``<x>`` is a subnet no interface here uses
     yet. No address outside 127.0.0.0/8 and this /24 is ever used.
 
+    With ``zookeeper_ids``, each ZooKeeper node ``j`` of an ensemble runs in a
+    namespace of its own too, ``kpf<x>-z<j>`` with 10.213.<x>.<30+j>/24
+    (``zookeeper_node_address``, ``zookeeper_command``), and
+    ``cut_zookeeper_node(j)`` cuts it off from the other nodes, the brokers and
+    the clients (``zookeeper_lab``).
+
     Faults: ``cut(i, peers, zookeeper)`` adds blackhole routes in broker
     ``i``'s namespace to the peers' (and ZooKeeper's, and the majority
     clients') addresses, so every packet it sends them is dropped as on a
@@ -74,10 +80,12 @@ class NetworkLab:
     down (cut from everything). ``heal`` undoes both. ``close`` removes the
     namespaces and the bridge, whatever state a failed test left them in."""
 
-    def __init__(self, broker_ids=(1, 2, 3)):
+    def __init__(self, broker_ids=(1, 2, 3), zookeeper_ids=()):
         self.broker_ids = tuple(broker_ids)
+        self.zookeeper_ids = tuple(zookeeper_ids)
         self.subnet = None
         self.routes: dict = {}  # broker id -> addresses blackholed in its namespace
+        self.zookeeper_routes: dict = {}  # ZooKeeper node id -> addresses blackholed in its namespace
         self.down: set = set()
         self.made: list = []  # ("netns", name) / ("link", name): what close removes
 
@@ -127,14 +135,16 @@ class NetworkLab:
             self._ip("addr", "add", f"{self.zookeeper_address}/24", "dev", bridge)
             self._ip("addr", "add", f"{self.minority_client_address}/24", "dev", bridge)
             self._ip("link", "set", bridge, "up")
-            for i in self.broker_ids:
-                ns, veth = self.namespace(i), f"kpf{x}b{i}"
+            hosts = [(self.namespace(i), f"kpf{x}b{i}", self.address(i)) for i in self.broker_ids]
+            hosts += [(self.zookeeper_namespace(j), f"kpf{x}z{j}", self.zookeeper_node_address(j))
+                      for j in self.zookeeper_ids]
+            for ns, veth, address in hosts:
                 self._ip("netns", "add", ns)
                 self.made.append(("netns", ns))
                 self._ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
                 self.made.append(("link", veth))
                 self._ip("link", "set", veth, "master", bridge, "up")
-                self._ip("-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
+                self._ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
                 self._ip("-n", ns, "link", "set", "eth0", "up")
                 self._ip("-n", ns, "link", "set", "lo", "up")
         except BaseException:
@@ -151,6 +161,7 @@ class NetworkLab:
                 self._ip("link", "del", name, check=False)
         self.made.clear()
         self.routes.clear()
+        self.zookeeper_routes.clear()
         self.down.clear()
 
     # -- addresses --------------------------------------------------------------------
@@ -172,6 +183,16 @@ class NetworkLab:
     def namespace(self, broker_id: int) -> str:
         return f"kpf{self.subnet}-b{broker_id}"
 
+    def zookeeper_node_address(self, node_id: int) -> str:
+        return f"10.213.{self.subnet}.{30 + node_id}"
+
+    def zookeeper_namespace(self, node_id: int) -> str:
+        return f"kpf{self.subnet}-z{node_id}"
+
+    def zookeeper_command(self, node_id: int) -> list:
+        """The argv prefix that runs a ZooKeeper node inside its namespace."""
+        return ["ip", "netns", "exec", self.zookeeper_namespace(node_id)]
+
     def command(self, broker_id: int) -> list:
         """The broker's argv prefix: the real entry point inside its namespace."""
         argv, _env = server_start_command(Path("server.properties"))
@@ -186,10 +207,13 @@ class NetworkLab:
             targets.append(self.zookeeper_address)
         if clients:
             targets.append(self.client_address)
-        held = self.routes.setdefault(broker_id, set())
+        self._blackhole(self.namespace(broker_id), self.routes.setdefault(broker_id, set()), targets)
+
+    def _blackhole(self, namespace: str, held: set, targets) -> None:
+        """Blackhole routes in ``namespace`` to ``targets`` not in ``held`` (then added to it)."""
         for address in targets:
             if address not in held:
-                self._ip("-n", self.namespace(broker_id), "route", "add", "blackhole", f"{address}/32")
+                self._ip("-n", namespace, "route", "add", "blackhole", f"{address}/32")
                 held.add(address)
 
     def isolate(self, broker_id: int) -> None:
@@ -197,12 +221,29 @@ class NetworkLab:
         the majority's clients; a ``PinnedClient`` on the minority side still reaches it."""
         self.cut(broker_id, self.broker_ids, zookeeper=True, clients=True)
 
+    def cut_zookeeper_node(self, node_id: int) -> None:
+        """Drop everything ZooKeeper node ``node_id`` sends to the other nodes, the
+        brokers and the clients: it is cut off from all of them (their packets
+        reach it, its answers and acknowledgements never leave)."""
+        targets = [self.zookeeper_node_address(j) for j in self.zookeeper_ids if j != node_id]
+        targets += [self.address(i) for i in self.broker_ids]
+        targets += [self.client_address, self.zookeeper_address, self.minority_client_address]
+        self._blackhole(self.zookeeper_namespace(node_id), self.zookeeper_routes.setdefault(node_id, set()), targets)
+
+    def heal_zookeeper_node(self, node_id: int) -> None:
+        for address in sorted(self.zookeeper_routes.pop(node_id, set())):
+            self._ip("-n", self.zookeeper_namespace(node_id), "route", "del", "blackhole", f"{address}/32",
+                     check=False)
+
     def link_down(self, broker_id: int) -> None:
         self._ip("link", "set", f"kpf{self.subnet}b{broker_id}", "down")
         self.down.add(broker_id)
 
     def heal(self, broker_id: Optional[int] = None) -> None:
-        """Undo the cuts and downed links of one broker (or all)."""
+        """Undo the cuts and downed links of one broker (or all, and every ZooKeeper node's cut)."""
+        if broker_id is None:
+            for j in list(self.zookeeper_routes):
+                self.heal_zookeeper_node(j)
         for i in [broker_id] if broker_id is not None else list(self.broker_ids):
             for address in sorted(self.routes.pop(i, set())):
                 self._ip("-n", self.namespace(i), "route", "del", "blackhole", f"{address}/32", check=False)
@@ -232,6 +273,38 @@ def network_lab(tmp_path_factory):
         if server is not None:
             server.close()
         lab.close()
+
+
+@pytest.fixture(scope="module")
+def zookeeper_lab(tmp_path_factory):
+    """``(NetworkLab, ZooKeeperEnsemble)`` for a module's tests: three brokers' and
+    three ZooKeeper nodes' namespaces, the ensemble's members each listening on
+    its own namespace's address; skips with the reason when namespaces cannot be
+    made here. Each test puts its cluster on it with ``zookeeper_lab_cluster``."""
+    from .zookeeper import ZooKeeperEnsemble, _skip_if_missing
+
+    reason = NetworkLab.unavailable()
+    if reason:
+        pytest.skip(f"network-namespace fault tests need `ip netns` (root): {reason}")
+    _skip_if_missing()
+    lab = NetworkLab(zookeeper_ids=(1, 2, 3)).create()
+    ensemble = None
+    try:
+        ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zk-ensemble-netns"),
+                                     hosts={j: lab.zookeeper_node_address(j) for j in lab.zookeeper_ids},
+                                     command_prefixes={j: lab.zookeeper_command(j) for j in lab.zookeeper_ids})
+        yield lab, ensemble.start()
+    finally:
+        if ensemble is not None:
+            ensemble.close()
+        lab.close()
+
+
+@pytest.fixture
+def zookeeper_lab_cluster(zookeeper_lab, tmp_path, request):
+    """Clusters in the ``zookeeper_lab`` brokers' namespaces on its ensemble."""
+    lab, ensemble = zookeeper_lab
+    yield from _made_clusters(ensemble, tmp_path, request, lab)
 
 
 # Fewer __consumer_offsets partitions than Kafka's 50, so the offsets topic is
@@ -606,6 +679,27 @@ def finish(cluster: Cluster, producer: BackgroundProducer, topic: str, partition
         return consumed
     finally:
         producer.close()
+
+
+# Three partitions, each replicated on all three brokers, each led by another.
+SPREAD_3 = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+
+
+def start_load(cluster: Cluster, topic: str, assignment=SPREAD_3, rate_per_s: float = 200.0) -> BackgroundProducer:
+    """The produce side of a fault test: ``topic`` on ``assignment`` with
+    min.insync.replicas=2, an idempotent acks=all ``BackgroundProducer`` on it,
+    200 records acknowledged before returning. librdkafka's ``socket.timeout.ms``
+    (its client-side bound on a request, 60 s by default) short, so a request
+    lost with a broker or a cut is retried within seconds."""
+    create_topic_assigned(cluster, topic, assignment, config={"min.insync.replicas": "2"})
+    producer = BackgroundProducer(cluster.bootstrap, topic, len(assignment), rate_per_s=rate_per_s,
+                                  config={"request.timeout.ms": 5000, "socket.timeout.ms": 6000}).start()
+    try:
+        progress(producer, 200, "200 acknowledged before the fault")
+    except BaseException:
+        producer.close()
+        raise
+    return producer
 
 
 def wait_new_leader(cluster: Cluster, topic: str, partition: int, not_in, timeout_s: float = 30.0) -> int:

@@ -315,13 +315,20 @@ class ZooKeeperEnsemble:
     and the members themselves (``nodes``, ``leader``, ``followers``) for
     faults."""
 
-    def __init__(self, work_dir: Path, size: int = 3, tick_time_ms: int = DEFAULT_TICK_TIME_MS):
+    def __init__(self, work_dir: Path, size: int = 3, tick_time_ms: int = DEFAULT_TICK_TIME_MS,
+                 hosts: Optional[dict] = None, command_prefixes: Optional[dict] = None):
+        """``hosts`` ({id: address}, 127.0.0.1 for all by default) and
+        ``command_prefixes`` ({id: argv prefix}): members in network namespaces
+        (``support.cluster.zookeeper_lab``)."""
         work_dir = Path(work_dir)
         ids = range(1, size + 1)
-        members = {i: ("127.0.0.1", free_port(), free_port()) for i in ids}
+        hosts = hosts or {}
+        members = {i: (hosts.get(i, "127.0.0.1"), free_port(), free_port()) for i in ids}
         self.nodes = {i: ZooKeeperProcess(work_dir / f"zookeeper-{i}", tick_time_ms=tick_time_ms,
-                                          ensemble=members, my_id=i) for i in ids}
+                                          ensemble=members, my_id=i, host=members[i][0],
+                                          command_prefix=(command_prefixes or {}).get(i)) for i in ids}
         self.host = "127.0.0.1"
+        self.client_kwargs: dict = {}  # plaintext members
 
     @property
     def hosts(self) -> str:
@@ -344,13 +351,14 @@ class ZooKeeperEnsemble:
         self.wait_quorum()
         return self
 
-    def wait_quorum(self, timeout_s: float = 30.0) -> int:
+    def wait_quorum(self, timeout_s: float = 30.0, among=None) -> int:
         """Until one running member is the leader and every other running one
-        follows it; returns the leader's id."""
+        follows it (of ``among`` only, e.g. the nodes a cut one is not among);
+        returns the leader's id."""
         from .wait import wait_for
 
         def settled():
-            modes = {i: n.mode() for i, n in self.nodes.items() if n.running}
+            modes = {i: n.mode() for i, n in self.nodes.items() if n.running and (among is None or i in among)}
             leaders = [i for i, m in modes.items() if m == "leader"]
             if len(leaders) == 1 and all(m in ("leader", "follower") for m in modes.values()):
                 return leaders[0]

@@ -24,10 +24,9 @@ from __future__ import annotations
 import pytest
 
 from support.cluster import (
-    BackgroundProducer,
-    create_topic_assigned,
     finish,
     progress,
+    start_load,
     wait_full_isr,
     wait_new_leader,
     zk_controller,
@@ -36,7 +35,6 @@ from support.wait import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
-ALL = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
 
 
 @pytest.fixture
@@ -53,14 +51,6 @@ def ensemble_cluster(zookeeper_ensemble, make_cluster):
         zookeeper_ensemble.wait_quorum()
 
 
-def _start_load(c, topic: str) -> BackgroundProducer:
-    create_topic_assigned(c, topic, ALL, config={"min.insync.replicas": "2"})
-    producer = BackgroundProducer(c.bootstrap, topic, 3, rate_per_s=200,
-                                  config={"request.timeout.ms": 5000, "socket.timeout.ms": 6000}).start()
-    progress(producer, 200, "200 acknowledged before the fault")
-    return producer
-
-
 def _topic_served(c, zk, name: str) -> None:
     """A topic created on the ensemble now: led with full ISRs, as the
     controller wrote it through whichever members serve."""
@@ -71,7 +61,7 @@ def _topic_served(c, zk, name: str) -> None:
 def test_zookeeper_leader_killed_then_a_leader_broker_on_the_two_nodes_left(ensemble_cluster):
     c, zk, ensemble = ensemble_cluster
     wait_for(lambda: zk_controller(zk), 20, "a controller")
-    producer = _start_load(c, "zk-leader")
+    producer = start_load(c, "zk-leader")
     try:
         zk_leader = ensemble.leader()
         ensemble.nodes[zk_leader].kill()
@@ -99,7 +89,7 @@ def test_zookeeper_leader_killed_then_a_leader_broker_on_the_two_nodes_left(ense
 def test_zookeeper_follower_killed_and_back(ensemble_cluster):
     c, zk, ensemble = ensemble_cluster
     wait_for(lambda: zk_controller(zk), 20, "a controller")
-    producer = _start_load(c, "zk-follower")
+    producer = start_load(c, "zk-follower")
     try:
         follower = ensemble.followers()[0]
         ensemble.nodes[follower].kill()
@@ -119,7 +109,7 @@ def test_zookeeper_follower_killed_and_back(ensemble_cluster):
 def test_ensemble_restarted_one_node_at_a_time(ensemble_cluster):
     c, zk, ensemble = ensemble_cluster
     old_controller, _ = wait_for(lambda: zk_controller(zk), 20, "a controller")
-    producer = _start_load(c, "zk-rolling")
+    producer = start_load(c, "zk-rolling")
     try:
         # Followers first and the leader last, as a ZooKeeper upgrade goes.
         order = ensemble.followers() + [ensemble.leader()]

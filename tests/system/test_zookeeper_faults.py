@@ -27,10 +27,10 @@ import pytest
 from kafkapy.metadata.zk import data as zk_data
 from support.cluster import (
     SESSION_TIMEOUT_MS,
-    BackgroundProducer,
     create_topic_assigned,
     finish,
     progress,
+    start_load,
     wait_full_isr,
     zk_controller,
     zk_partition_state,
@@ -40,19 +40,10 @@ from support.wait import wait_for
 pytestmark = pytest.mark.timeout(180)
 
 EXPIRED_S = SESSION_TIMEOUT_MS / 1000 + 3  # past the session timeout, with a margin
-ALL = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
 
 
 def _registered(zk) -> set:
     return {int(b) for b in zk.get_children(zk_data.BROKER_IDS_PATH)}
-
-
-def _start_load(c, topic: str) -> BackgroundProducer:
-    create_topic_assigned(c, topic, ALL, config={"min.insync.replicas": "2"})
-    producer = BackgroundProducer(c.bootstrap, topic, 3, rate_per_s=200,
-                                  config={"request.timeout.ms": 5000, "socket.timeout.ms": 6000}).start()
-    progress(producer, 200, "200 acknowledged before the fault")
-    return producer
 
 
 def test_one_brokers_session_expires_and_it_rejoins(lab_cluster, network_lab):
@@ -60,7 +51,7 @@ def test_one_brokers_session_expires_and_it_rejoins(lab_cluster, network_lab):
     c, zk = lab_cluster()
     controller, _ = wait_for(lambda: zk_controller(zk), 20, "a controller")
     victim = next(i for i in (1, 2, 3) if i != controller)
-    producer = _start_load(c, "expiry")
+    producer = start_load(c, "expiry")
     try:
         epoch_before = zk_partition_state(zk, "expiry", victim - 1)["leader_epoch"]
         lab.cut(victim, zookeeper=True)  # its peers and the clients still reach it
@@ -86,7 +77,7 @@ def test_zookeeper_unreachable_from_every_broker_past_the_session_timeout(lab_cl
     lab, _server = network_lab
     c, zk = lab_cluster()
     old_controller, old_epoch = wait_for(lambda: zk_controller(zk), 20, "a controller")
-    producer = _start_load(c, "nozk")
+    producer = start_load(c, "nozk")
     try:
         for i in c.brokers:
             lab.cut(i, zookeeper=True)
@@ -115,7 +106,7 @@ def test_zookeeper_sigkilled_and_restarted_under_load(lab_cluster, network_lab):
     _lab, server = network_lab
     c, zk = lab_cluster()
     before = zk_controller(zk)
-    producer = _start_load(c, "zkrestart")
+    producer = start_load(c, "zkrestart")
     try:
         server.restart(kill=True)  # back within the session timeout: the sessions outlive it
         progress(producer, 300, "progress after ZooKeeper's restart")

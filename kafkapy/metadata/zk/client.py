@@ -46,7 +46,8 @@ import uuid
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError, NoNodeError,
+                              RolledBackError)
 from kazoo.handlers import utils as kazoo_utils
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
@@ -135,17 +136,31 @@ class _SecureTransaction(TransactionRequest):
         return super().create(path, value, acl if acl else default_acls(True, path), *args, **kwargs)
 
 
-class _TlsBoundsHandler(SequentialThreadingHandler):
-    """kazoo's threading handler with the TLS versions and cipher suites of
-    ``zookeeper.ssl.enabled.protocols`` / ``zookeeper.ssl.cipher.suites``: kazoo's
-    own connection code takes them only through its handler."""
+class _KafkaHandler(SequentialThreadingHandler):
+    """kazoo's threading handler, connecting as ZooKeeper's Java client does.
 
-    def __init__(self, tls: ZkTls):
+    * Each connection attempt is bounded by the session timeout divided by the
+      number of servers (the Java client's ClientCnxn connectTimeout). kazoo
+      gives one attempt the whole session timeout: a server that drops
+      packets (cut off by the network; SYNs unanswered) then costs a
+      reconnecting session its life, and a new session its connection
+      timeout, before the next server is tried. Seen with one member of three
+      cut off (tests/system/test_zookeeper_node_partition.py).
+    * TLS: the versions and cipher suites of ``zookeeper.ssl.enabled.protocols``
+      / ``zookeeper.ssl.cipher.suites``, which kazoo's connection code takes
+      only through its handler.
+    """
+
+    def __init__(self, connect_timeout_s: float, tls: ZkTls | None = None):
         super().__init__()
+        self.connect_timeout_s = connect_timeout_s
         self.tls = tls
 
     def create_connection(self, *args, **kwargs):
-        if kwargs.get("use_ssl"):
+        timeout = kwargs.get("timeout")
+        if timeout is not None:
+            kwargs["timeout"] = min(timeout, self.connect_timeout_s)
+        if kwargs.get("use_ssl") and self.tls is not None:
             kwargs["options"] = ssl.create_default_context().options | self.tls.options
             kwargs["ciphers"] = self.tls.ciphers
         return kazoo_utils.create_tcp_connection(socket, *args, **kwargs)
@@ -163,13 +178,13 @@ class ZkClient:
     def _kazoo(self, hosts: str) -> KazooClient:
         """A kazoo client on ``hosts`` with this broker's authentication, TLS and ACLs."""
         sec = self.security
-        kwargs = {"hosts": hosts, "timeout": self.session_timeout_s}
+        servers = max(1, len(self.connect_spec.hosts))
+        kwargs = {"hosts": hosts, "timeout": self.session_timeout_s,
+                  "handler": _KafkaHandler(self.session_timeout_s / servers, sec.tls)}
         if sec.sasl is not None:
             kwargs["sasl_options"] = dict(sec.sasl)  # kazoo adds to it
         if sec.tls is not None:
             kwargs.update(sec.tls.kazoo_kwargs())
-            if sec.tls.options or sec.tls.ciphers:
-                kwargs["handler"] = _TlsBoundsHandler(sec.tls)
         return (_SecureKazooClient if sec.set_acl else KazooClient)(**kwargs)
 
     # -- session ------------------------------------------------------------------------------
@@ -220,6 +235,30 @@ class ZkClient:
                 callback()
 
         self.zk.add_listener(listener)
+
+    def until_connected(self, op):
+        """``op()``, again after the connection is back whenever it fails on a lost
+        connection (Kafka's KafkaZkClient.retryRequestsUntilConnected: a ZooKeeper
+        node lost or a quorum re-electing delays an admin write, it does not fail
+        it). Bounded by the session and connection timeouts: by then kazoo has moved
+        the session to another server, or it expired and kazoo opened a new one.
+        A write whose answer was lost may have landed: sent again, its condition
+        fails and the caller reads again, as in Kafka."""
+        deadline = time.monotonic() + self.session_timeout_s + self.connection_timeout_s
+        while True:
+            try:
+                return op()
+            except ConnectionLoss:
+                if not self._wait_connected(deadline):
+                    raise
+                log.info("ZooKeeper connection lost during a request; sending it again")
+
+    def _wait_connected(self, deadline: float) -> bool:
+        while not self.zk.connected:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)  # kazoo's state changes are seen within a poll; bounded by deadline
+        return True
 
     @property
     def session_id(self) -> int:

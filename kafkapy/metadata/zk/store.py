@@ -92,15 +92,19 @@ class ZkMetadataStore(MetadataImage):
         after ``UPDATE_RETRIES`` lost conditions."""
         from kafkapy.metadata.zk.client import ZkConflict
 
-        for attempt in range(UPDATE_RETRIES):
+        def attempt_once():
             state = self.zk.read_admin_state(all_topics=False)
             after = self.model(state)
             change(after)
             before = self.model(state)  # the same reads: nothing more is read from ZooKeeper
             batch = self.zk.writes()
             self._diff(state, before, after, batch)
+            batch.commit()
+            return before, after
+
+        for attempt in range(UPDATE_RETRIES):
             try:
-                batch.commit()
+                before, after = self.zk.until_connected(attempt_once)
             except ZkConflict as exc:
                 if attempt == UPDATE_RETRIES - 1:
                     raise
@@ -113,7 +117,7 @@ class ZkMetadataStore(MetadataImage):
     def new_producer_id_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK) -> ProducerIdsBlock:
         """ZkProducerIdManager's block: only ``/latest_producer_id_block`` is read and
         written (conditional on its version, again until it lands), not the whole model."""
-        return self.zk.new_producer_id_block(broker_id, size)
+        return self.zk.until_connected(lambda: self.zk.new_producer_id_block(broker_id, size))
 
     def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
         self.zk.set_consumer_offset(group, topic, partition, offset)
@@ -124,7 +128,7 @@ class ZkMetadataStore(MetadataImage):
     def read_model(self) -> Metadata:
         """ZooKeeper's admin model now (what ``update`` gives ``change``), for a
         validate-only run of a change; nothing is written."""
-        return self.model(self.zk.read_admin_state(all_topics=False))
+        return self.zk.until_connected(lambda: self.model(self.zk.read_admin_state(all_topics=False)))
 
     def replace(self, md: Metadata) -> None:
         raise NotImplementedError("a cluster's metadata is ZooKeeper's: nothing replaces it wholesale")

@@ -8,7 +8,7 @@ import ssl
 
 import pytest
 
-from kafkapy.metadata.zk.client import default_acls
+from kafkapy.metadata.zk.client import ZkClient, default_acls
 from kafkapy.server.config import BrokerConfig, ConfigException
 from kafkapy.server.security.zookeeper import parse_jaas_file, sasl_options, system_properties, zk_security
 
@@ -109,3 +109,14 @@ def test_default_acls_as_kafka():
     assert ids("/consumers") == {("world", "anyone", 31)}
     assert ids("/consumers/g") == {("auth", "", 31), ("world", "anyone", 1)}  # only the path itself is open
     assert {(a.id.scheme, a.perms) for a in default_acls(False, "/config/users")} == {("world", 31)}
+
+
+def test_connection_attempts_bounded_as_the_java_client():
+    """ClientCnxn's connectTimeout: the session timeout over the number of servers."""
+    client = ZkClient("a:2181,b:2181,c:2181/k", session_timeout_ms=6000)
+    kazoo = client._kazoo("a:2181,b:2181,c:2181/k")
+    try:
+        assert kazoo.handler.connect_timeout_s == 2.0
+        assert type(kazoo).__name__ == "KazooClient"  # no zookeeper.set.acl: kazoo's own creates
+    finally:
+        kazoo.close()
