@@ -126,6 +126,7 @@ class NetworkLab:
             return self._create()
 
     def _create(self) -> "NetworkLab":
+        self._guard_lab_range()
         x = self.subnet = self._free_subnet()
         try:
             bridge = f"kpf{x}br"
@@ -151,6 +152,16 @@ class NetworkLab:
             self.close()
             raise
         return self
+
+    def _guard_lab_range(self) -> None:
+        """A blackhole route for all of 10.213.0.0/16 in the root namespace,
+        added once and left in place: a lab's /24 (its bridge's connected
+        route) is more specific and wins while the lab exists, and after it
+        is gone a client still alive (one kept by a failed test's traceback
+        redials its brokers for as long as it lives) has its packets dropped
+        here instead of sent out of the default route, off the machine."""
+        if "blackhole 10.213.0.0/16" not in self._ip("route", "show", "type", "blackhole").stdout:
+            self._ip("route", "add", "blackhole", "10.213.0.0/16", check=False)
 
     def close(self) -> None:
         """Remove what ``create`` made (a namespace's veth end goes with it). Never raises."""
