@@ -344,6 +344,11 @@ class WakePipe:
         # slot -> parked operations watching it (None: not kept, every
         # wake goes to a processor with anything parked)
         self._watchers = ctx.RawArray("I", slots) if slots else None
+        # In the processor that reads this pipe (``owned_here``), an append
+        # it made itself (a Produce or Fetch it handled) only notes the wake
+        # (``pending``) for its loop: no write, no select woken by it, no read.
+        self.owned_here = False
+        self.pending = False
 
     def add_parked(self, delta: int, slots=()) -> None:
         """One operation watching ``slots`` was parked (+1) or finished (-1)."""
@@ -369,6 +374,9 @@ class WakePipe:
                 return self.wake()
 
     def wake(self) -> None:
+        if self.owned_here:
+            self.pending = True
+            return
         try:
             os.write(self.write_fd, b"\0")
         except BlockingIOError:

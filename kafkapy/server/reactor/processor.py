@@ -159,6 +159,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         sel.register(self.fd_socket, selectors.EVENT_READ, "accept")
         sel.register(self.responses.fileno(), selectors.EVENT_READ, "responses")
         sel.register(self.wake_pipe.read_fd, selectors.EVENT_READ, "wake")
+        self.wake_pipe.owned_here = True  # this process's own appends wake it without the pipe
         woken = child_signals.wake_on_signal()  # the stop order ends a select at once
         sel.register(woken, selectors.EVENT_READ, "signal")
         probe = probes.network
@@ -208,6 +209,9 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                 self._run_delayed_closes()
             if self.inline_ready:
                 self._handle_inline()
+            if self.wake_pipe.pending:
+                self.wake_pipe.pending = False
+                self._check_delayed(woken=True)
             now = time.monotonic()
             if now >= next_idle_sweep:
                 next_idle_sweep = now + 1.0
@@ -251,7 +255,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                             conn.inline is not None, conn.arena_off, len(conn.inbuf))
 
     def _timeout(self):
-        if self.inline_ready:
+        if self.inline_ready or self.wake_pipe.pending:
             return 0.0
         if self.backlog or self.arena_waiters:
             return 0.002
