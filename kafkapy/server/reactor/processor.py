@@ -147,7 +147,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         # "Requests handled in the processor", docs/architecture.md): their API
         # keys, the Broker view they are handled with (this process's own, made
         # at the first one), and the connections whose request waits for its turn.
-        self.inline_keys = inline_api_keys(config) if broker_factory is not None else frozenset()
+        self.inline_keys = inline_api_keys(config) if broker_factory is not None else {}
         self.broker_factory = broker_factory
         self.broker = None
         self.inline_ready: deque[Connection] = deque()
@@ -469,7 +469,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
             self.arena.view[off:off + conn.size] = conn.parked_body
             conn.arena_off = off
             conn.parked_body = None
-        if conn.api_key in self.inline_keys:
+        if conn.api_key in self.inline_keys and self._request_version(conn) >= self.inline_keys[conn.api_key]:
             # Handled by this loop once the events at hand are done: never
             # from here, where an answer sent at once would take the next
             # pipelined request and recurse once per request in the buffer.
@@ -514,6 +514,15 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
     def _on_responses(self) -> None:
         for conn_id, kind, payload in self.responses.drain():
             self._on_response(conn_id, kind, payload)
+
+    def _request_version(self, conn: Connection) -> int:
+        """The request's api_version (header bytes 2-3), -1 when it has none."""
+        if conn.size < 4:
+            return -1
+        if conn.inline is not None:
+            return int.from_bytes(conn.inline[2:4], "big", signed=True)
+        off = conn.arena_off
+        return int.from_bytes(self.arena.view[off + 2:off + 4], "big", signed=True)
 
     def _handle_inline(self) -> None:
         """Handle the requests ``_enqueue`` kept for this process: the same
@@ -797,12 +806,20 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         return fd
 
 
-def inline_api_keys(config) -> frozenset:
-    """The API keys named by ``kafkapy.network.inline.apis`` (Kafka's API
-    names; the config's validator allows only APIs whose handlers never hold
-    an answer and that are not the group coordinator's)."""
+# The oldest version of each API a processor handles itself: older Produce
+# (message format 0/1, up-converted) and Fetch (down-converted) rewrite
+# every record in Python, ~20-50k records/s (perf/README.md): a connection's
+# whole processor would wait for that, so those go to the workers.
+_INLINE_FROM_VERSION = {"Produce": 3, "Fetch": 4}
+
+
+def inline_api_keys(config) -> dict:
+    """{API key: oldest version handled in the processor} for the APIs
+    named by ``kafkapy.network.inline.apis`` (Kafka's API names; the
+    config's validator allows only APIs whose handlers never hold an answer
+    and that are not the group coordinator's)."""
     by_name = {spec.name: key for key, spec in API_TABLE.items()}
-    return frozenset(by_name[name] for name in config["kafkapy.network.inline.apis"])
+    return {by_name[name]: _INLINE_FROM_VERSION[name] for name in config["kafkapy.network.inline.apis"]}
 
 
 def processor_main(processor_id, config, channel, table, fd_socket, broker_factory=None) -> None:
