@@ -147,19 +147,24 @@ class CleanerConfig:
     """The broker's cleaner settings (Kafka's CleanerConfig): the offset map's
     memory (``log.cleaner.dedupe.buffer.size`` over ``log.cleaner.threads``,
     filled to ``log.cleaner.io.buffer.load.factor``) and the read and write
-    buffers (``log.cleaner.io.buffer.size``, grown to hold a larger batch)."""
+    buffers (``log.cleaner.io.buffer.size``, grown to hold a larger batch);
+    ``producer.id.expiration.ms``: a producer idle that long (no open
+    transaction) is not active, so its last batch and marker are not kept
+    for it (Kafka's removeExpiredProducers takes it out of the producer state
+    the cleaner asks; kafkapy's producer state keeps it, see ``_Pass``)."""
 
     dedupe_buffer_size: int = 134217728
     io_buffer_size: int = 524288
     load_factor: float = 0.9
     threads: int = 1
     io_max_bytes_per_second: float = 1.7976931348623157e308  # Kafka's default, Double.MAX_VALUE
+    producer_id_expiration_ms: int = 86400000
 
     @classmethod
     def from_broker(cls, config) -> "CleanerConfig":
         return cls(int(config["log.cleaner.dedupe.buffer.size"]), int(config["log.cleaner.io.buffer.size"]),
                    float(config["log.cleaner.io.buffer.load.factor"]), max(1, int(config["log.cleaner.threads"])),
-                   float(config["log.cleaner.io.max.bytes.per.second"]))
+                   float(config["log.cleaner.io.max.bytes.per.second"]), int(config["producer.id.expiration.ms"]))
 
     @property
     def map_memory(self) -> int:
@@ -472,8 +477,17 @@ class _Pass:
         active = len(segments) - 1
         self.segments = [_Seg(s.base_offset, s.path, s.size, s.offset_index.entries, s.time_index.entries,
                               None if i == active else _file_identity(s.path)) for i, s in enumerate(segments)]
+        # Kafka's lastRecordsOfActiveProducers. Kafka's broker drops a
+        # producer idle for producer.id.expiration.ms with no open transaction
+        # from its producer state (isProducerExpired, checked every
+        # producer.id.expiration.check.interval.ms, 10 min); kafkapy's
+        # producer state has no timed expiry, so the cleaner applies the same
+        # rule here: without it an idle producer's last batch and last
+        # transaction's marker would stay for ever.
+        expiry_ms = config.producer_id_expiration_ms
         self.last_of_producer = {e.producer_id: (e.last_data_offset, e.producer_epoch)
-                                 for e in lg.active_producers()}
+                                 for e in lg.active_producers()
+                                 if e.current_txn_first_offset >= 0 or now_ms - e.last_timestamp < expiry_ms}
         self.built: list[tuple[list[_Seg], list, bool]] = []  # (group, .txnindex entries, changed)
         self.cleaned_paths: list[str] = []
 
@@ -598,6 +612,12 @@ class _Pass:
             return build_batch([], base_offset=h.base_offset + h.last_offset_delta)
         return b""
 
+    def _emptied_again(self, h, view):
+        """``_emptied`` for a batch that is empty already: None (copy as is)
+        while it is still to be kept as it is."""
+        out = self._emptied(h)
+        return None if out == bytes(view) else out
+
     def _clean_group(self, group):
         """Write the group's new bytes to ``<base>.log.cleaned`` (fsynced);
         ``(its .txnindex entries, whether anything differs from the old, bytes written)``."""
@@ -639,8 +659,7 @@ class _Pass:
             if h.records_count == 0:
                 # A marker an earlier pass emptied (an active producer's last
                 # one): Kafka discards it once that is no longer so.
-                out = self._emptied(h)
-                return (None if out == bytes(view) else out), False
+                return self._emptied_again(h, view), False
             try:
                 commit = parse_end_txn_marker(view).is_commit
             except CorruptRecordError:
@@ -666,6 +685,11 @@ class _Pass:
                 self.committed_seen.add(pid)
         if h.base_offset > self.latest:
             return None, False  # past the offset map (not below the uncleanable offset): kept as it is
+        if h.records_count == 0:
+            # A batch an earlier pass emptied (RETAIN_EMPTY): Kafka's filterTo
+            # writes an empty batch only while it is still an active
+            # producer's last (or the last below the uncleanable offset here).
+            return self._emptied_again(h, view), False
         records = decode_records(view)
         if discard:
             kept = []

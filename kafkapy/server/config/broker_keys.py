@@ -491,7 +491,8 @@ NOT_IN_EFFECT: dict[str, str] = {
     "replica.high.watermark.checkpoint.interval.ms":
         "high watermarks are checkpointed with the recovery points "
         "(log.flush.offset.checkpoint.interval.ms)",
-    "producer.id.expiration.ms": "producer state is kept until its data leaves the log (no timed expiry yet)",
+    "producer.id.expiration.ms": "producer state is kept until its data leaves the log (no timed expiry yet); "
+                                 "only the log cleaner honours it (an idle producer's last batch and marker can go)",
     "background.threads": "background work (retention, flush, checkpoints) runs in the "
                           "supervisor process, one task at a time",
     "num.recovery.threads.per.data.dir": "logs are recovered one at a time by the supervisor",

@@ -7,7 +7,7 @@ from support.storage import T0, Clock, open_log
 
 from kafkapy._core import load
 from kafkapy._core.records_py import build_batch, decode_records
-from kafkapy.storage.cleaner import clean_log
+from kafkapy.storage.cleaner import CleanerConfig, clean_log
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.shared import LocalPartitionState
 
@@ -338,6 +338,18 @@ def test_crash_after_the_commit_point_finishes_the_swap(tmp_path):
         assert not [n for n in os.listdir(part) if n.endswith((".swap", ".cleaned"))]
 
 
+def _committed_then_aborted(tmp_path, clock, aborted_pid, plain):
+    """A log of producer 11's committed ``a`` (0, COMMIT at 1), producer
+    ``aborted_pid``'s aborted ``b`` (2, ABORT at 3), then ``plain`` records from 4."""
+    lg = _log(tmp_path, clock, segment_bytes=4096)
+    _append_txn(lg, 11, [(b"a", b"c1")], T0)
+    _marker(lg, 11, commit=True)
+    _append_txn(lg, aborted_pid, [(b"b", b"aborted")], T0)
+    _marker(lg, aborted_pid, commit=False)
+    _append(lg, plain, T0)
+    return lg
+
+
 def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path):
     """Kafka's CleanedTransactionMetadata: a pass that still meets a
     transaction's data keeps its marker (an ABORT marker with its .txnindex
@@ -346,12 +358,7 @@ def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path):
     horizon drops the marker. An active producer's last transaction keeps its
     data batch and so its marker."""
     clock = Clock()
-    lg = _log(tmp_path, clock, segment_bytes=4096)
-    _append_txn(lg, 11, [(b"a", b"c1")], T0)              # 0
-    _marker(lg, 11, commit=True)                          # 1
-    _append_txn(lg, 10, [(b"b", b"aborted")], T0)         # 2
-    _marker(lg, 10, commit=False)                         # 3
-    _append(lg, [(b"a", b"plain")], T0)                   # 4 supersedes offset 0
+    lg = _committed_then_aborted(tmp_path, clock, 10, [(b"a", b"plain")])  # 4 supersedes offset 0
     _append_txn(lg, 11, [(b"z", b"c2")], T0, seq=1)       # 5
     _marker(lg, 11, commit=True)                          # 6
     _append_txn(lg, 10, [(b"y", b"c3")], T0, seq=1)       # 7
@@ -395,6 +402,56 @@ def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path):
         lg2.update_high_watermark(lg2.log_end_offset)  # the unit log has no high-watermark checkpoint
         assert lg2.last_stable_offset() == 10 and lg2.log_end_offset == 10
         assert lg2.collect_aborted_transactions(0, 10) == []
+
+
+def test_an_idle_producers_last_transaction_goes_after_producer_id_expiration(tmp_path):
+    """Kafka keeps an active producer's last data batch (RETAIN_EMPTY) and so
+    its transaction's marker; a producer idle for producer.id.expiration.ms
+    with no open transaction is expired from Kafka's producer state, after
+    which both go as any other: the superseded data first, then the marker
+    with a delete horizon, then the marker. The horizon is written in the
+    marker (attribute 0x40, base timestamp), its CRC valid."""
+    clock = Clock()
+    lg = _committed_then_aborted(tmp_path, clock, 12, [(b"a", b"plain"), (b"b", None)])  # 4, 5: supersede 0, delete b
+    _roll(lg)
+    _append(lg, [(b"q", b"active")], T0)                  # 6
+    hour = 3_600_000
+    config = CleanerConfig(producer_id_expiration_ms=hour)
+    with lg.lock():
+        last_timestamps = {e.producer_id: e.last_timestamp for e in lg.active_producers()}
+    idle_from = max(last_timestamps[11], last_timestamps[12], T0)
+
+    def heads():
+        return {h.base_offset: h for h in _headers(lg)}
+
+    first = now = idle_from + hour - 2
+    clean_log(lg, now, force=True, config=config)       # both producers active: their last batches stay empty
+    h = heads()
+    assert h[0].records_count == 0 and h[0].producer_id == 11 and h[2].records_count == 0
+    assert {1, 3} <= set(h) and not h[1].attributes & 0x40 and not h[3].attributes & 0x40
+    clean_log(lg, now + 1, force=True, config=config)   # still active: nothing changes for them
+    h = heads()
+    assert {0, 1, 2, 3} <= set(h) and not h[1].attributes & 0x40
+
+    now = idle_from + hour                                # expired: the empty batches go
+    clean_log(lg, now, force=True, config=config)
+    h = heads()
+    assert 0 not in h and 2 not in h and {1, 3} <= set(h)
+    clean_log(lg, now + 1, force=True, config=config)   # no data left: each marker gets its horizon
+    h = heads()
+    for m in (1, 3):
+        assert h[m].attributes & 0x60 == 0x60 and h[m].base_timestamp == now + 1 + DAY
+    assert h[4].attributes & 0x40 and h[4].base_timestamp == first + DAY  # the tombstone's, from the first pass
+    with lg.lock():
+        assert lg.collect_aborted_transactions(0, 7) == []
+    clean_log(lg, now + DAY, force=True, config=config)  # the tombstone's horizon: b goes, markers stay
+    assert [(o, k) for o, k, _v in _all_records(lg) if o < 6] == [(1, b"\x00\x00\x00\x01"), (3, b"\x00\x00\x00\x00"),
+                                                                  (4, b"a")]
+    clean_log(lg, now + 1 + DAY, force=True, config=config)
+    assert [(o, k, v) for o, k, v in _all_records(lg)] == [(4, b"a", b"plain"), (6, b"q", b"active")]
+    assert not any(h.attributes & 0x20 for h in _headers(lg))
+    with lg.lock():
+        assert lg.last_stable_offset() == 7 and lg.log_end_offset == 7
 
 
 def test_max_compaction_lag_rolls_the_active_segment(tmp_path):
