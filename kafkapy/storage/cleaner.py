@@ -630,10 +630,13 @@ class _Pass:
         entries = []
         changed = False
         last_offset = group[0].base_offset
+        empty_batches = []  # of a single segment holding nothing else: the bytes of its empty batch
         with _CleanedFile(path, self.config.io_buffer_size, self.throttle) as out:
             for s in group:
                 for h, view in self._batches(s):
                     last_offset = h.base_offset + h.last_offset_delta
+                    if len(group) == 1 and h.records_count == 0:
+                        empty_batches.append(bytes(view))
                     kept_bytes, keep_entry = self._clean_batch(h, view)
                     if kept_bytes is None:
                         out.write(view)
@@ -644,7 +647,11 @@ class _Pass:
                         entries.append(old_entries[last_offset])
             if changed and not out.size:
                 # Keep one empty batch at the group's last offset: offsets never go backwards across segments.
-                out.write(build_batch([], base_offset=last_offset))
+                placeholder = build_batch([], base_offset=last_offset)
+                out.write(placeholder)
+                # A segment that is that batch already (an earlier pass's
+                # placeholder) is not rewritten at every pass.
+                changed = group[0].size != len(placeholder) or empty_batches != [placeholder]
             out.sync()
         if not changed and len(entries) != len(old_entries):
             changed = True

@@ -111,10 +111,13 @@ def test_cleaner_schedules_merges_and_removes_markers(broker_factory):
     first_trickle = None
 
     def merged_span():
-        """The most offsets one segment from the trickle on spans: a 1 KB
-        segment of ~100-byte records holds at most 10, so 30 means merged."""
+        """The most offsets a segment holding trickle offsets spans: a 1 KB
+        segment of ~100-byte records holds at most 10, so 30 means merged
+        (emptied trickle segments merge into the one before them, which
+        keeps one empty batch of theirs: the segment may start before the
+        trickle)."""
         bases = sorted({s for s, _h in batches_on_disk(part)})
-        return max((b2 - b1 for b1, b2 in zip(bases, bases[1:]) if b1 >= first_trickle), default=0)
+        return max((b2 - b1 for b1, b2 in zip(bases, bases[1:]) if b2 >= first_trickle + 30), default=0)
 
     deadline = time.monotonic() + 60
     rnd = 0
@@ -146,6 +149,93 @@ def test_cleaner_schedules_merges_and_removes_markers(broker_factory):
 
     # Young records (min.compaction.lag.ms 10 min) are untouched, passes later.
     assert read_all(bs, "cc-young") == young
+
+
+def test_markers_go_once_their_data_is_gone_and_read_committed_sees_the_committed_values(broker_factory):
+    """Kafka 3.9 on a compacted topic rolled by time (segment.ms): five
+    transactions of one transactional producer (T0 commits k0-k4, T1 aborts
+    k0-k6, T2 commits k0-k2, T3 aborts k5-k6, T4 commits k4), then plain
+    writes of k3 and k4. A marker goes (a delete horizon first, then after
+    delete.retention.ms) once its transaction has no data left: T1's and
+    T3's (aborted records go at once), T0's (every key superseded), and
+    T4's once the idle producer is past producer.id.expiration.ms (its last
+    batch is kept for it until then). T2's stays: k0-k2 are its. After
+    that, kafkapy-dump-log shows T2's marker as the only control batch, the
+    .txnindex files are empty, and read_committed and read_uncommitted
+    consumers both read exactly each key's last committed value, before and
+    after a SIGKILL and restart."""
+    import contextlib
+    import io
+
+    from kafkapy.tools import dump_log
+
+    b = broker_factory({**CLEANER, "producer.id.expiration.ms": "2000"})
+    bs = b.bootstrap
+    topic = "cct-txn"
+    create_topic(bs, topic, 1, config={"cleanup.policy": "compact", "segment.ms": "300",
+                                       "delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0.01"})
+    t = txn_producer(bs, "cct-txn")
+    expected = {}
+    for rnd, (keys, commit) in enumerate([(range(5), True), (range(7), False), (range(3), True),
+                                          (range(5, 7), False), (range(4, 5), True)]):
+        t.begin_transaction()
+        items = [(b"k%d" % i, b"%s-%d-%d" % (b"committed" if commit else b"aborted", rnd, i)) for i in keys]
+        for key, value in items:
+            t.produce(topic, key=key, value=value, partition=0)
+        t.flush(TIMEOUT_S)
+        if commit:
+            t.commit_transaction(TIMEOUT_S)
+            expected.update(items)
+        else:
+            t.abort_transaction(TIMEOUT_S)
+    part = b.log_dirs[0] / f"{topic}-0"
+
+    def markers():
+        return {h.base_offset for _s, h in batches_on_disk(part) if h.attributes & 0x20}
+
+    # A marker is written after EndTxn is answered: wait until all five were
+    # seen (none can go before delete.retention.ms, 1 s, has passed).
+    seen = set()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(seen) < 5:
+        seen |= markers()
+        time.sleep(0.05)
+    assert len(seen) == 5, seen
+    t2_marker = sorted(seen)[2]
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    plain = [(b"k3", b"plain-3"), (b"k4", b"plain-4")]
+    produce(p, topic, plain)
+    expected.update(plain)
+
+    deadline = time.monotonic() + 60
+    rnd = 0
+    while time.monotonic() < deadline and markers() != {t2_marker}:
+        # One record of one key every 0.4 s: each append past segment.ms
+        # rolls the active segment (Kafka rolls on append), so the markers
+        # become cleanable and every pass finds the log dirty.
+        produce(p, topic, [(b"tick", b"%d" % rnd)])
+        expected[b"tick"] = b"%d" % rnd
+        rnd += 1
+        time.sleep(0.4)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert dump_log.main(["--files", ",".join(sorted(str(f) for f in part.glob("*.log")))]) == 0
+    control = [line for line in out.getvalue().splitlines() if "isControl: true" in line]
+    assert [line.split()[1] for line in control] == [str(t2_marker)], out.getvalue()
+    assert "deleteHorizonMs: OptionalLong.empty" in control[0]  # its data is there: no horizon yet
+    assert all(f.stat().st_size == 0 for f in part.glob("*.txnindex"))
+    t.flush(TIMEOUT_S)
+    for restarted in (False, True):
+        if restarted:
+            # Recovery rebuilds producer state, the LSO and the .txnindex
+            # files from the cleaned log: the readers see the same.
+            b.stop(signal.SIGKILL)
+            b.start()
+        for isolation in ("read_committed", "read_uncommitted"):
+            records = read_all(bs, topic, isolation)
+            assert {k: v for _o, k, v in records} == expected, (isolation, restarted)
+            assert not [v for _o, _k, v in records if v.startswith(b"aborted")], (isolation, restarted)
+            assert len(records) <= len(expected) + 1, (isolation, restarted)  # compacted: at most one older tick
 
 
 def test_sigkill_during_cleaning_loses_and_duplicates_nothing(broker_factory):

@@ -454,6 +454,32 @@ def test_an_idle_producers_last_transaction_goes_after_producer_id_expiration(tm
         assert lg.last_stable_offset() == 7 and lg.log_end_offset == 7
 
 
+def test_an_emptied_segment_keeps_one_empty_batch_and_is_not_rewritten_again(tmp_path):
+    """Segments whose records are all superseded merge into one segment
+    holding one empty batch at their last offset (not one empty batch per
+    segment, which grew without bound as they merged); a pass with nothing
+    new to clean leaves it as it is."""
+    clock = Clock()
+    lg = _log(tmp_path, clock, segment_bytes=300)  # the three ~90-byte segments make one group, not the fourth
+    for rnd in range(3):
+        _append(lg, [(b"k%d" % i, b"%d" % rnd) for i in range(2)], T0)
+        _roll(lg)
+    # 6-7 supersede 0-5; ~243 bytes: no room for a 61-byte empty batch beside them.
+    _append(lg, [(b"k%d" % i, b"v" * 80) for i in range(2)], T0)
+    _roll(lg)
+    _append(lg, [(b"z", b"active")], T0)
+    assert clean_log(lg, clock(), force=True) == 3  # one group of three; the fourth is unchanged
+    heads = _headers(lg)
+    assert [(h.base_offset, h.records_count) for h in heads] == [(5, 0), (6, 2), (8, 1)]
+    with lg.lock():
+        first = lg.segments()[0]
+        identity = (first.base_offset, os.stat(first.path).st_ino)
+    assert clean_log(lg, clock(), force=True) == 0
+    with lg.lock():
+        first = lg.segments()[0]
+        assert (first.base_offset, os.stat(first.path).st_ino) == identity
+
+
 def test_max_compaction_lag_rolls_the_active_segment(tmp_path):
     """Kafka's maxSegmentMs: a compacted log's active segment rolls by
     max.compaction.lag.ms when that is below segment.ms (a delete-policy log does not)."""
