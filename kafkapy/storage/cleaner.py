@@ -52,7 +52,10 @@ writes together held to ``log.cleaner.io.max.bytes.per.second`` by a
    horizon). The batch holding an active producer's last data offset (or
    its last marker, if it has no data) is kept, empty if need be, as is the
    last batch below the first uncleanable offset, so producer state and
-   offsets survive. ``.txnindex`` entries of the rewritten group are the
+   offsets survive; an empty batch goes once it is neither (Kafka's
+   DELETE_EMPTY). A producer idle for ``producer.id.expiration.ms`` with no
+   open transaction is not active (Kafka expires it from its producer
+   state; see ``_Pass``). ``.txnindex`` entries of the rewritten group are the
    ABORT markers it keeps with data still present (Kafka's
    CleanedTransactionMetadata).
 5. Kept records keep their offsets; batches whose records all survive are
