@@ -1,0 +1,145 @@
+"""A Produce request body (v3-v11) read in one pass.
+
+The generic codec walks the version's schema plan, one reader call per
+field and one entity per level; for the smallest and most frequent request
+a broker gets (one batch for one partition) that was about a quarter of the
+handling (in-process, ~13 us of ~52 us: ``perf/README.md``, "Requests
+handled in the processor"). ``decode_request`` reads the same bytes with
+three ``struct`` reads per partition and builds the very entities the codec
+builds (kio's classes, filled through the same slot setters: the records a
+``memoryview`` of ``buf``, no copy), so every handler sees one meaning.
+
+It reads only the common shape and leaves the rest to the codec: it returns
+None for anything else (a negative count or length other than a null
+records field or transactional id, a length past the end, a tagged field
+present, invalid UTF-8), and the caller decodes with the codec, which then
+answers or raises exactly as before. ``tests/unit/protocol/test_produce_wire.py``
+checks that for every version both give equal entities, and that on
+truncated and mutated bodies this one gives None or the codec's entity.
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import cache
+
+from kafkapy.protocol.codec import DecodeError, read_unsigned_varint
+from kafkapy.protocol.entities import _plan  # (field name, (kind, nested class), ...) per field
+from kafkapy.protocol.readers import _read_plan
+
+FIRST_VERSION = 3  # message format v2 only; older bodies go through the codec
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_NEW = object.__new__
+
+
+@cache
+def _shape(cls):
+    """``(request setters, topic class, topic setters, partition class,
+    partition setters)`` for one version's ProduceRequest: the codec's own
+    setters, in the fields' order, so the entities are the codec's."""
+    plan = _read_plan(cls)
+    topic_cls = _element_class(cls, "topic_data")
+    part_cls = _element_class(topic_cls, "partition_data")
+    setters = tuple(plan.setters)
+    topic_setters = tuple(_read_plan(topic_cls).setters)
+    part_setters = tuple(_read_plan(part_cls).setters)
+    if (len(setters), len(topic_setters), len(part_setters)) != (4, 2, 2):
+        raise TypeError(f"{cls.__qualname__}: not the Produce shape this reader knows")
+    return setters, topic_cls, topic_setters, part_cls, part_setters
+
+
+def _element_class(cls, field: str):
+    return next(n[1] for name, n, _ in _plan(cls) if name == field)
+
+
+def decode_request(cls, buf: memoryview, off: int, flexible: bool):
+    """The ProduceRequest at ``buf[off:]`` as the codec decodes it, or None
+    (decode it with the codec)."""
+    try:
+        return _decode(cls, buf, off, flexible)
+    except (struct.error, IndexError, ValueError, DecodeError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _string_length(buf, off, flexible):
+    """A string's length: compact (unsigned varint, less one) or int16; -1: null."""
+    if flexible:
+        n, off = read_unsigned_varint(buf, off)
+        return n - 1, off
+    return _I16.unpack_from(buf, off)[0], off + 2
+
+
+def _length(buf, off, flexible):
+    """A length or count: a compact one (unsigned varint, less one) or an int16/int32."""
+    if flexible:
+        n, off = read_unsigned_varint(buf, off)
+        return n - 1, off
+    return _I32.unpack_from(buf, off)[0], off + 4
+
+
+def _decode(cls, buf, off, flexible):
+    setters, topic_cls, topic_setters, part_cls, part_setters = _shape(cls)
+    end = len(buf)
+    n, off = _string_length(buf, off, flexible)
+    if n >= 0:
+        if off + n > end:
+            return None
+        transactional_id = str(buf[off:off + n], "utf-8")
+        off += n
+    elif n == -1:
+        transactional_id = None
+    else:
+        return None
+    acks, timeout = _ACKS_TIMEOUT.unpack_from(buf, off)
+    off += 6
+    count, off = _length(buf, off, flexible)
+    if count < 0 or count > end - off:
+        return None
+    topics = []
+    for _ in range(count):
+        n, off = _string_length(buf, off, flexible)
+        if n < 0 or off + n > end:
+            return None
+        name = str(buf[off:off + n], "utf-8")
+        off += n
+        pcount, off = _length(buf, off, flexible)
+        if pcount < 0 or pcount > end - off:
+            return None
+        partitions = []
+        for _ in range(pcount):
+            index = _I32.unpack_from(buf, off)[0]
+            n, off = _length(buf, off + 4, flexible)
+            if n >= 0:
+                if off + n > end:
+                    return None
+                records = buf[off:off + n]
+                off += n
+            elif n == -1:
+                records = None
+            else:
+                return None
+            if flexible:
+                if buf[off] != 0:
+                    return None  # a tagged field: the codec's
+                off += 1
+            part = _NEW(part_cls)
+            part_setters[0](part, index)
+            part_setters[1](part, records)
+            partitions.append(part)
+        if flexible:
+            if buf[off] != 0:
+                return None
+            off += 1
+        topic = _NEW(topic_cls)
+        topic_setters[0](topic, name)
+        topic_setters[1](topic, tuple(partitions))
+        topics.append(topic)
+    if flexible and buf[off] != 0:
+        return None
+    request = _NEW(cls)
+    for setter, value in zip(setters, (transactional_id, acks, timeout, tuple(topics))):
+        setter(request, value)
+    return request
