@@ -17,6 +17,7 @@ shared between processes: a log created by a worker is maintained by the
 supervisor only once the supervisor attaches it too.
 """
 
+import fcntl
 import logging
 import os
 import shutil
@@ -203,6 +204,41 @@ class LogManager:
                     counts[d] += 1
         return min(live, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
+    def _placed_path(self, topic: str, partition: int) -> str:
+        """The partition's directory: where it is, or a new one in the dir
+        ``_dir_for_new_log`` chooses, made at once. The look, the choice and
+        the mkdir are one step across processes (an flock on the first log
+        dir): a worker creating a topic's partitions and another process
+        attaching one of them as it appears (a follower's Fetch handled in a
+        processor) both counted the dirs before either made its own, chose
+        the same dir, and the partitions were not spread as Kafka spreads
+        them (a log-dir test saw it)."""
+        if len(self.log_dirs) == 1:
+            return os.path.join(self.log_dirs[0], partition_dir_name(topic, partition))
+        path = self._find_dir(topic, partition)
+        if path is not None:
+            return path
+        try:
+            fd = os.open(self.log_dirs[0], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            fd = -1  # the first dir is gone: choosing without the lock is what is left
+        try:
+            if fd >= 0:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            path = self._find_dir(topic, partition)
+            if path is None:
+                path = os.path.join(self._dir_for_new_log(), partition_dir_name(topic, partition))
+                try:
+                    os.mkdir(path)
+                except FileExistsError:
+                    pass
+                except OSError:
+                    pass  # Log.open meets it again and reports it as the dir's failure
+            return path
+        finally:
+            if fd >= 0:
+                os.close(fd)  # closing releases the flock
+
     def _find_dir(self, topic: str, partition: int) -> str | None:
         name = partition_dir_name(topic, partition)
         for d in self.log_dirs:
@@ -214,8 +250,7 @@ class LogManager:
     def create_log(self, topic: str, partition: int, config: LogConfig | None, state,
                    topic_id: bytes | None = None) -> Log:
         """Create (or open, if its directory exists) a partition's log, filling the fresh ``state``."""
-        path = self._find_dir(topic, partition) or os.path.join(
-            self._dir_for_new_log(), partition_dir_name(topic, partition))
+        path = self._placed_path(topic, partition)
         self._check_online(path)
         log = self._open_log(path, topic, partition, config, state, topic_id, "creating log")
         log.state_slot = getattr(state, "index", None)
@@ -242,8 +277,7 @@ class LogManager:
         so far are left for the caller to delete."""
         created = []
         for partition, state in partitions:
-            path = self._find_dir(topic, partition) or os.path.join(
-                self._dir_for_new_log(), partition_dir_name(topic, partition))
+            path = self._placed_path(topic, partition)
             self._check_online(path)
             log = self._open_log(path, topic, partition, config, state, topic_id, "creating log",
                                  sync_metadata=False)
@@ -269,9 +303,7 @@ class LogManager:
             # each of up to 10,000s of partitions once).
             path = os.path.join(self.log_dirs[0], partition_dir_name(topic, partition))
         else:
-            path = self._find_dir(topic, partition)
-            if path is None:
-                path = os.path.join(self._dir_for_new_log(), partition_dir_name(topic, partition))
+            path = self._placed_path(topic, partition)
         self._check_online(path)
         log = self._open_log(path, topic, partition, config, state, topic_id, "opening log")
         log.state_slot = getattr(state, "index", None)

@@ -171,3 +171,31 @@ def test_attach_log_shares_the_state(tmp_path):
     assert attached is not created and attached.log_end_offset == 3
     assert m.attach_log("t", 0, None, state, TOPIC_ID) is attached
     assert append(attached, make_batch(1)).first_offset == 3
+
+
+def _create_when_released(dirs, partition, barrier, out):
+    m = manager(dirs)
+    barrier.wait(10)
+    out.put(os.path.basename(os.path.dirname(m.create_log("t", partition, None, LocalPartitionState(),
+                                                           TOPIC_ID).dir)))
+
+
+def test_processes_creating_logs_at_once_still_spread_them(tmp_path):
+    """Each process its own LogManager, as the broker's children have (a worker
+    handling LeaderAndIsr, a processor attaching a partition a follower
+    fetches): eight partitions created at the same moment go four to each dir,
+    the choice and the mkdir being one step across processes."""
+    import multiprocessing
+
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager(dirs)  # meta.properties first, once
+    ctx = multiprocessing.get_context("fork")
+    barrier, out = ctx.Barrier(8), ctx.Queue()
+    children = [ctx.Process(target=_create_when_released, args=(dirs, p, barrier, out)) for p in range(8)]
+    for child in children:
+        child.start()
+    placed = sorted(out.get(timeout=30) for _ in children)
+    for child in children:
+        child.join(30)
+        assert child.exitcode == 0
+    assert placed == ["a"] * 4 + ["b"] * 4
