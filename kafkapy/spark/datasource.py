@@ -46,7 +46,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
-                                    DataSourceWriter, InputPartition, WriterCommitMessage)
+                                    DataSourceStreamWriter, DataSourceWriter, InputPartition,
+                                    WriterCommitMessage)
 from pyspark.sql.types import StructType
 
 from . import _kafka
@@ -82,6 +83,9 @@ class KafkapyDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> "KafkaWriter":
         return KafkaWriter(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "KafkaStreamWriter":
+        return KafkaStreamWriter(self.options, schema)
 
 
 def _arrow_batches(options: dict, schema: StructType, offset_range: _kafka.OffsetRange):
@@ -227,12 +231,16 @@ class KafkaStreamReader(DataSourceStreamReader):
 
 
 class KafkaCommitMessage(WriterCommitMessage):
-    def __init__(self, records: int, value_bytes: int, transaction: tuple | None = None):
+    def __init__(self, records: int, value_bytes: int, transaction: tuple | None = None,
+                 already_committed: bool = False):
         self.records = records
         self.value_bytes = value_bytes
         # Exactly-once mode: (transactional id, producer id, producer epoch) of
         # the task's transaction, written and flushed but not yet committed.
         self.transaction = transaction
+        # Streaming: this partition of this micro-batch was committed by an
+        # earlier run of the query (its marker says so); nothing was written.
+        self.already_committed = already_committed
 
 
 class KafkaWriter(DataSourceWriter):
@@ -289,6 +297,9 @@ class KafkaWriter(DataSourceWriter):
     def write(self, iterator) -> KafkaCommitMessage:
         if self.options.get("transactionalidprefix"):
             return self._write_transactional(iterator)
+        return self._write_at_least_once(iterator)
+
+    def _write_at_least_once(self, iterator) -> KafkaCommitMessage:
         from confluent_kafka import Producer
         config = _kafka.client_config(self.options)
         producer = Producer(config)
@@ -347,15 +358,28 @@ class KafkaWriter(DataSourceWriter):
                 if has("headers") and row["headers"] else None
             yield topic, key, _as_bytes(row["value"]), partition, headers
 
-    def _write_transactional(self, iterator) -> KafkaCommitMessage:
+    def _client_settings(self) -> dict[str, str]:
+        """``kafka.<name>`` options for kafkapy's client, prefix stripped (security settings included)."""
+        return {k[len("kafka."):]: v for k, v in self.options.items()
+                if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+
+    def _write_transactional(self, iterator, transactional_id: str | None = None,
+                             batch_id: int | None = None) -> KafkaCommitMessage:
+        """Write the task's rows in one transaction, flushed and left open for the driver.
+
+        ``batch_id`` (streaming): the transaction also commits the marker
+        ``offset = batch_id`` for group ``transactional_id`` (TxnOffsetCommit,
+        Kafka's consume-transform-produce step), and a task whose marker
+        already reaches ``batch_id`` writes nothing (see KafkaStreamWriter).
+        """
         from pyspark import TaskContext
 
-        from kafkapy.client import KafkaProducer
+        from kafkapy.client import KafkaProducer, OffsetAndMetadata, TopicPartition
 
-        context = TaskContext.get()
-        transactional_id = f"{self.options['transactionalidprefix']}-{context.partitionId() if context else 0}"
-        settings = {k[len("kafka."):]: v for k, v in self.options.items()
-                    if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+        if transactional_id is None:
+            context = TaskContext.get()
+            transactional_id = f"{self.options['transactionalidprefix']}-{context.partitionId() if context else 0}"
+        settings = self._client_settings()
         settings.setdefault("transaction.timeout.ms", "900000")
         producer = KafkaProducer(bootstrap_servers=_kafka.bootstrap_servers(self.options),
                                  transactional_id=transactional_id, **settings)
@@ -366,13 +390,31 @@ class KafkaWriter(DataSourceWriter):
                 failures.append(exc)
 
         try:
+            # Fences every earlier attempt with this id and completes what it
+            # left: an open transaction is aborted, a commit in progress is
+            # waited for (CONCURRENT_TRANSACTIONS), so the marker read next
+            # is final for this id.
             producer.init_transactions()
+            if batch_id is not None and self._last_committed_batch(transactional_id) >= batch_id:
+                return KafkaCommitMessage(0, 0, None, already_committed=True)
             producer.begin_transaction()
             records = value_bytes = 0
+            first_topic = None
             for topic, key, value, partition, headers in self._rows(iterator):
                 producer.send(topic, value, key=key, partition=partition, headers=headers, callback=on_completion)
+                first_topic = first_topic or topic
                 records += 1
                 value_bytes += len(value) if value is not None else 0
+            if batch_id is not None:
+                if not records:
+                    # Nothing to commit, nothing to duplicate on a replay.
+                    return KafkaCommitMessage(0, 0, None)
+                # Offsets are keyed by an existing topic partition (Kafka's
+                # TxnOffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION otherwise);
+                # the marker is the largest offset of the group, whatever key.
+                producer.send_offsets_to_transaction(
+                    {TopicPartition(first_topic, 0): OffsetAndMetadata(batch_id, f"spark micro-batch {batch_id}")},
+                    transactional_id)
             producer.flush(60)
             if failures:
                 raise _kafka.KafkaSourceError(f"delivery failed: {failures[0]} ({len(failures)} errors shown at most 10)")
@@ -390,6 +432,16 @@ class KafkaWriter(DataSourceWriter):
         finally:
             producer.close(0)
         return KafkaCommitMessage(records, value_bytes, transaction)
+
+    def _last_committed_batch(self, group_id: str) -> int:
+        """The marker: the largest committed offset of ``group_id`` (-1 if none)."""
+        from kafkapy.client import KafkaAdminClient
+        admin = KafkaAdminClient(bootstrap_servers=_kafka.bootstrap_servers(self.options), **self._client_settings())
+        try:
+            offsets = admin.list_consumer_group_offsets(group_id)
+        finally:
+            admin.close()
+        return max((om.offset for om in offsets.values()), default=-1)
 
     def _end_transactions(self, messages, commit: bool) -> list[str]:
         """EndTxn for every task's transaction (driver side); the failures."""
@@ -426,6 +478,70 @@ class KafkaWriter(DataSourceWriter):
         # (Kafka has no undo outside transactions); the retry sends them
         # again.  Exactly-once: the tasks' open transactions are aborted.
         self._end_transactions(messages, False)
+
+
+class KafkaStreamWriter(KafkaWriter, DataSourceStreamWriter):
+    """``df.writeStream.format("kafkapy")``: Spark's Kafka sink options, exactly once by default.
+
+    Options as for ``KafkaWriter`` (``topic`` option or column; ``key``,
+    ``value``, ``headers``, ``partition`` columns; ``kafka.<name>`` client
+    settings).  ``exactlyOnce=false`` gives Spark's own sink's at-least-once
+    (one librdkafka producer per task, nothing transactional).
+
+    Exactly once (the default): the task writing Spark partition ``p`` of
+    micro-batch ``N`` uses ``transactional.id`` ``P-p``, where ``P`` is
+    ``transactionalIdPrefix`` or ``kafkapy-spark-<query id>`` (the query id
+    is kept in the checkpoint, so it survives restarts):
+
+    1. ``init_transactions`` fences earlier attempts of ``P-p`` (a retried
+       task, a run killed mid-batch) and aborts the transaction they left
+       open; a commit already under way is completed first;
+    2. it reads the marker: the largest offset committed for consumer group
+       ``P-p``.  If it is ``>= N`` this partition of batch N was committed
+       by an earlier run, and the task writes nothing;
+    3. otherwise it writes its rows in one transaction that also commits
+       offset ``N`` for group ``P-p`` (TxnOffsetCommit: rows and marker
+       become visible together or not at all), flushes, and returns the
+       open transaction to the driver;
+    4. ``commit(messages, N)`` ends each with EndTxn(commit) (the driver's
+       step of Flink's two-phase commit); ``abort`` with EndTxn(abort).
+
+    Why the marker, and not the prepare/commit split alone: Spark writes
+    batch N to its commit log only after ``commit`` returns, so a driver
+    dying inside ``commit`` (some EndTxns sent, others not) makes Spark run
+    batch N again; without the marker the committed partitions would be
+    written twice.  The replay must put the same rows in the same Spark
+    partitions (true of the kafkapy source, whose micro-batch N is the
+    same offset ranges again, and of deterministic plans; not of a
+    non-deterministic transform).
+    """
+
+    def __init__(self, options, schema: StructType):
+        super().__init__(options, schema)
+        self.exactly_once = self.options.get("exactlyonce", "true").lower() != "false"
+        if self.exactly_once and "kafka.transactional.id" in self.options:
+            raise _kafka.KafkaSourceError(
+                "kafkapy streaming sink: 'kafka.transactional.id' is derived from the query; "
+                "set 'transactionalIdPrefix' instead")
+
+    def write(self, iterator) -> KafkaCommitMessage:
+        if not self.exactly_once:
+            return self._write_at_least_once(iterator)
+        from pyspark import TaskContext
+        context = TaskContext.get()
+        batch_id = context.getLocalProperty("streaming.sql.batchId") if context else None
+        if batch_id is None:
+            raise _kafka.KafkaSourceError("kafkapy streaming sink: no micro-batch id in the task context "
+                                          "(continuous trigger?); only micro-batch queries are supported")
+        prefix = self.options.get("transactionalidprefix") or \
+            f"kafkapy-spark-{context.getLocalProperty('sql.streaming.queryId')}"
+        return self._write_transactional(iterator, f"{prefix}-{context.partitionId()}", int(batch_id))
+
+    def commit(self, messages, batchId: int) -> None:  # noqa: N803 (Spark's name)
+        KafkaWriter.commit(self, messages)
+
+    def abort(self, messages, batchId: int) -> None:  # noqa: N803 (Spark's name)
+        KafkaWriter.abort(self, messages)
 
 
 def _as_bytes(value):
