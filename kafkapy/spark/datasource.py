@@ -34,6 +34,9 @@ Options (case-insensitive, Spark's Kafka source names):
 * writes: ``topic`` (overrides a ``topic`` column), and librdkafka producer
   settings as ``kafka.<name>`` (e.g. ``kafka.acks``, ``kafka.enable.idempotence``).
 * exactly-once writes: ``transactionalIdPrefix`` (see ``KafkaWriter``).
+* ``df.writeStream.format("kafkapy")``: the same options, exactly once by
+  default (see ``KafkaStreamWriter``); ``exactlyOnce=false`` for Spark's
+  at-least-once sink.
 
 Batch reads resolve "latest" once, on the driver, when the DataFrame is
 planned: one input partition per topic partition and offset range.  Streaming
@@ -293,6 +296,8 @@ class KafkaWriter(DataSourceWriter):
             raise _kafka.KafkaSourceError("kafkapy sink needs a 'topic' option or a 'topic' column")
         self.columns = names
         self.records_written = 0
+        if self.options.get("transactionalidprefix") and type(self) is KafkaWriter:
+            _require_plaintext(self.options, "no transactionalIdPrefix")
 
     def write(self, iterator) -> KafkaCommitMessage:
         if self.options.get("transactionalidprefix"):
@@ -436,7 +441,12 @@ class KafkaWriter(DataSourceWriter):
     def _last_committed_batch(self, group_id: str) -> int:
         """The marker: the largest committed offset of ``group_id`` (-1 if none)."""
         from kafkapy.client import KafkaAdminClient
-        admin = KafkaAdminClient(bootstrap_servers=_kafka.bootstrap_servers(self.options), **self._client_settings())
+        from kafkapy.client.config import ADMIN
+
+        # The connection settings only (security ones included): the admin
+        # client would log every producer setting as unknown.
+        settings = {k: v for k, v in self._client_settings().items() if k in ADMIN}
+        admin = KafkaAdminClient(bootstrap_servers=_kafka.bootstrap_servers(self.options), **settings)
         try:
             offsets = admin.list_consumer_group_offsets(group_id)
         finally:
@@ -519,10 +529,12 @@ class KafkaStreamWriter(KafkaWriter, DataSourceStreamWriter):
     def __init__(self, options, schema: StructType):
         super().__init__(options, schema)
         self.exactly_once = self.options.get("exactlyonce", "true").lower() != "false"
-        if self.exactly_once and "kafka.transactional.id" in self.options:
-            raise _kafka.KafkaSourceError(
-                "kafkapy streaming sink: 'kafka.transactional.id' is derived from the query; "
-                "set 'transactionalIdPrefix' instead")
+        if self.exactly_once:
+            if "kafka.transactional.id" in self.options:
+                raise _kafka.KafkaSourceError(
+                    "kafkapy streaming sink: 'kafka.transactional.id' is derived from the query; "
+                    "set 'transactionalIdPrefix' instead")
+            _require_plaintext(self.options, "exactlyOnce=false")
 
     def write(self, iterator) -> KafkaCommitMessage:
         if not self.exactly_once:
@@ -542,6 +554,17 @@ class KafkaStreamWriter(KafkaWriter, DataSourceStreamWriter):
 
     def abort(self, messages, batchId: int) -> None:  # noqa: N803 (Spark's name)
         KafkaWriter.abort(self, messages)
+
+
+def _require_plaintext(options: dict, alternative: str) -> None:
+    """Transactions go through kafkapy's client, whose connections are PLAINTEXT only
+    (kafkapy.client.conn.KafkaClient takes no TLS/SASL settings yet): fail at
+    planning rather than with a connection error in every task."""
+    protocol = options.get("kafka.security.protocol", "PLAINTEXT").upper()
+    if protocol != "PLAINTEXT":
+        raise _kafka.KafkaSourceError(
+            f"kafkapy sink: exactly-once writes speak PLAINTEXT only (kafka.security.protocol={protocol}); "
+            f"use {alternative} for librdkafka's at-least-once producer, which passes TLS/SASL settings through")
 
 
 def _as_bytes(value):
