@@ -196,12 +196,23 @@ class Planner:
 
     def watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         """``(log_start_offset, high_watermark)`` per partition (ListOffsets earliest/latest)."""
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
+        # Spark's Kafka source options and defaults: a leader that just died
+        # (its broker SIGKILLed) answers nothing until the controller elects
+        # another, seconds later; without retries the query would fail.
+        retries = int(self.options.get("fetchoffset.numretries", "3"))
+        interval_s = int(self.options.get("fetchoffset.retryintervalms", "1000")) / 1000
         out = {}
         for topic, partition in tps:
-            low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self.timeout_s, cached=False)
-            out[(topic, partition)] = (low, high)
+            for attempt in range(retries + 1):
+                try:
+                    out[(topic, partition)] = self._consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=self.timeout_s, cached=False)
+                    break
+                except KafkaException:
+                    if attempt == retries:
+                        raise
+                    time.sleep(interval_s)
         return out
 
     def resolve(self, spec, tps: list[tuple[str, int]], ending: bool,

@@ -30,7 +30,8 @@ Options (case-insensitive, Spark's Kafka source names):
 * ``minPartitions``: split offset ranges so at least this many Spark tasks read.
 * ``maxOffsetsPerTrigger`` (streaming): records per micro-batch, split over
   partitions in proportion to their backlog.
-* ``failOnDataLoss`` (default true), ``kafkaConsumer.pollTimeoutMs``.
+* ``failOnDataLoss`` (default true), ``kafkaConsumer.pollTimeoutMs``,
+  ``fetchOffset.numRetries`` (default 3), ``fetchOffset.retryIntervalMs`` (1000).
 * writes: ``topic`` (overrides a ``topic`` column), and librdkafka producer
   settings as ``kafka.<name>`` (e.g. ``kafka.acks``, ``kafka.enable.idempotence``).
 * exactly-once writes: ``transactionalIdPrefix`` (see ``KafkaWriter``).
