@@ -14,9 +14,10 @@ Built on Spark 4's Python Data Source API.  Usage::
     spark.readStream.format("kafkapy")...option("checkpointLocation", ...)
 
 Schema (Spark's Kafka source schema): key binary, value binary, topic string,
-partition int, offset long, timestamp timestamp, timestampType int,
-headers array<struct<key string, value binary>> (null for a record without
-headers, as Spark's source reports it).
+partition int, offset long, timestamp timestamp, timestampType int, and with
+``includeHeaders`` true (default false, as Spark's) headers
+array<struct<key string, value binary>> (null for a record without headers,
+as Spark's source reports it).
 
 Options (case-insensitive, Spark's Kafka source names):
 
@@ -27,6 +28,7 @@ Options (case-insensitive, Spark's Kafka source names):
 * ``startingOffsets`` (batch default earliest, streaming default latest) and
   ``endingOffsets`` (batch only, default latest): ``earliest``, ``latest`` or
   JSON per partition with -2 = earliest and -1 = latest.
+* ``includeHeaders`` (default false): the ``headers`` column.
 * ``minPartitions``: split offset ranges so at least this many Spark tasks read.
 * ``maxOffsetsPerTrigger`` (streaming): records per micro-batch, split over
   partitions in proportion to their backlog.
@@ -57,8 +59,9 @@ from pyspark.sql.types import StructType
 from . import _kafka
 
 KAFKA_SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
-                    "timestamp timestamp, timestampType int, "
-                    "headers array<struct<key: string, value: binary>>")
+                    "timestamp timestamp, timestampType int")
+# Spark's source adds the headers column only with includeHeaders=true.
+HEADERS_DDL = ", headers array<struct<key: string, value: binary>>"
 
 
 class KafkaInputPartition(InputPartition):
@@ -77,7 +80,8 @@ class KafkapyDataSource(DataSource):
         return "kafkapy"
 
     def schema(self):
-        return KAFKA_SCHEMA_DDL
+        include = str(_kafka.normalize_options(self.options).get("includeheaders", "false")).lower() == "true"
+        return KAFKA_SCHEMA_DDL + (HEADERS_DDL if include else "")
 
     def reader(self, schema: StructType) -> "KafkaBatchReader":
         return KafkaBatchReader(self.options, schema)
@@ -115,10 +119,11 @@ def _arrow_batches(options: dict, schema: StructType, offset_range: _kafka.Offse
             "offset": pa.array(cols["offset"], types["offset"]),
             "timestamp": pa.array(timestamps_us, types["timestamp"]),
             "timestampType": pa.array(cols["timestampType"], types["timestampType"]),
-            "headers": pa.array(
-                [None if h is None else [{"key": k, "value": v} for k, v in h] for h in cols["headers"]],
-                types["headers"]),
         }
+        if "headers" in types:
+            arrays["headers"] = pa.array(
+                [None if h is None else [{"key": k, "value": v} for k, v in h] for h in cols["headers"]],
+                types["headers"])
         yield pa.RecordBatch.from_arrays([arrays[f.name] for f in arrow_schema], schema=arrow_schema)
 
 

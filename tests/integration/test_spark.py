@@ -104,7 +104,11 @@ def test_batch_read_schema_and_values(spark, broker):
     records = known_records(3, 20)
     produce(broker.bootstrap, "events", records)
 
-    df = reader(spark, broker.bootstrap, "events")
+    # Spark's Kafka source schema: the headers column only with includeHeaders.
+    assert reader(spark, broker.bootstrap, "events").schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int>")
+    df = reader(spark, broker.bootstrap, "events", includeHeaders="true")
     assert df.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
         "timestampType:int,headers:array<struct<key:string,value:binary>>>")
@@ -163,7 +167,7 @@ def test_write_then_read_back(spark, broker):
     df.write.format("kafkapy").option("bootstrap.servers", broker.bootstrap).option("topic", "sink") \
         .mode("append").save()
 
-    back = reader(spark, broker.bootstrap, "sink").collect()
+    back = reader(spark, broker.bootstrap, "sink", includeHeaders="true").collect()
     assert len(back) == 90
     for r in back:
         i = int(r["key"][1:])
