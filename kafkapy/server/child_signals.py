@@ -36,8 +36,10 @@ STUCK_DUMP_AFTER_S = 15.0
 
 def install_in_child(supervisor_pid: int) -> None:
     """A forked child's dispositions, set before its target runs: SIGTERM goes
-    on to the supervisor, SIGINT is ignored, STOP_SIGNAL ends the process
-    (until the target installs its own orderly stop with ``on_stop``)."""
+    on to the supervisor, SIGINT is ignored, STOP_SIGNAL is remembered until
+    the target installs its own orderly stop with ``on_stop``, which then
+    runs it at once. Every child the supervisor sends STOP_SIGNAL to calls
+    ``on_stop`` first thing in its target."""
 
     def forward(_signum, _frame):
         try:
@@ -47,7 +49,20 @@ def install_in_child(supervisor_pid: int) -> None:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(STOP_SIGNAL, signal.SIG_DFL)
+    # A stop order that comes before the target's ``on_stop`` (a broker
+    # stopped a few milliseconds after it started, while the log cleaner
+    # still built its Broker view) is kept for ``on_stop`` to carry out at
+    # once. Ending the process there instead (the default action) was an
+    # exit by signal, which the supervisor counts as an unclean stop.
+    signal.signal(STOP_SIGNAL, _remember_stop)
+
+
+_stop_ordered = False
+
+
+def _remember_stop(_signum, _frame) -> None:
+    global _stop_ordered
+    _stop_ordered = True
 
 
 def on_stop(handler) -> None:
@@ -65,6 +80,8 @@ def on_stop(handler) -> None:
         handler()
 
     signal.signal(STOP_SIGNAL, stop)
+    if _stop_ordered:
+        stop(STOP_SIGNAL, None)
 
 
 def wake_on_signal() -> int:
