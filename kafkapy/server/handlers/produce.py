@@ -37,13 +37,16 @@ import dataclasses
 import logging
 from functools import cache
 
-from kafkapy.protocol import acls
+from kafkapy.protocol import acls, produce_wire
+from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import DelayedProduce
 from kafkapy.server.handlers import CloseConnection, NoResponse, _plan
 from kafkapy.storage import legacy_records
 
 API_KEY = 0
+# Responses from v3 are written in one pass (protocol/produce_wire.py).
+produce_wire.install_response_writers(API_TABLE[API_KEY])
 HIGH_WATERMARK = "high_watermark"
 log = logging.getLogger("kafkapy.request")
 
@@ -214,8 +217,6 @@ def _delayed(ctx, request, watch: dict, topics) -> DelayedProduce:
 def delayed_produce_response(op: DelayedProduce, read_field):
     """The ProduceResponse of a parked produce, complete or expired (see
     ``DelayedProduce.final_results``)."""
-    from kafkapy.protocol.api import API_TABLE
-
     cls = API_TABLE[API_KEY].response_class(op.api_version)
     topic_cls, partition, response = _response_classes(cls)
     topics = tuple(

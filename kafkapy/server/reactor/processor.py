@@ -55,6 +55,7 @@ from kafkapy.server.handlers.produce import delayed_produce_response
 from kafkapy.server.handlers.write_txn_markers import delayed_txn_markers_response
 from kafkapy.server.quotas.connections import ConnectionQuotas
 from kafkapy.server.quotas.throttle import THROTTLED
+from kafkapy.server.reactor.poller import Poller
 from kafkapy.server.reactor.channel import (
     ANONYMOUS,
     CLOSE,
@@ -112,7 +113,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         self.carry_peer_host = bool(config.get("authorizer.class.name"))
         self.send_buffer = config["socket.send.buffer.bytes"]
         self.receive_buffer = config["socket.receive.buffer.bytes"]
-        self.selector = selectors.DefaultSelector()
+        self.selector = Poller()
         # One read per readable connection lands here first: a small request
         # (header and body) arrives in one recv, a large one is moved to the
         # arena after its first 64 KiB.
@@ -179,8 +180,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
             now = time.monotonic()
             probe.selected(now - selected_at)
             probe.maybe_publish(now)
-            for key, events in ready:
-                data = key.data
+            for data, events in ready:
                 if data == "responses":
                     self._on_responses()
                 elif data == "wake":
