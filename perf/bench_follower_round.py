@@ -69,7 +69,7 @@ class ReplicaManager:
     def get_partition(self, topic, index):
         return self.partitions.get((topic, index))
 
-    def wake_delayed_operations(self, slots=None):
+    def wake_delayed_operations(self, slots=None, high_watermark_only=False):
         pass
 
 

@@ -54,6 +54,11 @@ TXN_MARKERS = 2
 # The slot field that says which leader epoch a partition's role is at
 # (kafkapy.storage.shared; replication.Partition writes it).
 LEADER_EPOCH = "current_leader_epoch"
+# The fields a watch names (shared-table fields): an acks=all produce, a
+# consumer's fetch and transaction markers wait on the high watermark, a
+# follower's fetch on the log end offset.
+HIGH_WATERMARK = "high_watermark"
+LOG_END_OFFSET = "log_end_offset"
 
 
 class DelayedOperation:

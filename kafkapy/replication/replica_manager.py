@@ -278,12 +278,15 @@ class ReplicaManager:
             return self.unhosted_error(topic, partition_id), None, None
         return partition.append_records_to_leader(records, acks)
 
-    def wake_delayed_operations(self, slots=None) -> None:
+    def wake_delayed_operations(self, slots=None, high_watermark_only: bool = False) -> None:
         """The watched fields of ``slots`` moved (high watermarks, log end
         offsets; None: any slot's, e.g. leader epochs after a LeaderAndIsr):
-        wake the processors holding delayed operations that watch them."""
+        wake the processors holding delayed operations that watch them
+        (``high_watermark_only``: only the high watermarks moved, as a
+        follower's Fetch moves them: operations waiting on a log end offset
+        stay asleep)."""
         for pipe in self.wake_pipes:
-            pipe.wake_if_watched(slots)
+            pipe.wake_if_watched(slots, high_watermark_only)
 
     def sync_partitions(self) -> None:
         """Open every partition of the metadata and let the log manager drop

@@ -103,7 +103,7 @@ from kafkapy.metrics import probes
 from kafkapy.protocol import acls
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.replication.purgatory import DelayedFetch
+from kafkapy.replication.purgatory import HIGH_WATERMARK, LOG_END_OFFSET, DelayedFetch
 from kafkapy.replication.quota import throttle_for
 from kafkapy.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, Entry
 from kafkapy.server.handlers import _plan
@@ -113,8 +113,6 @@ API_KEY = 1
 READ_COMMITTED = 1
 FIRST_V2_FORMAT_VERSION = 4  # older fetchers read message format v0/v1
 _NO_MAX_BYTES = 2**31 - 1  # v0-v2 have no total limit
-HIGH_WATERMARK = "high_watermark"
-LOG_END_OFFSET = "log_end_offset"  # what a follower's DelayedFetch waits on
 # Errors of partitions Kafka never reads ("erroneous"): they do not end a long poll.
 _METADATA_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
 # KIP-951: these answers carry the current leader (v16+).
@@ -428,8 +426,11 @@ def _read(ctx, request, keys: list, wanted: list, replica_id: int, version: int)
         throttle.record(throttle.recorded)
     if high_watermark_moved:
         # Wakes only processors whose parked operations (an acks=all
-        # produce, a consumer's fetch) watch these partitions.
-        replica_manager.wake_delayed_operations(high_watermark_moved)
+        # produce, a consumer's fetch) watch these partitions' high
+        # watermarks; a follower's parked Fetch waits for the log end offset
+        # (Kafka's DelayedFetch completes a follower's on bytes, not on a
+        # high watermark).
+        replica_manager.wake_delayed_operations(high_watermark_moved, high_watermark_only=True)
     if readable and not failed and total < request.min_bytes and request.max_wait > 0:
         deadline = ctx.deadline_ms or ctx.now_ms + request.max_wait
         if ctx.now_ms < deadline:

@@ -40,14 +40,13 @@ from functools import cache
 from kafkapy.protocol import acls, produce_wire
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.replication.purgatory import DelayedProduce
+from kafkapy.replication.purgatory import HIGH_WATERMARK, DelayedProduce
 from kafkapy.server.handlers import CloseConnection, NoResponse, _plan
 from kafkapy.storage import legacy_records
 
 API_KEY = 0
 # Responses from v3 are written in one pass (protocol/produce_wire.py).
 produce_wire.install_response_writers(API_TABLE[API_KEY])
-HIGH_WATERMARK = "high_watermark"
 log = logging.getLogger("kafkapy.request")
 
 _VALID_ACKS = (-1, 0, 1)

@@ -35,12 +35,11 @@ from kafkapy.coordinator.transaction.marker_channel import LocalMarkerWriter
 from kafkapy.protocol import acls
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import effective_min_isr
-from kafkapy.replication.purgatory import DelayedTxnMarkers
+from kafkapy.replication.purgatory import HIGH_WATERMARK, DelayedTxnMarkers
 from kafkapy.server.handlers import construct
 from kafkapy.server.security.authorizer import cluster_denied
 
 API_KEY = 27
-HIGH_WATERMARK = "high_watermark"
 # Kafka parks the markers for the broker's request.timeout.ms (30 s); here
 # they wait well inside the coordinator's socket timeout for the answer
 # (marker_channel.REMOTE_TIMEOUT_S, 15 s), so the coordinator hears

@@ -47,6 +47,8 @@ import struct
 import time
 from collections import OrderedDict
 
+from kafkapy.replication.purgatory import HIGH_WATERMARK
+
 INLINE_MAX_BYTES = 16 * 1024
 # Longest principal a request carries (a processor closes a connection whose
 # authenticated name is longer: kafkapy.server.reactor.sasl_authenticator).
@@ -335,6 +337,13 @@ class WakePipe:
     moved wakes only processors with an operation watching one of them: a
     follower's append, or a produce to a partition nobody waits on, wakes
     nobody, where every processor with anything parked used to be woken.
+    Of those, ``_hw_watchers`` counts the ones waiting on the slot's high
+    watermark (an acks=all produce, a consumer's fetch, markers): a follower
+    Fetch that moved only high watermarks wakes those, not the processors
+    whose parked follower Fetches wait on the log end offset. With three
+    brokers each follower's Fetch moved the high watermark and woke the
+    processor holding the other follower's parked Fetch, which checked it
+    and parked it again: two wake-ups of ~5 per replication round for nothing.
     """
 
     def __init__(self, ctx, slots: int = 0):
@@ -344,29 +353,35 @@ class WakePipe:
         # slot -> parked operations watching it (None: not kept, every
         # wake goes to a processor with anything parked)
         self._watchers = ctx.RawArray("I", slots) if slots else None
+        self._hw_watchers = ctx.RawArray("I", slots) if slots else None
         # In the processor that reads this pipe (``owned_here``), an append
         # it made itself (a Produce or Fetch it handled) only notes the wake
         # (``pending``) for its loop: no write, no select woken by it, no read.
         self.owned_here = False
         self.pending = False
 
-    def add_parked(self, delta: int, slots=()) -> None:
-        """One operation watching ``slots`` was parked (+1) or finished (-1)."""
+    def add_parked(self, delta: int, watch=None) -> None:
+        """One operation was parked (+1) or finished (-1); ``watch``: what it
+        waits for, ``{slot: (field, value)}`` (``DelayedOperation.watch``)."""
         watchers = self._watchers
-        if watchers is not None:
-            for slot in slots:
+        if watchers is not None and watch:
+            hw_watchers = self._hw_watchers
+            for slot, (field, _value) in watch.items():
                 watchers[slot] += delta
+                if field == HIGH_WATERMARK:
+                    hw_watchers[slot] += delta
         with self._parked_lock:
             self._parked.value += delta
 
-    def wake_if_watched(self, slots=None) -> None:
+    def wake_if_watched(self, slots=None, high_watermark_only: bool = False) -> None:
         """Wake the processor if an operation it parked watches one of
-        ``slots`` (None: if it parked any)."""
+        ``slots`` (None: if it parked any); ``high_watermark_only``: only
+        their high watermarks moved, so only operations watching those count."""
         # The appender's partition unlock (a lockf system call) came first:
         # the fields it published are visible before these reads.
         if self._parked.value <= 0:
             return
-        watchers = self._watchers
+        watchers = self._hw_watchers if high_watermark_only else self._watchers
         if slots is None or watchers is None:
             return self.wake()
         for slot in slots:

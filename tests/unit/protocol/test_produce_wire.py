@@ -127,7 +127,9 @@ def _response_values(cls, seed: int) -> dict:
 @pytest.mark.parametrize("seed", range(16))
 def test_the_response_bytes_are_the_codecs(version, seed):
     from kafkapy.protocol import writers
-    from kafkapy.server.handlers import produce  # noqa: F401  (installs the one-pass writers)
+    from kafkapy.server.handlers import produce  # its import installs the one-pass writers
+
+    assert produce.API_KEY == PRODUCE
 
     cls = API_TABLE[PRODUCE].response_class(version)
     plan = writers._write_plan(cls)

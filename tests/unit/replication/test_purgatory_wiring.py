@@ -20,7 +20,14 @@ from kafkapy.protocol.codec import decode
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.partition import Partition
-from kafkapy.replication.purgatory import DelayedFetch, DelayedProduce, Purgatory, from_wire
+from kafkapy.replication.purgatory import (
+    HIGH_WATERMARK,
+    LOG_END_OFFSET,
+    DelayedFetch,
+    DelayedProduce,
+    Purgatory,
+    from_wire,
+)
 from kafkapy.server.handlers import NoResponse, RequestContext
 from kafkapy.server.handlers import produce as produce_handler
 from kafkapy.server.reactor.channel import DELAY, WakePipe
@@ -28,7 +35,7 @@ from kafkapy.server.reactor.worker import finish_request
 
 from support.storage import make_batch, open_log, records_of
 
-HW = "high_watermark"
+HW = HIGH_WATERMARK
 
 
 def _parked_count(p):
@@ -164,7 +171,7 @@ class _OneReplica:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
         return partition.append_records_to_leader(records, acks)
 
-    def wake_delayed_operations(self, slots=None):
+    def wake_delayed_operations(self, slots=None, high_watermark_only=False):
         self.wakes += 1
 
 
@@ -271,4 +278,37 @@ def test_an_appender_wakes_only_processors_watching_what_it_moved():
     pipe.add_parked(-1, {3: (HW, 1), 7: (HW, 2)})
     pipe.wake_if_watched([3, 7])
     pipe.wake_if_watched(None)
+    assert not woken()
+
+
+def test_a_high_watermark_move_leaves_parked_follower_fetches_asleep():
+    """A follower's Fetch moves only high watermarks: the processor whose
+    parked operation waits on a log end offset (another follower's Fetch) is
+    not woken by it; one waiting on the high watermark is; an append (which
+    moves the log end offset) wakes both."""
+    import os
+
+    pipe = WakePipe(multiprocessing.get_context("fork"), slots=16)
+
+    def woken():
+        try:
+            return bool(os.read(pipe.read_fd, 16))
+        except BlockingIOError:
+            return False
+
+    follower_fetch = {4: (LOG_END_OFFSET, 10)}
+    pipe.add_parked(1, follower_fetch)
+    pipe.wake_if_watched([4], high_watermark_only=True)
+    assert not woken(), "a high watermark move woke a follower's fetch"
+    pipe.wake_if_watched([4])
+    assert woken(), "an append must wake it"
+    produce = {4: (HW, 10), 5: (HW, 3)}
+    pipe.add_parked(1, produce)
+    pipe.wake_if_watched([5], high_watermark_only=True)
+    assert woken(), "an acks=all produce waits on the high watermark"
+    pipe.add_parked(-1, produce)
+    pipe.wake_if_watched([4, 5], high_watermark_only=True)
+    assert not woken()
+    pipe.add_parked(-1, follower_fetch)
+    pipe.wake_if_watched([4])
     assert not woken()

@@ -108,7 +108,7 @@ class FakeReplicaManager:
     def get_partition(self, topic, index):
         return self.partition if (topic, index) == ("t", 0) else None
 
-    def wake_delayed_operations(self, slots=None):
+    def wake_delayed_operations(self, slots=None, high_watermark_only=False):
         self.wakes += 1
 
 
