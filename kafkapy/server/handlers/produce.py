@@ -50,8 +50,6 @@ produce_wire.install_response_writers(API_TABLE[API_KEY])
 log = logging.getLogger("kafkapy.request")
 
 _VALID_ACKS = (-1, 0, 1)
-# The first version whose records are message format v2 (older: v0/v1).
-_FIRST_V2_VERSION = 3
 
 
 @cache
@@ -103,7 +101,7 @@ def handle(ctx, request):
     cls = ctx.response_class()
     topic_cls, partition, response = _response_classes(cls)
     append = replica_manager.append_records
-    legacy = ctx.api_version < _FIRST_V2_VERSION
+    legacy = ctx.api_version < produce_wire.FIRST_VERSION  # v0-v2: message format v0/v1
     valid_acks = acks in _VALID_ACKS
     # acks=-1: {slot: ("high_watermark", last offset + 1)} of the partitions
     # whose high watermark has not passed their records yet.

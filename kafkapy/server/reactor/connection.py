@@ -22,7 +22,7 @@ class Connection:
     __slots__ = (
         "conn_id", "sock", "peer", "state", "inbuf", "more", "size", "body", "inline",
         "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
-        "last_active", "listener", "api_key", "received_at", "responded_at", "at_worker",
+        "last_active", "listener", "api_key", "api_version", "received_at", "responded_at", "at_worker",
         "tls", "sasl", "principal_bytes", "close_at", "session_expires", "reauth_at", "authenticated",
         "throttle_until", "held_parts", "reported_at",
     )
@@ -48,10 +48,11 @@ class Connection:
         self.at_worker = False  # queued or being handled: an answer will come
         self.events = 0
         self.last_active = time.monotonic()
-        # Metrics: listener index, and the request in flight (api key, when it
+        # Metrics: listener index, and the request in flight (api key and version, when it
         # was read completely, when its response reached this processor).
         self.listener = 0
         self.api_key = -1
+        self.api_version = -1  # -1: a body too short to say
         self.received_at = 0.0
         self.responded_at = 0.0
         # Security: the TLS session (None: plaintext), the SASL session until

@@ -88,6 +88,8 @@ _DELAYED_ANSWERS = {PRODUCE: (0, delayed_produce_response),
 log = logging.getLogger("kafkapy.network")
 
 _SIZE = struct.Struct(">i")
+# A request header's api_key (read unsigned, as before: an unknown key) and api_version.
+_KEY_VERSION = struct.Struct(">Hh")
 # Open segment files kept per processor for sendfile; a fetch-heavy broker
 # touches few active segments, 256 keeps fd use bounded (LimitNOFILE).
 _MAX_CACHED_FILES = 256
@@ -444,11 +446,12 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         """Hand the complete request to the workers (``inline``: its bytes, or
         None when it is in the arena at ``conn.arena_off``)."""
         conn.inline = inline
-        if inline is not None:
-            conn.api_key = int.from_bytes(inline[:2], "big") if conn.size >= 2 else -1
+        head = inline if inline is not None else self.arena.view[conn.arena_off:conn.arena_off + 4]
+        if conn.size >= 4:
+            conn.api_key, conn.api_version = _KEY_VERSION.unpack_from(head)
         else:
-            off = conn.arena_off
-            conn.api_key = int.from_bytes(self.arena.view[off:off + 2], "big") if conn.size >= 2 else -1
+            conn.api_key = int.from_bytes(head[:2], "big") if conn.size >= 2 else -1
+            conn.api_version = -1
         conn.received_at = time.monotonic()
         conn.state = _MUTED
         conn.deadline_ms = 0
@@ -469,7 +472,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
             self.arena.view[off:off + conn.size] = conn.parked_body
             conn.arena_off = off
             conn.parked_body = None
-        if conn.api_key in self.inline_keys and self._request_version(conn) >= self.inline_keys[conn.api_key]:
+        if conn.api_key in self.inline_keys and conn.api_version >= self.inline_keys[conn.api_key]:
             # Handled by this loop once the events at hand are done: never
             # from here, where an answer sent at once would take the next
             # pipelined request and recurse once per request in the buffer.
@@ -514,15 +517,6 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
     def _on_responses(self) -> None:
         for conn_id, kind, payload in self.responses.drain():
             self._on_response(conn_id, kind, payload)
-
-    def _request_version(self, conn: Connection) -> int:
-        """The request's api_version (header bytes 2-3), -1 when it has none."""
-        if conn.size < 4:
-            return -1
-        if conn.inline is not None:
-            return int.from_bytes(conn.inline[2:4], "big", signed=True)
-        off = conn.arena_off
-        return int.from_bytes(self.arena.view[off + 2:off + 4], "big", signed=True)
 
     def _handle_inline(self) -> None:
         """Handle the requests ``_enqueue`` kept for this process: the same

@@ -25,6 +25,7 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
 from kafkapy.replication.purgatory import DelayedOperation
 from kafkapy.server.handlers import HANDLERS, CloseConnection, NoResponse, RequestContext, api_versions
+from kafkapy.server.handlers.produce import API_KEY as PRODUCE_KEY
 from kafkapy.server.quotas import enforce as quota_enforce
 from kafkapy.server.quotas.throttle import THROTTLED
 from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
@@ -32,7 +33,6 @@ from kafkapy.server.reactor.channel import CLOSE, DELAY, NOREPLY, SEND
 log = logging.getLogger("kafkapy.request")
 # handle_request's kind for an answer the worker keeps aside (never sent as such).
 HELD = -1
-PRODUCE_KEY = 0
 # A request handled for longer than this is logged: its client is waiting.
 _SLOW_S = 10.0
 
