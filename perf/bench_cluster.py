@@ -221,6 +221,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-in-flight", type=int, default=5,
                    help="the throughput rows' max.in.flight.requests.per.connection (default 5, the Java "
                         "producer's default and an idempotent producer's limit; librdkafka's own is 1000000)")
+    p.add_argument("--idempotent", action="store_true",
+                   help="the cluster's rows with an idempotent producer (enable.idempotence, acks=all), "
+                        "the workload a user tries first; the reference stays acks=1")
     args = p.parse_args(argv)
     shapes = [(1024, 200_000), (100, 1_000_000)]
     if args.quick:
@@ -231,8 +234,11 @@ def main(argv=None) -> int:
     report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "kernel": platform.release()},
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "max_in_flight": args.max_in_flight, "rows": [], "latency": []}
+              "max_in_flight": args.max_in_flight, "idempotent": args.idempotent, "rows": [], "latency": []}
     producer_conf = {"max.in.flight.requests.per.connection": args.max_in_flight}
+    # An idempotent producer is acks=all only (librdkafka refuses acks=1 with it).
+    cluster_conf = {**producer_conf, "enable.idempotence": True} if args.idempotent else producer_conf
+    cluster_acks = ("all",) if args.idempotent else ("all", "1")
     with tempfile.TemporaryDirectory(prefix="kafkapy-bench-cluster-") as tmp:
         print("reference: one broker, RF=1, acks=1", flush=True)
         single = _brokers.make_kafkapy(os.path.join(tmp, "single"))
@@ -251,8 +257,8 @@ def main(argv=None) -> int:
         try:
             cluster.start()
             if not args.latency_only:
-                report["rows"] += produce_rows(cluster, 3, ("all", "1"), shapes, partition_counts,
-                                               args.repeat, timeout_s, producer_conf)
+                report["rows"] += produce_rows(cluster, 3, cluster_acks, shapes, partition_counts,
+                                               args.repeat, timeout_s, cluster_conf)
             for linger_ms in LATENCY_LINGERS_MS:
                 report["latency"].append(latency_row(cluster, "all", 10_000, 10 if not args.quick else 3, 3,
                                                      linger_ms))
