@@ -18,13 +18,14 @@ import time
 
 from kafkapy.coordinator.handlers import client_host
 from kafkapy.metrics import probes
-from kafkapy.protocol import produce_wire
+from kafkapy.protocol import fetch_request_wire, produce_wire
 from kafkapy.protocol.api import API_TABLE, API_VERSIONS_KEY
 from kafkapy.protocol.codec import DecodeError, decode
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
 from kafkapy.replication.purgatory import DelayedOperation
 from kafkapy.server.handlers import HANDLERS, CloseConnection, NoResponse, RequestContext, api_versions
+from kafkapy.server.handlers.fetch import API_KEY as FETCH_KEY
 from kafkapy.server.handlers.produce import API_KEY as PRODUCE_KEY
 from kafkapy.server.quotas import enforce as quota_enforce
 from kafkapy.server.quotas.throttle import THROTTLED
@@ -84,9 +85,11 @@ def prepare_request(buf: memoryview):
         if flexible:
             offset = skip_tagged_fields(buf, offset)
         request = None
+        # The most frequent requests, read in one pass (None: the codec reads them).
         if header.api_key == PRODUCE_KEY and version >= produce_wire.FIRST_VERSION:
-            # The most frequent request, read in one pass (None: the codec reads it).
             request = produce_wire.decode_request(spec.request_class(version), buf, offset, flexible)
+        elif header.api_key == FETCH_KEY and version >= fetch_request_wire.FIRST_VERSION:
+            request = fetch_request_wire.decode_request(spec.request_class(version), version, buf, offset)
         if request is None:
             request, _ = decode(spec.request_class(version), buf, offset)
     except DecodeError as exc:
