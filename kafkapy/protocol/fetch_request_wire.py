@@ -1,4 +1,5 @@
-"""A Fetch request body (v4-v17) read in one pass.
+"""A Fetch request body (v4-v17) read in one pass, and its response
+written in one pass.
 
 Every replication round reads several of these at the leader (each
 follower's Fetch, and again each time a parked one is woken and run
@@ -17,6 +18,16 @@ schema has none), and the caller decodes with the codec, which then answers
 or raises exactly as before. ``tests/unit/protocol/test_fetch_request_wire.py``
 checks that for every version both give equal entities, and that on
 truncated and mutated bodies this one gives None or the codec's entity.
+
+The response goes the other way, as Produce's does:
+``install_response_writers`` makes the codec's writer for each
+FetchResponse version (v4+) a one-pass one: one ``struct`` pack for a
+partition's fixed fields, the codec's own field writers for its aborted
+transactions and records (file regions stay regions). It writes what a
+Fetch answer from this broker usually holds; a tagged field away from its
+default (a diverging epoch, the current leader, a snapshot id, node
+endpoints) or a value the packs refuse sends the whole response to the
+codec's writer, from the same start. The test holds both to the same bytes.
 """
 
 from __future__ import annotations
@@ -25,8 +36,10 @@ import struct
 import uuid
 from functools import cache
 
-from kafkapy.protocol.codec import DecodeError, read_unsigned_varint
+from kafkapy.protocol import writers
+from kafkapy.protocol.codec import DecodeError, read_unsigned_varint, unsigned_varint_bytes
 from kafkapy.protocol.entities import _plan
+from kafkapy.protocol.fields import _split_fields
 from kafkapy.protocol.readers import _read_plan
 
 FIRST_VERSION = 4  # message format v2 only; older bodies go through the codec
@@ -212,3 +225,110 @@ def _decode(s: _Shape, cls, buf, off):
     for setter, value in zip(s.setters, values):
         setter(request, value)
     return request
+
+
+# -- the response ---------------------------------------------------------------
+
+
+class _Unusual(Exception):
+    """A response this writer leaves to the codec's."""
+
+
+def install_response_writers(spec) -> None:
+    """Make the codec write every FetchResponse version from FIRST_VERSION
+    with ``_response_writer`` (``spec``: the API table's Fetch entry)."""
+    for version in range(FIRST_VERSION, spec.max_version + 1):
+        cls = spec.response_class(version)
+        plan = writers._write_plan(cls)
+        if not getattr(plan.writer, "one_pass", False):
+            plan.writer = _response_writer(cls, plan.writer)
+
+
+def _field_writers(cls) -> dict:
+    flexible, plain, tagged = _split_fields(cls)
+    return {f.name: writers._field_writer(f, flexible) for f in plain}
+
+
+def _tag_defaults(cls) -> tuple:
+    """``(getter, default)`` of each tagged field of ``cls``."""
+    return tuple((get, default) for _tag, get, _write, default, _bytes in writers._write_plan(cls).tagged)
+
+
+def _response_writer(cls, generic):
+    flexible = bool(cls.__flexible__)
+    top = [n for n, _, _ in _plan(cls)]
+    topic_cls = _element_class(cls, "responses")
+    part_cls = _element_class(topic_cls, "partitions")
+    part_fields = [n for n, _, _ in _plan(part_cls)]
+    if "last_stable_offset" not in part_fields or "aborted_transactions" not in part_fields:
+        raise TypeError(f"{cls.__qualname__}: not the Fetch response shape this writer knows")
+    head = ">i" + ("hi" if "session_id" in top else "")
+    pack_head = struct.Struct(head).pack
+    with_session = "session_id" in top
+    fixed_format = ">ihqq" + ("q" if "log_start_offset" in part_fields else "")
+    pack_part = struct.Struct(fixed_format).pack
+    with_start = "log_start_offset" in part_fields
+    with_replica = "preferred_read_replica" in part_fields
+    topic_ids = "topic_id" in [n for n, _, _ in _plan(topic_cls)]
+    field_writers = _field_writers(part_cls)
+    write_aborted, write_records = field_writers["aborted_transactions"], field_writers["records"]
+    part_tags = _tag_defaults(part_cls)
+    top_tags = _tag_defaults(cls)
+    pack_i16, pack_i32 = _I16.pack, _I32.pack
+
+    def count(n):
+        return unsigned_varint_bytes(n + 1) if flexible else pack_i32(n)
+
+    def write(out, buf, response):
+        start = len(buf)
+        regions = len(out._regions)
+        region_bytes = out._region_bytes
+        try:
+            if with_session:
+                buf += pack_head(response.throttle_time, response.error_code, response.session_id)
+            else:
+                buf += pack_head(response.throttle_time)
+            topics = response.responses
+            buf += count(len(topics))
+            for topic in topics:
+                if topic_ids:
+                    buf += topic.topic_id.bytes
+                else:
+                    data = topic.topic.encode()
+                    buf += unsigned_varint_bytes(len(data) + 1) if flexible else pack_i16(len(data))
+                    buf += data
+                partitions = topic.partitions
+                buf += count(len(partitions))
+                for p in partitions:
+                    if with_start:
+                        buf += pack_part(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                                         p.log_start_offset)
+                    else:
+                        buf += pack_part(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
+                    for get, default in part_tags:
+                        if get(p) is not default:
+                            raise _Unusual
+                    write_aborted(out, buf, p.aborted_transactions)
+                    if with_replica:
+                        buf += pack_i32(p.preferred_read_replica)
+                    write_records(out, buf, p.records)
+                    if flexible:
+                        buf.append(0)
+                if flexible:
+                    buf.append(0)
+            if flexible:
+                for get, default in top_tags:
+                    value = get(response)
+                    if value is not default and value != default:
+                        raise _Unusual
+                buf.append(0)
+        except (_Unusual, struct.error, TypeError, AttributeError):
+            # Tagged fields set, kio's timedelta values: the codec's writer,
+            # from the same start (file regions noted since are dropped too).
+            del buf[start:]
+            del out._regions[regions:]
+            out._region_bytes = region_bytes
+            generic(out, buf, response)
+
+    write.one_pass = True
+    return write

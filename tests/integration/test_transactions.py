@@ -362,7 +362,12 @@ def test_java_transactional_producer_and_read_committed_consumer(kbroker, java_c
     assert committed.returncode == 0 and len(committed.acks) == 20, committed.describe()
     aborted = java_client.produce(bs, topic, 20, key_prefix="a", transaction="abort", configs=conf)
     assert aborted.returncode == 0 and len(aborted.acks) == 20, aborted.describe()
-    consumed = java_client.consume(bs, topic, "java-txn-group", 40, timeout_ms=4000,
+    # It asks for 40 and reads to the end of its window, so that an aborted
+    # record would show. The window holds the JVM's start, the new group's
+    # join (group.initial.rebalance.delay.ms, 3 s) and the fetches: 4 s left
+    # one for the fetches, and on a loaded machine it read nothing (1 of 4
+    # runs, with or without this session's changes).
+    consumed = java_client.consume(bs, topic, "java-txn-group", 40, timeout_ms=9000,
                                    configs={"isolation.level": "read_committed"})
     assert sorted(r.key for r in consumed.records) == sorted(b"c-%d" % i for i in range(20)), consumed.describe()
     assert sorted(consume(bs, topic, 2, "read_committed", want=20)) == sorted(expected_value(i) for i in range(20))

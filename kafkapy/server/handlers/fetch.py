@@ -100,7 +100,8 @@ import uuid
 from functools import cache
 
 from kafkapy.metrics import probes
-from kafkapy.protocol import acls
+from kafkapy.protocol import acls, fetch_request_wire
+from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import HIGH_WATERMARK, LOG_END_OFFSET, DelayedFetch
@@ -111,7 +112,9 @@ from kafkapy.storage.legacy_records import LegacyRecordError, down_convert, regi
 
 API_KEY = 1
 READ_COMMITTED = 1
-FIRST_V2_FORMAT_VERSION = 4  # older fetchers read message format v0/v1
+FIRST_V2_FORMAT_VERSION = fetch_request_wire.FIRST_VERSION  # older fetchers read message format v0/v1
+# Responses from v4 are written in one pass (protocol/fetch_request_wire.py).
+fetch_request_wire.install_response_writers(API_TABLE[API_KEY])
 _NO_MAX_BYTES = 2**31 - 1  # v0-v2 have no total limit
 # Errors of partitions Kafka never reads ("erroneous"): they do not end a long poll.
 _METADATA_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

@@ -98,3 +98,91 @@ def test_malformed_bodies_are_none_or_the_codecs(version, seed, cut, flips):
     buf = bytes(buf[:cut])
     fast, slow = _both(version, buf)
     assert fast is None or fast == slow
+
+
+# -- the response ------------------------------------------------------------
+
+RESPONSE_VERSIONS = range(fetch_request_wire.FIRST_VERSION, API_TABLE[FETCH].max_version + 1)
+
+
+def _response_values(seed: int, region_file) -> tuple[dict, bool]:
+    """A FetchResponse's values (what this broker answers: records as
+    bytes, RecordsRegions of file regions, None; aborted transactions or
+    None) and whether it holds something only the codec's writer writes."""
+    import datetime
+
+    from kafkapy._core.types import FileRegion
+    from kafkapy.protocol.writers import RecordsRegions
+
+    rng = random.Random(seed)
+    unusual = rng.random() < 0.4
+    odd = False
+    topics = []
+    for t in range(rng.randrange(0, 4)):
+        partitions = []
+        for _ in range(rng.randrange(0, 4)):
+            kind = rng.randrange(4)
+            if kind == 0:
+                records = None
+            elif kind == 1:
+                records = rng.randbytes(rng.randrange(0, 50))
+            else:
+                regions = [FileRegion(region_file, 7, rng.randrange(0, 100), rng.randrange(1, 60))
+                           for _ in range(rng.randrange(1, 3))]
+                records = RecordsRegions(regions, sum(r.length for r in regions))
+            p = {"partition_index": rng.randrange(0, 99), "error_code": rng.choice([0, 0, 1, 6]),
+                 "high_watermark": rng.randrange(-1, 1 << 40), "last_stable_offset": rng.randrange(-1, 1 << 40),
+                 "log_start_offset": rng.choice([-1, 0, 5]),
+                 "aborted_transactions": rng.choice([None, (), [{"producer_id": 7, "first_offset": 3}]]),
+                 "preferred_read_replica": -1, "records": records}
+            if unusual and rng.random() < 0.5:
+                p["diverging_epoch"] = {"epoch": 3, "end_offset": 40}
+                p["current_leader"] = {"leader_id": 2, "leader_epoch": 5}
+                odd = True
+            partitions.append(p)
+        topics.append({"topic": rng.choice(["t", "é" * 40, ""]), "topic_id": uuid.UUID(int=rng.getrandbits(128)),
+                       "partitions": partitions})
+    values = {"throttle_time": rng.choice([0, 250]), "error_code": 0, "session_id": rng.randrange(0, 9),
+              "responses": topics}
+    if unusual and rng.random() < 0.5:
+        values["throttle_time"] = datetime.timedelta(milliseconds=rng.randrange(100))
+        odd = True
+    if unusual and rng.random() < 0.5:
+        values["node_endpoints"] = ({"node_id": 2, "host": "127.0.0.1", "port": 9092, "rack": None},)
+        odd = True
+    return values, odd
+
+
+@pytest.mark.parametrize("version", RESPONSE_VERSIONS)
+@pytest.mark.parametrize("seed", range(16))
+def test_the_response_parts_are_the_codecs(version, seed, tmp_path):
+    from kafkapy.protocol import writers
+    from kafkapy.server.handlers import fetch  # its import installs the one-pass writers
+
+    assert fetch.API_KEY == FETCH
+    cls = API_TABLE[FETCH].response_class(version)
+    plan = writers._write_plan(cls)
+    assert getattr(plan.writer, "one_pass", False), "the Fetch handler installs its writer"
+    generic = writers._make_entity_writer(plan)
+    fallbacks = []
+
+    def codec_writer(out, buf, entity):
+        fallbacks.append(entity)
+        generic(out, buf, entity)
+
+    one_pass = fetch_request_wire._response_writer(cls, codec_writer)
+    values, odd = _response_values(seed, str(tmp_path / "segment.log"))
+    response = construct(cls, values)  # fields a version lacks are left out
+    fast, slow = Parts(), Parts()
+    fast.buf += b"prefix"
+    slow.buf += b"prefix"
+    one_pass(fast, fast.buf, response)
+    generic(slow, slow.buf, response)
+    assert fast.parts() == slow.parts() and fast.size == slow.size
+    partitions = [p for t in response.responses for p in t.partitions]
+    # What this version holds of the odd values decides (v11 has no tagged fields, v15 no node endpoints).
+    holds_odd = (type(response.throttle_time) is not int or getattr(response, "node_endpoints", ())
+                 or any(getattr(p, "diverging_epoch", None) is not None
+                        and p.diverging_epoch.epoch == 3 for p in partitions))
+    assert fallbacks == ([response] if holds_odd else [])
+    assert odd or not holds_odd
