@@ -17,6 +17,7 @@ ApiVersions (the client-telemetry APIs without a telemetry receiver plugin).
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -64,6 +65,15 @@ class ApiSpec:
 
 
 _OWN_SCHEMAS = "kafkapy.protocol.schema"
+_VERSION_IN_MODULE = re.compile(r"\.v(\d+)\.(?:request|response)$")
+
+
+def schema_version(cls) -> int:
+    """The version of a request or response class (``...<api>.v<N>.request``
+    or ``.response``, as ``request_class``/``response_class`` import them);
+    -1 for any other class."""
+    m = _VERSION_IN_MODULE.search(cls.__module__)
+    return int(m.group(1)) if m else -1
 
 
 def _spec(key, name, module, lo, hi, served_from=None, owner="worker", package="kio.schema",

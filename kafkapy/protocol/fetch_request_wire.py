@@ -20,7 +20,7 @@ checks that for every version both give equal entities, and that on
 truncated and mutated bodies this one gives None or the codec's entity.
 
 The response goes the other way, as Produce's does:
-``install_response_writers`` makes the codec's writer for each
+``install_response_writer`` makes the codec's writer for a
 FetchResponse version (v4+) a one-pass one: one ``struct`` pack for a
 partition's fixed fields, the codec's own field writers for its aborted
 transactions and records (file regions stay regions). It writes what a
@@ -37,6 +37,7 @@ import uuid
 from functools import cache
 
 from kafkapy.protocol import writers
+from kafkapy.protocol.api import schema_version
 from kafkapy.protocol.codec import DecodeError, read_unsigned_varint, unsigned_varint_bytes
 from kafkapy.protocol.entities import _plan
 from kafkapy.protocol.fields import _split_fields
@@ -234,14 +235,16 @@ class _Unusual(Exception):
     """A response this writer leaves to the codec's."""
 
 
-def install_response_writers(spec) -> None:
-    """Make the codec write every FetchResponse version from FIRST_VERSION
-    with ``_response_writer`` (``spec``: the API table's Fetch entry)."""
-    for version in range(FIRST_VERSION, spec.max_version + 1):
-        cls = spec.response_class(version)
-        plan = writers._write_plan(cls)
-        if not getattr(plan.writer, "one_pass", False):
-            plan.writer = _response_writer(cls, plan.writer)
+def install_response_writer(cls) -> None:
+    """Make the codec write ``cls``, one version's FetchResponse, with
+    ``_response_writer`` from FIRST_VERSION on. Called by the Fetch handler
+    once per version it answers (not every version up front: importing
+    their classes is start-up time for every broker)."""
+    if schema_version(cls) < FIRST_VERSION:
+        return
+    plan = writers._write_plan(cls)
+    if not getattr(plan.writer, "one_pass", False):
+        plan.writer = _response_writer(cls, plan.writer)
 
 
 def _field_writers(cls) -> dict:

@@ -101,7 +101,6 @@ from functools import cache
 
 from kafkapy.metrics import probes
 from kafkapy.protocol import acls, fetch_request_wire
-from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.codec import RecordsRegions
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import HIGH_WATERMARK, LOG_END_OFFSET, DelayedFetch
@@ -113,8 +112,6 @@ from kafkapy.storage.legacy_records import LegacyRecordError, down_convert, regi
 API_KEY = 1
 READ_COMMITTED = 1
 FIRST_V2_FORMAT_VERSION = fetch_request_wire.FIRST_VERSION  # older fetchers read message format v0/v1
-# Responses from v4 are written in one pass (protocol/fetch_request_wire.py).
-fetch_request_wire.install_response_writers(API_TABLE[API_KEY])
 _NO_MAX_BYTES = 2**31 - 1  # v0-v2 have no total limit
 # Errors of partitions Kafka never reads ("erroneous"): they do not end a long poll.
 _METADATA_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -132,6 +129,7 @@ def _response_classes(cls):
     ``construct``'s per-dict walk, which was 18 % of a 16-partition fetch's
     worker time (cProfile of ``worker.handle_request``: ~60 of 355 us).
     """
+    fetch_request_wire.install_response_writer(cls)  # v4+: written in one pass (protocol/fetch_request_wire.py)
     topic_cls = next(n[1] for name, n, _ in _plan(cls) if name == "responses")
     part_cls = next(n[1] for name, n, _ in _plan(topic_cls) if name == "partitions")
     epoch_cls = next((n[1] for name, n, _ in _plan(part_cls) if name == "diverging_epoch"), None)

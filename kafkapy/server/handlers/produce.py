@@ -45,8 +45,6 @@ from kafkapy.server.handlers import CloseConnection, NoResponse, _plan
 from kafkapy.storage import legacy_records
 
 API_KEY = 0
-# Responses from v3 are written in one pass (protocol/produce_wire.py).
-produce_wire.install_response_writers(API_TABLE[API_KEY])
 log = logging.getLogger("kafkapy.request")
 
 _VALID_ACKS = (-1, 0, 1)
@@ -64,6 +62,7 @@ def _response_classes(cls):
     (log_append_time from v2, log_start_offset from v5, error_message from v8),
     and the response builder throttle_time from v1.
     """
+    produce_wire.install_response_writer(cls)  # v3+: written in one pass (protocol/produce_wire.py)
     topic_cls = next(n[1] for name, n, _ in _plan(cls) if name == "responses")
     part_cls = next(n[1] for name, n, _ in _plan(topic_cls) if name == "partition_responses")
     fields = frozenset(f.name for f in dataclasses.fields(part_cls))

@@ -157,10 +157,10 @@ def _response_values(seed: int, region_file) -> tuple[dict, bool]:
 @pytest.mark.parametrize("seed", range(16))
 def test_the_response_parts_are_the_codecs(version, seed, tmp_path):
     from kafkapy.protocol import writers
-    from kafkapy.server.handlers import fetch  # its import installs the one-pass writers
+    from kafkapy.server.handlers import fetch
 
-    assert fetch.API_KEY == FETCH
     cls = API_TABLE[FETCH].response_class(version)
+    fetch._response_classes(cls)  # the handler's first answer in a version installs the one-pass writer
     plan = writers._write_plan(cls)
     assert getattr(plan.writer, "one_pass", False), "the Fetch handler installs its writer"
     generic = writers._make_entity_writer(plan)
@@ -186,3 +186,15 @@ def test_the_response_parts_are_the_codecs(version, seed, tmp_path):
                         and p.diverging_epoch.epoch == 3 for p in partitions))
     assert fallbacks == ([response] if holds_odd else [])
     assert odd or not holds_odd
+
+
+def test_older_versions_keep_the_codecs_writer():
+    from kafkapy.protocol import writers
+    from kafkapy.protocol.api import schema_version
+    from kafkapy.server.handlers import fetch
+
+    for version in range(0, fetch_request_wire.FIRST_VERSION):
+        cls = API_TABLE[FETCH].response_class(version)
+        assert schema_version(cls) == version
+        fetch._response_classes(cls)
+        assert not getattr(writers._write_plan(cls).writer, "one_pass", False)
