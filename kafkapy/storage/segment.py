@@ -120,8 +120,11 @@ def file_batches(path: str, size: int, read_bytes: int, should_stop=None, thrott
         os.close(fd)
 
 
-def iter_headers(segment, start: int, end: int):
+def iter_headers(segment, start: int, end: int, chunk_bytes: int = _READ_CHUNK):
     """Yield the BatchHeader of every batch in ``[start, end)`` of ``segment``'s .log, ``position`` set to its file position.
+
+    ``chunk_bytes``: how much each pread brings (``translate_offset``, which
+    stops within one index interval, asks for that much).
 
     ``segment.fd`` is re-read for every pread: between two steps of this
     generator the caller may open other files, and the file cache may close
@@ -137,7 +140,7 @@ def iter_headers(segment, start: int, end: int):
         rel = position - chunk_start
         if rel < 0 or rel + HEADER_SIZE > len(chunk):
             chunk_start = position
-            chunk = os.pread(segment.fd, min(_READ_CHUNK, end - position), position)
+            chunk = os.pread(segment.fd, min(chunk_bytes, end - position), position)
             rel = 0
             if len(chunk) < HEADER_SIZE:
                 return
@@ -302,10 +305,15 @@ class LogSegment:
         """(position, header) of the first batch whose last offset >= ``offset``, or None.
 
         Offset-index lookup, then a forward walk over batch headers (at most
-        about index.interval.bytes of them).
+        about index.interval.bytes of them). Each pread of the walk brings one
+        index interval and a header, not ``_READ_CHUNK``: a fetch at the log
+        end (a follower's, a caught-up consumer's) read 64 KiB of the new
+        records to find the first header among them, once per fetch and
+        again for a high-watermark bound.
         """
         _, position = self.offset_index.lookup(offset)
-        for h in iter_headers(self, max(position, start_position), self.size):
+        for h in iter_headers(self, max(position, start_position), self.size,
+                              min(_READ_CHUNK, self.index_interval_bytes + HEADER_SIZE)):
             if h.base_offset + h.last_offset_delta >= offset:
                 return h.position, h
         return None

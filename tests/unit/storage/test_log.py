@@ -54,6 +54,25 @@ def test_fetch_from_the_middle_of_a_batch_returns_that_batch(tmp_path):
     log.close()
 
 
+@pytest.mark.parametrize("interval", [1, 300, 4096])
+def test_every_offset_is_found_whatever_the_batch_and_index_sizes(tmp_path, interval):
+    """translate_offset's walk reads one index interval at a time: batches
+    larger and smaller than it, mixed, each offset reads from its batch."""
+    log = open_log(tmp_path / "t-0", LogConfig(index_interval_bytes=interval))
+    sizes = [(1, 10), (3, 2000), (1, 9000), (7, 5), (2, 5000), (1, 10), (4, 1200)]
+    firsts = []
+    for i, (n, value_size) in enumerate(sizes):
+        firsts.append(log.log_end_offset)
+        append(log, make_batch(n, value_size=value_size, tag=b"%d" % i))
+    end = log.log_end_offset
+    for offset in range(end):
+        first = max(f for f in firsts if f <= offset)
+        headers = whole_batches(read_bytes(log, offset, 1 << 20))
+        assert headers[0].base_offset == first
+        assert headers[-1].base_offset + headers[-1].last_offset_delta == end - 1
+    log.close()
+
+
 def test_read_limits_follow_kafka(tmp_path):
     log = open_log(tmp_path / "t-0")
     one = make_batch(2, value_size=100)
