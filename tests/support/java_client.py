@@ -233,24 +233,9 @@ class JavaKafkaClient:
     def run(self, args: Iterable[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> Result:
         """Run one command; the JVM is killed (and JavaClientError raised) if
         it outlives ``timeout_s``."""
-        argv = self.argv(args)
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            # subprocess.run(timeout=) SIGKILLs only this child: the JVM is
-            # the process we started, and it has no children of its own.
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-                out.seek(0)
-                err.seek(0)
-                raise JavaClientError(f"{' '.join(args)} did not finish within {timeout_s} s; stdout tail:\n"
-                                      + "\n".join(out.read().splitlines()[-20:])
-                                      + "\nstderr tail:\n" + "\n".join(err.read().splitlines()[-40:])) from None
-            out.seek(0)
-            err.seek(0)
-            return _parse(out.read(), proc.returncode, err.read())
+        args = list(args)
+        # The JVM is the process we started, and it has no children of its own.
+        return JavaProcess(self.argv(args), args, stdin=subprocess.DEVNULL).wait(timeout_s)
 
     @staticmethod
     def _configs(configs: Optional[Mapping[str, object]]) -> list[str]:
@@ -286,11 +271,72 @@ class JavaKafkaClient:
                 "--count", str(count), "--timeout-ms", str(timeout_ms)]
         return self.run(args + self._configs(configs), timeout_s or timeout_ms / 1000 + 30)
 
+    def start(self, args: Iterable[str]) -> "JavaProcess":
+        """Start one command without waiting for it; its stdin stays open until
+        ``JavaProcess.release()``."""
+        args = list(args)
+        return JavaProcess(self.argv(args), args)
+
+    def copy(self, bootstrap: str, input_topic: str, output_topic: str, partition: int, group: str,
+             transactional_id: str, *, transaction_size: int = 100, pause_ms: int = 0, abort_every: int = 0,
+             timeout_ms: int = 120000, configs: Optional[Mapping[str, object]] = None) -> "JavaProcess":
+        """Start the transactional copier of ``input_topic``-``partition`` to
+        ``output_topic``-``partition`` (the Java source says what it does);
+        ``pause_ms`` between transactions until ``release()``; ``configs``
+        go to the producer, or with a ``consumer.`` prefix to the consumer."""
+        args = ["copy", "--bootstrap", bootstrap, "--input", input_topic, "--output", output_topic,
+                "--partition", str(partition), "--group", group, "--transactional-id", transactional_id,
+                "--transaction-size", str(transaction_size), "--pause-ms", str(pause_ms),
+                "--abort-every", str(abort_every), "--timeout-ms", str(timeout_ms)]
+        return self.start(args + self._configs(configs))
+
     def admin(self, bootstrap: str, *command: str, configs: Optional[Mapping[str, object]] = None,
               timeout_s: float = DEFAULT_TIMEOUT_S) -> Result:
         """``admin(b, "create-topic", "t", "3")``, ``admin(b, "describe-cluster")``,
         ``admin(b, "describe-topic", "t")``."""
         return self.run(["admin", "--bootstrap", bootstrap, *command] + self._configs(configs), timeout_s)
+
+
+class JavaProcess:
+    """One command running in the background (``JavaKafkaClient.start``): its
+    stdout and stderr go to temporary files, parsed by ``wait``."""
+
+    def __init__(self, argv: list, args: list, stdin=subprocess.PIPE):
+        self.args = args
+        self._out = tempfile.TemporaryFile("w+")
+        self._err = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(argv, stdin=stdin, stdout=self._out, stderr=self._err, text=True)
+
+    def release(self) -> None:
+        """Close the command's stdin (the copier stops pacing itself)."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+
+    def wait(self, timeout_s: float) -> Result:
+        """The command's result once it exits; killed (JavaClientError) if it
+        outlives ``timeout_s``."""
+        self.release()
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self._out.seek(0)
+            self._err.seek(0)
+            raise JavaClientError(f"{' '.join(self.args)} did not finish within {timeout_s} s; stdout tail:\n"
+                                  + "\n".join(self._out.read().splitlines()[-20:])
+                                  + "\nstderr tail:\n" + "\n".join(self._err.read().splitlines()[-40:])) from None
+        self._out.seek(0)
+        self._err.seek(0)
+        result = _parse(self._out.read(), self.proc.returncode, self._err.read())
+        self._out.close()
+        self._err.close()
+        return result
+
+    def kill(self) -> None:
+        """SIGKILL the JVM (the process this object started) if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """A transactional producer and a reader by isolation level over confluent-kafka,
-and the last offset by isolation level over a raw ListOffsets: what the
-transaction tests share (integration and system alike).
+the last offset by isolation level over a raw ListOffsets, and ``Copier``
+(Kafka's transactional message copier, in a thread): what the transaction
+tests share (integration and system alike).
 
 Each helper bounds its wait by ``TIMEOUT_S`` and closes the clients it made,
 except ``producer``, whose transactional producer the caller owns.
@@ -72,3 +73,208 @@ def list_offset(bootstrap: str, topic: str, partition: int, isolation_level: int
     (p,) = r.topics[0].partitions
     assert p.error_code == 0
     return p.offset
+
+
+def _rdkafka_debug(client_id: str) -> dict:
+    """``KAFKAPY_TEST_RDKAFKA_DEBUG=eos,protocol`` (librdkafka's ``debug``
+    contexts): the copiers' librdkafka logs on stderr, named by client id."""
+    import os
+
+    contexts = os.environ.get("KAFKAPY_TEST_RDKAFKA_DEBUG")
+    return {"debug": contexts, "client.id": client_id} if contexts else {}
+
+
+# The copier's bound on one librdkafka transactional call (retried while retriable).
+CALL_TIMEOUT_S = 10
+
+
+class _Replaced(Exception):
+    """A copier incarnation learns it was replaced (its thread stops quietly)."""
+
+
+class Copier:
+    """Kafka's TransactionalMessageCopier over confluent-kafka, in a thread: a
+    read_committed consumer assigned ``input_topic``-``partition`` in ``group``
+    (starting from the group's committed offset), and a producer with its own
+    ``transactional.id``; each batch of at most ``transaction_size`` records
+    goes to ``output_topic``-``partition`` in one transaction together with
+    the consumer's position (``send_offsets_to_transaction`` with the
+    consumer's group metadata), then is committed. Every ``abort_every``-th
+    transaction is aborted on purpose (0: none). A failed transaction is
+    aborted and the consumer goes back to the committed offset, as Kafka's
+    copier does. It stops when the committed position reaches ``end`` (the
+    input partition's end, written before), or at ``timeout_s``. Until
+    ``release()`` it sleeps ``pause_s`` between transactions.
+
+    librdkafka (2.16 included) can block in ``send_offsets_to_transaction``
+    past its timeout when the cached group coordinator's broker left the
+    metadata (confluentinc/librdkafka#5511, #5456), and a thread cannot be
+    interrupted inside the C call. So an incarnation whose call has not
+    returned within ``stall_s`` is replaced, as Kafka's test bounces a
+    copier: a new consumer and producer with the same ``transactional.id``,
+    whose ``init_transactions`` fences the stuck one (its transaction is
+    aborted, or completed first), then the group's committed offset. The
+    stuck thread stops quietly whenever its call returns; ``replaced``
+    counts these.
+
+    Each librdkafka call is bounded by ``CALL_TIMEOUT_S`` (and asked again
+    while its error is retriable), so a live incarnation returns well within
+    ``stall_s``.
+
+    Mutable state is owned by the current incarnation's thread; the test reads
+    ``position``, ``commits``, ``aborts``, ``replaced`` and ``error`` (set once,
+    when it gave up) after ``join``, or as rough progress while it runs."""
+
+    def __init__(self, bootstrap: str, input_topic: str, output_topic: str, partition: int, end: int,
+                 group: str, transactional_id: str, transaction_size: int = 100, pause_s: float = 0.0,
+                 abort_every: int = 0, timeout_s: float = 120.0, stall_s: float = 25.0):
+        import threading
+
+        self.bootstrap, self.input_topic, self.output_topic = bootstrap, input_topic, output_topic
+        self.partition, self.end, self.group, self.transactional_id = partition, end, group, transactional_id
+        self.transaction_size, self.pause_s, self.abort_every = transaction_size, pause_s, abort_every
+        self.timeout_s, self.stall_s = timeout_s, stall_s
+        self.position = 0
+        self.commits = self.aborts = self.replaced = 0
+        self.abort_reasons: list[str] = []
+        self.error: BaseException | None = None
+        self.failed_at = ""
+        self._released = threading.Event()
+        self._finished = threading.Event()
+        self._generation = 0
+        self._beat = time.monotonic()
+        self._lock = threading.Lock()  # guards _generation and _beat
+        self._thread = threading.Thread(target=self._supervise, name=f"copier-{transactional_id}", daemon=True)
+
+    def start(self) -> "Copier":
+        self._thread.start()
+        return self
+
+    def release(self) -> None:
+        self._released.set()
+
+    def join(self, timeout_s: float) -> None:
+        self.release()
+        self._thread.join(timeout_s)
+        assert not self._thread.is_alive(), f"{self.transactional_id} still copying after {timeout_s} s"
+
+    def _supervise(self) -> None:
+        import threading
+
+        deadline = time.monotonic() + self.timeout_s
+        generation = 0
+        threading.Thread(target=self._run, args=(generation, deadline), daemon=True).start()
+        while not self._finished.wait(1.0):  # bounded by the deadline
+            with self._lock:
+                stalled = time.monotonic() - self._beat > self.stall_s
+                if stalled:
+                    generation = self._generation = self._generation + 1
+                    self._beat = time.monotonic()
+            if time.monotonic() >= deadline:
+                self._finish(generation, AssertionError(
+                    f"{self.transactional_id}: at {self.position} of {self.end} after {self.timeout_s} s"))
+                return
+            if stalled:
+                self.replaced += 1
+                threading.Thread(target=self._run, args=(generation, deadline), daemon=True).start()
+
+    def _alive(self, generation: int) -> None:
+        """A call returned: the incarnation is alive, unless it was replaced meanwhile."""
+        with self._lock:
+            if generation != self._generation:
+                raise _Replaced()
+            self._beat = time.monotonic()
+
+    def _finish(self, generation: int, error: BaseException | None) -> None:
+        with self._lock:
+            if generation != self._generation or self._finished.is_set():
+                return
+            self.error = error
+            if error is not None:
+                self.failed_at = time.strftime("%H:%M:%S")
+            self._finished.set()
+
+    def _retrying(self, call, deadline: float, generation: int, retry=lambda error: error.retriable()):
+        """``call()`` again while it fails with an error ``retry`` accepts (by
+        default a retriable one: librdkafka's advice for a transactional call
+        that timed out); other errors (abortable, fatal) are raised."""
+        from confluent_kafka import KafkaException
+
+        while True:  # bounded by the deadline
+            try:
+                result = call()
+            except KafkaException as e:
+                self._alive(generation)
+                if not retry(e.args[0]) or time.monotonic() >= deadline:
+                    raise
+            else:
+                self._alive(generation)
+                return result
+            time.sleep(0.1)
+
+    def _committed(self, consumer, deadline: float, generation: int) -> int:
+        """The group's committed offset of the input partition. librdkafka
+        gives up on OffsetFetch at the first NOT_COORDINATOR (a bounced
+        coordinator; not flagged retriable), where Kafka's consumer looks
+        the coordinator up again: asked again on any non-fatal error."""
+        tp = TopicPartition(self.input_topic, self.partition)
+        (got,) = self._retrying(lambda: consumer.committed([tp], timeout=10), deadline, generation,
+                                retry=lambda error: not error.fatal())
+        return max(got.offset, 0)  # OFFSET_INVALID (-1001): nothing committed yet, so the beginning
+
+    def _run(self, generation: int, deadline: float) -> None:
+        from confluent_kafka import KafkaException
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+        try:
+            p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
+                          "linger.ms": 5, "batch.size": 512, **_rdkafka_debug(self.transactional_id)})
+            self._retrying(lambda: p.init_transactions(CALL_TIMEOUT_S), deadline, generation)
+            position = self._committed(consumer, deadline, generation)
+            consumer.assign([TopicPartition(self.input_topic, self.partition, position)])
+            transactions = 0
+            while position < self.end:  # bounded by the supervisor's deadline
+                if not self._released.is_set():
+                    self._released.wait(self.pause_s)
+                # (a message of the fetch before a rewind is left out: the
+                # input has no gaps, so each batch starts at the position)
+                batch = [m for m in consumer.consume(self.transaction_size, 0.2)
+                         if m.error() is None and m.offset() >= position]
+                self._alive(generation)
+                if not batch:
+                    continue
+                assert batch[0].offset() == position, (self.transactional_id, batch[0].offset(), position)
+                transactions += 1
+                nxt = batch[-1].offset() + 1
+                abort = bool(self.abort_every) and transactions % self.abort_every == 0
+                try:
+                    p.begin_transaction()
+                    for m in batch:
+                        p.produce(self.output_topic, value=m.value(), key=m.key(), partition=self.partition)
+                    offsets = [TopicPartition(self.input_topic, self.partition, nxt)]
+                    self._retrying(lambda: p.send_offsets_to_transaction(
+                        offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S), deadline, generation)
+                    if not abort:
+                        self._retrying(lambda: p.commit_transaction(CALL_TIMEOUT_S), deadline, generation)
+                except KafkaException as e:
+                    if not e.args[0].txn_requires_abort():
+                        raise
+                    self.abort_reasons.append(str(e.args[0]))
+                    abort = True
+                if abort:
+                    self._retrying(lambda: p.abort_transaction(CALL_TIMEOUT_S), deadline, generation)
+                    self.aborts += 1
+                    position = self.position = self._committed(consumer, deadline, generation)
+                    consumer.assign([TopicPartition(self.input_topic, self.partition, position)])
+                    continue
+                self.commits += 1
+                position = self.position = nxt
+            self._finish(generation, None)
+        except _Replaced:
+            pass
+        except BaseException as e:  # reported through ``error``; the test asserts on it
+            self._finish(generation, e)
+        finally:
+            consumer.close()

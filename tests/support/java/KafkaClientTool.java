@@ -25,6 +25,25 @@
 //     Subscribes in group G (auto.offset.reset=earliest), polls until N records
 //     or M ms, then commits synchronously and leaves the group.
 //
+//   copy --bootstrap B --input T --output U --partition P --group G
+//        --transactional-id X [--transaction-size N] [--pause-ms M] [--abort-every K]
+//        [--timeout-ms D] [--config k=v]...
+//       TXN   <committed position> <records in the transaction>   per commit
+//       ABORT <exception class | planned> <message>               per abort
+//       FATAL <exception class> <message>
+//       DONE  <records committed> <commits> <aborts> <final position> <end offset>
+//     Kafka's TransactionalMessageCopier (its system test's copier): a
+//     read_committed consumer assigned T-P in group G (committed offsets, else
+//     the beginning) and a producer with transactional.id X; each poll (at most
+//     N records) is sent to U-P in one transaction together with the consumer's
+//     position (sendOffsetsToTransaction with the consumer's group metadata),
+//     then committed.  Every K-th transaction is aborted on purpose (0: none).
+//     A failed transaction is aborted and the consumer goes back to the group's
+//     committed offset.  It stops once the committed position reaches T-P's end
+//     offset as it was at the start (the input is written before), or after D ms.
+//     While stdin is open it sleeps M ms between transactions (so a test's
+//     faults meet a copier still at work); at EOF it goes at full speed.
+//
 //   admin --bootstrap B (create-topic T PARTITIONS | describe-cluster | describe-topic T)
 //       TOPIC   <name> <partitions>
 //       CLUSTER <cluster id> <controller id> <node count>
@@ -61,6 +80,13 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.OutOfOrderSequenceException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
@@ -100,6 +126,7 @@ public final class KafkaClientTool {
         switch (args[0]) {
             case "produce": code = produce(opts, extra); break;
             case "consume": code = consume(opts, extra); break;
+            case "copy": code = copy(opts, extra); break;
             case "admin": code = admin(opts, extra, positional); break;
             default: usage("unknown command " + args[0]); return;
         }
@@ -235,6 +262,163 @@ public final class KafkaClientTool {
         }
         emit("DONE", Integer.toString(got), Boolean.toString(committed));
         return got >= count && committed ? 0 : 1;
+    }
+
+    // Bounded retries of a transactional call that timed out (a request lost
+    // with a bounced broker): the Java producer wants the same call repeated,
+    // not another one, after a TimeoutException.
+    private static final int TXN_CALL_TRIES = 10;
+
+    private interface TxnCall {
+        void run();
+    }
+
+    private static void retryOnTimeout(TxnCall call) {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                call.run();
+                return;
+            } catch (TimeoutException e) {
+                if (attempt >= TXN_CALL_TRIES) {
+                    throw e;
+                }
+            }
+        }
+    }
+
+    private static long committedOrZero(KafkaConsumer<byte[], byte[]> consumer, TopicPartition tp) {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                OffsetAndMetadata om = consumer.committed(Collections.singleton(tp), Duration.ofSeconds(10)).get(tp);
+                return om == null ? 0L : om.offset();
+            } catch (TimeoutException e) {
+                if (attempt >= TXN_CALL_TRIES) {
+                    throw e;
+                }
+            }
+        }
+    }
+
+    private static int copy(Map<String, String> opts, Properties extra) throws Exception {
+        String input = need(opts, "input");
+        String output = need(opts, "output");
+        int partition = Integer.parseInt(need(opts, "partition"));
+        String group = need(opts, "group");
+        int txnSize = Integer.parseInt(opts.getOrDefault("transaction-size", "100"));
+        long pauseMs = Long.parseLong(opts.getOrDefault("pause-ms", "0"));
+        int abortEvery = Integer.parseInt(opts.getOrDefault("abort-every", "0"));
+        long timeoutMs = Long.parseLong(opts.getOrDefault("timeout-ms", "120000"));
+        String bootstrap = need(opts, "bootstrap");
+
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, Integer.toString(txnSize));
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafkapy-test-java-copier-consumer");
+        Properties pp = new Properties();
+        pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, need(opts, "transactional-id"));
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        pp.put(ProducerConfig.CLIENT_ID_CONFIG, "kafkapy-test-java-copier-producer");
+        // Kafka's copier: small batches, so a transaction has several in flight per partition.
+        pp.put(ProducerConfig.BATCH_SIZE_CONFIG, "512");
+        pp.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "5");
+        for (String k : extra.stringPropertyNames()) {  // --config: "consumer." prefix for the consumer
+            if (k.startsWith("consumer.")) {
+                cp.put(k.substring("consumer.".length()), extra.getProperty(k));
+            } else {
+                pp.put(k, extra.getProperty(k));
+            }
+        }
+
+        final boolean[] released = {false};
+        Thread stdinWatch = new Thread(() -> {
+            try {
+                while (System.in.read() >= 0) {
+                    // discard: only EOF matters
+                }
+            } catch (java.io.IOException e) {
+                // treated as EOF
+            }
+            synchronized (released) {
+                released[0] = true;
+            }
+        }, "stdin-watch");
+        stdinWatch.setDaemon(true);
+        stdinWatch.start();
+
+        TopicPartition in = new TopicPartition(input, partition);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        long copied = 0;
+        int commits = 0;
+        int aborts = 0;
+        int transactions = 0;
+        long position;
+        long end;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp);
+             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(pp)) {
+            consumer.assign(Collections.singleton(in));
+            end = consumer.endOffsets(Collections.singleton(in), Duration.ofSeconds(30)).get(in);
+            position = committedOrZero(consumer, in);
+            consumer.seek(in, position);
+            producer.initTransactions();
+            while (position < end && System.nanoTime() < deadline) {
+                boolean pacing;
+                synchronized (released) {
+                    pacing = !released[0];
+                }
+                if (pacing && pauseMs > 0) {
+                    Thread.sleep(pauseMs);
+                }
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) {
+                    continue;
+                }
+                transactions++;
+                try {
+                    producer.beginTransaction();
+                    for (ConsumerRecord<byte[], byte[]> r : records) {
+                        producer.send(new ProducerRecord<>(output, partition, r.key(), r.value()));
+                    }
+                    long next = consumer.position(in);
+                    Map<TopicPartition, OffsetAndMetadata> offsets =
+                        Collections.singletonMap(in, new OffsetAndMetadata(next));
+                    retryOnTimeout(() -> producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata()));
+                    if (abortEvery > 0 && transactions % abortEvery == 0) {
+                        retryOnTimeout(producer::abortTransaction);
+                        aborts++;
+                        emit("ABORT", "planned", "-");
+                        position = committedOrZero(consumer, in);
+                        consumer.seek(in, position);
+                        continue;
+                    }
+                    retryOnTimeout(producer::commitTransaction);
+                    commits++;
+                    copied += records.count();
+                    position = next;
+                    emit("TXN", Long.toString(position), Integer.toString(records.count()));
+                } catch (ProducerFencedException | OutOfOrderSequenceException | AuthorizationException
+                         | UnsupportedVersionException e) {
+                    emit("FATAL", e.getClass().getName(), oneLine(e));
+                    break;
+                } catch (KafkaException e) {
+                    emit("ABORT", e.getClass().getName(), oneLine(e));
+                    aborts++;
+                    retryOnTimeout(producer::abortTransaction);
+                    position = committedOrZero(consumer, in);
+                    consumer.seek(in, position);
+                }
+            }
+        }
+        emit("DONE", Long.toString(copied), Integer.toString(commits), Integer.toString(aborts),
+             Long.toString(position), Long.toString(end));
+        return position == end ? 0 : 1;
     }
 
     private static int admin(Map<String, String> opts, Properties extra, List<String> args) throws Exception {
