@@ -153,6 +153,12 @@ class Copier:
     def release(self) -> None:
         self._released.set()
 
+    def stop(self) -> None:
+        """Give up (a failed test): the incarnation stops after its current call."""
+        with self._lock:
+            self._generation += 1
+        self._finished.set()
+
     def join(self, timeout_s: float) -> None:
         self.release()
         self._thread.join(timeout_s)

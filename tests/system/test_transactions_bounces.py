@@ -172,14 +172,17 @@ def _copy_under_bounces(make_cluster, java_client, clean: bool, per_partition: i
     expected = _seed(bs, per_partition)
     total = PARTITIONS * per_partition
     txn_ids = [f"copier-{q}" for q in range(PARTITIONS)]
+    # Three bounces take 30-45 s here, and a copy 20-30 s once released.
+    budget_s = 120 + 80 * rounds
     java = java_client.copy(bs, INPUT, OUTPUT, 0, GROUP, txn_ids[0], transaction_size=TRANSACTION_SIZE,
-                            pause_ms=int(PAUSE_S * 1000), abort_every=ABORT_EVERY, timeout_ms=200_000,
+                            pause_ms=int(PAUSE_S * 1000), abort_every=ABORT_EVERY, timeout_ms=budget_s * 1000,
                             configs={"transaction.timeout.ms": 40000})
     copiers = [Copier(bs, INPUT, OUTPUT, q, per_partition, GROUP, txn_ids[q], transaction_size=TRANSACTION_SIZE,
-                      pause_s=PAUSE_S, abort_every=ABORT_EVERY, timeout_s=200).start()
+                      pause_s=PAUSE_S, abort_every=ABORT_EVERY, timeout_s=budget_s).start()
                for q in range(1, PARTITIONS)]
-    reader = CommittedReader(bs, total, timeout_s=240).start()
+    reader = CommittedReader(bs, total, timeout_s=budget_s + 40).start()
     progress = Consumer({"bootstrap.servers": bs, "group.id": GROUP, "enable.auto.commit": False})
+    finished = False
     try:
         def committed() -> list:
             got = progress.committed([TopicPartition(INPUT, q) for q in range(PARTITIONS)], timeout=5)
@@ -233,13 +236,21 @@ def _copy_under_bounces(make_cluster, java_client, clean: bool, per_partition: i
         assert any(r.startswith("transaction coordinator") for _v, r in bounced)
         assert any(r == "group coordinator" for _v, r in bounced), bounced
         assert min(committed_now()) < per_partition, "copiers done before the last bounce ended"
+        finished = True
     finally:
+        # Released to copy the rest at full speed, or ended if the test failed.
         for c in copiers:
-            c.release()
-        java.release()
-    result = java.wait(200)
+            if finished:
+                c.release()
+            else:
+                c.stop()
+        if finished:
+            java.release()
+        else:
+            java.kill()
+    result = java.wait(budget_s)
     for c in copiers:
-        c.join(200)
+        c.join(budget_s)
     assert result.returncode == 0, result.describe()
     assert result.done[3] == result.done[4] == str(per_partition), result.done
     for c in copiers:
@@ -265,4 +276,4 @@ def test_copiers_exactly_once_while_brokers_bounce(make_cluster, java_client, cl
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("clean", [True, False], ids=["clean", "hard"])
 def test_copiers_exactly_once_while_brokers_bounce_twice(make_cluster, java_client, clean):
-    _copy_under_bounces(make_cluster, java_client, clean, per_partition=4000, rounds=2)
+    _copy_under_bounces(make_cluster, java_client, clean, per_partition=5000, rounds=2)
