@@ -136,6 +136,10 @@ class Copier:
         self.timeout_s, self.stall_s = timeout_s, stall_s
         self.position = 0
         self.commits = self.aborts = self.replaced = 0
+        self.stage = "starting"  # what the current incarnation does now (shown when a test waits for it)
+        self.empty_polls = 0
+        self.last_error = ""
+        self.stalls: list[tuple] = []  # (when, stage, last error) of each incarnation replaced
         self.abort_reasons: list[str] = []
         self.error: BaseException | None = None
         self.failed_at = ""
@@ -182,6 +186,7 @@ class Copier:
                 return
             if stalled:
                 self.replaced += 1
+                self.stalls.append((time.strftime("%H:%M:%S"), self.stage, self.last_error))
                 threading.Thread(target=self._run, args=(generation, deadline), daemon=True).start()
 
     def _alive(self, generation: int) -> None:
@@ -203,14 +208,19 @@ class Copier:
     def _retrying(self, call, deadline: float, generation: int, retry=lambda error: error.retriable()):
         """``call()`` again while it fails with an error ``retry`` accepts (by
         default a retriable one: librdkafka's advice for a transactional call
-        that timed out); other errors (abortable, fatal) are raised."""
+        that timed out); other errors (abortable, fatal) are raised. Only a
+        success counts as alive: a call failing again and again for
+        ``stall_s`` is a stall too."""
         from confluent_kafka import KafkaException
 
         while True:  # bounded by the deadline
             try:
                 result = call()
             except KafkaException as e:
-                self._alive(generation)
+                with self._lock:
+                    if generation != self._generation:
+                        raise _Replaced() from None
+                self.last_error = str(e.args[0])
                 if not retry(e.args[0]) or time.monotonic() >= deadline:
                     raise
             else:
@@ -237,7 +247,9 @@ class Copier:
         try:
             p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
                           "linger.ms": 5, "batch.size": 512, **_rdkafka_debug(self.transactional_id)})
+            self.stage = "init_transactions"
             self._retrying(lambda: p.init_transactions(CALL_TIMEOUT_S), deadline, generation)
+            self.stage = "committed"
             position = self._committed(consumer, deadline, generation)
             consumer.assign([TopicPartition(self.input_topic, self.partition, position)])
             transactions = 0
@@ -246,11 +258,18 @@ class Copier:
                     self._released.wait(self.pause_s)
                 # (a message of the fetch before a rewind is left out: the
                 # input has no gaps, so each batch starts at the position)
-                batch = [m for m in consumer.consume(self.transaction_size, 0.2)
-                         if m.error() is None and m.offset() >= position]
-                self._alive(generation)
-                if not batch:
+                self.stage = f"consume at {position}"
+                polled = consumer.consume(self.transaction_size, 0.2)
+                batch = [m for m in polled if m.error() is None and m.offset() >= position]
+                if not batch:  # (the input is all there: polls that stay empty are a stall too)
+                    with self._lock:
+                        if generation != self._generation:
+                            raise _Replaced()
+                    self.empty_polls += 1
+                    if polled and polled[0].error() is not None:
+                        self.stage = f"consume at {position}: {polled[0].error()}"
                     continue
+                self._alive(generation)
                 assert batch[0].offset() == position, (self.transactional_id, batch[0].offset(), position)
                 transactions += 1
                 nxt = batch[-1].offset() + 1
@@ -260,9 +279,11 @@ class Copier:
                     for m in batch:
                         p.produce(self.output_topic, value=m.value(), key=m.key(), partition=self.partition)
                     offsets = [TopicPartition(self.input_topic, self.partition, nxt)]
+                    self.stage = f"send_offsets_to_transaction {nxt}"
                     self._retrying(lambda: p.send_offsets_to_transaction(
                         offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S), deadline, generation)
                     if not abort:
+                        self.stage = f"commit_transaction {nxt}"
                         self._retrying(lambda: p.commit_transaction(CALL_TIMEOUT_S), deadline, generation)
                 except KafkaException as e:
                     if not e.args[0].txn_requires_abort():
@@ -270,8 +291,10 @@ class Copier:
                     self.abort_reasons.append(str(e.args[0]))
                     abort = True
                 if abort:
+                    self.stage = "abort_transaction"
                     self._retrying(lambda: p.abort_transaction(CALL_TIMEOUT_S), deadline, generation)
                     self.aborts += 1
+                    self.stage = "committed after abort"
                     position = self.position = self._committed(consumer, deadline, generation)
                     consumer.assign([TopicPartition(self.input_topic, self.partition, position)])
                     continue

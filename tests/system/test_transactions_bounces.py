@@ -230,7 +230,15 @@ def _copy_under_bounces(make_cluster, java_client, clean: bool, per_partition: i
                       f"{time.monotonic() - started:.1f} s; committed before {before}")
                 bounced.append((victim, role))
                 done.add(victim)
-                wait_for(lambda: advanced(before), 90, f"every copier committing after broker {victim}'s bounce")
+                try:
+                    wait_for(lambda: advanced(before), 90, f"every copier committing after broker {victim}'s bounce")
+                except AssertionError as e:
+                    now = [(tp.offset, str(tp.error)) for tp in progress.committed(
+                        [TopicPartition(INPUT, q) for q in range(PARTITIONS)], timeout=10)]
+                    raise AssertionError(f"{e}: from {before} to {now}; librdkafka copiers (stage, empty polls, "
+                                         f"replaced, last error) "
+                                         f"{[(c.stage, c.empty_polls, c.replaced, c.last_error) for c in copiers]}"
+                                         ) from None
                 copiers_alive()
         assert {v for v, _r in bounced} == set(cluster.brokers)
         assert any(r.startswith("transaction coordinator") for _v, r in bounced)
@@ -257,7 +265,8 @@ def _copy_under_bounces(make_cluster, java_client, clean: bool, per_partition: i
         assert c.error is None, (c.transactional_id, c.error)
         assert c.position == per_partition and c.aborts >= 1, (c.transactional_id, c.position, c.aborts)
     print(f"java copier: {result.done}; aborts {[line for line in result.lines if line[0] == 'ABORT'][:8]}; "
-          f"librdkafka copiers (commits, aborts, replaced): {[(c.commits, c.aborts, c.replaced) for c in copiers]}")
+          f"librdkafka copiers (commits, aborts, replaced): {[(c.commits, c.aborts, c.replaced) for c in copiers]}; "
+          f"stalls {[c.stalls for c in copiers]}")
     try:
         assert wait_for(lambda: committed() == [per_partition] * PARTITIONS, 30, "the group's final offsets")
     finally:
