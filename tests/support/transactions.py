@@ -186,8 +186,28 @@ class Copier:
                 return
             if stalled:
                 self.replaced += 1
-                self.stalls.append((time.strftime("%H:%M:%S"), self.stage, self.last_error))
+                self.stalls.append((time.strftime("%H:%M:%S"), self.stage, self.last_error,
+                                    self._offset_fetch_probe()))
                 threading.Thread(target=self._run, args=(generation, deadline), daemon=True).start()
+
+    def _offset_fetch_probe(self):
+        """What the group coordinator answers now, without librdkafka: a raw
+        OffsetFetch v7 with require_stable of the input partition to each
+        broker, ``(broker, error code, committed offset)`` from the one
+        coordinating the group (top-level NONE), else the errors seen."""
+        answers = []
+        for address in self.bootstrap.split(","):
+            try:
+                r = call(address, 9, 7, {"group_id": self.group, "require_stable": True, "topics": [
+                    {"name": self.input_topic, "partition_indexes": [self.partition]}]}, timeout_s=5)
+            except Exception as e:  # a broker down or restarting
+                answers.append((address, type(e).__name__))
+                continue
+            if r.error_code == 0:
+                (q,) = r.topics[0].partitions
+                return address, q.error_code, q.committed_offset
+            answers.append((address, r.error_code))
+        return answers
 
     def _alive(self, generation: int) -> None:
         """A call returned: the incarnation is alive, unless it was replaced meanwhile."""
