@@ -560,12 +560,13 @@ class Partition:
         return -1, -1  # above every cached epoch
 
     # -- produce -------------------------------------------------------------------
-    def append_records_to_leader(self, records, acks: int):
+    def append_records_to_leader(self, records, acks: int, verification=None):
         """Append one partition's records of a produce request; returns
         ``(error_code, AppendResult or None, error message or None)``.
 
         acks=-1 is refused before anything is written when the ISR is smaller
         than ``min.insync.replicas`` (Kafka's ``appendRecordsToLeader``).
+        ``verification``: ``Log.append_as_leader``'s (KIP-890).
         """
         log = self.log
         if records is None or len(records) == 0:
@@ -588,7 +589,7 @@ class Partition:
                             f"partition {self.topic}-{self.partition_id}")
                 # The high watermark moves in the append's own slot store.
                 limit = LONG_MAX if replica_count <= 1 else self.high_watermark_limit
-                result = log.append_as_leader(records, leader_epoch, limit)
+                result = log.append_as_leader(records, leader_epoch, limit, verification)
         except RecordError as exc:
             return exc.error_code, None, str(exc)
         except ProducerStateError as exc:
@@ -597,6 +598,24 @@ class Partition:
             error = log.io_error(exc, "appending to")
             return error.error_code, None, str(error)
         return ErrorCode.NONE, result, None
+
+    def maybe_start_transaction_verification(self, producer_id: int):
+        """Kafka's ``Partition.maybeStartTransactionVerification``: None when
+        nothing needs verifying (``producer_id`` has a transaction open
+        here, or this broker cannot append here: the append answers that),
+        else the token the append will need (``Log.append_as_leader``).
+        A transaction known open in this process is answered without the
+        lock: every produce of a transaction but its first per partition."""
+        log = self.log
+        if log.open_transaction_known(producer_id):
+            return None
+        try:
+            with self.state.lock():
+                if self.state.role()[0] != self.local_broker_id:
+                    return None
+                return log.transaction_verification_token(producer_id)
+        except (RecordError, ProducerStateError, OSError):
+            return None
 
     def append_control_batch_to_leader(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                                        commit: bool):

@@ -30,6 +30,13 @@ in any worker, a produce is answered by the processor from its results.
   per-partition results of a WriteTxnMarkers request; its ``KIND`` tells the
   processor which response to build.
 
+* ``DelayedVerification`` is a transactional Produce waiting for the
+  transaction coordinator's answer to KIP-890's partition verification
+  (AddPartitionsToTxn v4 ``verify_only``, sent by the processor's
+  ``server.txn_verification.AddPartitionsToTxnManager``): it watches no
+  slot; the processor sets ``result`` when the answer comes and then runs
+  the produce again with it (nothing was appended the first time).
+
 Pure: no I/O, no imports from the server. ``Purgatory.poll`` is given a
 ``read_field(slot, field)`` function (the processor's reads the shared table).
 A poll checks every parked operation: one processor parks at most its
@@ -51,6 +58,7 @@ from kafkapy.protocol.errors import ErrorCode
 FETCH = 0
 PRODUCE = 1
 TXN_MARKERS = 2
+VERIFICATION = 3
 # The slot field that says which leader epoch a partition's role is at
 # (kafkapy.storage.shared; replication.Partition writes it).
 LEADER_EPOCH = "current_leader_epoch"
@@ -221,12 +229,47 @@ class DelayedTxnMarkers(DelayedProduce):
         return out
 
 
+class DelayedVerification(DelayedOperation):
+    """A Produce whose transactional partitions wait for the coordinator's
+    verification. ``partitions``: ``[(topic, partition, token), ...]``, the
+    partitions to verify and the token each took
+    (``Partition.maybe_start_transaction_verification``); ``result``, set
+    by the processor that parked it (never on the wire): ``{(topic,
+    partition): error_code}`` of the produce errors the answer left (empty:
+    every partition verified)."""
+
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "partitions", "result")
+    KIND = VERIFICATION
+
+    def __init__(self, watch: dict, deadline_ms: int, transactional_id: str, producer_id: int,
+                 producer_epoch: int, partitions: list):
+        super().__init__(watch, deadline_ms)
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.partitions = partitions
+        self.result = None
+
+    def to_wire(self) -> tuple:
+        return (VERIFICATION, self.watch, self.deadline_ms, self.transactional_id, self.producer_id,
+                self.producer_epoch, self.partitions)
+
+    def is_satisfied(self, read_field) -> bool:
+        return self.result is not None
+
+    def verified(self) -> dict:
+        """``{(topic, partition): (error_code, token)}`` for the produce's second run."""
+        result = self.result or {}
+        return {(t, p): (result.get((t, p), 0), token) for t, p, token in self.partitions}
+
+
 def from_wire(wire: tuple) -> DelayedOperation:
     """The operation a ``to_wire()`` tuple describes."""
     return _KINDS[wire[0]](*wire[1:])
 
 
-_KINDS = {FETCH: DelayedFetch, PRODUCE: DelayedProduce, TXN_MARKERS: DelayedTxnMarkers}
+_KINDS = {FETCH: DelayedFetch, PRODUCE: DelayedProduce, TXN_MARKERS: DelayedTxnMarkers,
+          VERIFICATION: DelayedVerification}
 
 
 class Purgatory:

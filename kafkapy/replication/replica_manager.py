@@ -270,13 +270,14 @@ class ReplicaManager:
             return None
         return uuid.UUID(bytes=raw) if raw is not None else None
 
-    def append_records(self, topic: str, partition_id: int, records, acks: int = 1):
+    def append_records(self, topic: str, partition_id: int, records, acks: int = 1, verification=None):
         """Append one partition's records as its leader: ``(error_code,
-        AppendResult or None, message or None)``."""
+        AppendResult or None, message or None)``; ``verification``:
+        ``Log.append_as_leader``'s."""
         partition = self.get_partition(topic, partition_id)
         if partition is None:
             return self.unhosted_error(topic, partition_id), None, None
-        return partition.append_records_to_leader(records, acks)
+        return partition.append_records_to_leader(records, acks, verification)
 
     def wake_delayed_operations(self, slots=None, high_watermark_only: bool = False) -> None:
         """The watched fields of ``slots`` moved (high watermarks, log end

@@ -356,7 +356,8 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, records, leader_epoch: int, high_watermark_limit: int = -1) -> AppendResult:
+    def append_as_leader(self, records, leader_epoch: int, high_watermark_limit: int = -1,
+                         verification=None) -> AppendResult:
         """Validate, assign offsets to and append a produce request's batches.
 
         ``records`` is a writable memoryview (offsets, leader epoch and, with
@@ -377,6 +378,13 @@ class Log:
         ``PartitionState.FIELDS``): per-field access was ~2.5 us of a ~12 us
         append of one small batch (Kafka's append holds these in fields of
         one object; ours live in the shared table so every worker sees them).
+
+        ``verification`` (a client's Produce with
+        transaction.partition.verification.enable): the token its partition
+        verification started with, or ``NOT_VERIFIED``; a transactional batch
+        of a producer with no transaction open here needs the current one
+        (``ProducerStateManager.check_verified``). None: not checked (the
+        coordinators' own appends, the setting off).
         """
         slot = self._sync()
         if len(records) == 0:
@@ -415,6 +423,8 @@ class Log:
                 first, last, timestamp = duplicate
                 return AppendResult(first, last, timestamp if log_append_time_ms >= 0 else -1,
                                     slot[_F_LOG_START_OFFSET], headers[0].records_count, True)
+            if verification is not None:
+                self._check_verified(psm, headers[0], verification)
 
         first_offset = slot[0]
         next_offset = first_offset + offset_count
@@ -944,6 +954,29 @@ class Log:
         psm = self._psm_factory(self.dir)
         psm.read_marker = self._read_marker
         return psm
+
+    def transaction_verification_token(self, producer_id: int):
+        """``ProducerStateManager.verification_token`` with the map caught up
+        to the log end (the caller holds the slot lock)."""
+        self._sync()
+        psm = self._producer_state()
+        psm.catch_up(self.state.log_end_offset, self._read_headers_from)
+        return psm.verification_token(producer_id)
+
+    def open_transaction_known(self, producer_id: int) -> bool:
+        """Without the lock: this process's map is caught up and has
+        ``producer_id``'s transaction open (a Produce's fast path past
+        verification; the append checks again under the lock)."""
+        psm = self._psm
+        return psm is not None and producer_id in psm.ongoing_txns \
+            and psm.applied_offset == self.state.log_end_offset
+
+    @staticmethod
+    def _check_verified(psm, header, token) -> None:
+        try:
+            psm.check_verified(header, token)
+        except ProducerStateError as e:
+            raise RecordError(e.error_code, str(e)) from None
 
     def _psm_check(self, psm, header):
         psm.catch_up(self.state.log_end_offset, self._read_headers_from)

@@ -79,6 +79,8 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
+# check_verified's token for an append whose partition was not verified.
+NOT_VERIFIED = ()
 
 NUM_BATCHES_TO_RETAIN = 5
 _INT32_MAX = 2**31 - 1
@@ -299,6 +301,39 @@ class ProducerStateManager:
                 f"producer {header.producer_id} sent a non-transactional batch inside the transaction "
                 f"started at offset {entry.current_txn_first_offset}")
         return None
+
+    # --- KIP-890 partition verification ----------------------------------------
+
+    def verification_token(self, producer_id: int):
+        """None when ``producer_id`` has a transaction open here (its
+        partition was verified by its first batch: nothing to ask), else
+        the token a Produce takes before asking the transaction coordinator
+        whether the partition is in the producer's transaction, and gives
+        back to ``check_verified`` with the answer (Kafka's
+        VerificationGuard, made when verification starts and dropped by the
+        producer's next transactional append). Kafka's guard is an object in
+        one process; a kafkapy produce may be verified in one process and
+        appended in another, so the token is what a marker changes in the
+        producer's entry (its epoch, timestamp and coordinator epoch, all
+        in the snapshot): a marker written between the start and the append
+        (the transaction the answer was about ended) makes it stale. The
+        map must be caught up to the log end first."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return (NO_PRODUCER_EPOCH, NO_TIMESTAMP, -1)
+        if entry.current_txn_first_offset >= 0:
+            return None
+        return (entry.producer_epoch, entry.last_timestamp, entry.coordinator_epoch)
+
+    def check_verified(self, header, token) -> None:
+        """Kafka 3.9's append check with transaction.partition.verification.enable:
+        a transactional data batch of a producer with no transaction open
+        here is appended only with the token its verification started with
+        (``NOT_VERIFIED``: none), else INVALID_TXN_STATE (48). Caught up first."""
+        if header.attributes & _TRANSACTIONAL:
+            current = self.verification_token(header.producer_id)
+            if current is not None and current != token:
+                raise InvalidTxnStateError("Record was not part of an ongoing transaction")
 
     def check_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Validate a COMMIT/ABORT marker before the leader appends it (Kafka's

@@ -45,12 +45,11 @@ from __future__ import annotations
 
 import collections
 import logging
-import socket
-import threading
 import time
 
 from kafkapy.coordinator.transaction.coordinator import WriteMarkers
-from kafkapy.client.blocking import open_socket, request
+from kafkapy.client.blocking import request
+from kafkapy.client.sender_thread import SenderThread
 from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -331,9 +330,6 @@ _WRITE_TXN_MARKERS_VERSION = 0  # Kafka 3.9 brokers serve 0-1; v0 has no tagged 
 # One WriteTxnMarkers round trip at most this long (the leader's handler
 # waits up to 10 s for its high watermark, write_txn_markers.MARKER_WAIT_MS).
 REMOTE_TIMEOUT_S = 15.0
-# How long close() waits for each sender thread (a thread in a socket call is
-# woken by shutting its socket down; only a TLS connect cannot be woken).
-_JOIN_TIMEOUT_S = 2.0
 
 
 def _request_markers(items) -> list:
@@ -347,99 +343,38 @@ def _request_markers(items) -> list:
             for m, topics in grouped.values()]
 
 
-class _Destination:
+class _Destination(SenderThread):
     """One leader's sender thread (Kafka's marker channel keeps a queue per
-    destination broker). The thread owns the connection: it takes every item
-    queued for the leader (``(markers, tp)``), sends them in ONE
-    WriteTxnMarkers request, waits for the answer (at most
-    ``REMOTE_TIMEOUT_S``) and posts ``(items, errors)`` to ``completions``
-    (a deque the coordinator's thread drains). A failed connection answers
-    REQUEST_TIMED_OUT for the request's items and for those queued behind
-    them, so the coordinator routes them again (to a new leader if there is
-    one) instead of leaving them behind a dead one. ``_items``, ``address``,
-    ``_sock`` and ``_stopping`` are guarded by ``_cond``."""
+    destination broker): every item queued for the leader (``(markers,
+    tp)``) goes in ONE WriteTxnMarkers request, and ``(items, errors)`` to
+    ``completions`` (a deque the coordinator's thread drains). A failed
+    connection answers REQUEST_TIMED_OUT for the request's items and for
+    those queued behind them, so the coordinator routes them again (to a
+    new leader if there is one) instead of leaving them behind a dead one."""
 
     def __init__(self, broker_id: int, client_id: bytes, security, completions):
+        super().__init__(f"txn-marker-sender-{broker_id}", client_id, security, REMOTE_TIMEOUT_S)
         self.broker_id = broker_id
-        self.client_id = client_id
-        self.security = security
         self.completions = completions
-        self.address = None
-        self._items: list = []
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._sock = None
-        self._sock_address = None
-        self._correlation_id = 0
-        self.thread = threading.Thread(target=self._run, name=f"txn-marker-sender-{broker_id}", daemon=True)
-        self.thread.start()
+        self.start()
 
-    def enqueue(self, address, items) -> None:
-        with self._cond:
-            self.address = address
-            self._items.extend(items)
-            self._cond.notify()
+    def failed(self, items, exc) -> None:
+        if isinstance(exc, (OSError, ValueError)):
+            log.warning("WriteTxnMarkers to broker %d for %d partition(s) failed: %s", self.broker_id,
+                        len(items), exc)
+        else:
+            log.error("WriteTxnMarkers to broker %d failed", self.broker_id, exc_info=exc)
+        self.completions.append((items, [E.REQUEST_TIMED_OUT] * len(items)))
 
-    def forget(self, keep) -> int:
-        """Drop queued (not yet sent) items ``keep`` rejects; how many."""
-        with self._cond:
-            before = len(self._items)
-            self._items = [i for i in self._items if keep(i[0])]
-            return before - len(self._items)
+    def done(self, items, errors) -> None:
+        self.completions.append((items, errors))
 
-    def signal_stop(self) -> None:
-        """Tell the thread to stop and wake it from a wait or a socket call."""
-        with self._cond:
-            self._stopping = True
-            sock = self._sock
-            self._cond.notify()
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv/send in progress
-            except OSError:
-                pass
-
-    def join(self) -> None:
-        self.thread.join(_JOIN_TIMEOUT_S)
-        if self.thread.is_alive():
-            log.warning("the marker sender to broker %d did not stop in %.0f s", self.broker_id, _JOIN_TIMEOUT_S)
-
-    def _run(self) -> None:
-        try:
-            while True:
-                with self._cond:
-                    while not self._items and not self._stopping:
-                        self._cond.wait()
-                    if self._stopping:
-                        return
-                    items, self._items = self._items, []
-                    address = self.address
-                try:
-                    errors = self._exchange(address, items)
-                except Exception as exc:  # noqa: BLE001 - any failure answers its items (never lost)
-                    with self._cond:
-                        if self._stopping:
-                            return
-                        behind, self._items = self._items, []
-                    if isinstance(exc, (OSError, ValueError)):
-                        log.warning("WriteTxnMarkers to broker %d for %d partition(s) failed: %s", self.broker_id,
-                                    len(items), exc)
-                    else:
-                        log.exception("WriteTxnMarkers to broker %d failed", self.broker_id)
-                    self._close()
-                    items += behind
-                    errors = [E.REQUEST_TIMED_OUT] * len(items)
-                self.completions.append((items, errors))
-        finally:
-            self._close()
-
-    def _exchange(self, address, items) -> list[int]:
+    def exchange(self, address, items) -> list[int]:
         """Send ``items`` in one request and read the answer: their errors, in order."""
-        sock = self._socket(address)
+        sock = self.socket(address)
         requested = _request_markers(items)
-        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         response = request(sock, WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, {"markers": requested},
-                           self._correlation_id, self.client_id)
+                           self.next_correlation_id(), self.client_id)
         if len(response.markers) != len(requested):
             raise ValueError("WriteTxnMarkers answer with another number of markers")
         errors = {}
@@ -448,24 +383,6 @@ class _Destination:
                 for p in t.partitions:
                     errors[asked["producer_id"], t.name, p.partition_index] = p.error_code
         return [errors.get((m.producer_id, tp[0], tp[1]), E.REQUEST_TIMED_OUT) for m, tp in items]
-
-    def _socket(self, address):
-        if self._sock is not None and self._sock_address == address:
-            return self._sock
-        self._close()
-        sock = open_socket(address, REMOTE_TIMEOUT_S, self.security, self.client_id)
-        with self._cond:
-            if self._stopping:
-                sock.close()
-                raise OSError("stopping")
-            self._sock, self._sock_address = sock, address
-        return sock
-
-    def _close(self) -> None:
-        with self._cond:
-            sock, self._sock = self._sock, None
-        if sock is not None:
-            sock.close()
 
 
 class MarkerWriter:
@@ -536,7 +453,7 @@ class MarkerWriter:
     def forget(self, keep) -> None:
         self.local.forget(keep)
         for destination in self.destinations.values():
-            self._remote_outstanding -= destination.forget(keep)
+            self._remote_outstanding -= destination.forget(lambda item: keep(item[0]))
 
     def close(self) -> None:
         """Stop every sender thread (their connections closed)."""

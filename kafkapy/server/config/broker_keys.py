@@ -463,6 +463,10 @@ _BROKER_KEYS = [
        "How often transactional ids past transactional.id.expiration.ms are removed."),
     _k("producer.id.expiration.ms", INT, 86400000, _at_least(1), LOW, _TXN,
        "How long idempotence state of an inactive producer id is kept."),
+    _k("transaction.partition.verification.enable", BOOLEAN, True, None, LOW, _TXN,
+       "Before a partition leader writes a transactional batch for a producer with no transaction open on "
+       "that partition, it asks the transaction coordinator whether the partition was added to the "
+       "producer's transaction (KIP-890): a late or stray write cannot leave a hanging transaction."),
     # --- kafkapy's own
     _k("prometheus.host", STRING, "127.0.0.1", None, LOW, _KAFKAPY,
        "Address of the Prometheus metrics endpoint."),

@@ -77,7 +77,9 @@ DYNAMIC_BROKER_CONFIGS = CONNECTION_LIMIT_CONFIGS | frozenset(
     # them from the effective config each pass (log.cleaner.threads only
     # divides the dedupe buffer: NOT_IN_EFFECT)
     "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
-    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms"}
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
+    # KIP-890 (dynamic in Kafka too): Produce reads it from the effective config per transactional request
+    "transaction.partition.verification.enable"}
 
 # Broker keys whose value falls back through other keys (Kafka's
 # DynamicBrokerConfig.brokerConfigSynonyms), most specific first.

@@ -85,7 +85,7 @@ def _timed_out(result):
 
 class RequestContext:
     __slots__ = ("broker", "api_key", "api_version", "correlation_id", "client_id",
-                 "deadline_ms", "now_ms", "listener", "principal", "peer_host", "hold")
+                 "deadline_ms", "now_ms", "listener", "principal", "peer_host", "hold", "verification")
 
     def __init__(self, broker, api_key, api_version, correlation_id, client_id, deadline_ms):
         self.broker = broker
@@ -103,6 +103,8 @@ class RequestContext:
         # authorizer is configured (Broker.authorizer), else "".
         self.peer_host = ""
         self.hold = None  # a Hold the handler set: its answer waits (see Hold)
+        # A Produce's second run after KIP-890 verification (DelayedVerification.verified()), else None.
+        self.verification = None
 
     @property
     def listener_name(self) -> str | None:

@@ -26,6 +26,15 @@ Contract:
   log_append_time).
 - Records stay a memoryview of the request buffer: offsets are assigned in
   place and the bytes written to the segment as they arrived.
+- KIP-890 partition verification (``transaction.partition.verification.enable``,
+  on by default; ``server/txn_verification.py``): with a transactional id,
+  a transactional batch of a producer with no transaction open on its
+  partition waits (parked, nothing appended) for its coordinator to say
+  the partition is in the producer's transaction; refused:
+  INVALID_TXN_STATE (48; TRANSACTION_ABORTABLE, 120, from v11),
+  INVALID_PRODUCER_EPOCH (47) when fenced, NOT_ENOUGH_REPLICAS (19) when
+  the coordinator could not answer. With the setting on, such a batch is
+  never appended unverified, with or without a transactional id (48).
 - ACLs (with an authorizer, Kafka's KafkaApis.handleProduceRequest):
   transactional batches need Write on the request's transactional id, else
   every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53); each
@@ -41,8 +50,10 @@ from kafkapy.protocol import acls, produce_wire
 from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.replication.purgatory import HIGH_WATERMARK, DelayedProduce
+from kafkapy.server import txn_verification
 from kafkapy.server.handlers import CloseConnection, NoResponse, _plan
 from kafkapy.storage import legacy_records
+from kafkapy.storage.producer_state import NOT_VERIFIED
 
 API_KEY = 0
 log = logging.getLogger("kafkapy.request")
@@ -93,6 +104,14 @@ def _response_classes(cls):
 
 def handle(ctx, request):
     replica_manager = ctx.broker.replica_manager
+    # KIP-890: {(topic, partition): (verification error, token)} on the run after the coordinator's answer.
+    verified = ctx.verification
+    verify = NOT_VERIFIED if ctx.broker.config[txn_verification.CONFIG] else None
+    if verify is not None and verified is None and getattr(request, "transactional_id", None) is not None \
+            and request.acks in _VALID_ACKS:
+        op = txn_verification.start(ctx, request)
+        if op is not None:
+            return op
     acks = request.acks
     any_error = False
     appended = []  # the slots appended to: what parked operations may wait on
@@ -127,7 +146,16 @@ def handle(ctx, request):
                         any_error = any_error or bool(code)
                         partitions.append(partition(index, int(code), -1, -1, -1, message))
                         continue
-                code, result, message = append(name, index, records, acks)
+                if verified is not None and (name, index) in verified:
+                    code, token = verified[name, index]
+                    if code:
+                        code, message = txn_verification.produce_error(code, ctx.api_version)
+                        any_error = True
+                        partitions.append(partition(index, int(code), -1, -1, -1, message))
+                        continue
+                    code, result, message = append(name, index, records, acks, token)
+                else:
+                    code, result, message = append(name, index, records, acks, verify)
             else:
                 code, result, message = ErrorCode.INVALID_REQUIRED_ACKS, None, None
             if code:

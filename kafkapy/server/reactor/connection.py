@@ -24,7 +24,7 @@ class Connection:
         "parked_body", "arena_off", "got", "out", "out_pos", "deadline_ms", "events",
         "last_active", "listener", "api_key", "api_version", "received_at", "responded_at", "at_worker",
         "tls", "sasl", "principal_bytes", "close_at", "session_expires", "reauth_at", "authenticated",
-        "throttle_until", "held_parts", "reported_at",
+        "throttle_until", "held_parts", "reported_at", "verification",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer):
@@ -45,6 +45,7 @@ class Connection:
         self.out: deque = deque()  # parts still to send
         self.out_pos = 0  # bytes of out[0] already sent
         self.deadline_ms = 0  # a parked fetch's deadline when it is re-run
+        self.verification = None  # a Produce's KIP-890 answers for its second run (server/txn_verification)
         self.at_worker = False  # queued or being handled: an answer will come
         self.events = 0
         self.last_active = time.monotonic()

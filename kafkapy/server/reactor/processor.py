@@ -50,7 +50,9 @@ from kafkapy.metrics import probes
 from kafkapy.server import child_signals
 from kafkapy.protocol.api import API_TABLE, COORDINATOR_KEYS
 from kafkapy.protocol.headers import encode_response
-from kafkapy.replication.purgatory import PRODUCE, TXN_MARKERS, DelayedProduce, Purgatory, from_wire
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.replication.purgatory import (PRODUCE, TXN_MARKERS, DelayedProduce, DelayedVerification, Purgatory,
+                                          from_wire)
 from kafkapy.server.handlers.produce import delayed_produce_response
 from kafkapy.server.handlers.write_txn_markers import delayed_txn_markers_response
 from kafkapy.server.quotas.connections import ConnectionQuotas
@@ -154,6 +156,10 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         self.broker_factory = broker_factory
         self.broker = None
         self.inline_ready: deque[Connection] = deque()
+        # KIP-890: this processor's questions to transaction coordinators
+        # (server/txn_verification.py), made at the first.
+        self.config = config
+        self.verifier = None
 
     # -- main loop -----------------------------------------------------------
     def run(self) -> None:
@@ -187,6 +193,8 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                     self._on_responses()
                 elif data == "wake":
                     self.wake_pipe.drain()
+                    if self.verifier is not None:
+                        self._verification_answers()
                     self._check_delayed(woken=True)
                 elif data == "accept":
                     self._on_new_fds()
@@ -220,6 +228,8 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                 self._close_idle(now)
         for conn in list(self.conns.values()):
             self._close(conn)
+        if self.verifier is not None:
+            self.verifier.close()
         if self.broker is not None:
             self.broker.close()
         probes.publish()
@@ -529,15 +539,15 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
             conn = ready.popleft()
             if self.conns.get(conn.conn_id) is not conn:
                 continue  # closed while it waited its turn
-            if self.broker is None:
-                self.broker = self.broker_factory(-1 - self.id)
+            broker = self._broker()
             principal = conn.principal_bytes.decode() if conn.principal_bytes else ANONYMOUS
             started = time.monotonic()
             off = conn.arena_off
             body = memoryview(conn.inline) if off < 0 else self.arena.view[off:off + conn.size]
-            kind, payload = handle_request(self.broker, body, conn.deadline_ms,
+            verification, conn.verification = conn.verification, None
+            kind, payload = handle_request(broker, body, conn.deadline_ms,
                                            conn.listener, principal,
-                                           conn.peer[0] if self.carry_peer_host else "")
+                                           conn.peer[0] if self.carry_peer_host else "", verification)
             done = time.monotonic()
             probe.request_handled(conn.api_key, -1.0 if conn.deadline_ms else started - conn.received_at,
                                   done - started)
@@ -547,6 +557,43 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                 log.error("api key %d held its answer in a processor; closing %s", conn.api_key, conn.peer)
                 kind, payload = CLOSE, None
             self._on_response(conn.conn_id, kind, payload)
+
+    def _broker(self):
+        if self.broker is None:
+            self.broker = self.broker_factory(-1 - self.id)
+        return self.broker
+
+    def _verify(self, conn: Connection, op: DelayedVerification) -> None:
+        """Ask ``op``'s transaction coordinator (KIP-890); the answer comes
+        back through ``_verification_answers``."""
+        if self.verifier is None:
+            from kafkapy.server.security.inter_broker import client_security
+            from kafkapy.server.txn_verification import AddPartitionsToTxnManager
+
+            write_fd = self.wake_pipe.write_fd
+
+            def notify():  # from a sender thread: the pipe, never the owned_here shortcut
+                try:
+                    os.write(write_fd, b"\0")
+                except BlockingIOError:
+                    pass  # a wake-up is already pending
+            self.verifier = AddPartitionsToTxnManager(self._broker(), notify, client_security(self.config))
+        self.verifier.verify(conn.conn_id, op)
+
+    def _verification_answers(self) -> None:
+        for conn_id, op, errors in self.verifier.completions():
+            if self.purgatory.get(conn_id) is op:  # else its connection closed meanwhile
+                op.result = errors
+
+    def _rerun_verified(self, conn: Connection, op: DelayedVerification) -> None:
+        """Run a verified Produce again, here whatever inline.apis says:
+        the answers travel with it only in this process."""
+        if op.result is None:  # expired or stopping: no answer came
+            op.result = {(t, p): int(ErrorCode.NETWORK_EXCEPTION) for t, p, _token in op.partitions}
+        conn.verification = op.verified()
+        if conn.parked_body is not None:
+            conn.inline, conn.parked_body = conn.parked_body, None
+        self.inline_ready.append(conn)
 
     def _on_response(self, conn_id: int, kind, payload) -> None:
         """One answer to a connection's request in flight: from a worker
@@ -566,6 +613,11 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         conn.at_worker = False
         if kind == DELAY:
             payload = from_wire(payload)
+            if isinstance(payload, DelayedVerification) and self.broker_factory is None:
+                log.error("a produce waits for verification in a processor that cannot run it; closing %s",
+                          conn.peer)
+                kind = CLOSE
+        if kind == DELAY:
             self.purgatory.park(conn_id, payload)
             # Appenders wake processors only while an operation watches
             # what they moved; an append that raced with parking is
@@ -576,12 +628,16 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                 # its deadline: a fetch's bytes wait outside it (it runs
                 # again), a produce's are not needed any more.
                 off = conn.arena_off
-                if not isinstance(payload, DelayedProduce):
+                if isinstance(payload, DelayedVerification):  # runs again and patches offsets in place
+                    conn.parked_body = bytearray(self.arena.view[off:off + conn.size])
+                elif not isinstance(payload, DelayedProduce):
                     conn.parked_body = bytes(self.arena.view[off:off + conn.size])
                 self.arena.free(off)
                 conn.arena_off = -1
             if isinstance(payload, DelayedProduce):
                 conn.inline = None
+            elif isinstance(payload, DelayedVerification):
+                self._verify(conn, payload)
             self._check_delayed(woken=True)
             return
         if conn.arena_off >= 0:
@@ -643,6 +699,9 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
             conn = self.conns[conn_id]  # a closed connection's op was cancelled
             if isinstance(op, DelayedProduce):
                 self._answer_delayed_produce(conn, op)
+                continue
+            if isinstance(op, DelayedVerification):
+                self._rerun_verified(conn, op)
                 continue
             if self.stopping:
                 # Answered now with what there is: a fetch re-run before its

@@ -114,7 +114,7 @@ def finish_request(decoded: Decoded, response):
 
 
 def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int = 0,
-                   principal: str = "User:ANONYMOUS", peer_host: str = ""):
+                   principal: str = "User:ANONYMOUS", peer_host: str = "", verification=None):
     """Handle one request frame (without its size prefix).
 
     Returns ``(kind, payload)`` for the processor: SEND with the response
@@ -122,7 +122,8 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int 
     (its ``to_wire()`` tuple); or ``(HELD, (kind, payload, decoded, hold))``
     when the handler set a ``Hold``: the worker sends it later (``Held``).
     Never raises: a handler bug answers the connection with a close, as Kafka
-    does for requests it cannot parse or answer.
+    does for requests it cannot parse or answer. ``verification``: a
+    Produce's coordinator answers (``RequestContext.verification``).
     """
     decoded = prepare_request(buf)
     if not isinstance(decoded, Decoded):
@@ -133,6 +134,8 @@ def handle_request(broker, buf: memoryview, deadline_ms: int = 0, listener: int 
     if listener or principal != "User:ANONYMOUS":
         ctx.listener = listener
         ctx.principal = principal
+    if verification is not None:  # a Produce run again by its processor (server/txn_verification.py)
+        ctx.verification = verification
     if peer_host:
         # ACL hosts are Java's InetAddress.getHostAddress(): IPv6 uncompressed, v4-mapped as v4.
         ctx.peer_host = peer_host if ":" not in peer_host else client_host(peer_host)[1:]
