@@ -221,19 +221,21 @@ class AddPartitionsToTxnManager:
     ``completions()`` gives ``(key, op, {(topic, partition): coordinator
     error})`` for the answers in since (empty dict: every partition
     verified). ``notify()`` is called from a sender thread when one comes
-    in (the processor's wake pipe). Owned by the processor's loop; the
-    sender threads share only the completions deque."""
+    in (the processor's wake pipe); ``locate(transactional_id) ->
+    (broker id, address)`` finds the coordinator (``coordinator_address``).
+    Owned by the processor's loop; the sender threads share only the
+    completions deque."""
 
-    def __init__(self, broker, notify, security=None):
-        self.broker = broker
+    def __init__(self, locate, notify, client_id: bytes, security=None):
+        self.locate = locate
         self.notify = notify
         self.security = security
         self.senders: dict[int, _CoordinatorSender] = {}
         self._completions: collections.deque = collections.deque()
-        self._client_id = f"broker-{broker.broker_id}-txn-verification".encode()
+        self._client_id = client_id
 
     def verify(self, key, op: DelayedVerification) -> None:
-        broker_id, address = coordinator_address(self.broker, op.transactional_id)
+        broker_id, address = self.locate(op.transactional_id)
         if address is None:
             self._completions.append((key, op, _all(op, E.COORDINATOR_NOT_AVAILABLE)))
             self.notify()

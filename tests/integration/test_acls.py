@@ -3,7 +3,8 @@
 One broker with ``authorizer.class.name=kafka.security.authorizer.AclAuthorizer``,
 ``super.users=User:admin`` and two listeners: PLAINTEXT (the harness's
 readiness probe; its principal User:ANONYMOUS has no ACLs) and
-SASL_PLAINTEXT with PLAIN users admin, alice, bob and carol. ACLs are made
+SASL_PLAINTEXT with PLAIN users admin, alice, bob and carol (the
+inter-broker listener: the broker's own requests come as admin). ACLs are made
 by admin with confluent-kafka's AdminClient (CreateAcls / DescribeAcls /
 DeleteAcls) or the kafkapy-acls tool; the users then produce, consume,
 commit and ask for metadata with confluent-kafka, and raw frames check
@@ -51,6 +52,10 @@ def _overrides(sasl_port: int, plain_port: int, **extra) -> dict:
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
             "authorizer.class.name": AUTHORIZER, "super.users": "User:admin",
+            # The broker's own requests (KIP-890's verification of a transactional
+            # produce, AddPartitionsToTxn v4, needs ClusterAction) log in as admin,
+            # as Kafka's brokers use a principal with ClusterAction.
+            "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "num.partitions": 1, "num.io.threads": 2, "num.network.threads": 2,
             "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2, **extra}
 

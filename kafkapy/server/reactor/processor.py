@@ -568,7 +568,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         back through ``_verification_answers``."""
         if self.verifier is None:
             from kafkapy.server.security.inter_broker import client_security
-            from kafkapy.server.txn_verification import AddPartitionsToTxnManager
+            from kafkapy.server.txn_verification import AddPartitionsToTxnManager, coordinator_address
 
             write_fd = self.wake_pipe.write_fd
 
@@ -577,7 +577,10 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
                     os.write(write_fd, b"\0")
                 except BlockingIOError:
                     pass  # a wake-up is already pending
-            self.verifier = AddPartitionsToTxnManager(self._broker(), notify, client_security(self.config))
+            broker = self._broker()
+            self.verifier = AddPartitionsToTxnManager(
+                lambda txn_id: coordinator_address(broker, txn_id), notify,
+                f"broker-{broker.broker_id}-txn-verification".encode(), client_security(self.config))
         self.verifier.verify(conn.conn_id, op)
 
     def _verification_answers(self) -> None:

@@ -165,11 +165,11 @@ class _OneReplica:
     def get_partition(self, topic, partition_id):
         return self.partition if (topic, partition_id) == ("t", 0) else None
 
-    def append_records(self, topic, partition_id, records, acks=1):
+    def append_records(self, topic, partition_id, records, acks=1, verification=None):
         partition = self.get_partition(topic, partition_id)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, None
-        return partition.append_records_to_leader(records, acks)
+        return partition.append_records_to_leader(records, acks, verification)
 
     def wake_delayed_operations(self, slots=None, high_watermark_only=False):
         self.wakes += 1
@@ -188,7 +188,8 @@ def _produce(replica_manager, acks, n=5, version=9, timeout=1500):
         "transactional_id": None, "acks": acks, "timeout": timeout, "topic_data": [
             {"name": "t", "partition_data": [{"index": 0, "records": records_of(make_batch(n))},
                                              {"index": 1, "records": records_of(make_batch(1))}]}]})
-    ctx = RequestContext(SimpleNamespace(replica_manager=replica_manager), 0, version, 55, "c", 0)
+    broker = SimpleNamespace(replica_manager=replica_manager, config={"transaction.partition.verification.enable": True})
+    ctx = RequestContext(broker, 0, version, 55, "c", 0)
     return ctx, produce_handler.handle(ctx, request)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from kafkapy._core.types import BatchHeader
 from kafkapy.storage.producer_state import (
+    NOT_VERIFIED,
     BatchMetadata,
     ProducerStateManager,
     ProducerStateError,
@@ -199,6 +200,39 @@ def test_transactional_batches(manager, log):
     assert manager.last_entry(5).last_seq == 1
     assert marker.base_offset == 2
     assert manager.check(header(5, 0, 2)) is None
+
+
+def test_verification_token_and_check(tmp_path, manager, log):
+    """KIP-890: a transactional batch of a producer with no transaction open
+    needs the token its verification started with; a marker in between
+    (the transaction the answer was about ended) makes the token stale, in
+    this map and in another process's that read the same log."""
+    txn = TRANSACTIONAL
+    start = manager.verification_token(5)
+    assert start == (-1, -1, -1)  # never seen here
+    with pytest.raises(ProducerStateError) as err:
+        manager.check_verified(header(5, 0, 0, attributes=txn), NOT_VERIFIED)
+    assert err.value.error_code == 48
+    manager.check_verified(header(5, 0, 0), NOT_VERIFIED)  # idempotent, not transactional: no check
+    manager.check_verified(header(5, 0, 0, attributes=txn), start)
+    produce(manager, log, header(5, 0, 0, attributes=txn))
+    assert manager.verification_token(5) is None  # open: nothing to verify, no token needed
+    manager.check_verified(header(5, 0, 1, attributes=txn), NOT_VERIFIED)
+    log.append(header(5, 0, -1, attributes=txn | CONTROL, timestamp=2000))
+    manager.catch_up(log.log_end_offset, log.read_headers_from)
+    after_commit = manager.verification_token(5)
+    assert after_commit == (0, 2000, -1)
+    with pytest.raises(ProducerStateError):
+        manager.check_verified(header(5, 0, 1, attributes=txn), start)  # stale: the marker came since
+    other = ProducerStateManager(str(tmp_path / "other"))
+    os.makedirs(other.log_dir)
+    other.catch_up(log.log_end_offset, log.read_headers_from)
+    assert other.verification_token(5) == after_commit  # the same token in every process
+    # A second marker (an empty transaction's abort, same epoch) moves the token again.
+    log.append(header(5, 0, -1, attributes=txn | CONTROL, timestamp=2001))
+    manager.catch_up(log.log_end_offset, log.read_headers_from)
+    with pytest.raises(ProducerStateError):
+        manager.check_verified(header(5, 0, 1, attributes=txn), after_commit)
 
 
 # --- snapshots ----------------------------------------------------------------------

@@ -1,0 +1,191 @@
+"""KIP-890 verification's processor half (server/txn_verification.py):
+the AddPartitionsToTxnManager's requests to a coordinator and what each
+answer becomes, and the produce error mapping.
+
+The coordinator is a small loopback peer that decodes each AddPartitionsToTxn
+v4 request with kafkapy's schemas and answers a chosen error per partition;
+it can hold its answers (a frozen coordinator) to show that transactions
+queued meanwhile travel together in the next request and that nothing
+waits on the caller's thread."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from kafkapy.client.blocking import recv_exactly
+from kafkapy.protocol.api import API_TABLE
+from kafkapy.protocol.codec import decode, encode_to_bytes
+from kafkapy.protocol.entities import construct
+from kafkapy.protocol.errors import ErrorCode as E
+from kafkapy.replication.purgatory import DelayedVerification, from_wire
+from kafkapy.server.txn_verification import AddPartitionsToTxnManager, produce_error
+
+pytestmark = pytest.mark.timeout(30)
+
+_SIZE = struct.Struct(">i")
+ADD_PARTITIONS_TO_TXN = 24
+
+
+class Coordinator:
+    """Answers AddPartitionsToTxn v4: ``errors.get((txn id, topic, p), 0)``
+    per partition, or ``top_error`` for the whole request."""
+
+    def __init__(self, errors=None, top_error=0, frozen=False):
+        self.errors = errors or {}
+        self.top_error = top_error
+        self.running = threading.Event()
+        if not frozen:
+            self.running.set()
+        self.requests = []  # [[(txn id, pid, epoch, verify_only, {topic: [partitions]})]]
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = self.server.getsockname()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        conn, _ = self.server.accept()
+        conn.settimeout(10)
+        spec = API_TABLE[ADD_PARTITIONS_TO_TXN]
+        with conn:
+            for _ in range(20):  # bounded: a test sends a few requests
+                try:
+                    frame = recv_exactly(conn, _SIZE.unpack(recv_exactly(conn, 4))[0])
+                except (ConnectionError, OSError):
+                    return
+                api_key, version, correlation_id, client_id_len = struct.unpack_from(">hhih", frame)
+                assert (api_key, version) == (ADD_PARTITIONS_TO_TXN, 4)
+                # header v2: client id, then an empty tag buffer
+                request, _ = decode(spec.request_class(4), memoryview(frame)[10 + client_id_len + 1:], 0)
+                self.requests.append([(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only,
+                                       {x.name: list(x.partitions) for x in t.topics})
+                                      for t in request.transactions])
+                if not self.running.wait(10):
+                    return
+                body = encode_to_bytes(construct(spec.response_class(4), {
+                    "throttle_time": 0, "error_code": self.top_error, "results_by_transaction": [
+                        {"transactional_id": t.transactional_id, "topic_results": [
+                            {"name": x.name, "results_by_partition": [
+                                {"partition_index": p, "partition_error_code":
+                                    int(self.errors.get((t.transactional_id, x.name, p), 0))}
+                                for p in x.partitions]} for x in t.topics]}
+                        for t in request.transactions]}))
+                answer = struct.pack(">i", correlation_id) + b"\x00" + body  # response header v1
+                conn.sendall(_SIZE.pack(len(answer)) + answer)
+
+    def close(self):
+        self.running.set()
+        self.server.close()
+
+
+def _op(txn_id, partitions, pid=7, epoch=0):
+    return DelayedVerification({}, 0, txn_id, pid, epoch, [(t, p, (epoch, -1, -1)) for t, p in partitions])
+
+
+def _manager(coordinator):
+    woken = threading.Event()
+    manager = AddPartitionsToTxnManager(lambda txn_id: (2, coordinator.address), woken.set, b"test")
+    return manager, woken
+
+
+def _answers(manager, woken, n):
+    out = []
+    deadline = time.monotonic() + 10
+    while len(out) < n and time.monotonic() < deadline:
+        woken.wait(0.5)
+        woken.clear()
+        out += manager.completions()
+    return out
+
+
+def test_answers_per_partition_and_the_request_shape():
+    coordinator = Coordinator({("a", "t", 1): E.TRANSACTION_ABORTABLE})
+    manager, woken = _manager(coordinator)
+    try:
+        op = _op("a", [("t", 0), ("t", 1), ("u", 0)])
+        manager.verify("conn-1", op)
+        (answer,) = _answers(manager, woken, 1)
+        assert answer == ("conn-1", op, {("t", 1): E.TRANSACTION_ABORTABLE})
+        assert coordinator.requests == [[("a", 7, 0, True, {"t": [0, 1], "u": [0]})]]
+    finally:
+        manager.close()
+        coordinator.close()
+
+
+def test_transactions_queued_while_one_is_in_flight_go_in_one_request():
+    coordinator = Coordinator(frozen=True)
+    manager, woken = _manager(coordinator)
+    try:
+        first = _op("a", [("t", 0)])
+        started = time.monotonic()
+        manager.verify(1, first)
+        deadline = time.monotonic() + 5
+        while not coordinator.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        later = [_op("b", [("t", 1)]), _op("c", [("t", 2)], pid=8),
+                 _op("c", [("t", 2)], pid=8, epoch=1)]  # c again, newer epoch: the older one is fenced
+        for i, op in enumerate(later):
+            manager.verify(2 + i, op)
+        assert time.monotonic() - started < 1.0  # verify never waits for the coordinator
+        coordinator.running.set()
+        answers = {key: errors for key, _op_, errors in _answers(manager, woken, 4)}
+        assert answers == {1: {}, 2: {}, 3: {("t", 2): E.INVALID_PRODUCER_EPOCH}, 4: {}}
+        assert [[t[0] for t in r] for r in coordinator.requests] == [["a"], ["b", "c"]]
+        assert coordinator.requests[1][1][2] == 1  # the newer epoch asked
+    finally:
+        manager.close()
+        coordinator.close()
+
+
+def test_a_refused_request_or_a_dead_coordinator_answers_every_partition():
+    coordinator = Coordinator(top_error=E.CLUSTER_AUTHORIZATION_FAILED)
+    manager, woken = _manager(coordinator)
+    try:
+        op = _op("a", [("t", 0), ("t", 1)])
+        manager.verify("k", op)
+        (answer,) = _answers(manager, woken, 1)
+        # Kafka hides the broker's missing ClusterAction from the client.
+        assert answer[2] == {("t", 0): E.INVALID_TXN_STATE, ("t", 1): E.INVALID_TXN_STATE}
+    finally:
+        manager.close()
+        coordinator.close()
+    dead = socket.create_server(("127.0.0.1", 0))
+    address = dead.getsockname()
+    dead.close()  # nothing listens there now
+    manager = AddPartitionsToTxnManager(lambda txn_id: (3, address), woken.set, b"test")
+    try:
+        op = _op("a", [("t", 0)])
+        manager.verify("k", op)
+        assert _answers(manager, woken, 1)[0][2] == {("t", 0): E.NETWORK_EXCEPTION}
+        manager.locate = lambda txn_id: (None, None)  # no coordinator known
+        manager.verify("k2", op)
+        assert _answers(manager, woken, 1)[0][2] == {("t", 0): E.COORDINATOR_NOT_AVAILABLE}
+    finally:
+        manager.close()
+
+
+def test_produce_error_mapping_is_kafkas():
+    assert produce_error(E.PRODUCER_FENCED, 9) == (E.INVALID_PRODUCER_EPOCH, None)
+    assert produce_error(E.TRANSACTION_ABORTABLE, 10) == (E.INVALID_TXN_STATE,
+                                                          "Partition was not added to the transaction")
+    assert produce_error(E.TRANSACTION_ABORTABLE, 11) == (E.TRANSACTION_ABORTABLE, None)
+    for retriable in (E.CONCURRENT_TRANSACTIONS, E.NETWORK_EXCEPTION, E.COORDINATOR_LOAD_IN_PROGRESS,
+                      E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR):
+        code, message = produce_error(retriable, 9)
+        assert code == E.NOT_ENOUGH_REPLICAS and message.endswith(E(retriable).name)
+    assert produce_error(E.INVALID_PRODUCER_ID_MAPPING, 9) == (E.INVALID_PRODUCER_ID_MAPPING, None)
+
+
+def test_delayed_verification_travels_as_plain_data():
+    op = _op("a", [("t", 0), ("t", 1)])
+    back = from_wire(op.to_wire())
+    assert (back.transactional_id, back.producer_id, back.producer_epoch, back.partitions, back.result) == \
+        ("a", 7, 0, op.partitions, None)
+    assert not back.is_satisfied(None)
+    back.result = {("t", 1): E.INVALID_TXN_STATE}
+    assert back.is_satisfied(None)
+    assert back.verified() == {("t", 0): (0, (0, -1, -1)), ("t", 1): (E.INVALID_TXN_STATE, (0, -1, -1))}
