@@ -139,3 +139,12 @@ class SenderThread:
             sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
+
+
+def stop_all(senders) -> None:
+    """Stop ``senders`` (their connections closed): every one told first, so
+    they wind down together, then each joined."""
+    for sender in senders:
+        sender.signal_stop()
+    for sender in senders:
+        sender.join()

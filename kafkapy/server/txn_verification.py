@@ -42,7 +42,7 @@ import collections
 import logging
 
 from kafkapy.client.blocking import request
-from kafkapy.client.sender_thread import SenderThread
+from kafkapy.client.sender_thread import SenderThread, stop_all
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.protocol.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
 from kafkapy.replication.purgatory import DelayedVerification
@@ -255,7 +255,4 @@ class AddPartitionsToTxnManager:
 
     def close(self) -> None:
         senders, self.senders = list(self.senders.values()), {}
-        for sender in senders:
-            sender.signal_stop()
-        for sender in senders:
-            sender.join()
+        stop_all(senders)

@@ -49,7 +49,7 @@ import time
 
 from kafkapy.coordinator.transaction.coordinator import WriteMarkers
 from kafkapy.client.blocking import request
-from kafkapy.client.sender_thread import SenderThread
+from kafkapy.client.sender_thread import SenderThread, stop_all
 from kafkapy.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkapy.coordinator")
@@ -458,10 +458,7 @@ class MarkerWriter:
     def close(self) -> None:
         """Stop every sender thread (their connections closed)."""
         destinations, self.destinations = list(self.destinations.values()), {}
-        for destination in destinations:
-            destination.signal_stop()
-        for destination in destinations:
-            destination.join()
+        stop_all(destinations)
         self.local.close()
         self._completions.clear()
         self._remote_outstanding = 0

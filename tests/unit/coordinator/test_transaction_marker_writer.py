@@ -15,74 +15,39 @@ kafkapy's schemas and answer a chosen error per partition."""
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 from types import SimpleNamespace
 
+from support.loopback_peer import LoopbackPeer
+
 from kafkapy.coordinator.transaction.coordinator import WriteMarkers
-from kafkapy.client.blocking import recv_exactly as _recv_exactly
 from kafkapy.coordinator.transaction.marker_channel import MarkerWriter, TransactionMarkerChannel
-from kafkapy.protocol.api import API_TABLE
-from kafkapy.protocol.codec import decode, encode_to_bytes
-from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode as E
 
-_SIZE = struct.Struct(">i")
 WRITE_TXN_MARKERS = 27
 
 
-class Peer:
+class Peer(LoopbackPeer):
     """A leader's inter-broker listener that answers WriteTxnMarkers v0:
     records each request's markers and answers ``errors.get((pid, topic, p), 0)``."""
 
     def __init__(self, errors=None, frozen=False):
         self.errors = errors or {}
-        # Cleared: the peer reads requests but answers none (a SIGSTOPped
-        # leader's kernel still accepts and buffers) until ``thaw``.
-        self.running = threading.Event()
-        if not frozen:
-            self.running.set()
         self.requests = []  # [(receive time, [(pid, commit, {topic: [partitions]})])]
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.address = self.server.getsockname()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__(WRITE_TXN_MARKERS, 0, self._record, self._answer, frozen)
 
-    def _serve(self):
+    def _record(self, request):
+        self.requests.append((time.monotonic(), [
+            (m.producer_id, m.transaction_result, {t.name: list(t.partition_indexes) for t in m.topics})
+            for m in request.markers]))
 
-
-        conn, _ = self.server.accept()
-        conn.settimeout(10)
-        spec = API_TABLE[WRITE_TXN_MARKERS]
-        with conn:
-            for _ in range(20):  # bounded: a test sends a few requests
-                try:
-                    frame = _recv_exactly(conn, _SIZE.unpack(_recv_exactly(conn, 4))[0])
-                except (ConnectionError, OSError):
-                    return
-                api_key, version, correlation_id, client_id_len = struct.unpack_from(">hhih", frame)
-                assert (api_key, version) == (WRITE_TXN_MARKERS, 0)
-                request, _ = decode(spec.request_class(0), memoryview(frame)[10 + client_id_len:], 0)
-                self.requests.append((time.monotonic(), [
-                    (m.producer_id, m.transaction_result, {t.name: list(t.partition_indexes) for t in m.topics})
-                    for m in request.markers]))
-                if not self.running.wait(10):
-                    return
-                body = encode_to_bytes(construct(spec.response_class(0), {"markers": [
-                    {"producer_id": m.producer_id, "topics": [
-                        {"name": t.name, "partitions": [
-                            {"partition_index": p, "error_code": int(self.errors.get((m.producer_id, t.name, p), 0))}
-                            for p in t.partition_indexes]} for t in m.topics]} for m in request.markers]}))
-                answer = struct.pack(">i", correlation_id) + body
-                conn.sendall(_SIZE.pack(len(answer)) + answer)
-
-    def thaw(self):
-        self.running.set()
-
-    def close(self):
-        self.running.set()
-        self.server.close()
+    def _answer(self, request):
+        return {"markers": [
+            {"producer_id": m.producer_id, "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p, "error_code": int(self.errors.get((m.producer_id, t.name, p), 0))}
+                    for p in t.partition_indexes]} for t in m.topics]} for m in request.markers]}
 
 
 class Local:

@@ -11,75 +11,42 @@ waits on the caller's thread."""
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 
 import pytest
+from support.loopback_peer import LoopbackPeer
 
-from kafkapy.client.blocking import recv_exactly
-from kafkapy.protocol.api import API_TABLE
-from kafkapy.protocol.codec import decode, encode_to_bytes
-from kafkapy.protocol.entities import construct
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.replication.purgatory import DelayedVerification, from_wire
 from kafkapy.server.txn_verification import AddPartitionsToTxnManager, produce_error
 
 pytestmark = pytest.mark.timeout(30)
 
-_SIZE = struct.Struct(">i")
 ADD_PARTITIONS_TO_TXN = 24
 
 
-class Coordinator:
+class Coordinator(LoopbackPeer):
     """Answers AddPartitionsToTxn v4: ``errors.get((txn id, topic, p), 0)``
     per partition, or ``top_error`` for the whole request."""
 
     def __init__(self, errors=None, top_error=0, frozen=False):
         self.errors = errors or {}
         self.top_error = top_error
-        self.running = threading.Event()
-        if not frozen:
-            self.running.set()
         self.requests = []  # [[(txn id, pid, epoch, verify_only, {topic: [partitions]})]]
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.address = self.server.getsockname()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__(ADD_PARTITIONS_TO_TXN, 4, self._record, self._answer, frozen)
 
-    def _serve(self):
-        conn, _ = self.server.accept()
-        conn.settimeout(10)
-        spec = API_TABLE[ADD_PARTITIONS_TO_TXN]
-        with conn:
-            for _ in range(20):  # bounded: a test sends a few requests
-                try:
-                    frame = recv_exactly(conn, _SIZE.unpack(recv_exactly(conn, 4))[0])
-                except (ConnectionError, OSError):
-                    return
-                api_key, version, correlation_id, client_id_len = struct.unpack_from(">hhih", frame)
-                assert (api_key, version) == (ADD_PARTITIONS_TO_TXN, 4)
-                # header v2: client id, then an empty tag buffer
-                request, _ = decode(spec.request_class(4), memoryview(frame)[10 + client_id_len + 1:], 0)
-                self.requests.append([(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only,
-                                       {x.name: list(x.partitions) for x in t.topics})
-                                      for t in request.transactions])
-                if not self.running.wait(10):
-                    return
-                body = encode_to_bytes(construct(spec.response_class(4), {
-                    "throttle_time": 0, "error_code": self.top_error, "results_by_transaction": [
-                        {"transactional_id": t.transactional_id, "topic_results": [
-                            {"name": x.name, "results_by_partition": [
-                                {"partition_index": p, "partition_error_code":
-                                    int(self.errors.get((t.transactional_id, x.name, p), 0))}
-                                for p in x.partitions]} for x in t.topics]}
-                        for t in request.transactions]}))
-                answer = struct.pack(">i", correlation_id) + b"\x00" + body  # response header v1
-                conn.sendall(_SIZE.pack(len(answer)) + answer)
+    def _record(self, request):
+        self.requests.append([(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only,
+                               {x.name: list(x.partitions) for x in t.topics}) for t in request.transactions])
 
-    def close(self):
-        self.running.set()
-        self.server.close()
+    def _answer(self, request):
+        return {"throttle_time": 0, "error_code": self.top_error, "results_by_transaction": [
+            {"transactional_id": t.transactional_id, "topic_results": [
+                {"name": x.name, "results_by_partition": [
+                    {"partition_index": p,
+                     "partition_error_code": int(self.errors.get((t.transactional_id, x.name, p), 0))}
+                    for p in x.partitions]} for x in t.topics]} for t in request.transactions]}
 
 
 def _op(txn_id, partitions, pid=7, epoch=0):
