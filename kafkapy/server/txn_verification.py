@@ -104,7 +104,10 @@ def start(ctx, request) -> DelayedVerification | None:
                 partitions.append((topic.name, pdata.index, token))
     if not partitions:
         return None
-    return DelayedVerification({}, ctx.now_ms + max(int(request.timeout), 0), request.transactional_id,
+    # Kafka waits for the coordinator's answer whatever the produce's own
+    # timeout says (its inter-broker client times out at request.timeout.ms);
+    # the deadline is the same bound, in case a sender thread never answers.
+    return DelayedVerification({}, ctx.now_ms + int(REQUEST_TIMEOUT_S * 1000), request.transactional_id,
                                producer[0], producer[1], partitions)
 
 

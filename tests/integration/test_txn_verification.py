@@ -192,13 +192,25 @@ def test_transactional_clients_still_work(kbroker):
     assert sorted(got) == sorted(b"%d-%d" % (n, i) for n in (0, 2) for i in range(9))
 
 
-def test_verification_off_restores_the_old_behaviour(broker_factory):
+def test_verification_off_restores_the_old_behaviour_and_is_dynamic(broker_factory):
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
     b = broker_factory({"transaction.partition.verification.enable": "false"})
     bs = b.bootstrap
     topic = "verify-off"
-    create_topic(bs, topic, 1)
+    create_topic(bs, topic, 2)
     pid, epoch = _init(bs, "verify-off")
     # Never added: appended anyway, and the transaction it opens hangs.
     assert _produce(bs, "verify-off", pid, epoch, 0, topic, 0, b"stray").error_code == E.NONE
     assert list_offset(bs, topic, 0, READ_UNCOMMITTED) == 1
     assert list_offset(bs, topic, 0, READ_COMMITTED) == 0
+    # Turned on at run time (a dynamic broker key, as in Kafka): the next stray write is refused.
+    admin = AdminClient({"bootstrap.servers": bs})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+        ConfigEntry("transaction.partition.verification.enable", "true",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
+    # AlterConfigs is answered once the change is stored; every process reads
+    # it with the metadata generation it checks on each request.
+    assert _produce(bs, "verify-off", pid, epoch, 0, topic, 1, b"stray").error_code == E.INVALID_TXN_STATE
+    assert list_offset(bs, topic, 1, READ_UNCOMMITTED) == 0
