@@ -20,6 +20,7 @@ from support.clients import create_topic, module_broker
 from support.java_client import expected_value
 from support.raw_api import call
 from support.transactions import TIMEOUT_S, consume, list_offset, producer
+from support.wait import wait_for
 
 from kafkapy.protocol.errors import ErrorCode as E
 
@@ -269,8 +270,17 @@ def test_transactions_survive_a_broker_restart(broker_factory, how):
     assert list_offset(bs, "txn-restart", 0, 1) == 4
 
     b.restart(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
-    offsets = call(bs, 9, 7, {"group_id": "restart-group", "require_stable": True,
-                              "topics": [{"name": "txn-restart", "partition_indexes": [0]}]})
+    def fetched():
+        # While the restarted coordinator loads its logs it answers
+        # COORDINATOR_LOAD_IN_PROGRESS (14) with no topics; a client asks again.
+        offsets = call(bs, 9, 7, {"group_id": "restart-group", "require_stable": True,
+                                  "topics": [{"name": "txn-restart", "partition_indexes": [0]}]})
+        if offsets.error_code in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR):
+            return None
+        return offsets
+
+    offsets = wait_for(fetched, 30, "the group coordinator's answer after the restart")
+    assert offsets.error_code == 0
     assert (offsets.topics[0].partitions[0].error_code, offsets.topics[0].partitions[0].committed_offset) == (0, 42)
     deadline = time.monotonic() + 20
     while list_offset(bs, "txn-restart", 0, 1) != 6 and time.monotonic() < deadline:
