@@ -18,6 +18,7 @@ nothing is shared between calls or threads.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -48,10 +49,55 @@ DEFAULT_POLL_TIMEOUT_MS = 30_000
 # its pre-fetch queue is full; perf/bench_broker.py measured that this capped a
 # Python consumer at ~190 k records/s, so range reads use 10 ms.
 _FETCH_QUEUE_BACKOFF_MS = 10
+# Bound on out-of-range recoveries in one range read (failOnDataLoss=false):
+# each moves the read forward to the log start, so more than a handful means
+# the log start and the fetch position race (a topic deleted and re-created
+# over and over); give up rather than spin.
+_MAX_RECOVERIES = 100
+
+
+log = logging.getLogger("kafkapy.spark")
+
+# Spark's Kafka source texts, so a person searching for Spark's message finds
+# the same explanation (KafkaSourceProvider's instructions, the
+# KAFKA_DATA_LOSS error class of kafka-error-conditions.json).
+_DATA_LOSS = ("Some data may have been lost because they are not available in Kafka any more; either the "
+              "data was aged out by Kafka or the topic may have been deleted before all the data in the "
+              "topic was processed.")
+INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE = (
+    _DATA_LOSS + " If you don't want your streaming query to fail on such cases, set the source option "
+    '"failOnDataLoss" to "false".')
+INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE = (
+    _DATA_LOSS + " If you want your streaming query to fail on such cases, set the source option "
+    '"failOnDataLoss" to "true".')
+# The executors' consumer group in Spark's messages (no group is ever joined).
+SOURCE_GROUP_ID = "kafkapy-spark-source"
 
 
 class KafkaSourceError(RuntimeError):
     """A misconfigured source, an unknown topic, or lost data."""
+
+
+def fail_on_data_loss(options: Mapping[str, str]) -> bool:
+    """Spark's ``failOnDataLoss`` (default true)."""
+    return options.get("failondataloss", "true").strip().lower() != "false"
+
+
+def report_data_loss(options: Mapping[str, str], message: str) -> None:
+    """Spark's reportDataLoss: fail the query (failOnDataLoss true) or log a warning and go on."""
+    if fail_on_data_loss(options):
+        raise KafkaSourceError(f"{message}. {INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE}")
+    log.warning("%s. %s", message, INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+
+
+def tp_name(tp: tuple[str, int]) -> str:
+    """Kafka's TopicPartition.toString, as Spark's messages print it: ``topic-partition``."""
+    return f"{tp[0]}-{tp[1]}"
+
+
+def tp_set(tps) -> str:
+    """A set of partitions as Spark's messages print one (a Scala Set)."""
+    return "Set(" + ", ".join(tp_name(tp) for tp in sorted(tps)) + ")"
 
 
 # --------------------------------------------------------------------- options
@@ -87,11 +133,14 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, object]:
     config = {
         # librdkafka insists on a group.id even for assign(); nothing is ever
         # committed and no group is joined.
-        "group.id": "kafkapy-spark-source",
+        "group.id": SOURCE_GROUP_ID,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
+        # An offset below the log start (records deleted by retention or
+        # DeleteRecords) is an error event, not a silent jump to the earliest
+        # record: read_range decides what failOnDataLoss says.
+        "auto.offset.reset": "error",
         "fetch.queue.backoff.ms": _FETCH_QUEUE_BACKOFF_MS,
     }
     config.update(client_config(options))
@@ -116,6 +165,97 @@ def parse_offsets_option(text: str | None, default: str) -> str | dict[tuple[str
         for partition, offset in parts.items():
             out[(topic, int(partition))] = int(offset)
     return out
+
+
+@dataclass(frozen=True)
+class TimestampSpec:
+    """Offsets by timestamp: ListOffsets with a timestamp, per partition.
+
+    ``timestamps`` is one timestamp for every partition (Spark's
+    ``startingTimestamp`` / ``endingTimestamp``) or ``{(topic, partition): ms}``
+    (``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``).
+    ``strategy`` is ``startingOffsetsByTimestampStrategy``: what a start does
+    when no record has a timestamp at or after the one asked for
+    (``error``, Spark's default, or ``latest``); an end resolves to latest.
+    """
+    timestamps: int | dict
+    strategy: str = "error"
+
+
+def offset_spec(options: Mapping[str, str], ending: bool, default: str):
+    """Spark's getKafkaOffsetRangeLimit: the first given of ``<side>Timestamp``,
+    ``<side>OffsetsByTimestamp``, ``<side>Offsets`` (in that order of
+    preference), else ``default``; ``<side>`` is starting or ending."""
+    side = "ending" if ending else "starting"
+    strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise KafkaSourceError(f"startingOffsetsByTimestampStrategy must be 'error' or 'latest', not {strategy!r}")
+    if f"{side}timestamp" in options:
+        text = options[f"{side}timestamp"].strip()
+        try:
+            return TimestampSpec(int(text), strategy)
+        except ValueError:
+            raise KafkaSourceError(f"Expected a single long value, got {text}") from None
+    if f"{side}offsetsbytimestamp" in options:
+        parsed = parse_offsets_option(options[f"{side}offsetsbytimestamp"], "")
+        if not isinstance(parsed, dict):
+            raise KafkaSourceError(f"{side}OffsetsByTimestamp must be JSON per partition, not {parsed!r}")
+        return TimestampSpec(parsed, strategy)
+    return parse_offsets_option(options.get(f"{side}offsets"), default)
+
+
+def validate_batch_options(options: Mapping[str, str]) -> None:
+    """Spark's validateBatchOptions: no latest start, no earliest end."""
+    start = offset_spec(options, ending=False, default="earliest")
+    if start == "latest":
+        raise KafkaSourceError("starting offset can't be latest for batch queries on Kafka")
+    for tp, offset in (start.items() if isinstance(start, dict) else ()):
+        if offset == LATEST:
+            raise KafkaSourceError(f"startingOffsets for {tp_name(tp)} can't be latest for batch queries on Kafka")
+    end = offset_spec(options, ending=True, default="latest")
+    if end == "earliest":
+        raise KafkaSourceError("ending offset can't be earliest for batch queries on Kafka")
+    for tp, offset in (end.items() if isinstance(end, dict) else ()):
+        if offset == EARLIEST:
+            raise KafkaSourceError(f"ending offset for {tp_name(tp)} can't be earliest for batch queries on Kafka")
+    _validate_general_options(options)
+    for name, text in (("maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+                       ("minoffsetspertrigger", "minOffsetsPerTrigger"), ("maxtriggerdelay", "maxTriggerDelay")):
+        if name in options:
+            log.warning("%s option ignored in batch queries", text)
+
+
+def validate_stream_options(options: Mapping[str, str]) -> None:
+    """Spark's validateStreamOptions: no ending offsets in a stream."""
+    if "endingoffsets" in options:
+        raise KafkaSourceError("ending offset not valid in streaming queries")
+    if "endingoffsetsbytimestamp" in options:
+        raise KafkaSourceError("ending timestamp not valid in streaming queries")
+    _validate_general_options(options)
+    max_trigger_delay_ms(options)
+
+
+def _validate_general_options(options: Mapping[str, str]) -> None:
+    if "minpartitions" in options and int(options["minpartitions"]) <= 0:
+        raise KafkaSourceError("minPartitions must be positive")
+    if "minoffsetspertrigger" in options and "maxoffsetspertrigger" in options:
+        low, high = int(options["minoffsetspertrigger"]), int(options["maxoffsetspertrigger"])
+        if low > high:
+            raise KafkaSourceError(f"The value of minOffsetPerTrigger({low}) is higher than the "
+                                   f"maxOffsetsPerTrigger({high}).")
+
+
+_TIME_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def max_trigger_delay_ms(options: Mapping[str, str]) -> int:
+    """``maxTriggerDelay`` (Spark's default 15m) in ms; Spark's time strings
+    (``500ms``, ``30s``, ``15m``, ``1h``; a bare number is ms)."""
+    text = options.get("maxtriggerdelay", "15m").strip().lower()
+    match = re.fullmatch(r"(\d+)\s*(ms|s|m|min|h|d)?", text)
+    if match is None:
+        raise KafkaSourceError(f"maxTriggerDelay: a time such as 30s or 15m, not {text!r}")
+    return int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"]
 
 
 def offsets_to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
@@ -169,8 +309,11 @@ class Planner:
         given = [k for k, v in (("subscribe", subscribe), ("subscribepattern", pattern),
                                 ("assign", assign)) if v]
         if len(given) != 1:
-            raise KafkaSourceError("exactly one of 'subscribe', 'subscribePattern', 'assign' is required"
-                                   f" (got {given or 'none'})")
+            # Spark's words (validateGeneralOptions).
+            raise KafkaSourceError(
+                f"{'One' if not given else 'Only one'} of the following options "
+                f"{'must' if not given else 'can'} be specified for Kafka source: subscribe, "
+                f"subscribepattern, assign. See the docs for more details.")
         if subscribe:
             return [t.strip() for t in subscribe.split(",") if t.strip()]
         if assign:
@@ -179,8 +322,13 @@ class Planner:
         metadata = self._consumer.list_topics(timeout=self.timeout_s)
         return sorted(t for t in metadata.topics if regex.fullmatch(t) and not t.startswith("__"))
 
-    def partitions(self) -> list[tuple[str, int]]:
-        """Every (topic, partition) the options select, sorted."""
+    def partitions(self, missing_ok: bool = False) -> list[tuple[str, int]]:
+        """Every (topic, partition) the options select, sorted.
+
+        ``missing_ok`` (a running stream): a subscribed topic that no longer
+        exists has no partitions, so the caller sees its partitions gone (as
+        Spark's source does); otherwise it is an error.
+        """
         if self.options.get("assign"):
             raw = json.loads(self.options["assign"])
             return sorted((t, int(p)) for t, ps in raw.items() for p in ps)
@@ -189,41 +337,88 @@ class Planner:
             metadata = self._consumer.list_topics(topic, timeout=self.timeout_s)
             info = metadata.topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
+                if missing_ok:
+                    continue
                 raise KafkaSourceError(f"topic {topic!r} is not available: "
                                        f"{info.error if info is not None else 'no metadata'}")
             out.extend((topic, p) for p in info.partitions)
         return sorted(out)
 
-    def watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-        """``(log_start_offset, high_watermark)`` per partition (ListOffsets earliest/latest)."""
-        from confluent_kafka import KafkaException, TopicPartition
-        # Spark's Kafka source options and defaults: a leader that just died
-        # (its broker SIGKILLed) answers nothing until the controller elects
-        # another, seconds later; without retries the query would fail.
+    def _with_retries(self, call, missing_ok: bool):
+        """``call()`` retried as Spark's Kafka source retries offset fetches
+        (``fetchOffset.numRetries`` 3, ``fetchOffset.retryIntervalMs`` 1000):
+        a leader that just died (its broker SIGKILLed) answers nothing until
+        the controller elects another, seconds later.  An unknown partition
+        is None at once when ``missing_ok`` (its topic was deleted)."""
+        from confluent_kafka import KafkaError, KafkaException
         retries = int(self.options.get("fetchoffset.numretries", "3"))
         interval_s = int(self.options.get("fetchoffset.retryintervalms", "1000")) / 1000
+        for attempt in range(retries + 1):
+            try:
+                return call()
+            except KafkaException as exc:
+                code = exc.args[0].code() if exc.args else None
+                if missing_ok and code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                                           KafkaError._UNKNOWN_TOPIC):
+                    return None
+                if attempt == retries:
+                    raise
+                time.sleep(interval_s)
+
+    def watermarks(self, tps: list[tuple[str, int]],
+                   missing_ok: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
+        """``(log_start_offset, high_watermark)`` per partition (ListOffsets
+        earliest/latest); with ``missing_ok`` a deleted partition is left out."""
+        from confluent_kafka import TopicPartition
         out = {}
         for topic, partition in tps:
-            for attempt in range(retries + 1):
-                try:
-                    out[(topic, partition)] = self._consumer.get_watermark_offsets(
-                        TopicPartition(topic, partition), timeout=self.timeout_s, cached=False)
-                    break
-                except KafkaException:
-                    if attempt == retries:
-                        raise
-                    time.sleep(interval_s)
+            marks = self._with_retries(lambda: self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self.timeout_s, cached=False), missing_ok)
+            if marks is not None:
+                out[(topic, partition)] = tuple(marks)
         return out
+
+    def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """ListOffsets by timestamp: the first offset whose timestamp is at or
+        after the one given, per partition; -1 where no record is that late."""
+        from confluent_kafka import TopicPartition
+        asked = [TopicPartition(t, p, ts) for (t, p), ts in sorted(timestamps.items())]
+        if not asked:
+            return {}
+        found = self._with_retries(lambda: self._consumer.offsets_for_times(asked, timeout=self.timeout_s), False)
+        for tp in found:
+            if tp.error is not None:
+                raise KafkaSourceError(f"offsets by timestamp for {tp.topic}-{tp.partition}: {tp.error}")
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def resolve(self, spec, tps: list[tuple[str, int]], ending: bool,
                 marks: dict | None = None) -> dict[tuple[str, int], int]:
-        """Concrete offsets for ``spec`` (earliest / latest / per-partition JSON).
+        """Concrete offsets for ``spec`` (earliest / latest / per-partition
+        JSON / a ``TimestampSpec``).
 
         Partitions missing from a JSON spec take the default: earliest for a
         start, latest for an end (Spark requires them all; being lenient costs
-        nothing here).
+        nothing here).  A timestamp no record reaches resolves to latest for
+        an end; for a start it fails with Spark's message, or is latest with
+        ``startingOffsetsByTimestampStrategy=latest``.
         """
         marks = marks if marks is not None else self.watermarks(tps)
+        if isinstance(spec, TimestampSpec):
+            default = LATEST if ending else EARLIEST
+            asked = {tp: (spec.timestamps if isinstance(spec.timestamps, int) else spec.timestamps.get(tp))
+                     for tp in tps}
+            found = self.offsets_for_times({tp: ts for tp, ts in asked.items() if ts is not None})
+            strategy, spec = spec.strategy, {}
+            for tp in tps:
+                if asked[tp] is None:
+                    spec[tp] = default
+                elif found[tp] >= 0:
+                    spec[tp] = found[tp]
+                elif ending or strategy == "latest":
+                    spec[tp] = LATEST
+                else:
+                    raise KafkaSourceError(f"No offset matched from request of topic-partition {tp_name(tp)} "
+                                           f"and timestamp {asked[tp]}.")
         out = {}
         for tp in tps:
             low, high = marks[tp]
@@ -235,12 +430,13 @@ class Planner:
                 value = spec.get(tp, LATEST if ending else EARLIEST)
             if value == EARLIEST:
                 if ending:
-                    raise KafkaSourceError("endingOffsets cannot be earliest (-2)")
+                    raise KafkaSourceError(f"ending offset for {tp_name(tp)} can't be earliest "
+                                           "for batch queries on Kafka")
                 value = low
             elif value == LATEST:
                 value = high
             elif value < 0:
-                raise KafkaSourceError(f"bad offset {value} for {tp}")
+                raise KafkaSourceError(f"bad offset {value} for {tp_name(tp)}")
             out[tp] = value
         return out
 
@@ -258,7 +454,12 @@ def plan_ranges(start: Mapping[tuple[str, int], int], end: Mapping[tuple[str, in
         frm = start.get(tp, 0)
         until = end[tp]
         if until < frm:
-            raise KafkaSourceError(f"{tp[0]}-{tp[1]}: ending offset {until} is before starting offset {frm}")
+            # Spark's RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET.
+            raise KafkaSourceError(
+                f"The resolved start offset {frm} is greater than the resolved end offset {until} for topic "
+                f"{tp[0]} partition {tp[1]}. There may be multiple reasons: 1. Start offset is set to too big "
+                "a value that after resolution, end offset is smaller than it (a start by timestamp and an end "
+                "by offset, or the reverse, or a start and the end latest). 2. The Kafka topic partition is broken.")
         if until > frm:
             ranges.append(OffsetRange(tp[0], tp[1], frm, until))
     if min_partitions <= len(ranges):
@@ -283,22 +484,41 @@ def read_range(options: Mapping[str, str], r: OffsetRange,
     offset, timestamp_ms, timestampType, headers (None or [(key, value)]).
     Offsets absent from the log (compaction, transaction markers) are skipped;
     the read ends at the first record at or past until_offset, or at a
-    partition EOF at or past it.  If the log ends before until_offset and
-    stays there for ``kafkaConsumer.pollTimeoutMs`` the read fails (Spark's
-    failOnDataLoss=true), or ends quietly when ``failOnDataLoss`` is false.
+    partition EOF at or past it.
+
+    Lost data, as Spark's KafkaDataConsumer treats it: the next offset is
+    below the log start (retention or DeleteRecords moved it), the partition
+    is gone (its topic deleted), or the log ends before until_offset and
+    stays there for ``kafkaConsumer.pollTimeoutMs``.  With ``failOnDataLoss``
+    true (the default) the task fails with Spark's KAFKA_DATA_LOSS text;
+    false logs a warning and reads on from the earliest offset still
+    available (or ends the range when nothing of it is left).
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     if r.size <= 0:
         return
     poll_timeout_s = int(options.get("kafkaconsumer.polltimeoutms", DEFAULT_POLL_TIMEOUT_MS)) / 1000
-    fail_on_data_loss = options.get("failondataloss", "true").lower() != "false"
     consumer = Consumer(consumer_config(options))
+    gone = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC)
+
+    def lost(at: int, reason: str) -> None:
+        """KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE, or its warning."""
+        message = (f"[KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE] {_DATA_LOSS} If you don't want your "
+                   "streaming query to fail on such cases, set the source option failOnDataLoss to false. "
+                   f"Reason: Could not read records in offset [{at}, {r.until_offset}) for topic partition "
+                   f"{r.topic}-{r.partition} with consumer group {SOURCE_GROUP_ID} ({reason}).")
+        if fail_on_data_loss(options):
+            raise KafkaSourceError(message + " SQLSTATE: 22000")
+        log.warning("Cannot fetch offset %d of %s-%d (%s). %s", at, r.topic, r.partition, reason,
+                    INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.from_offset)])
         next_offset = r.from_offset
         last_progress = time.monotonic()
         cols = _empty_columns()
         done = False
+        recoveries = 0
         while not done:
             msgs = consumer.consume(num_messages=min(batch_rows, 10_000), timeout=0.2)
             progressed = False
@@ -310,6 +530,26 @@ def read_range(options: Mapping[str, str], r: OffsetRange,
                             done = True
                             break
                         continue
+                    if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        lost(next_offset, f"out of range: {err.str()}")
+                        resume = _earliest_available(consumer, r, next_offset)
+                        recoveries += 1
+                        if recoveries > _MAX_RECOVERIES:
+                            raise KafkaSourceError(f"{r.topic}-{r.partition}: offset {next_offset} kept moving "
+                                                   f"out of range ({_MAX_RECOVERIES} recoveries)")
+                        if resume is None:
+                            done = True
+                            break
+                        log.warning("Some data may be lost. Recovering %s-%d from offset %d: records in "
+                                    "[%d, %d) are skipped", r.topic, r.partition, resume, next_offset, resume)
+                        next_offset = resume
+                        consumer.assign([TopicPartition(r.topic, r.partition, resume)])
+                        progressed = True
+                        break
+                    if err.code() in gone:
+                        lost(next_offset, f"the partition is gone: {err.str()}")
+                        done = True
+                        break
                     raise KafkaSourceError(f"reading {r.topic}-{r.partition}: {err}")
                 offset = m.offset()
                 if offset >= r.until_offset:
@@ -333,16 +573,28 @@ def read_range(options: Mapping[str, str], r: OffsetRange,
                 yield _finish_columns(cols, r)
                 cols = _empty_columns()
             if not done and time.monotonic() - last_progress > poll_timeout_s:
-                if fail_on_data_loss:
-                    raise KafkaSourceError(
-                        f"{r.topic}-{r.partition}: no record at offset {next_offset} within "
-                        f"{poll_timeout_s:.0f} s, though the planned range ends at {r.until_offset} "
-                        "(data lost or the partition shrank); set failOnDataLoss=false to ignore")
+                lost(next_offset, f"no record within {poll_timeout_s:.0f} s though the planned range ends at "
+                                  f"{r.until_offset}: the partition shrank")
                 break
         if cols["offset"]:
             yield _finish_columns(cols, r)
     finally:
         consumer.close()
+
+
+def _earliest_available(consumer, r: OffsetRange, offset: int) -> int | None:
+    """Where a read that lost ``offset`` goes on (Spark's
+    getEarliestAvailableOffsetBetween): the log start when it lies inside
+    ``[offset, until_offset)``, ``offset`` itself if it is back in the log,
+    None when nothing of the range is left."""
+    from confluent_kafka import KafkaException, TopicPartition
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10, cached=False)
+    except KafkaException:
+        return None
+    if offset >= high or low >= r.until_offset:
+        return None
+    return max(offset, low)
 
 
 def _empty_columns() -> dict[str, list]:

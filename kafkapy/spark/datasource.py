@@ -27,13 +27,27 @@ Options (case-insensitive, Spark's Kafka source names):
   ``assign`` (JSON ``{"topic": [0, 1]}``).
 * ``startingOffsets`` (batch default earliest, streaming default latest) and
   ``endingOffsets`` (batch only, default latest): ``earliest``, ``latest`` or
-  JSON per partition with -2 = earliest and -1 = latest.
+  JSON per partition with -2 = earliest and -1 = latest (a batch refuses a
+  latest start and an earliest end, as Spark does).
+* by time, preferred over the offsets options in this order, as Spark's:
+  ``startingTimestamp`` / ``endingTimestamp`` (one timestamp in ms for every
+  partition), then ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``
+  (JSON ``{"topic": {"0": ms}}``): each resolves through ListOffsets to the
+  first offset at or after the timestamp.  No such record: an end is latest; a
+  start fails ("No offset matched ...") unless
+  ``startingOffsetsByTimestampStrategy`` is ``latest``.
 * ``includeHeaders`` (default false): the ``headers`` column.
 * ``minPartitions``: split offset ranges so at least this many Spark tasks read.
 * ``maxOffsetsPerTrigger`` (streaming): records per micro-batch, split over
-  partitions in proportion to their backlog.
-* ``failOnDataLoss`` (default true), ``kafkaConsumer.pollTimeoutMs``,
-  ``fetchOffset.numRetries`` (default 3), ``fetchOffset.retryIntervalMs`` (1000).
+  partitions in proportion to their backlog; ``minOffsetsPerTrigger`` with
+  ``maxTriggerDelay`` (default 15m): no micro-batch until that many records
+  wait or that long has passed since the last one.
+* ``failOnDataLoss`` (default true): records deleted before they were read
+  (retention, DeleteRecords), a partition or topic deleted under a running
+  query, an end offset that went backwards fail the query with Spark's
+  messages; false logs a warning and reads on from the earliest offset left.
+* ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries`` (default 3),
+  ``fetchOffset.retryIntervalMs`` (1000).
 * writes: ``topic`` (overrides a ``topic`` column), and librdkafka producer
   settings as ``kafka.<name>`` (e.g. ``kafka.acks``, ``kafka.enable.idempotence``).
 * exactly-once writes: ``transactionalIdPrefix`` (see ``KafkaWriter``).
@@ -49,6 +63,7 @@ writes to the checkpoint are readable by people and by Spark's own source.
 
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
@@ -84,9 +99,11 @@ class KafkapyDataSource(DataSource):
         return KAFKA_SCHEMA_DDL + (HEADERS_DDL if include else "")
 
     def reader(self, schema: StructType) -> "KafkaBatchReader":
+        _kafka.validate_batch_options(_kafka.normalize_options(self.options))
         return KafkaBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> "KafkaStreamReader":
+        _kafka.validate_stream_options(_kafka.normalize_options(self.options))
         return KafkaStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> "KafkaWriter":
@@ -139,10 +156,10 @@ class KafkaBatchReader(DataSourceReader):
         try:
             tps = planner.partitions()
             marks = planner.watermarks(tps)
-            start = planner.resolve(_kafka.parse_offsets_option(
-                self.options.get("startingoffsets"), "earliest"), tps, ending=False, marks=marks)
-            end = planner.resolve(_kafka.parse_offsets_option(
-                self.options.get("endingoffsets"), "latest"), tps, ending=True, marks=marks)
+            start = planner.resolve(_kafka.offset_spec(self.options, ending=False, default="earliest"),
+                                    tps, ending=False, marks=marks)
+            end = planner.resolve(_kafka.offset_spec(self.options, ending=True, default="latest"),
+                                  tps, ending=True, marks=marks)
         finally:
             planner.close()
         ranges = _kafka.plan_ranges(start, end, int(self.options.get("minpartitions", "0")))
@@ -166,6 +183,15 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.options = _kafka.normalize_options(options)
         self.schema = schema
         self._planner: _kafka.Planner | None = None
+        max_rows = self.options.get("maxoffsetspertrigger")
+        min_rows = self.options.get("minoffsetspertrigger")
+        self._max_rows = int(max_rows) if max_rows else None
+        self._min_rows = int(min_rows) if min_rows else None
+        self._max_trigger_delay_ms = _kafka.max_trigger_delay_ms(self.options)
+        # Spark's lastTriggerMillis: when latestOffset last let a batch through
+        # (0: the first call always does).  Driver-only, owned by Spark's
+        # micro-batch thread; not checkpointed, as in Spark.
+        self._last_trigger_ms = 0
 
     def _get_planner(self) -> _kafka.Planner:
         if self._planner is None:
@@ -175,35 +201,55 @@ class KafkaStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         planner = self._get_planner()
         tps = planner.partitions()
-        spec = _kafka.parse_offsets_option(self.options.get("startingoffsets"), "latest")
+        spec = _kafka.offset_spec(self.options, ending=False, default="latest")
         return _kafka.offsets_to_json(planner.resolve(spec, tps, ending=False))
 
     def getDefaultReadLimit(self):
-        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-        limit = self.options.get("maxoffsetspertrigger")
-        return ReadMaxRows(int(limit)) if limit else ReadAllAvailable()
+        """Spark's read limits: maxOffsetsPerTrigger as ReadMaxRows; with
+        minOffsetsPerTrigger alone, ReadMinRows.  Python sources have no
+        composite limit (and ReadMinRows carries no delay), so latestOffset
+        applies minOffsetsPerTrigger and maxTriggerDelay from the options
+        unless Spark asks for everything (ReadAllAvailable with a minimum
+        set: Trigger.AvailableNow)."""
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+        if self._max_rows is not None:
+            return ReadMaxRows(self._max_rows)
+        if self._min_rows is not None:
+            return ReadMinRows(self._min_rows)
+        return ReadAllAvailable()
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        """High watermarks, capped by the read limit when Spark passes one.
+        """High watermarks, held back or capped by the read limits.
 
         ``start``/``limit`` are Spark >= 4.2's admission-control arguments;
-        4.0/4.1 call latestOffset() bare, and the cap is then not applied.
+        4.0/4.1 call latestOffset() bare, and no limit is then applied.
         Partitions that appeared since ``start`` begin at their earliest
-        offset, as Spark's Kafka source treats newly discovered partitions.
+        offset, as Spark's Kafka source treats newly discovered partitions;
+        a subscribed topic that was deleted has no partitions (``partitions``
+        reports the loss).
+
+        minOffsetsPerTrigger (Spark's delayBatch): fewer new records than the
+        minimum, and less than maxTriggerDelay since the last batch, answers
+        ``start`` (no batch); maxOffsetsPerTrigger then caps what a batch takes.
         """
         planner = self._get_planner()
-        tps = planner.partitions()
-        marks = planner.watermarks(tps)
+        tps = planner.partitions(missing_ok=True)
+        marks = planner.watermarks(tps, missing_ok=True)
         latest = {tp: high for tp, (_low, high) in marks.items()}
-        max_rows = getattr(limit, "max_rows", None)
-        if start is None or max_rows is None:
+        if start is None or limit is None:
+            return _kafka.offsets_to_json(latest)
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+        if isinstance(limit, ReadAllAvailable):
             return _kafka.offsets_to_json(latest)
         begin = _kafka.offsets_from_json(start)
         for tp, (low, _high) in marks.items():
             begin.setdefault(tp, low)
         backlog = {tp: max(0, latest[tp] - begin[tp]) for tp in latest}
         total = sum(backlog.values())
-        if total <= max_rows:
+        if self._min_rows is not None and self._delay_batch(total):
+            return start
+        max_rows = getattr(limit, "max_rows", None)
+        if max_rows is None or total <= max_rows:
             return _kafka.offsets_to_json(latest)
         capped = {}
         for tp in latest:
@@ -215,15 +261,48 @@ class KafkaStreamReader(DataSourceStreamReader):
             capped[tp] = begin[tp] + min(backlog[tp], share)
         return _kafka.offsets_to_json(capped)
 
+    def _delay_batch(self, new_records: int) -> bool:
+        """Spark's delayBatch: hold the batch back while fewer than
+        minOffsetsPerTrigger records wait, until maxTriggerDelay has passed
+        since the last batch."""
+        now_ms = int(time.time() * 1000)
+        if now_ms - self._last_trigger_ms >= self._max_trigger_delay_ms or new_records >= self._min_rows:
+            self._last_trigger_ms = now_ms
+            return False
+        return True
+
     def partitions(self, start: dict, end: dict):
+        """The batch's ranges, with Spark's data-loss checks
+        (getOffsetRangesFromResolvedOffsets): a partition that appeared but
+        does not start at 0 or vanished at once, a partition gone since
+        ``start``, an end offset below the start offset.  Each is reported
+        (``failOnDataLoss`` true fails the batch with Spark's text; false logs
+        it) and the range is left out."""
         begin = _kafka.offsets_from_json(start)
         finish = _kafka.offsets_from_json(end)
         new = [tp for tp in finish if tp not in begin]
         if new:
-            marks = self._get_planner().watermarks(new)
-            for tp in new:
-                begin[tp] = marks[tp][0]
-        ranges = _kafka.plan_ranges(begin, finish, int(self.options.get("minpartitions", "0")))
+            marks = self._get_planner().watermarks(new, missing_ok=True)
+            vanished = [tp for tp in new if tp not in marks]
+            if vanished:
+                _kafka.report_data_loss(self.options, f"Cannot find earliest offsets of "
+                                        f"{_kafka.tp_set(vanished)}. Some data may have been missed")
+            for tp, (low, _high) in sorted(marks.items()):
+                if low != 0:
+                    _kafka.report_data_loss(self.options, f"Added partition {_kafka.tp_name(tp)} starts from "
+                                            f"{low} instead of 0. Some data may have been missed")
+                begin[tp] = low
+        deleted = [tp for tp in begin if tp not in finish]
+        if deleted:
+            _kafka.report_data_loss(self.options, f"{_kafka.tp_set(deleted)} are gone. "
+                                    "Some data may have been missed.")
+        for tp in sorted(finish):
+            if tp in begin and finish[tp] < begin[tp]:
+                _kafka.report_data_loss(self.options, f"Partition {_kafka.tp_name(tp)}'s offset was changed "
+                                        f"from {begin[tp]} to {finish[tp]}, some data may have been missed")
+        ranges = _kafka.plan_ranges({tp: begin[tp] for tp in finish if tp in begin},
+                                    {tp: max(finish[tp], begin[tp]) for tp in finish if tp in begin},
+                                    int(self.options.get("minpartitions", "0")))
         return [KafkaInputPartition(r) for r in ranges]
 
     def read(self, partition: KafkaInputPartition) -> Iterator:

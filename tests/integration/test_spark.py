@@ -141,8 +141,11 @@ def test_batch_read_offset_ranges(spark, broker):
     got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
     assert got == [(0, o) for o in range(3, 7)] + [(1, o) for o in range(10)]
 
-    # "latest" is resolved when the DataFrame is planned: nothing to read from latest.
-    assert reader(spark, broker.bootstrap, "ranges", startingOffsets="latest").count() == 0
+    # A batch refuses a latest start and an earliest end, with Spark's words.
+    with pytest.raises(Exception, match="starting offset can't be latest for batch queries on Kafka"):
+        reader(spark, broker.bootstrap, "ranges", startingOffsets="latest").count()
+    with pytest.raises(Exception, match="ending offset for ranges-1 can't be earliest for batch queries"):
+        reader(spark, broker.bootstrap, "ranges", endingOffsets=json.dumps({"ranges": {"0": 3, "1": -2}})).count()
     # minPartitions splits the ranges (Spark's KafkaOffsetRangeCalculator behaviour).
     split = reader(spark, broker.bootstrap, "ranges", minPartitions="6")
     assert split.rdd.getNumPartitions() >= 6
@@ -304,6 +307,185 @@ def test_stream_max_offsets_per_trigger(spark, broker, tmp_path):
     finally:
         query.stop()
     assert [s for s in sizes if s] == [10, 10, 10]
+
+
+BASE_MS = 1_700_000_000_000   # known_records' timestamps: BASE_MS + partition * 1000 + i
+
+
+def test_batch_read_by_timestamp(spark, broker):
+    """startingOffsetsByTimestamp / endingOffsetsByTimestamp / startingTimestamp,
+    resolved by the broker's ListOffsets, with Spark's preference order and
+    its startingOffsetsByTimestampStrategy."""
+    create_topic(broker.bootstrap, "by-time", 2)
+    produce(broker.bootstrap, "by-time", known_records(2, 10))
+
+    def offsets(**options):
+        df = reader(spark, broker.bootstrap, "by-time", **options).select("partition", "offset")
+        return sorted((r["partition"], r["offset"]) for r in df.collect())
+
+    got = offsets(startingOffsetsByTimestamp=json.dumps({"by-time": {"0": BASE_MS + 3, "1": BASE_MS + 1002}}),
+                  endingOffsetsByTimestamp=json.dumps({"by-time": {"0": BASE_MS + 7, "1": BASE_MS + 9000}}))
+    assert got == [(0, o) for o in range(3, 7)] + [(1, o) for o in range(2, 10)]
+    # One timestamp for every partition, preferred over both other options.
+    got = offsets(startingTimestamp=str(BASE_MS + 5), startingOffsets="earliest",
+                  startingOffsetsByTimestamp=json.dumps({"by-time": {"0": 0, "1": 0}}))
+    assert got == [(0, o) for o in range(5, 10)] + [(1, o) for o in range(10)]
+    got = offsets(endingTimestamp=str(BASE_MS + 1004), endingOffsets="latest")
+    assert got == [(0, o) for o in range(10)] + [(1, o) for o in range(4)]
+    # No record that late in partition 0: Spark's error, or latest with the strategy.
+    with pytest.raises(Exception, match=r"No offset matched from request of topic-partition by-time-0 and "
+                                        rf"timestamp {BASE_MS + 500}\."):
+        offsets(startingTimestamp=str(BASE_MS + 500))
+    assert offsets(startingTimestamp=str(BASE_MS + 500), startingOffsetsByTimestampStrategy="latest") == \
+        [(1, o) for o in range(10)]
+    with pytest.raises(Exception, match="Expected a single long value, got soon"):
+        offsets(startingTimestamp="soon")
+
+
+def test_stream_starting_timestamp_and_min_offsets_per_trigger(spark, broker, tmp_path):
+    """A stream starting by timestamp; minOffsetsPerTrigger holds micro-batches
+    back until that many records wait or maxTriggerDelay has passed since the
+    last batch (Spark's delayBatch; its first call always lets a batch through)."""
+    if tuple(int(x) for x in __import__("pyspark").__version__.split(".")[:2]) < (4, 2):
+        pytest.skip("read limits reach Python data sources from Spark 4.2")
+    delay_s = 6
+    create_topic(broker.bootstrap, "held", 1)
+    produce(broker.bootstrap, "held", known_records(1, 8))   # timestamps BASE_MS + 0..7
+    batches: list[tuple[float, list[int]]] = []
+
+    def collect(df, _batch_id):
+        offsets = sorted(r["offset"] for r in df.select("offset").collect())
+        if offsets:
+            batches.append((time.monotonic(), offsets))
+
+    stream = (spark.readStream.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
+              .option("subscribe", "held").option("startingTimestamp", str(BASE_MS + 3))
+              .option("minOffsetsPerTrigger", "10").option("maxTriggerDelay", f"{delay_s}s").load())
+    query = (stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        query.processAllAvailable()
+        assert [b for _t, b in batches] == [list(range(3, 8))]   # the first batch is never held
+        produce(broker.bootstrap, "held", [{"partition": 0, "value": b"x%d" % i} for i in range(4)])
+        query.processAllAvailable()
+        held = time.monotonic() - batches[0][0] < delay_s
+        if held:   # 4 < 10 records wait and the delay has not passed: no batch
+            assert len(batches) == 1, batches
+        produce(broker.bootstrap, "held", [{"partition": 0, "value": b"y%d" % i} for i in range(6)])
+        query.processAllAvailable()
+        assert sorted(o for _t, b in batches for o in b) == list(range(3, 18))
+        # A batch below the minimum comes only once the delay has passed.
+        produce(broker.bootstrap, "held", [{"partition": 0, "value": b"z"}])
+        deadline = time.monotonic() + delay_s * 4
+        while time.monotonic() < deadline and batches[-1][1][-1] != 18:
+            time.sleep(0.2)
+        assert batches[-1][1] == [18], batches
+    finally:
+        query.stop()
+    for (before, _), (at, offsets) in zip(batches, batches[1:]):
+        assert len(offsets) >= 10 or at - before >= delay_s - 0.5, batches
+
+
+def _delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    (future,) = admin.delete_records([TopicPartition(topic, partition, before)]).values()
+    assert future.result(timeout=30).low_watermark == before   # the new log start offset
+
+
+def test_fail_on_data_loss_when_records_are_deleted(spark, broker, tmp_path):
+    """Records deleted (DeleteRecords, as retention would) before a stream read
+    them: failOnDataLoss=true fails the query with Spark's KAFKA_DATA_LOSS
+    text; false warns and reads on from the new log start."""
+    create_topic(broker.bootstrap, "lossy", 1)
+    produce(broker.bootstrap, "lossy", known_records(1, 10))
+    seen = {"true": [], "false": []}
+
+    def start(fail):
+        def collect(df, _batch_id):
+            seen[fail].extend(r["offset"] for r in df.select("offset").collect())
+        stream = (spark.readStream.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
+                  .option("subscribe", "lossy").option("startingOffsets", "earliest")
+                  .option("failOnDataLoss", fail).load())
+        return (stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / fail))
+                .start())
+
+    for fail in seen:   # both read 0..9, then stop
+        query = start(fail)
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        assert seen[fail] == list(range(10))
+    produce(broker.bootstrap, "lossy", known_records(1, 10, tag="b"))   # offsets 10..19
+    _delete_records(broker.bootstrap, "lossy", 0, 15)                    # 10..14 never read
+
+    query = start("true")
+    try:
+        with pytest.raises(Exception, match=r"KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE.*Could not read "
+                                            r"records in offset \[10, 20\) for topic partition lossy-0"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    assert seen["true"] == list(range(10))
+
+    query = start("false")
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert seen["false"] == list(range(10)) + list(range(15, 20))
+
+
+def test_fail_on_data_loss_when_a_topic_is_deleted(spark, broker, tmp_path):
+    """A subscribed topic deleted under a running query: failOnDataLoss=true
+    fails it with Spark's "are gone" text; false warns and goes on with the
+    topics left, and a topic created later is read from its earliest offset."""
+    from confluent_kafka.admin import AdminClient
+    for name in ("gone-a", "gone-b", "kept-a", "kept-b"):
+        create_topic(broker.bootstrap, name, 1)
+        produce(broker.bootstrap, name, known_records(1, 3, tag=name))
+    seen = {"true": [], "false": []}
+
+    def start(fail, pattern):
+        def collect(df, _batch_id):
+            seen[fail].extend((r["topic"], r["offset"]) for r in df.select("topic", "offset").collect())
+        stream = (spark.readStream.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
+                  .option("subscribePattern", pattern).option("startingOffsets", "earliest")
+                  .option("failOnDataLoss", fail).load())
+        return (stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / fail))
+                .start())
+
+    strict, lenient = start("true", "gone-.*"), start("false", "kept-.*")
+    try:
+        strict.processAllAvailable()
+        lenient.processAllAvailable()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+        for future in admin.delete_topics(["gone-a", "kept-a"], operation_timeout=30).values():
+            future.result(timeout=60)
+        produce(broker.bootstrap, "gone-b", known_records(1, 2, tag="late"))
+        produce(broker.bootstrap, "kept-b", known_records(1, 2, tag="late"))
+        with pytest.raises(Exception, match=r"Set\(gone-a-0\) are gone\. Some data may have been missed\."
+                                            r".*failOnDataLoss"):
+            # Bounded: the query fails at the first batch planned after the
+            # topic's metadata is gone (a deleted topic may linger a moment).
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                strict.processAllAvailable()
+                time.sleep(0.5)
+        lenient.processAllAvailable()
+        create_topic(broker.bootstrap, "kept-c", 1)
+        produce(broker.bootstrap, "kept-c", known_records(1, 2, tag="new"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and ("kept-c", 1) not in seen["false"]:
+            lenient.processAllAvailable()
+            time.sleep(0.5)
+        assert lenient.isActive and lenient.exception() is None
+    finally:
+        strict.stop()
+        lenient.stop()
+    assert sorted(seen["false"]) == sorted([("kept-a", o) for o in range(3)] + [("kept-b", o) for o in range(5)]
+                                           + [("kept-c", o) for o in range(2)])
 
 
 def _load_fleet():
