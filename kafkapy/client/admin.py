@@ -99,7 +99,8 @@ class KafkaAdminClient:
         self._request_timeout_ms = int(cfg["request.timeout.ms"])
         self._retry_backoff_ms = int(cfg["retry.backoff.ms"])
         self._client = KafkaClient(cfg["bootstrap.servers"], self.client_id, self._request_timeout_ms,
-                                   self._retry_backoff_ms, allow_auto_topic_creation=False)
+                                   self._retry_backoff_ms, allow_auto_topic_creation=False,
+                                   security=_config.security(cfg))
         self._client.topics = None
         self._coordinators: dict[str, Connection] = {}
         self._closed = False
@@ -146,7 +147,8 @@ class KafkaAdminClient:
                     if existing.connected and (existing.host, existing.port) == (entry.host, entry.port):
                         self._coordinators[group_id] = existing
                         return existing
-                conn = Connection(entry.node_id, entry.host, entry.port, self.client_id, self._request_timeout_ms)
+                conn = Connection(entry.node_id, entry.host, entry.port, self.client_id, self._request_timeout_ms,
+                                  security=self._client.security)
                 conn.connect()
                 self._coordinators[group_id] = conn
                 return conn

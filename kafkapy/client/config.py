@@ -21,6 +21,20 @@ COMMON = {
     "connections.max.idle.ms": 540000,
     "reconnect.backoff.ms": 50,
     "security.protocol": "PLAINTEXT",
+    # TLS and SASL (security.ClientSecurity.from_client_properties reads them):
+    # Java's names, and librdkafka's where they differ (sasl.mechanisms,
+    # sasl.username/sasl.password, ssl.ca.location), so one set of settings
+    # serves both clients (the Spark data source hands its kafka.* options to
+    # librdkafka and to this client alike).
+    "sasl.mechanism": None,
+    "sasl.mechanisms": None,
+    "sasl.jaas.config": None,
+    "sasl.username": None,
+    "sasl.password": None,
+    **{f"ssl.{name}": None for name in (
+        "ca.location", "truststore.location", "truststore.certificates", "truststore.type",
+        "keystore.location", "keystore.certificate.chain", "keystore.key", "keystore.type", "key.password",
+        "endpoint.identification.algorithm", "enabled.protocols", "protocol", "cipher.suites")},
 }
 
 PRODUCER = {
@@ -82,6 +96,15 @@ def compression_code(name) -> int:
         return _CODECS[name.lower() if isinstance(name, str) else name]
     except KeyError:
         raise ValueError(f"compression.type must be one of none, gzip, snappy, lz4, zstd; got {name!r}") from None
+
+
+def security(cfg: dict):
+    """The ``security.ClientSecurity`` of resolved settings; None for PLAINTEXT
+    (a plain socket, as before)."""
+    if str(cfg.get("security.protocol") or "PLAINTEXT").upper() == "PLAINTEXT":
+        return None
+    from .security import ClientSecurity
+    return ClientSecurity.from_client_properties({k: v for k, v in cfg.items() if v is not None})
 
 
 def _as_bool(value):

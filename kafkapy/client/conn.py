@@ -183,10 +183,17 @@ class Connection:
         ``_recv`` become the TLS ones (instance attributes: a PLAINTEXT
         connection keeps the class's, unchanged)."""
         from .blocking import open_socket
+        from .security import AuthenticationFailed
 
         try:
             sock = open_socket((self.host, self.port), self.connect_timeout_ms / 1000, self.security,
                                self._client_id_bytes)
+        except AuthenticationFailed as exc:
+            # Not retriable, as Java's SaslAuthenticationException: a producer
+            # or admin call fails with it at once instead of retrying until its
+            # deadline and reporting something else (COORDINATOR_NOT_AVAILABLE).
+            raise errors.for_code(exc.error_code, f"{self.host}:{self.port} over {self.security.protocol}: "
+                                                  f"{exc}") from exc
         except (OSError, ValueError) as exc:
             raise errors.KafkaConnectionError(f"cannot connect to {self.host}:{self.port} over "
                                               f"{self.security.protocol}: {exc}") from exc
@@ -693,8 +700,10 @@ class KafkaClient:
 
     def __init__(self, bootstrap_servers, client_id: str, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300000,
-                 allow_auto_topic_creation: bool = True):
+                 allow_auto_topic_creation: bool = True, security=None):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        # A security.ClientSecurity for every connection (None: PLAINTEXT).
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -722,7 +731,8 @@ class KafkaClient:
         if address is None:
             raise errors.LeaderNotAvailableError(f"unknown broker node {node_id}")  # noqa: F821
         if conn is None or (conn.host, conn.port) != address:
-            conn = Connection(node_id, address[0], address[1], self.client_id, self.request_timeout_ms)
+            conn = Connection(node_id, address[0], address[1], self.client_id, self.request_timeout_ms,
+                              security=self.security)
             self.connections[node_id] = conn
         conn.connect()
         return conn
@@ -742,6 +752,8 @@ class KafkaClient:
                 return self.connection(node_id)
             except errors.KafkaError as exc:
                 last_error = exc
+        if last_error is not None and not last_error.retriable:
+            raise last_error  # refused credentials: no other broker will take them either
         raise errors.NoBrokersAvailable(f"no broker reachable ({last_error})")
 
     def refresh_metadata(self, topics=None, timeout_ms: int | None = None):

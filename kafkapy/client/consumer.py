@@ -103,7 +103,7 @@ class KafkaConsumer:
         self.group_id = cfg["group.id"]
         self._client = KafkaClient(cfg["bootstrap.servers"], self.client_id, int(cfg["request.timeout.ms"]),
                                    int(cfg["retry.backoff.ms"]), int(cfg["metadata.max.age.ms"]),
-                                   bool(cfg["allow.auto.create.topics"]))
+                                   bool(cfg["allow.auto.create.topics"]), _config.security(cfg))
         self._metadata = self._client.metadata
         self._key_deserializer = cfg["key.deserializer"]
         self._value_deserializer = cfg["value.deserializer"]
@@ -766,7 +766,7 @@ class KafkaConsumer:
                         raise err
                 else:
                     coordinator = Connection(entry.node_id, entry.host, entry.port, self.client_id,
-                                             self._request_timeout_ms)
+                                             self._request_timeout_ms, security=self._client.security)
                     coordinator.connect()
                     self._coordinator = coordinator
                     return coordinator

@@ -91,9 +91,10 @@ class KafkaProducer:
         self._max_block_ms = int(cfg["max.block.ms"])
         self._max_request_size = int(cfg["max.request.size"])
         self._buffer_memory = int(cfg["buffer.memory"])
+        security = _config.security(cfg)
         self._client = KafkaClient(cfg["bootstrap.servers"], self.client_id, int(cfg["request.timeout.ms"]),
                                    int(cfg["retry.backoff.ms"]), int(cfg["metadata.max.age.ms"]),
-                                   bool(cfg["allow.auto.create.topics"]))
+                                   bool(cfg["allow.auto.create.topics"]), security)
         self._metadata = self._client.metadata
         delivery_timeout_ms = int(cfg["delivery.timeout.ms"])
         linger_ms = int(cfg["linger.ms"])
@@ -110,7 +111,7 @@ class KafkaProducer:
             from .transaction_manager import TransactionManager
             # Its own connections for coordinator requests (see transaction_manager).
             txn_client = KafkaClient(cfg["bootstrap.servers"], self.client_id, int(cfg["request.timeout.ms"]),
-                                     int(cfg["retry.backoff.ms"]), int(cfg["metadata.max.age.ms"]), False)
+                                     int(cfg["retry.backoff.ms"]), int(cfg["metadata.max.age.ms"]), False, security)
             self._txn = TransactionManager(transactional_id, int(cfg["transaction.timeout.ms"]), txn_client,
                                            self._max_block_ms, int(cfg["retry.backoff.ms"]))
             self._sender.transaction_manager = self._txn

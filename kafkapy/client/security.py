@@ -21,7 +21,10 @@ kafkapy-configs as well.
 
 Who builds one: the broker from its inter-broker listener's keys
 (``kafkapy.server.security.inter_broker``), the tools from a Java client's
-``--command-config`` properties (``from_client_properties``). Immutable.
+``--command-config`` properties (``from_client_properties``), kafkapy's
+producer, consumer and admin client from their settings
+(``config.security``; their ``KafkaClient`` hands it to every
+``conn.Connection``). Immutable.
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ class ClientSecurity:
         """From a Java client's properties (``security.protocol``,
         ``sasl.mechanism`` with ``username``/``password`` in
         ``sasl.jaas.config``, the ``ssl.*`` keys ``ssl_factory`` reads in
-        client mode, trust also from librdkafka's ``ssl.ca.location``);
+        client mode; librdkafka's ``ssl.ca.location``, ``sasl.mechanisms``,
+        ``sasl.username`` and ``sasl.password`` too);
         ValueError names what is missing or wrong (``SslConfigError`` for an
         ``ssl.*`` key, never with a password)."""
         protocol = props.get("security.protocol", "PLAINTEXT").upper()
@@ -85,9 +89,12 @@ class ClientSecurity:
                                              "the client")
         mechanism = user = password = None
         if protocol.startswith("SASL"):
-            mechanism = props.get("sasl.mechanism", "GSSAPI").upper()
+            # Java's sasl.mechanism or librdkafka's sasl.mechanisms; the login
+            # from Java's JAAS text or librdkafka's sasl.username/sasl.password.
+            mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").upper()
             jaas = props.get("sasl.jaas.config", "")
-            user, password = jaas_option(jaas, "username"), jaas_option(jaas, "password")
+            user = jaas_option(jaas, "username") or props.get("sasl.username")
+            password = jaas_option(jaas, "password") or props.get("sasl.password")
             if mechanism not in MECHANISMS or user is None or password is None:
                 raise ValueError(f"sasl.mechanism {mechanism} with a username and password in "
                                  "sasl.jaas.config is needed")

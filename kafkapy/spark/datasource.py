@@ -381,8 +381,6 @@ class KafkaWriter(DataSourceWriter):
             raise _kafka.KafkaSourceError("kafkapy sink needs a 'topic' option or a 'topic' column")
         self.columns = names
         self.records_written = 0
-        if self.options.get("transactionalidprefix") and type(self) is KafkaWriter:
-            _require_plaintext(self.options, "no transactionalIdPrefix")
 
     def write(self, iterator) -> KafkaCommitMessage:
         if self.options.get("transactionalidprefix"):
@@ -449,7 +447,10 @@ class KafkaWriter(DataSourceWriter):
             yield topic, key, _as_bytes(row["value"]), partition, headers
 
     def _client_settings(self) -> dict[str, str]:
-        """``kafka.<name>`` options for kafkapy's client, prefix stripped (security settings included)."""
+        """``kafka.<name>`` options for kafkapy's client, prefix stripped:
+        security settings included, in Java's or librdkafka's names (see
+        kafkapy.client.config), so the options that reach librdkafka for
+        reads and at-least-once writes serve the transactional path too."""
         return {k[len("kafka."):]: v for k, v in self.options.items()
                 if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
 
@@ -523,15 +524,17 @@ class KafkaWriter(DataSourceWriter):
             producer.close(0)
         return KafkaCommitMessage(records, value_bytes, transaction)
 
+    def _admin_settings(self) -> dict[str, str]:
+        """The connection settings only (security ones included): an admin
+        client would log every producer setting as unknown."""
+        from kafkapy.client.config import ADMIN
+        return {k: v for k, v in self._client_settings().items() if k in ADMIN}
+
     def _last_committed_batch(self, group_id: str) -> int:
         """The marker: the largest committed offset of ``group_id`` (-1 if none)."""
         from kafkapy.client import KafkaAdminClient
-        from kafkapy.client.config import ADMIN
 
-        # The connection settings only (security ones included): the admin
-        # client would log every producer setting as unknown.
-        settings = {k: v for k, v in self._client_settings().items() if k in ADMIN}
-        admin = KafkaAdminClient(bootstrap_servers=_kafka.bootstrap_servers(self.options), **settings)
+        admin = KafkaAdminClient(bootstrap_servers=_kafka.bootstrap_servers(self.options), **self._admin_settings())
         try:
             offsets = admin.list_consumer_group_offsets(group_id)
         finally:
@@ -544,10 +547,14 @@ class KafkaWriter(DataSourceWriter):
         from kafkapy.client.conn import KafkaClient
         from kafkapy.client.transaction_manager import TransactionManager
 
+        from kafkapy.client import config
+
         transactions = [m.transaction for m in messages if m is not None and getattr(m, "transaction", None)]
         if not transactions:
             return []
-        client = KafkaClient(_kafka.bootstrap_servers(self.options), "kafkapy-spark-driver", 30000)
+        settings = config.resolve(config.ADMIN, self._admin_settings(), "kafkapy-spark-driver")
+        client = KafkaClient(_kafka.bootstrap_servers(self.options), "kafkapy-spark-driver", 30000,
+                             security=config.security(settings))
         failures = []
         try:
             for transactional_id, producer_id, epoch in transactions:
@@ -619,7 +626,6 @@ class KafkaStreamWriter(KafkaWriter, DataSourceStreamWriter):
                 raise _kafka.KafkaSourceError(
                     "kafkapy streaming sink: 'kafka.transactional.id' is derived from the query; "
                     "set 'transactionalIdPrefix' instead")
-            _require_plaintext(self.options, "exactlyOnce=false")
 
     def write(self, iterator) -> KafkaCommitMessage:
         if not self.exactly_once:
@@ -639,17 +645,6 @@ class KafkaStreamWriter(KafkaWriter, DataSourceStreamWriter):
 
     def abort(self, messages, batchId: int) -> None:  # noqa: N803 (Spark's name)
         KafkaWriter.abort(self, messages)
-
-
-def _require_plaintext(options: dict, alternative: str) -> None:
-    """Transactions go through kafkapy's client, whose connections are PLAINTEXT only
-    (kafkapy.client.conn.KafkaClient takes no TLS/SASL settings yet): fail at
-    planning rather than with a connection error in every task."""
-    protocol = options.get("kafka.security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise _kafka.KafkaSourceError(
-            f"kafkapy sink: exactly-once writes speak PLAINTEXT only (kafka.security.protocol={protocol}); "
-            f"use {alternative} for librdkafka's at-least-once producer, which passes TLS/SASL settings through")
 
 
 def _as_bytes(value):

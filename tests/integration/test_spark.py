@@ -31,10 +31,25 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
 
 
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_spark="spark-secret";')
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
+    """The module's broker: PLAINTEXT (``bootstrap``) and a SASL_SSL listener
+    (``secure_bootstrap``, PLAIN user ``spark``, ``certs.ca_cert`` trusted) for
+    the security pass-through test; one broker, so no second start-up."""
+    from support.certs import make_certs, named_listeners
     from support.clients import module_broker
-    with module_broker(tmp_path_factory, name="spark-broker") as b:
+    certs = make_certs(tmp_path_factory.mktemp("spark-certs"))
+    port, ports, overrides = named_listeners(("SASL_SSL",), {"SASL_SSL": "SASL_SSL"})
+    overrides.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": certs.server_keystore,
+                      "sasl.enabled.mechanisms": "PLAIN",
+                      "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS})
+    with module_broker(tmp_path_factory, overrides, name="spark-broker", port=port) as b:
+        b.secure_bootstrap = f"127.0.0.1:{ports['SASL_SSL']}"
+        b.certs = certs
         yield b
 
 
@@ -580,6 +595,42 @@ def test_streaming_sink_read_transform_write_exactly_once(spark, broker, tmp_pat
         assert len(_batches(checkpoint, "commits")) >= 3   # maxOffsetsPerTrigger 20 over 60 records
     # Nothing was aborted or written twice: every record in the log is committed.
     assert len(read_values(broker.bootstrap, "pipe-out", 2, "read_uncommitted")) == 60
+
+
+def test_streaming_sink_exactly_once_over_sasl_ssl(spark, broker, tmp_path):
+    """The exactly-once pipeline with source and sink on the SASL_SSL listener:
+    the same ``kafka.*`` security options (librdkafka's names) reach librdkafka
+    for the reads and kafkapy's client for the transactions, the markers'
+    admin look-ups and the driver's EndTxn."""
+    from support.spark_pipeline import start_pipeline, transformed
+    create_topic(broker.bootstrap, "tls-in", 2)
+    create_topic(broker.bootstrap, "tls-out", 2)
+    records = known_records(2, 15, tag="s")
+    produce(broker.bootstrap, "tls-in", records)
+    security = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.username": "spark", "kafka.sasl.password": "spark-secret",
+                "kafka.ssl.ca.location": str(broker.certs.ca_cert)}
+    query = start_pipeline(spark, broker.secure_bootstrap, "tls-in", "tls-out", str(tmp_path / "cp"),
+                           options=security)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sorted(read_values(broker.bootstrap, "tls-out", 2, "read_committed")) == \
+        sorted(transformed(r["value"]) for r in records)
+    assert len(read_values(broker.bootstrap, "tls-out", 2, "read_uncommitted")) == 30
+
+    # A wrong password: the exactly-once writer's task fails with the
+    # broker's authentication error (bounded; nothing is written).
+    from pyspark.sql import Row
+    df = spark.createDataFrame([Row(value=b"never")], "value binary")
+    started = time.monotonic()
+    with pytest.raises(Exception, match="(?i)authentication"):
+        (df.write.format("kafkapy").option("bootstrap.servers", broker.secure_bootstrap).option("topic", "tls-out")
+         .options(**{**security, "kafka.sasl.password": "wrong", "kafka.max.block.ms": "10000"})
+         .option("transactionalIdPrefix", "tls-wrong").mode("append").save())
+    assert time.monotonic() - started < 120
+    assert len(read_values(broker.bootstrap, "tls-out", 2, "read_uncommitted")) == 30
 
 
 def _batches(checkpoint: Path, log: str) -> list[int]:

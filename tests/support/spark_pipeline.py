@@ -17,7 +17,8 @@ def transformed(value: bytes) -> bytes:
 
 
 def start_pipeline(spark, bootstrap: str, source: str, sink: str, checkpoint: str,
-                   max_offsets_per_trigger: int = 20, row_delay_s: float = 0.0):
+                   max_offsets_per_trigger: int = 20, row_delay_s: float = 0.0, options: dict | None = None):
+    """``options`` (e.g. ``kafka.*`` security settings) go to the source and the sink alike."""
     from pyspark.sql import functions as F
 
     def transform(value):
@@ -28,10 +29,11 @@ def start_pipeline(spark, bootstrap: str, source: str, sink: str, checkpoint: st
 
     stream = (spark.readStream.format("kafkapy").option("bootstrap.servers", bootstrap)
               .option("subscribe", source).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger)).load())
+              .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger)).options(**(options or {})).load())
     out = stream.select("key", F.udf(transform, "binary")("value").alias("value"))
     return (out.writeStream.format("kafkapy").option("bootstrap.servers", bootstrap).option("topic", sink)
-            .option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").start())
+            .options(**(options or {})).option("checkpointLocation", checkpoint)
+            .trigger(processingTime="0 seconds").start())
 
 
 def main(argv=None) -> int:
