@@ -741,3 +741,33 @@ def test_streaming_sink_exactly_once_after_driver_and_broker_sigkill_in_a_cluste
     bootstrap = cluster.bootstrap
     _pipeline_killed_and_restarted(bootstrap, lambda name, n: cluster.create_topic(name, n, 3), tmp_path,
                                    after_first_commit=cluster.brokers[3].kill, row_delay_s=0.4, kill_after_s=2.0)
+
+
+@pytest.mark.long   # spark-submit starts its own JVM: 1-3 min on the 2-core machine
+def test_readme_example_pipeline_with_spark_submit(broker, tmp_path):
+    """examples/uppercase_pipeline.py as the README runs it (spark-submit,
+    local[2], loopback only), with --idle-exit so it ends by itself: every
+    input line upper-cased once in the read_committed output, one progress
+    line per micro-batch that read something, 'stopped' at the end."""
+    import os
+    import shutil
+    import subprocess
+
+    spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent))
+    if spark_submit is None:
+        pytest.skip("spark-submit is not beside this Python")
+    create_topic(broker.bootstrap, "ex-events", 3)
+    create_topic(broker.bootstrap, "ex-upper", 3)
+    produce(broker.bootstrap, "ex-events", [{"partition": i % 3, "value": b"event %d" % i} for i in range(60)])
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    done = subprocess.run(
+        [spark_submit, "--master", "local[2]", "--conf", "spark.driver.host=127.0.0.1",
+         "--conf", "spark.ui.enabled=false", str(REPO / "examples" / "uppercase_pipeline.py"),
+         "--bootstrap", broker.bootstrap, "--source", "ex-events", "--sink", "ex-upper",
+         "--checkpoint", str(tmp_path / "cp"), "--idle-exit", "15"],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "stopped" and lines[0].startswith("micro-batch 0: 60 records ex-events -> ex-upper"), lines
+    assert sorted(read_values(broker.bootstrap, "ex-upper", 3, "read_committed")) == \
+        sorted(b"EVENT %d" % i for i in range(60))
