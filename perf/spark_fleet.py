@@ -295,10 +295,10 @@ def fleet_schema():
         StructField("note", StringType())])
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=10)
+    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=10)
     futures[topic].result(timeout=30)
     # Wait until metadata shows every partition with a leader (bounded).
     deadline = time.monotonic() + 15
@@ -313,7 +313,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 def run_fleet(spark, bootstrap: str, topic: str, *, tasks: int, records: int, record_size: int,
               client: str = "kafkapy", acks: str = "all", idempotent: bool = True,
               linger_ms: int = 5, run_id: str | None = None, transactional: bool = False,
-              txn_records: int = 1000, fail_after: int = 0) -> dict:
+              txn_records: int = 1000, fail_after: int = 0, replication_factor: int = 1) -> dict:
     """Stage 1 + 2: run the producers as Spark tasks and aggregate with Spark SQL."""
     run_id = run_id or uuid.uuid4().hex[:8]
     if client == "kafkapy":
@@ -332,7 +332,7 @@ def run_fleet(spark, bootstrap: str, topic: str, *, tasks: int, records: int, re
         if client != "kafkapy":
             raise ValueError("--transactional runs kafkapy's client")
         # One partition per task for the tasks' committed progress.
-        create_topic(bootstrap, cfg["progress_topic"], tasks)
+        create_topic(bootstrap, cfg["progress_topic"], tasks, replication_factor)
     if __name__ != "__main__":
         # Imported (tests, notebooks): executors cannot import this file by
         # name, so cloudpickle must ship producer_task by value, as it does
@@ -443,6 +443,7 @@ def write_outputs(results: dict, out: Path) -> None:
     lines = [f"# Spark producer fleet ({results['started']})", "",
              f"master `{results['master']}`, {results['tasks']} tasks x {results['records']:,} records x "
              f"{results['record_size']} B, acks={results['acks']}, idempotent={results['idempotent']}, "
+             f"replication factor {results.get('replication_factor', 1)}, "
              f"requested client {results['client']}", "",
              "| broker | client | records/s | MB/s | per-task records/s min / median / max | "
              "latency p50 / p99 / p99.9 ms | errors | verification |",
@@ -502,7 +503,8 @@ def _plot(results: dict, path: Path) -> None:
         ax.annotate(f"{mbs[i]:.0f}", (i, mbs[i]), ha="center", va="bottom")
     ax.set_ylim(top=max(mbs) * 1.2)   # room for the labels under the title
     ax.set_ylabel("MB/s of record values")
-    ax.set_title(f"fleet produce: {results['tasks']} tasks x {results['record_size']} B")
+    ax.set_title(f"fleet produce: {results['tasks']} tasks x {results['record_size']} B, "
+                 f"acks={results['acks']}, RF {results.get('replication_factor', 1)}")
     ax.legend(loc="lower right")
     # 2: delivery latency percentiles
     ax = axes[1]
@@ -575,12 +577,12 @@ def run_against(spark, name: str, bootstrap: str, args, results: dict) -> None:
         topic = f"{args.topic}-{uuid.uuid4().hex[:6]}" if args.fresh_topic else args.topic
         partitions = args.partitions or args.tasks
         if args.create_topic:
-            create_topic(bootstrap, topic, partitions)
+            create_topic(bootstrap, topic, partitions, args.replication_factor)
         fleet = run_fleet(spark, bootstrap, topic, tasks=args.tasks, records=args.records,
                           record_size=args.record_size, client=args.client, acks=args.acks,
                           idempotent=args.idempotent, linger_ms=args.linger_ms,
                           transactional=args.transactional, txn_records=args.txn_records,
-                          fail_after=args.fail_after)
+                          fail_after=args.fail_after, replication_factor=args.replication_factor)
         entry["fleet"] = fleet
         a = fleet["aggregate"]
         print(f"[{name}] fleet: {a['records_per_s']:,.0f} records/s, {a['mb_per_s']:.1f} MB/s, "
@@ -601,7 +603,7 @@ def run_against(spark, name: str, bootstrap: str, args, results: dict) -> None:
         if args.read_mb > 0:
             rtopic = f"{args.topic}-read-{uuid.uuid4().hex[:6]}"
             per_task = int(args.read_mb * 1e6 / args.read_record_size / args.tasks)
-            create_topic(bootstrap, rtopic, partitions)
+            create_topic(bootstrap, rtopic, partitions, args.replication_factor)
             load = run_fleet(spark, bootstrap, rtopic, tasks=args.tasks, records=per_task,
                              record_size=args.read_record_size, client="confluent", acks="1",
                              idempotent=False, linger_ms=args.linger_ms)
@@ -628,6 +630,8 @@ def parse_args(argv=None):
                    help="append a random suffix to --topic (default on)")
     p.add_argument("--create-topic", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--partitions", type=int, default=0, help="partitions of created topics (default: tasks)")
+    p.add_argument("--replication-factor", type=int, default=1,
+                   help="replicas of created topics (3 against make cluster, with --acks all)")
     p.add_argument("--tasks", type=int, default=0, help="producer tasks (default: Spark default parallelism)")
     p.add_argument("--records", type=int, default=0, help="records per task (default 500k, quick 50k)")
     p.add_argument("--record-size", type=int, default=100, help="value bytes per record")
@@ -664,6 +668,7 @@ def main(argv=None) -> int:
     results = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "master": spark.sparkContext.master,
                "spark": spark.version, "tasks": args.tasks, "records": args.records,
                "record_size": args.record_size, "acks": args.acks, "idempotent": args.idempotent,
+               "replication_factor": args.replication_factor,
                "client": args.client, "brokers": {}}
     try:
         if args.bootstrap_servers:

@@ -206,18 +206,16 @@ def offset_spec(options: Mapping[str, str], ending: bool, default: str):
 
 def validate_batch_options(options: Mapping[str, str]) -> None:
     """Spark's validateBatchOptions: no latest start, no earliest end."""
-    start = offset_spec(options, ending=False, default="earliest")
-    if start == "latest":
-        raise KafkaSourceError("starting offset can't be latest for batch queries on Kafka")
-    for tp, offset in (start.items() if isinstance(start, dict) else ()):
-        if offset == LATEST:
-            raise KafkaSourceError(f"startingOffsets for {tp_name(tp)} can't be latest for batch queries on Kafka")
-    end = offset_spec(options, ending=True, default="latest")
-    if end == "earliest":
-        raise KafkaSourceError("ending offset can't be earliest for batch queries on Kafka")
-    for tp, offset in (end.items() if isinstance(end, dict) else ()):
-        if offset == EARLIEST:
-            raise KafkaSourceError(f"ending offset for {tp_name(tp)} can't be earliest for batch queries on Kafka")
+    # (side, its default, the refused position, its JSON sentinel, Spark's two messages)
+    for ending, default, refused, sentinel, whole, one in (
+            (False, "earliest", "latest", LATEST, "starting offset", "startingOffsets for {}"),
+            (True, "latest", "earliest", EARLIEST, "ending offset", "ending offset for {}")):
+        spec = offset_spec(options, ending=ending, default=default)
+        if spec == refused:
+            raise KafkaSourceError(f"{whole} can't be {refused} for batch queries on Kafka")
+        for tp, offset in (spec.items() if isinstance(spec, dict) else ()):
+            if offset == sentinel:
+                raise KafkaSourceError(f"{one.format(tp_name(tp))} can't be {refused} for batch queries on Kafka")
     _validate_general_options(options)
     for name, text in (("maxoffsetspertrigger", "maxOffsetsPerTrigger"),
                        ("minoffsetspertrigger", "minOffsetsPerTrigger"), ("maxtriggerdelay", "maxTriggerDelay")):
