@@ -47,42 +47,61 @@ from pathlib import Path
 
 from kafkapy.tools import zookeeper_server
 from kafkapy.tools._cli import ToolError, parser, run
-from kafkapy.tools.local_cluster import CHROOT, _spawn, _stop, broker_argv, start_zookeeper
+from kafkapy.tools.chaos_cluster import (RDKAFKA_LOG, RECOVERY_TIMEOUT_S, TOPIC, TXN_TOPIC, ChaosCluster,
+                                         cluster_view, consume_to_end, create_topic, wait_leader_other_than,
+                                         wait_recovered, wait_recovered_brokers)
+from kafkapy.tools.chaos_operations import OPERATIONS, Event, operate
+from kafkapy.tools.chaos_transactions import TransactionalThread, validate_transactions
 
-TOPIC = "chaos"
 FAULTS = ("leader-kill", "leader-pause", "follower-pause", "controller-pause", "double-kill",
           "zookeeper-restart", "zookeeper-pause")
 CLIENTS = ("confluent", "kafka-python", "kafkapy")
-# How long recovery may take before the run says so and goes on (several
-# session timeouts on a loaded 2-core box).
-RECOVERY_TIMEOUT_S = 90.0
 FLUSH_TIMEOUT_S = 90.0
-CONSUME_TIMEOUT_S = 120.0
-# librdkafka's own log lines (connection refused while a broker is down) go to
-# clients.log with the Python clients' warnings, not to the terminal.
-_RDKAFKA_LOG = logging.getLogger("librdkafka")
 
 
 def _parse(argv):
-    p = parser("kafkapy-chaos", "Run faults against a local kafkapy cluster under load and write a report.")
+    p = parser("kafkapy-chaos", "Run faults and operations against a local kafkapy cluster under load "
+                                "and write a report.")
     p.add_argument("--duration", type=float, default=180.0, help="seconds of load (default 180)")
     p.add_argument("--clients", default="confluent,kafka-python,kafkapy",
                    help=f"comma-separated producers, each idempotent acks=all: {', '.join(CLIENTS)}")
     p.add_argument("--rate", type=float, default=200.0, help="records/s per client (default 200)")
-    p.add_argument("--faults", default=",".join(FAULTS), help="comma-separated faults (default: all)")
-    p.add_argument("--interval", type=float, default=20.0, help="seconds between fault starts (default 20)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the fault order (default: random)")
-    p.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    p.add_argument("--faults", default=",".join(FAULTS),
+                   help=f"comma-separated faults, or none (default: all: {', '.join(FAULTS)})")
+    p.add_argument("--operations", default=None,
+                   help=f"comma-separated operations, or none (default: all: {', '.join(OPERATIONS)}; "
+                        "zookeeper-node-bounce only with an ensemble)")
+    p.add_argument("--transactional-rate", type=float, default=50.0,
+                   help=f"records/s of the transactional producer on {TXN_TOPIC} (default 50; 0: none)")
+    p.add_argument("--interval", type=float, default=20.0,
+                   help="seconds between the starts of faults and operations (default 20)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the event order, the targets and the aborted transactions (default: random)")
+    p.add_argument("--brokers", type=int, default=4,
+                   help="number of brokers (default 4: one more than the RF, so a reassignment moves data)")
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--dir", default="chaos-run", help="cluster data and the report (default ./chaos-run)")
     p.add_argument("--config", default="config/server.properties")
     p.add_argument("--base-port", type=int, default=19092)
-    p.add_argument("--zookeeper-port", type=int, default=12181)
+    p.add_argument("--zookeeper-port", type=int, default=12181,
+                   help="ZooKeeper's client port; an ensemble's node n on this + n - 1 (default 12181)")
+    p.add_argument("--zookeeper-nodes", type=int, default=3, help="1 or 3 (an ensemble, the default)")
     p.add_argument("--session-timeout-ms", type=int, default=6000,
                    help="zookeeper.session.timeout.ms of the brokers (default 6000)")
     args = p.parse_args(argv)
     args.client_list = [c.strip() for c in args.clients.split(",") if c.strip()]
-    args.fault_list = [f.strip() for f in args.faults.split(",") if f.strip()]
+    args.fault_list = [f.strip() for f in args.faults.split(",") if f.strip() and f.strip() != "none"]
+    if args.zookeeper_nodes not in (1, 3):
+        raise ToolError("--zookeeper-nodes must be 1 or 3")
+    if args.operations is None:
+        args.operation_list = [o for o in OPERATIONS if args.zookeeper_nodes > 1 or o != "zookeeper-node-bounce"]
+    else:
+        args.operation_list = [o.strip() for o in args.operations.split(",") if o.strip() and o.strip() != "none"]
+    for o in args.operation_list:
+        if o not in OPERATIONS:
+            raise ToolError(f"unknown operation {o!r} (one of {', '.join(OPERATIONS)})")
+    if "zookeeper-node-bounce" in args.operation_list and args.zookeeper_nodes == 1:
+        raise ToolError("zookeeper-node-bounce needs an ensemble: --zookeeper-nodes 3")
     for c in args.client_list:
         if c not in CLIENTS:
             raise ToolError(f"unknown client {c!r} (one of {', '.join(CLIENTS)})")
@@ -96,119 +115,6 @@ def _parse(argv):
     if not os.path.exists(args.config):
         raise ToolError(f"no such config file: {args.config}")
     return args
-
-
-# -- the cluster ----------------------------------------------------------------------------------
-
-class ChaosCluster:
-    """ZooKeeper and the brokers, as processes this run started (each its own
-    process group: signals go to the group, so a broker's children stop too)."""
-
-    def __init__(self, args, root: Path):
-        self.args = args
-        self.root = root
-        self.connect = f"127.0.0.1:{args.zookeeper_port}{CHROOT}"
-        self.zk = None
-        self.procs: dict = {}  # broker id -> Popen
-        self.ports = {i: args.base_port + i - 1 for i in range(1, args.brokers + 1)}
-        self.overrides = [f"zookeeper.session.timeout.ms={args.session_timeout_ms}",
-                          "replica.lag.time.max.ms=4000", "offsets.topic.num.partitions=6",
-                          "unclean.leader.election.enable=false", "controlled.shutdown.retry.backoff.ms=200"]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
-
-    def start(self) -> None:
-        self.zk = self._start_zookeeper()
-        for i in self.ports:
-            self.start_broker(i)
-
-    def start_broker(self, broker_id: int) -> None:
-        log_dir = self.root / f"broker-{broker_id}"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        argv = broker_argv(self.args.config, broker_id, self.ports[broker_id], log_dir, self.connect,
-                           self.overrides)
-        self.procs[broker_id] = _spawn(argv, log_dir / "server.log")
-
-    def signal_broker(self, broker_id: int, sig) -> None:
-        proc = self.procs[broker_id]
-        if proc.poll() is None:
-            os.killpg(proc.pid, sig)
-
-    def kill_broker(self, broker_id: int) -> None:
-        self.signal_broker(broker_id, signal.SIGKILL)
-        self.procs[broker_id].wait(30)
-
-    def zookeeper_signal(self, sig) -> None:
-        if self.zk is not None and self.zk.poll() is None:
-            os.killpg(self.zk.pid, sig)
-
-    def restart_zookeeper(self) -> None:
-        self.zookeeper_signal(signal.SIGKILL)
-        self.zk.wait(30)
-        self.zk = self._start_zookeeper()
-
-    def _start_zookeeper(self):
-        """The one standalone ZooKeeper (in ``<dir>/zookeeper``) this run bounces."""
-        ((_name, proc, _port),) = start_zookeeper(self.root, self.args.zookeeper_port)
-        return proc
-
-    def stop(self) -> None:
-        for proc in list(self.procs.values()) + ([self.zk] if self.zk else []):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGCONT)  # a paused one must see its SIGTERM
-                except ProcessLookupError:
-                    pass
-        _stop([(f"broker {i}", p) for i, p in self.procs.items()])
-        if self.zk is not None:
-            _stop([("zookeeper", self.zk)])
-
-
-# -- what the cluster reports (confluent-kafka's AdminClient) --------------------------------------
-
-def _admin(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "logger": _RDKAFKA_LOG})
-
-
-def cluster_view(bootstrap: str) -> dict:
-    """``{"brokers": set, "controller": id, "leaders": {p: id}, "isr": {p: n}}`` from Metadata."""
-    md = _admin(bootstrap).list_topics(timeout=5)
-    t = md.topics.get(TOPIC)
-    parts = t.partitions.values() if t is not None and t.error is None else ()
-    return {"brokers": set(md.brokers), "controller": md.controller_id,
-            "leaders": {p.id: p.leader for p in parts}, "isr": {p.id: len(p.isrs) for p in parts}}
-
-
-def wait_recovered(cluster: ChaosCluster, timeout_s: float = RECOVERY_TIMEOUT_S):
-    """Seconds until every broker is in Metadata and every ISR is full, or None."""
-    began = time.monotonic()
-    while time.monotonic() - began < timeout_s:  # bounded by timeout_s
-        try:
-            v = cluster_view(cluster.bootstrap)
-            if (v["brokers"] == set(cluster.ports) and v["controller"] in v["brokers"] and v["isr"]
-                    and all(n == 3 for n in v["isr"].values()) and all(x >= 0 for x in v["leaders"].values())):
-                return time.monotonic() - began
-        except Exception:  # a broker restarting: look again
-            pass
-        time.sleep(0.5)
-    return None
-
-
-def wait_leader_other_than(cluster: ChaosCluster, partition: int, excluded, timeout_s: float):
-    began = time.monotonic()
-    while time.monotonic() - began < timeout_s:  # bounded by timeout_s
-        try:
-            leader = cluster_view(cluster.bootstrap)["leaders"].get(partition, -1)
-            if leader not in excluded and leader >= 0:
-                return leader
-        except Exception:
-            pass
-        time.sleep(0.3)
-    return None
 
 
 # -- the producers --------------------------------------------------------------------------------
@@ -244,7 +150,7 @@ def _make_producer(kind: str, bootstrap: str, run_: ClientRun):
 
         p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                       "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 5000,
-                      "socket.timeout.ms": 8000, "client.id": "chaos-confluent", "logger": _RDKAFKA_LOG})
+                      "socket.timeout.ms": 8000, "client.id": "chaos-confluent", "logger": RDKAFKA_LOG})
 
         def send(partition, n):
             def done(err, msg, n=n, partition=partition):
@@ -312,27 +218,17 @@ class ProducerThread(threading.Thread):
 
 # -- faults ---------------------------------------------------------------------------------------
 
-@dataclass
-class FaultRecord:
-    kind: str
-    target: str
-    started: float  # seconds since the load started
-    ended: float = 0.0
-    recovered_s: float | None = None
-    note: str = ""
-
-
 def _pause_s(args) -> float:
     """Past the session timeout and replica.lag.time.max.ms (4 s), with a margin."""
     return max(args.session_timeout_ms / 1000, 4.0) * 1.5 + 2
 
 
-def inject(kind: str, cluster: ChaosCluster, rng: random.Random, t0: float) -> FaultRecord:
+def inject(kind: str, cluster: ChaosCluster, rng: random.Random, t0: float) -> Event:
     args = cluster.args
     view = cluster_view(cluster.bootstrap)
     leaders = view["leaders"]
     partition = rng.choice(sorted(leaders)) if leaders else 0
-    rec = FaultRecord(kind, "", time.monotonic() - t0)
+    rec = Event(kind, "fault", time.monotonic() - t0)
     if kind == "leader-kill":
         victim = leaders.get(partition, 1)
         rec.target = f"broker {victim} (leader of {TOPIC}-{partition})"
@@ -367,10 +263,10 @@ def inject(kind: str, cluster: ChaosCluster, rng: random.Random, t0: float) -> F
             rec.note = "no second leader was elected in time"
         cluster.start_broker(first)
     elif kind == "zookeeper-restart":
-        rec.target = "ZooKeeper (SIGKILL, start)"
+        rec.target = "ZooKeeper, every node (SIGKILL, start)"
         cluster.restart_zookeeper()
     elif kind == "zookeeper-pause":
-        rec.target = "ZooKeeper (SIGSTOP)"
+        rec.target = "ZooKeeper, every node (SIGSTOP)"
         cluster.zookeeper_signal(signal.SIGSTOP)
         try:
             time.sleep(_pause_s(args))
@@ -399,37 +295,12 @@ class Monitor(threading.Thread):
 
 # -- validation -----------------------------------------------------------------------------------
 
-def consume_all(bootstrap: str, partitions: int, timeout_s: float = CONSUME_TIMEOUT_S) -> dict:
-    """``{partition: [(client, n), ...] in offset order}`` up to each high watermark."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-validate-{time.time_ns()}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": _RDKAFKA_LOG})
-    try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=15)[1] for p in range(partitions)}
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
-        out = {p: [] for p in range(partitions)}
-        pos = {p: 0 for p in range(partitions)}
-        deadline = time.monotonic() + timeout_s
-        while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:  # bounded
-            msg = c.poll(0.5)
-            if msg is None or msg.error() is not None:
-                continue
-            name, _, n = msg.value().decode().rpartition(":")
-            out[msg.partition()].append((name, int(n)))
-            pos[msg.partition()] = msg.offset() + 1
-        if any(pos[p] < ends[p] for p in ends):
-            raise ToolError(f"could not consume to the end in {timeout_s:.0f} s: {pos} of {ends}")
-        return out
-    finally:
-        c.close()
-
-
 def validate(runs, consumed: dict) -> dict:
     """Per client: acknowledged, lost (acknowledged, not consumed), duplicates, out of order."""
     result = {}
     for r in runs:
         lost = dup = disorder = 0
+        total = sum(1 for values in consumed.values() for name, _n in values if name == r.name)
         for p, acked in r.acked.items():
             got = [n for name, n in consumed.get(p, []) if name == r.name]
             seen = set(got)
@@ -439,8 +310,55 @@ def validate(runs, consumed: dict) -> dict:
             order = [n for n in got if n in wanted]
             disorder += sum(1 for a, b in zip(order, order[1:]) if b < a)
         result[r.name] = {"sent": r.sent, "acknowledged": sum(len(v) for v in r.acked.values()),
-                          "errors": len(r.errors), "lost": lost, "duplicates": dup, "out_of_order": disorder}
+                          "consumed": total, "errors": len(r.errors), "errors_by_kind": errors_by_kind(r.errors),
+                          "lost": lost, "duplicates": dup, "out_of_order": disorder}
     return result
+
+
+def error_kind(message: str) -> str:
+    """The error's name: librdkafka's ``KafkaError{code=NAME,...}``, a Python
+    exception's class, or the error name before a colon."""
+    message = message.removeprefix("send: ")
+    if "code=" in message:
+        return message.split("code=", 1)[1].split(",", 1)[0]
+    head = message.split("(", 1)[0].split(":", 1)[0].strip()
+    return head or "?"
+
+
+def errors_by_kind(errors) -> dict:
+    out: dict = {}
+    for _t, message in errors:
+        kind = error_kind(message)
+        out[kind] = out.get(kind, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def max_stall(times, start: float, end: float) -> float:
+    """The longest time in [start, end] without an acknowledgement (or a commit)."""
+    points = [start] + sorted(t for t in times if start <= t <= end) + [end]
+    return max(b - a for a, b in zip(points, points[1:]))
+
+
+def verdict_reasons(verdicts: dict, txn: dict | None, events) -> list:
+    """Why the run fails; empty when it passes."""
+    reasons = []
+    for name, v in verdicts.items():
+        for key, what in (("lost", "lost"), ("duplicates", "duplicated"), ("out_of_order", "out of order")):
+            if v[key]:
+                reasons.append(f"{name}: {v[key]} acknowledged records {what}")
+    if txn is not None:
+        for key, what in (("committed_lost", "committed records not read under read_committed"),
+                          ("duplicates", "records read twice under read_committed"),
+                          ("aborted_seen", "aborted records read under read_committed"),
+                          ("unknown_partial", "transactions of unknown outcome read in part")):
+            if txn[key]:
+                reasons.append(f"transactional: {txn[key]} {what}")
+    for ev in events:
+        if ev.failed:
+            reasons.append(f"{ev.kind} at {ev.started:.0f} s failed: {ev.failed}")
+        if ev.recovered_s is None:
+            reasons.append(f"ISRs not full within {RECOVERY_TIMEOUT_S:.0f} s after {ev.kind} at {ev.started:.0f} s")
+    return reasons
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -466,7 +384,7 @@ def leadership_changes(samples) -> list:
     return out
 
 
-def plot(path: Path, runs, faults, samples, t0: float, seconds: int) -> bool:
+def plot(path: Path, runs, events, samples, t0: float, seconds: int) -> bool:
     try:
         import matplotlib
 
@@ -480,15 +398,16 @@ def plot(path: Path, runs, faults, samples, t0: float, seconds: int) -> bool:
         ax2.plot(range(seconds), _per_second([t for t, _ in r.errors], t0, seconds), label=r.name)
     changes = leadership_changes(samples)
     ax3.bar([t for t, _ in changes], [n for _, n in changes], width=0.9, color="tab:red")
-    for f in faults:
+    for f in events:
         for ax in (ax1, ax2, ax3):
-            ax.axvspan(f.started, max(f.ended, f.started + 0.5), color="orange", alpha=0.25)
+            ax.axvspan(f.started, max(f.ended, f.started + 0.5),
+                       color="orange" if f.category == "fault" else "tab:blue", alpha=0.2)
         ax1.annotate(f.kind, (f.started, 0), xytext=(2, 2), textcoords="offset points", rotation=90,
                      fontsize=7, va="bottom")
     ax1.set_ylabel("acks/s")
     ax2.set_ylabel("errors/s")
     ax3.set_ylabel("leader changes")
-    ax3.set_xlabel("seconds since the load started (orange: a fault being injected)")
+    ax3.set_xlabel("seconds since the load started (orange: a fault, blue: an operation)")
     ax1.legend(loc="upper right", fontsize=8)
     ax1.set_title("kafkapy-chaos timeline")
     fig.tight_layout()
@@ -497,52 +416,85 @@ def plot(path: Path, runs, faults, samples, t0: float, seconds: int) -> bool:
     return True
 
 
-def write_report(out: Path, args, runs, faults, samples, verdicts, t0: float, seconds: int) -> str:
-    ok = all(v["lost"] == 0 and v["duplicates"] == 0 and v["out_of_order"] == 0 for v in verdicts.values())
-    plotted = plot(out / "timeline.png", runs, faults, samples, t0, seconds)
+def _cells(kinds: dict, limit: int = 3) -> str:
+    text = ", ".join(f"{k} ×{n}" for k, n in list(kinds.items())[:limit])
+    return text + (", …" if len(kinds) > limit else "") if text else "-"
+
+
+def write_report(out: Path, args, runs, events, samples, verdicts, t0: float, seconds: int,
+                 txn_run=None, txn: dict | None = None) -> str:
+    """``report.md`` (readable in a terminal), ``run.json`` and ``timeline.png``; PASS or FAIL."""
+    reasons = verdict_reasons(verdicts, txn, events)
+    verdict = "FAIL" if reasons else "PASS"
+    plotted = plot(out / "timeline.png", runs, events, samples, t0, seconds)
     changes = sum(n for _, n in leadership_changes(samples))
-    counts: dict = {}
-    for f in faults:
-        counts[f.kind] = counts.get(f.kind, 0) + 1
-    lines = [f"# kafkapy-chaos report: {'PASS' if ok else 'FAIL'}", "",
-             f"{args.brokers} brokers, topic `{TOPIC}` ({args.partitions} partitions, RF 3, "
-             f"min.insync.replicas=2), {seconds} s of load, clients {', '.join(args.client_list)} "
-             f"(idempotent, acks=all, {args.rate:g} records/s each), session timeout {args.session_timeout_ms} ms, "
-             f"seed {args.seed}.", "",
-             "## Verdict (acknowledged ⊆ consumed, no duplicates, per-partition order)", "",
-             "| client | sent | acknowledged | delivery errors | lost | duplicates | out of order |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    end = t0 + seconds
+    stalls = {r.name: max_stall(r.ack_times, t0, end) for r in runs}
+    faults = [e for e in events if e.category == "fault"]
+    ops = [e for e in events if e.category == "operation"]
+    acked = sum(v["acknowledged"] for v in verdicts.values())
+    summary = (f"{acked} acknowledged records of {len(runs)} idempotent clients read back once and in order"
+               + (f", {txn['committed']} committed transactions read once and {txn['aborted']} aborted ones "
+                  "never (read_committed)" if txn else "")
+               + f"; {len(faults)} faults and {len(ops)} operations, every operation done and every ISR full again.")
+    lines = [f"# kafkapy-chaos report: {verdict}", "",
+             f"**{verdict}**: " + ("; ".join(reasons) if reasons else summary), "",
+             f"{args.brokers} brokers, ZooKeeper {'ensemble of %d' % args.zookeeper_nodes if args.zookeeper_nodes > 1 else 'standalone'}, "
+             f"topic `{TOPIC}` ({args.partitions} partitions, RF 3, min.insync.replicas=2), {seconds} s of load, "
+             f"clients {', '.join(args.client_list)} (idempotent, acks=all, {args.rate:g} records/s each)"
+             + (f", a transactional producer on `{TXN_TOPIC}` ({args.transactional_rate:g} records/s)" if txn else "")
+             + f", session timeout {args.session_timeout_ms} ms, seed {args.seed}.", "",
+             "## What the clients saw", "",
+             "| client | sent | acknowledged | consumed | lost | duplicated | out of order | max stall s | errors by kind |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, v in verdicts.items():
-        lines.append(f"| {name} | {v['sent']} | {v['acknowledged']} | {v['errors']} | {v['lost']} | "
-                     f"{v['duplicates']} | {v['out_of_order']} |")
-    lines += ["", f"Faults injected: {len(faults)} ("
+        lines.append(f"| {name} | {v['sent']} | {v['acknowledged']} | {v['consumed']} | {v['lost']} | "
+                     f"{v['duplicates']} | {v['out_of_order']} | {stalls[name]:.1f} | {_cells(v['errors_by_kind'])} |")
+    if txn is not None:
+        stall = max_stall(txn_run.commit_times, t0, end)
+        lines += ["", "| transactional | transactions | committed | aborted | outcome unknown | committed records "
+                  "| consumed | committed not read | read twice | aborted read | max commit stall s | errors by kind |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+                  f"| {TXN_TOPIC} | {txn['transactions']} | {txn['committed']} | {txn['aborted']} | {txn['unknown']}"
+                  f" ({txn['unknown_landed']} landed) | {txn['committed_records']} | {txn['consumed_records']} | "
+                  f"{txn['committed_lost']} | {txn['duplicates']} | {txn['aborted_seen']} | {stall:.1f} | "
+                  f"{_cells(errors_by_kind(txn_run.errors))} |"]
+    counts: dict = {}
+    for e in events:
+        counts[e.kind] = counts.get(e.kind, 0) + 1
+    lines += ["", f"Injected: {len(faults)} faults and {len(ops)} operations ("
               + ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items())) + f"); leadership changes seen: {changes}.",
               "", "![timeline](timeline.png)" if plotted else "(no plot: install matplotlib, `pip install kafkapy[chaos]`)",
-              "", "## Faults", "", "| start s | end s | fault | target | recovered after s | note |",
-              "|---:|---:|---|---|---:|---|"]
-    for f in faults:
-        rec = "not within %d s" % RECOVERY_TIMEOUT_S if f.recovered_s is None else f"{f.recovered_s:.1f}"
-        lines.append(f"| {f.started:.1f} | {f.ended:.1f} | {f.kind} | {f.target} | {rec} | {f.note} |")
+              "", "## Timeline", "", "| start s | end s | | event | target | ISR full after s | outcome |",
+              "|---:|---:|---|---|---|---:|---|"]
+    for e in events:
+        rec = "not within %d s" % RECOVERY_TIMEOUT_S if e.recovered_s is None else f"{e.recovered_s:.1f}"
+        outcome = f"FAILED: {e.failed}" + (f" ({e.note})" if e.note else "") if e.failed else e.note
+        lines.append(f"| {e.started:.1f} | {e.ended:.1f} | {'op' if e.category == 'operation' else 'fault'} | "
+                     f"{e.kind} | {e.target} | {rec} | {outcome} |")
     errors = [(r.name, t - t0, m) for r in runs for t, m in r.errors]
+    if txn_run is not None:
+        errors += [(txn_run.name, t - t0, m) for t, m in txn_run.errors]
     if errors:
-        lines += ["", "## First delivery errors", ""]
+        lines += ["", "## First client errors", ""]
         lines += [f"- {t:.1f} s {name}: {m}" for name, t, m in sorted(errors, key=lambda e: e[1])[:10]]
     text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text)
     (out / "run.json").write_text(json.dumps({
-        "verdict": "PASS" if ok else "FAIL", "clients": verdicts, "seconds": seconds,
-        "faults": [f.__dict__ for f in faults], "leadership_changes": changes}, indent=2))
-    return "PASS" if ok else "FAIL"
+        "verdict": verdict, "reasons": reasons, "clients": verdicts,
+        "max_stall_s": {k: round(v, 2) for k, v in stalls.items()}, "transactional": txn, "seconds": seconds,
+        "seed": args.seed, "events": [e.__dict__ for e in events], "leadership_changes": changes}, indent=2))
+    return verdict
 
 
 # -- the run --------------------------------------------------------------------------------------
 
-def _create_topic(bootstrap: str, partitions: int) -> None:
-    from confluent_kafka.admin import NewTopic
-
-    admin = _admin(bootstrap)
-    admin.create_topics([NewTopic(TOPIC, partitions, 3, config={"min.insync.replicas": "2"})],
-                        operation_timeout=30)[TOPIC].result(timeout=60)
+def _next_event(order: list, args, rng: random.Random) -> str:
+    """The next kind from a seeded shuffle of every chosen fault and operation, repeated."""
+    if not order:
+        order.extend(args.fault_list + args.operation_list)
+        rng.shuffle(order)
+    return order.pop()
 
 
 def _main(argv) -> int:
@@ -565,37 +517,43 @@ def _main(argv) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cluster = ChaosCluster(args, root)
     stop = threading.Event()
-    producers, faults = [], []
+    producers, events, txn_thread = [], [], None
+    topics = (TOPIC, TXN_TOPIC) if args.transactional_rate > 0 else (TOPIC,)
     try:
-        print(f"starting ZooKeeper and {args.brokers} brokers in {root}", flush=True)
+        print(f"starting ZooKeeper ({args.zookeeper_nodes} node(s)) and {args.brokers} brokers in {root}",
+              flush=True)
         cluster.start()
         if wait_recovered_brokers(cluster) is None:
             raise ToolError(f"the cluster did not come up; see {root}/broker-*/server.log")
-        _create_topic(cluster.bootstrap, args.partitions)
-        if wait_recovered(cluster) is None:
-            raise ToolError("the topic's partitions were not led with full ISRs in time")
+        for topic in topics:
+            create_topic(cluster.bootstrap, topic, args.partitions)
+        if wait_recovered(cluster, topics=topics) is None:
+            raise ToolError("the topics' partitions were not led with full ISRs in time")
         producers = [ProducerThread(kind, cluster.bootstrap, args.rate, args.partitions, stop)
                      for kind in args.client_list]
+        if args.transactional_rate > 0:
+            txn_thread = TransactionalThread(cluster.bootstrap, args.transactional_rate, args.partitions, stop,
+                                             rng.randrange(1 << 30))
         t0 = time.monotonic()
         monitor = Monitor(cluster.bootstrap, t0, stop)
-        for t in producers + [monitor]:
+        for t in producers + [monitor] + ([txn_thread] if txn_thread else []):
             t.start()
         order: list = []
-        next_fault = t0 + min(10.0, args.interval)  # a calm start, then a fault every interval
+        next_event = t0 + min(10.0, args.interval)  # a calm start, then an event every interval
         end = t0 + args.duration
-        while time.monotonic() < end:  # bounded by the duration
-            if time.monotonic() >= next_fault and end - time.monotonic() > 10:
-                if not order:
-                    order = list(args.fault_list)
-                    rng.shuffle(order)
-                kind = order.pop()
-                print(f"{time.monotonic() - t0:6.1f} s  injecting {kind}", flush=True)
-                rec = inject(kind, cluster, rng, t0)
-                rec.recovered_s = wait_recovered(cluster)
-                faults.append(rec)
-                print(f"{time.monotonic() - t0:6.1f} s  {kind} on {rec.target}: recovered after "
-                      f"{'-' if rec.recovered_s is None else f'{rec.recovered_s:.1f} s'}", flush=True)
-                next_fault = max(next_fault + args.interval, time.monotonic() + 5)
+        while time.monotonic() < end and (args.fault_list or args.operation_list):  # bounded by the duration
+            if time.monotonic() >= next_event and end - time.monotonic() > 10:
+                kind = _next_event(order, args, rng)
+                print(f"{time.monotonic() - t0:6.1f} s  {kind}", flush=True)
+                ev = inject(kind, cluster, rng, t0) if kind in FAULTS else operate(kind, cluster, rng, t0)
+                ev.recovered_s = wait_recovered(cluster, topics=topics)
+                events.append(ev)
+                print(f"{time.monotonic() - t0:6.1f} s  {kind} on {ev.target}: "
+                      + (f"FAILED: {ev.failed}; " if ev.failed else "")
+                      + f"ISRs full after {'-' if ev.recovered_s is None else f'{ev.recovered_s:.1f} s'}", flush=True)
+                next_event = max(next_event + args.interval, time.monotonic() + 5)
+            time.sleep(0.2)
+        while time.monotonic() < end:  # no events chosen: load only, bounded by the duration
             time.sleep(0.2)
         stop.set()
         seconds = int(time.monotonic() - t0) + 1
@@ -603,39 +561,31 @@ def _main(argv) -> int:
             t.join(10)
         for t in producers:
             t.flush(FLUSH_TIMEOUT_S)
+        if txn_thread is not None:
+            txn_thread.join(150)  # its last transaction: at most a commit's attempts
+            txn_thread.close()
         monitor.join(5)
-        wait_recovered(cluster, 30)
-        consumed = consume_all(cluster.bootstrap, args.partitions)
+        wait_recovered(cluster, 30, topics=topics)
+        consumed = {p: [(name, int(n)) for name, _, n in (v.rpartition(":") for v in values)]
+                    for p, values in consume_to_end(cluster.bootstrap, TOPIC, args.partitions).items()}
         verdicts = validate([t.run_ for t in producers], consumed)
-        verdict = write_report(root, args, [t.run_ for t in producers], faults, monitor.samples, verdicts, t0,
-                               seconds)
+        txn = None
+        if txn_thread is not None:
+            txn = validate_transactions(txn_thread.run_, consume_to_end(cluster.bootstrap, TXN_TOPIC, args.partitions,
+                                                                         read_committed=True))
+        verdict = write_report(root, args, [t.run_ for t in producers], events, monitor.samples, verdicts, t0,
+                               seconds, txn_thread.run_ if txn_thread else None, txn)
         print((root / "report.md").read_text())
         print(f"report: {root / 'report.md'}")
         return 0 if verdict == "PASS" else 1
     finally:
         stop.set()
-        for t in producers:
+        for t in producers + ([txn_thread] if txn_thread else []):
             try:
                 t.close()
             except Exception:
                 pass
         cluster.stop()
-
-
-def wait_recovered_brokers(cluster: ChaosCluster, timeout_s: float = 60.0):
-    """Seconds until every broker is in Metadata with a controller, or None."""
-    began = time.monotonic()
-    while time.monotonic() - began < timeout_s:  # bounded by timeout_s
-        try:
-            v = cluster_view(cluster.bootstrap)
-            if v["brokers"] == set(cluster.ports) and v["controller"] in v["brokers"]:
-                return time.monotonic() - began
-        except Exception:
-            pass
-        if any(p.poll() is not None for p in cluster.procs.values()):
-            return None
-        time.sleep(0.5)
-    return None
 
 
 def main(argv=None) -> int:
