@@ -1,13 +1,18 @@
-"""``kafkapy-chaos``: faults against a local cluster under load, and a report.
+"""``kafkapy-chaos``: faults and operations against a local cluster under load, and a report.
 
-Starts ZooKeeper and ``--brokers`` brokers as ``kafkapy-local-cluster`` does
-(its ``start_zookeeper`` and ``broker_argv``), creates one topic (RF 3,
+Starts a ZooKeeper ensemble (``--zookeeper-nodes``, 3 by default; 1 for a
+standalone server) and ``--brokers`` brokers (4 by default) as
+``kafkapy-local-cluster`` does (its ``start_zookeeper`` and ``broker_argv``;
+``chaos_cluster.ChaosCluster``), creates the topic ``chaos`` (RF 3,
 ``min.insync.replicas=2``), and runs one idempotent ``acks=all`` producer per
 ``--clients`` entry (confluent-kafka, kafka-python, kafkapy's own client), each
 sending numbered values ``<client>:<n>`` to partition ``n % partitions`` at
-``--rate`` records/s. Every ``--interval`` seconds it injects the next fault of
-``--faults`` (a seeded shuffle, repeated), waits for the cluster to recover
-(every broker in Metadata, every ISR full; bounded), and records what it did:
+``--rate`` records/s, and a transactional producer on ``chaos-txn``
+(``--transactional-rate``; ``chaos_transactions``). Every ``--interval``
+seconds it starts the next event of a seeded shuffle of ``--faults`` and
+``--operations`` (repeated; ``--rounds`` bounds it), waits for the cluster
+to recover (every broker in Metadata, every ISR full; bounded), and records
+what it did. The faults:
 
 * ``leader-kill``: SIGKILL a partition leader's process group, restart it after
   the session timeout;
@@ -15,21 +20,28 @@ sending numbered values ``<client>:<n>`` to partition ``n % partitions`` at
   broker past the session timeout and ``replica.lag.time.max.ms``, then SIGCONT;
 * ``double-kill``: SIGKILL a leader, then the leader elected after it, restart
   both (two failures in quick succession; unclean election stays off);
-* ``zookeeper-restart``: SIGKILL ZooKeeper and start it again at once;
-* ``zookeeper-pause``: SIGSTOP ZooKeeper past the session timeout (every
-  session expires), then SIGCONT.
+* ``zookeeper-restart``: SIGKILL every ZooKeeper node and start them again at once;
+* ``zookeeper-pause``: SIGSTOP every ZooKeeper node past the session timeout
+  (every session expires), then SIGCONT.
+
+The operations (``chaos_operations``): a rolling restart (the controller
+last), a partition reassignment, a preferred leader election, a topic created,
+written, read and deleted under its producer, a ZooKeeper node bounce.
 
 A monitor samples Metadata every second (leaders, ISR sizes). At the end the
 producers flush, a consumer reads every partition to its high watermark and
 the run is validated as Kafka's system tests do: acknowledged ⊆ consumed, no
-value twice, each client's values in send order within a partition. The
-report (``report.md``, ``timeline.png`` with matplotlib, ``run.json``) gives
-the verdict, the fault table and a timeline of throughput, errors and
-leadership changes. Exit code 0 when the verdict is PASS, 1 otherwise.
+value twice, each client's values in send order within a partition; under
+read_committed every committed transaction's records once, no aborted one.
+The report (``report.md``, ``timeline.png`` with matplotlib, ``run.json``)
+opens with the verdict and its reasons, then what each client saw
+(acknowledged, consumed, lost, duplicated, longest stall, errors by kind) and
+the timeline of every event with its outcome. Exit code 0 when the verdict is
+PASS, 1 otherwise.
 
-Needs the ``chaos`` extra (confluent-kafka for the monitor and the validating
-consumer, kafka-python if chosen, matplotlib for the plot) and Debian's
-ZooKeeper. Ends only the processes it started, by their process groups.
+Needs the ``chaos`` extra (confluent-kafka for the monitor, the operations and
+the validating consumer, kafka-python if chosen, matplotlib for the plot) and
+Debian's ZooKeeper. Ends only the processes it started, by their process groups.
 """
 
 from __future__ import annotations
@@ -75,6 +87,10 @@ def _parse(argv):
                    help=f"records/s of the transactional producer on {TXN_TOPIC} (default 50; 0: none)")
     p.add_argument("--interval", type=float, default=20.0,
                    help="seconds between the starts of faults and operations (default 20)")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="inject this many rounds of the mix (every chosen kind once a round) and no more; "
+                        "the load then runs to --duration or 10 s past the last event, whichever is later "
+                        "(default 0: as many as fit in --duration)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the event order, the targets and the aborted transactions (default: random)")
     p.add_argument("--brokers", type=int, default=4,
@@ -110,8 +126,8 @@ def _parse(argv):
             raise ToolError(f"unknown fault {f!r} (one of {', '.join(FAULTS)})")
     if not 3 <= args.brokers <= 9:
         raise ToolError("--brokers must be between 3 and 9 (RF 3 topic)")
-    if args.duration < 30 or args.interval < 5:
-        raise ToolError("--duration must be at least 30 s and --interval at least 5 s")
+    if args.duration < 30 or args.interval < 2 or args.rounds < 0:
+        raise ToolError("--duration must be at least 30 s, --interval at least 2 s, --rounds not negative")
     if not os.path.exists(args.config):
         raise ToolError(f"no such config file: {args.config}")
     return args
@@ -541,8 +557,11 @@ def _main(argv) -> int:
         order: list = []
         next_event = t0 + min(10.0, args.interval)  # a calm start, then an event every interval
         end = t0 + args.duration
-        while time.monotonic() < end and (args.fault_list or args.operation_list):  # bounded by the duration
-            if time.monotonic() >= next_event and end - time.monotonic() > 10:
+        mix = len(args.fault_list) + len(args.operation_list)
+        wanted = args.rounds * mix
+        # Bounded by the duration, or with --rounds by the number of events (each bounded).
+        while mix and (time.monotonic() < end if not wanted else len(events) < wanted):
+            if time.monotonic() >= next_event and (wanted or end - time.monotonic() > 10):
                 kind = _next_event(order, args, rng)
                 print(f"{time.monotonic() - t0:6.1f} s  {kind}", flush=True)
                 ev = inject(kind, cluster, rng, t0) if kind in FAULTS else operate(kind, cluster, rng, t0)
@@ -551,9 +570,10 @@ def _main(argv) -> int:
                 print(f"{time.monotonic() - t0:6.1f} s  {kind} on {ev.target}: "
                       + (f"FAILED: {ev.failed}; " if ev.failed else "")
                       + f"ISRs full after {'-' if ev.recovered_s is None else f'{ev.recovered_s:.1f} s'}", flush=True)
-                next_event = max(next_event + args.interval, time.monotonic() + 5)
+                next_event = max(next_event + args.interval, time.monotonic() + min(5.0, args.interval))
             time.sleep(0.2)
-        while time.monotonic() < end:  # no events chosen: load only, bounded by the duration
+        end = max(end, time.monotonic() + 10) if wanted else end
+        while time.monotonic() < end:  # the rest of the load, bounded by the duration
             time.sleep(0.2)
         stop.set()
         seconds = int(time.monotonic() - t0) + 1

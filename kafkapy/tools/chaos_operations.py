@@ -156,7 +156,7 @@ class _ChurnProducer(threading.Thread):
         self.errors_before: list = []
         self.errors_after: list = []
         self.p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                           "linger.ms": 5, "message.timeout.ms": 10000, "allow.auto.create.topics": False,
+                           "linger.ms": 5, "message.timeout.ms": 5000, "allow.auto.create.topics": False,
                            "client.id": "chaos-churn", "logger": RDKAFKA_LOG})
 
     def _done(self, err, msg):
