@@ -111,7 +111,7 @@ class TransactionalThread(threading.Thread):
                 return "aborted"
         except KafkaException as exc:
             self.run_.failed(_describe(exc))
-            return self._after_error(exc.args[0], values)
+            return self._after_error(exc.args[0])
         except Exception as exc:  # BufferError and the like: the transaction cannot go on
             self.run_.failed(_describe(exc))
             return self._abort_or_unknown()
@@ -125,10 +125,10 @@ class TransactionalThread(threading.Thread):
                 err = exc.args[0]
                 if err.retriable() and not err.txn_requires_abort() and not err.fatal():
                     continue
-                return self._after_error(err, values)
+                return self._after_error(err)
         return self._restart()
 
-    def _after_error(self, err, values) -> str:
+    def _after_error(self, err) -> str:
         if err.fatal():
             return self._restart()
         return self._abort_or_unknown()
