@@ -21,8 +21,10 @@ in any worker, a produce is answered by the processor from its results.
   the one the records were appended at: LeaderAndIsr or StopReplica moved
   it, and woke the processors), or at the deadline; it carries the
   per-partition produce results: a partition whose leadership moved answers
-  NOT_LEADER_OR_FOLLOWER (6), one still short at expiry REQUEST_TIMED_OUT
-  (7), as Kafka's DelayedProduce does (checkEnoughReplicasReachOffset).
+  NOT_LEADER_OR_FOLLOWER (6) even if its high watermark passed the offset
+  (leadership is looked at first: a follower's high watermark is the new
+  leader's), one still short at expiry REQUEST_TIMED_OUT (7), as Kafka's
+  DelayedProduce does (checkEnoughReplicasReachOffset).
   Re-running a produce would append twice.
 * ``DelayedTxnMarkers`` is a ``DelayedProduce`` (Kafka writes transaction
   markers through the same appendRecords with acks=-1 and DelayedProduce):
@@ -148,13 +150,16 @@ class DelayedProduce(DelayedOperation):
 
     def is_satisfied(self, read_field) -> bool:
         for slot, (field, value) in self.watch.items():
-            if read_field(slot, field) < value and not self._moved(read_field, slot):
+            if not self._moved(read_field, slot) and read_field(slot, field) < value:
                 return False
         return True
 
     def final_results(self, read_field) -> list:
-        """The results to answer with now: each partition still short of its
-        value answers NOT_LEADER_OR_FOLLOWER if its leadership moved, else
+        """The results to answer with now: a partition whose leadership moved
+        answers NOT_LEADER_OR_FOLLOWER whatever its high watermark (leadership
+        first, as Kafka's checkEnoughReplicasReachOffset: a follower's high
+        watermark is its new leader's, and the offsets it passed may hold the
+        new leader's records, ours truncated); one still short of its value
         REQUEST_TIMED_OUT (the request expired)."""
         watch = self.watch
         out = []
@@ -163,9 +168,9 @@ class DelayedProduce(DelayedOperation):
             for index, code, base_offset, append_time, start_offset, message, slot in partitions:
                 if slot >= 0:
                     field, value = watch[slot]
-                    if read_field(slot, field) < value:
-                        code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if self._moved(read_field, slot)
-                                else ErrorCode.REQUEST_TIMED_OUT)
+                    moved = self._moved(read_field, slot)
+                    if moved or read_field(slot, field) < value:
+                        code = ErrorCode.NOT_LEADER_OR_FOLLOWER if moved else ErrorCode.REQUEST_TIMED_OUT
                         base_offset, append_time, start_offset, message = -1, -1, -1, None
                 done.append((index, code, base_offset, append_time, start_offset, message, slot))
             out.append((topic, done))

@@ -7,7 +7,10 @@ Contract:
   partition's records (Kafka's DelayedProduce): at once if it already has —
   always, while the ISR is this broker alone — else the request becomes a
   ``DelayedProduce`` its processor parks until then or ``timeout`` ms, when
-  the partitions still short answer REQUEST_TIMED_OUT (7).
+  the partitions still short answer REQUEST_TIMED_OUT (7). Leadership is
+  looked at first: a partition this broker no longer leads right after the
+  append, or no longer leads at that epoch when the parked request is
+  answered, answers NOT_LEADER_OR_FOLLOWER (6) whatever its high watermark.
   Any other value -> INVALID_REQUIRED_ACKS (21) for every partition.
 - Each partition's records are validated and appended through the replica
   manager (``Partition.append_records_to_leader``, under the partition
@@ -128,6 +131,7 @@ def handle(ctx, request):
     # acks=-1: {slot: ("high_watermark", last offset + 1)} of the partitions
     # whose high watermark has not passed their records yet.
     watch = {} if acks == -1 else None
+    leader_epochs = {}  # slot -> the leader epoch right after the append (DelayedProduce's leadership check)
     auth = getattr(ctx.broker, "authorizer", None)
     denied = _denied(ctx, auth, request) if auth is not None else None
     topics = []
@@ -168,16 +172,25 @@ def handle(ctx, request):
                     code, result, message = append(name, index, records, acks, check)
             else:
                 code, result, message = ErrorCode.INVALID_REQUIRED_ACKS, None, None
+            if not code and (result.record_count > 0 or watch is not None):
+                replica = get_partition(name, index)
+                if result.record_count > 0:
+                    appended.append(replica.slot)
+                if watch is not None:
+                    # acks=-1 looks at leadership before the high watermark, as
+                    # Kafka's checkEnoughReplicasReachOffset: a LeaderAndIsr that
+                    # made this broker a follower since the append leaves it the
+                    # new leader's high watermark, past offsets where our
+                    # records may be truncated (a preferred election, here).
+                    if not replica.is_leader:
+                        code, message = ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+                    elif replica.high_watermark <= result.last_offset:
+                        watch[replica.slot] = (HIGH_WATERMARK, result.last_offset + 1)
+                        leader_epochs[replica.slot] = replica.leader_epoch
             if code:
                 any_error = True
                 partitions.append(partition(index, int(code), -1, -1, -1, message))
             else:
-                if result.record_count > 0 or watch is not None:
-                    replica = get_partition(name, index)
-                    if result.record_count > 0:
-                        appended.append(replica.slot)
-                    if watch is not None and replica.high_watermark <= result.last_offset:
-                        watch[replica.slot] = (HIGH_WATERMARK, result.last_offset + 1)
                 partitions.append(partition(index, 0, result.first_offset, result.log_append_time_ms,
                                             result.log_start_offset, None))
         topics.append(topic_cls(name=name, partition_responses=tuple(partitions)))
@@ -186,7 +199,7 @@ def handle(ctx, request):
     if acks == 0:
         return CloseConnection if any_error else NoResponse
     if watch:
-        return _delayed(ctx, request, watch, topics)
+        return _delayed(ctx, request, watch, topics, leader_epochs)
     return response(tuple(topics))
 
 
@@ -238,12 +251,13 @@ def _up_convert(records):
         return exc.error_code, None, str(exc)
 
 
-def _delayed(ctx, request, watch: dict, topics) -> DelayedProduce:
+def _delayed(ctx, request, watch: dict, topics, leader_epochs: dict) -> DelayedProduce:
     """Kafka's tryCompleteElseWatch, the watch half: the results so far, to
-    be answered when the high watermark passes every watched partition."""
+    be answered when the high watermark passes every watched partition, or
+    at once when a partition is no longer led at ``leader_epochs`` (read
+    right after each append)."""
     replica_manager = ctx.broker.replica_manager
     results = []
-    leader_epochs = {}
     for topic in topics:
         parts = []
         for p in topic.partition_responses:
@@ -251,8 +265,6 @@ def _delayed(ctx, request, watch: dict, topics) -> DelayedProduce:
             if p.error_code == 0:
                 replica = replica_manager.get_partition(topic.name, p.index)
                 slot = replica.slot if replica.slot in watch else -1
-                if slot >= 0:
-                    leader_epochs[slot] = replica.leader_epoch
             parts.append((p.index, p.error_code, p.base_offset, p.log_append_time,
                           getattr(p, "log_start_offset", -1), getattr(p, "error_message", None), slot))
         results.append((topic.name, parts))

@@ -147,6 +147,25 @@ def test_delayed_produce_completes_when_a_partitions_leadership_moves():
     assert again.leader_epochs == {3: 5, 4: 5} and again.final_results(read) == op.final_results(read)
 
 
+def test_a_high_watermark_reached_after_the_leadership_moved_is_no_acknowledgement():
+    # kafkapy-chaos (30 minutes, four brokers) lost acknowledged records at
+    # two preferred-leader elections: the old leader, now a follower, took the
+    # new leader's high watermark past the parked produce's offset (the
+    # records there were the new leader's; its own were truncated) and the
+    # produce answered NONE. Kafka's checkEnoughReplicasReachOffset looks at
+    # leadership first: a partition no longer led at the append's epoch
+    # answers NOT_LEADER_OR_FOLLOWER whatever its high watermark.
+    fields = {(4, HW): 4, (4, "current_leader_epoch"): 5, (4, "leader_id"): 1}
+    read = lambda slot, field: fields[(slot, field)]  # noqa: E731
+    op = DelayedProduce({4: (HW, 9)}, 5000, 42, 9, [("b", [(0, 0, 2, -1, 0, None, 4)])], {4: 5})
+    assert not op.is_satisfied(read)
+    fields[(4, "current_leader_epoch")] = 6  # a follower of the new leader now ...
+    fields[(4, "leader_id")] = 2
+    fields[(4, HW)] = 12  # ... whose high watermark passed offset 9 with its own records
+    assert op.is_satisfied(read)
+    assert op.final_results(read) == [("b", [(0, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, None, 4)])]
+
+
 def test_delayed_produce_completes_when_its_partition_is_stopped():
     # StopReplica (a reassignment moved the replica away) keeps the epochs but
     # clears the leader: NOT_LEADER_OR_FOLLOWER at once, not at the timeout.

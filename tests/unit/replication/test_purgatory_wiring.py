@@ -313,3 +313,26 @@ def test_a_high_watermark_move_leaves_parked_follower_fetches_asleep():
     pipe.add_parked(-1, follower_fetch)
     pipe.wake_if_watched([4])
     assert not woken()
+
+
+class _LeadershipMovesAfterTheAppend(_OneReplica):
+    """A LeaderAndIsr lands between the append and the handler's look at the
+    high watermark: this broker follows broker 1 now, and its high watermark
+    is the new leader's, past the offsets our records had (a preferred
+    election in a kafkapy-chaos run)."""
+
+    def append_records(self, topic, partition_id, records, acks=1, verification=None):
+        answer = super().append_records(topic, partition_id, records, acks, verification)
+        if answer[1] is not None:
+            self.partition.make_follower(1, 2, (0, 1), 2)
+            self.partition.state.high_watermark = answer[1].last_offset + 10
+        return answer
+
+
+def test_acks_all_answers_not_leader_when_the_leadership_moved_after_the_append(leader, table):
+    leader.remote_log_end_offsets[1] = 0
+    leader.make_leader(1, (0, 1))
+    _ctx, response = _produce(_LeadershipMovesAfterTheAppend(leader), -1, n=5)
+    assert not isinstance(response, DelayedProduce)
+    got = [(p.index, p.error_code) for p in response.responses[0].partition_responses]
+    assert got == [(0, ErrorCode.NOT_LEADER_OR_FOLLOWER), (1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
