@@ -316,18 +316,22 @@ def validate(runs, consumed: dict) -> dict:
     result = {}
     for r in runs:
         lost = dup = disorder = 0
+        lost_values = []  # (partition, n): where to look in the logs
         total = sum(1 for values in consumed.values() for name, _n in values if name == r.name)
         for p, acked in r.acked.items():
             got = [n for name, n in consumed.get(p, []) if name == r.name]
             seen = set(got)
             dup += len(got) - len(seen)
-            lost += len(set(acked) - seen)
+            missing = sorted(set(acked) - seen)
+            lost += len(missing)
+            lost_values += [(p, n) for n in missing]
             wanted = set(acked)
             order = [n for n in got if n in wanted]
             disorder += sum(1 for a, b in zip(order, order[1:]) if b < a)
         result[r.name] = {"sent": r.sent, "acknowledged": sum(len(v) for v in r.acked.values()),
                           "consumed": total, "errors": len(r.errors), "errors_by_kind": errors_by_kind(r.errors),
-                          "lost": lost, "duplicates": dup, "out_of_order": disorder}
+                          "lost": lost, "duplicates": dup, "out_of_order": disorder,
+                          "lost_values": sorted(lost_values, key=lambda pn: pn[1])[:20]}
     return result
 
 
@@ -488,6 +492,10 @@ def write_report(out: Path, args, runs, events, samples, verdicts, t0: float, se
         outcome = f"FAILED: {e.failed}" + (f" ({e.note})" if e.note else "") if e.failed else e.note
         lines.append(f"| {e.started:.1f} | {e.ended:.1f} | {'op' if e.category == 'operation' else 'fault'} | "
                      f"{e.kind} | {e.target} | {rec} | {outcome} |")
+    lost = [(name, v["lost_values"]) for name, v in verdicts.items() if v["lost_values"]]
+    if lost:
+        lines += ["", "## Lost (acknowledged, not read back; first 20 per client as partition:value)", ""]
+        lines += [f"- {name}: " + ", ".join(f"{TOPIC}-{p}:{n}" for p, n in values) for name, values in lost]
     errors = [(r.name, t - t0, m) for r in runs for t, m in r.errors]
     if txn_run is not None:
         errors += [(txn_run.name, t - t0, m) for t, m in txn_run.errors]

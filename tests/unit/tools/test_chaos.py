@@ -31,7 +31,7 @@ def test_validate_counts_lost_duplicates_and_disorder_per_client():
     result = chaos.validate([a, b], consumed)
     # a: 3 acknowledged on partition 1 is missing; 4 before 2 is one inversion
     assert result["a"] == {"sent": 5, "acknowledged": 5, "consumed": 4, "errors": 0, "errors_by_kind": {},
-                           "lost": 1, "duplicates": 0, "out_of_order": 1}
+                           "lost": 1, "duplicates": 0, "out_of_order": 1, "lost_values": [(1, 3)]}
     assert result["b"]["duplicates"] == 1 and result["b"]["lost"] == 0
     # an unacknowledged value that made it into the log is no fault (a timed-out send may land)
     c = _run("c", {0: [0]})
@@ -70,6 +70,7 @@ def test_report_verdict_reasons_timeline_and_plot(tmp_path):
                             "not read back; ISRs not full within 90 s after topic-churn at 9 s"), first
     run_json = json.loads((tmp_path / "run.json").read_text())
     assert run_json["verdict"] == "FAIL" and len(run_json["reasons"]) == 3
+    assert "- a: chaos-0:2" in text  # the lost value, where to look for it
     assert [e["category"] for e in run_json["events"]] == ["fault", "operation", "operation"]
 
 
