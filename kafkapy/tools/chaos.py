@@ -60,7 +60,8 @@ from pathlib import Path
 from kafkapy.tools import zookeeper_server
 from kafkapy.tools._cli import ToolError, parser, run
 from kafkapy.tools.chaos_cluster import (RDKAFKA_LOG, RECOVERY_TIMEOUT_S, TOPIC, TXN_TOPIC, ChaosCluster,
-                                         cluster_view, consume_to_end, create_topic, wait_leader_other_than,
+                                         answered_view, cluster_view, consume_to_end, create_topic,
+                                         wait_leader_other_than,
                                          wait_recovered, wait_recovered_brokers)
 from kafkapy.tools.chaos_operations import OPERATIONS, Event, operate
 from kafkapy.tools.chaos_transactions import TransactionalThread, validate_transactions
@@ -241,7 +242,7 @@ def _pause_s(args) -> float:
 
 def inject(kind: str, cluster: ChaosCluster, rng: random.Random, t0: float) -> Event:
     args = cluster.args
-    view = cluster_view(cluster.bootstrap)
+    view = answered_view(cluster.bootstrap)
     leaders = view["leaders"]
     partition = rng.choice(sorted(leaders)) if leaders else 0
     rec = Event(kind, "fault", time.monotonic() - t0)
@@ -572,7 +573,12 @@ def _main(argv) -> int:
             if time.monotonic() >= next_event and (wanted or end - time.monotonic() > 10):
                 kind = _next_event(order, args, rng)
                 print(f"{time.monotonic() - t0:6.1f} s  {kind}", flush=True)
-                ev = inject(kind, cluster, rng, t0) if kind in FAULTS else operate(kind, cluster, rng, t0)
+                started = time.monotonic() - t0
+                try:
+                    ev = inject(kind, cluster, rng, t0) if kind in FAULTS else operate(kind, cluster, rng, t0)
+                except Exception as exc:  # Metadata unanswered for 30 s: said in the report, the run goes on
+                    ev = Event(kind, "fault" if kind in FAULTS else "operation", started, ended=time.monotonic() - t0,
+                               failed=f"not injected: {type(exc).__name__}: {exc}"[:300])
                 ev.recovered_s = wait_recovered(cluster, topics=topics)
                 events.append(ev)
                 print(f"{time.monotonic() - t0:6.1f} s  {kind} on {ev.target}: "
@@ -608,6 +614,8 @@ def _main(argv) -> int:
         return 0 if verdict == "PASS" else 1
     finally:
         stop.set()
+        if txn_thread is not None and txn_thread.is_alive():
+            txn_thread.join(150)  # its transaction ends before its producer is closed under it
         for t in producers + ([txn_thread] if txn_thread else []):
             try:
                 t.close()

@@ -178,6 +178,19 @@ def cluster_view(bootstrap: str, topic: str = TOPIC) -> dict:
             "replicas": {p.id: list(p.replicas) for p in parts}}
 
 
+def answered_view(bootstrap: str, topic: str = TOPIC, timeout_s: float = 30.0) -> dict:
+    """``cluster_view`` once Metadata answers (a loaded box may miss one 5 s
+    call right after a fault); the last error after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:  # bounded by the deadline
+        try:
+            return cluster_view(bootstrap, topic)
+        except Exception:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(1.0)
+
+
 def wait_recovered(cluster: ChaosCluster, timeout_s: float = RECOVERY_TIMEOUT_S, topics=(TOPIC,)):
     """Seconds until every broker is in Metadata and every ISR of ``topics`` is full, or None."""
     began = time.monotonic()

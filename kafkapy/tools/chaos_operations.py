@@ -31,7 +31,8 @@ import time
 from dataclasses import dataclass
 
 from kafkapy.tools.chaos_cluster import (RDKAFKA_LOG, RECOVERY_TIMEOUT_S, TOPIC, ChaosCluster, admin,
-                                         cluster_view, consume_to_end, create_topic, wait_recovered)
+                                         answered_view, cluster_view, consume_to_end, create_topic,
+                                         wait_recovered)
 
 OPERATIONS = ("rolling-restart", "reassignment", "preferred-election", "topic-churn", "zookeeper-node-bounce")
 CHURN_PARTITIONS = 3
@@ -69,7 +70,7 @@ def _poll(check, timeout_s: float, step_s: float = 0.5):
 
 
 def rolling_restart(cluster: ChaosCluster, rng: random.Random, ev: Event) -> None:
-    controller = cluster_view(cluster.bootstrap)["controller"]
+    controller = answered_view(cluster.bootstrap)["controller"]
     order = [i for i in cluster.ports if i != controller] + ([controller] if controller in cluster.ports else [])
     ev.target = "brokers " + ", ".join(str(i) for i in order) + f" (controller {controller} last)"
     steps = []
@@ -90,7 +91,7 @@ def rolling_restart(cluster: ChaosCluster, rng: random.Random, ev: Event) -> Non
 def reassignment(cluster: ChaosCluster, rng: random.Random, ev: Event) -> None:
     from kafkapy.tools.reassign_partitions import Cluster as ReassignClient
 
-    view = cluster_view(cluster.bootstrap)
+    view = answered_view(cluster.bootstrap)
     partition = rng.choice(sorted(view["replicas"]))
     current = view["replicas"][partition]
     outside = sorted(set(cluster.ports) - set(current))
@@ -121,7 +122,7 @@ def preferred_election(cluster: ChaosCluster, rng: random.Random, ev: Event) -> 
     from kafkapy.protocol.errors import ErrorCode
     from kafkapy.tools.leader_election import ELECTION_TYPES, elect
 
-    view = cluster_view(cluster.bootstrap)
+    view = answered_view(cluster.bootstrap)
     parts = sorted(view["replicas"])
     off = [p for p in parts if view["leaders"].get(p) != view["replicas"][p][0]]
     ev.target = f"{TOPIC}, {len(parts)} partitions ({len(off)} not led by their preferred replica)"

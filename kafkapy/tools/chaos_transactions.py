@@ -137,6 +137,8 @@ class TransactionalThread(threading.Thread):
         from confluent_kafka import KafkaException
 
         for _ in range(COMMIT_ATTEMPTS):  # bounded
+            if self.producer is None:  # closed meanwhile: the outcome stays unsaid
+                break
             try:
                 self.producer.abort_transaction(TXN_CALL_TIMEOUT_S)
                 return "aborted"
