@@ -100,7 +100,10 @@ def controller_main(config, broker_info, table=None, make_broker=None) -> None:
                 new_session.clear()
                 log.warning("ZooKeeper session was lost; registering again")
                 controller = _resign(controller)
-                client.register_broker(broker_info)
+                # Our old session's registration outlives it until ZooKeeper
+                # expires it (a paused ensemble does so after it resumes);
+                # three session timeouts bound that wait.
+                client.register_broker(broker_info, wait_s=3 * config["zookeeper.session.timeout.ms"] / 1000)
                 client.watch_controller(lambda _event: controller_moved.set())
                 controller_moved.set()
             if controller is not None and controller.moved.is_set():

@@ -5,6 +5,7 @@ session), and controller election fenced by /controller_epoch's version."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -67,6 +68,37 @@ def test_registration_is_ephemeral_and_unique(zookeeper):
         b.register_broker(_broker(1, 9103))
     finally:
         b.close()
+
+
+def test_registering_again_waits_for_the_old_sessions_node_to_go(zookeeper):
+    # A kafkapy-chaos run paused the whole ensemble past the session timeout:
+    # each broker saw its session expire and registered again in a new one
+    # while ZooKeeper had not yet expired the old session (it does so only
+    # after resuming), so its own old /brokers/ids/<id> was still there. That
+    # was BrokerIdInUse and the controller process's exit, three brokers of
+    # four gone. Registering again now waits for the old node to go.
+    old = _client(zookeeper, "/kp9")
+    new = _client(zookeeper, "/kp9")
+    try:
+        old.register_broker(_broker(1, 9101))
+        with pytest.raises(BrokerIdInUse):
+            new.register_broker(_broker(1, 9101))  # no wait: refused at once, as at startup
+        closer = threading.Timer(1.0, old.close)  # the old session ends a second later
+        closer.start()
+        began = time.monotonic()
+        new.register_broker(_broker(1, 9101), wait_s=20.0)
+        closer.join(5)
+        _, stat = new.zk.get(zk_data.broker_path(1))
+        assert stat.ephemeralOwner == new.session_id and 0.5 < time.monotonic() - began < 20
+        with pytest.raises(BrokerIdInUse):  # still refused once the wait is spent
+            old2 = _client(zookeeper, "/kp9")
+            try:
+                old2.register_broker(_broker(1, 9101), wait_s=1.0)
+            finally:
+                old2.close()
+    finally:
+        old.close()
+        new.close()
 
 
 def test_one_controller_at_a_time_and_the_epoch_fence(zookeeper):

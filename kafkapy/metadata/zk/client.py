@@ -282,7 +282,25 @@ class ZkClient:
             return zk_data.decode_cluster_id(data)
 
     # -- brokers ------------------------------------------------------------------------------
-    def register_broker(self, broker, timestamp_ms: int | None = None) -> None:
+    def register_broker(self, broker, timestamp_ms: int | None = None, wait_s: float = 0.0) -> None:
+        """``/brokers/ids/<id>``, ephemeral in this session. BrokerIdInUse when
+        another session holds it, after waiting up to ``wait_s`` for it to go:
+        registering again after a session expiry, the node may still be our
+        old session's, which ZooKeeper deletes only when it expires that
+        session itself (after a ZooKeeper pause, seconds after the client saw
+        it expire; Kafka's KAFKA-7165 waits likewise)."""
+        deadline = time.monotonic() + wait_s
+        while True:  # bounded by wait_s
+            try:
+                self._register_once(broker, timestamp_ms)
+                return
+            except BrokerIdInUse as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                log.info("%s; waiting for ZooKeeper to expire that session", exc)
+                time.sleep(0.5)
+
+    def _register_once(self, broker, timestamp_ms: int | None) -> None:
         path = zk_data.broker_path(broker.broker_id)
         data = zk_data.encode_broker(broker, timestamp_ms if timestamp_ms is not None
                                      else int(time.time() * 1000))
