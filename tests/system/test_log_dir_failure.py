@@ -101,8 +101,21 @@ def _dashboard_metric_names() -> set:
     return {n for e in exprs for n in re.findall(r"\b(kafka_[a-z_]+)\b", e)}
 
 
-def _fill(bootstrap: str, topic: str) -> int:
-    """Large acks=all records to ``topic`` until one fails: its error code."""
+def _placed(big, small_fs, topic: str) -> tuple[int, int]:
+    """``(partition in the big dir, partition in the tmpfs)`` of ``topic``'s
+    two partitions on broker 1, once both are made: one in each."""
+    def where():
+        dirs = {p: "big" if (big / f"{topic}-{p}").is_dir() else "small" if (small_fs / f"{topic}-{p}").is_dir()
+                else None for p in (0, 1)}
+        return dirs if None not in dirs.values() else None
+
+    dirs = wait_for(where, 20, f"broker 1's two {topic} partitions placed")
+    assert sorted(dirs.values()) == ["big", "small"], dirs
+    return next(p for p, d in dirs.items() if d == "big"), next(p for p, d in dirs.items() if d == "small")
+
+
+def _fill(bootstrap: str, topic: str, partition: int) -> int:
+    """Large acks=all records to ``topic``'s ``partition`` until one fails: its error code."""
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
@@ -111,7 +124,7 @@ def _fill(bootstrap: str, topic: str) -> int:
     try:
         for _ in range(MAX_SENDS):
             try:
-                producer.send(topic, RECORD, partition=1).get(timeout=20)
+                producer.send(topic, RECORD, partition=partition).get(timeout=20)
             except KafkaError as exc:
                 return getattr(exc, "errno", -1)
     finally:
@@ -122,38 +135,42 @@ def _fill(bootstrap: str, topic: str) -> int:
 def test_full_log_dir_moves_its_leaders_and_loses_nothing(cluster, small_fs, tmp_path):
     c, zk = cluster
     big = tmp_path / "broker-1-big"
+    # Broker 1 places each new partition in the dir with fewer (a tie to the
+    # first), so one partition of each topic lands in each dir, whichever of
+    # the two it makes first (its LeaderAndIsr, or a follower's Fetch that
+    # arrives before it): each topic is placed before the next exists.
     create_topic_assigned(c, "pcv", [[1, 2, 3], [1, 3, 2]])
+    pcv_big, pcv_small = _placed(big, small_fs, "pcv")
     create_topic_assigned(c, "fill", [[1, 2, 3], [1, 2, 3]])
-    # broker 1 alternates (the dir with fewer partitions, a tie to the first):
-    # pcv-0 and fill-0 in the big dir, pcv-1 and fill-1 in the tmpfs
-    assert (big / "pcv-0").is_dir() and (small_fs / "pcv-1").is_dir() and (small_fs / "fill-1").is_dir()
+    fill_big, fill_small = _placed(big, small_fs, "fill")
 
     producer = BackgroundProducer(c.bootstrap, "pcv", 2, rate_per_s=200).start()
     try:
         progress(producer, 200, "records acknowledged before the fault")
-        assert _fill(c.bootstrap, "fill") == STORAGE_ERROR
+        assert _fill(c.bootstrap, "fill", fill_small) == STORAGE_ERROR
         began = time.monotonic()
         b1 = c.brokers[1].bootstrap
         # The controller moves the dir's leaders off broker 1 and takes it out of their ISRs.
-        moved = wait_for(lambda: (md := _metadata(b1, "pcv")) and md[1][0] not in (1, -1)
-                         and 1 not in md[1][1] and 1 in md[1][2] and md, 20, "pcv-1 led elsewhere")
+        moved = wait_for(lambda: (md := _metadata(b1, "pcv")) and md[pcv_small][0] not in (1, -1)
+                         and 1 not in md[pcv_small][1] and 1 in md[pcv_small][2] and md, 20,
+                         "the tmpfs's pcv partition led elsewhere")
         elapsed = time.monotonic() - began
-        fill = wait_for(lambda: (md := _metadata(c.brokers[2].bootstrap, "fill")) and md[1][0] not in (1, -1)
-                        and md, 20, "fill-1 led elsewhere")
-        assert 1 in fill[1][2] and 1 not in fill[1][1] and fill[0][0] == 1
-        # Broker 1 still serves its other dir: it leads pcv-0, with no offline replica.
-        assert moved[0][0] == 1 and moved[0][2] == ()
+        fill = wait_for(lambda: (md := _metadata(c.brokers[2].bootstrap, "fill")) and md[fill_small][0] not in (1, -1)
+                        and md, 20, "the tmpfs's fill partition led elsewhere")
+        assert 1 in fill[fill_small][2] and 1 not in fill[fill_small][1] and fill[fill_big][0] == 1
+        # Broker 1 still serves its other dir: it leads the big dir's pcv partition, no replica offline.
+        assert moved[pcv_big][0] == 1 and moved[pcv_big][2] == ()
         dirs = _describe_log_dirs(b1)
         assert dirs[str(small_fs)] == (STORAGE_ERROR, set())
-        assert dirs[str(big)][0] == 0 and ("pcv", 0) in dirs[str(big)][1]
+        assert dirs[str(big)][0] == 0 and ("pcv", pcv_big) in dirs[str(big)][1]
         progress(producer, 400, "records acknowledged after the fault")
         assert c.brokers[1].running, c.brokers[1].log_tail()
-        # An old consumer's Fetch v3 from pcv-0's leader: down-converted, so
+        # An old consumer's Fetch v3 from that partition's leader: down-converted, so
         # the dashboard's conversion series exist in this broker's /metrics too.
         old_fetch = call(c.brokers[1].bootstrap, 1, 3, {
             "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
             "topics": [{"topic": "pcv", "partitions": [
-                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+                {"partition": pcv_big, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
         answer = old_fetch.responses[0].partitions[0]
         assert answer.error_code == 0 and answer.records, answer
         # /metrics shows the offline dir, and has every series the Grafana dashboard asks for.
@@ -176,7 +193,7 @@ def test_full_log_dir_moves_its_leaders_and_loses_nothing(cluster, small_fs, tmp
     consumed = finish(c, producer, "pcv", 2)
     producer.close()
     assert sum(map(len, consumed.values())) >= 600
-    print(f"\nleadership of pcv-1 moved {elapsed:.1f} s after the append that met ENOSPC was answered")
+    print(f"\nleadership of pcv-{pcv_small} moved {elapsed:.1f} s after the append that met ENOSPC was answered")
 
     # Space comes back; a restart brings the dir back (as in Kafka).
     c.brokers[1].stop()
