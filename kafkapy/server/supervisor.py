@@ -482,6 +482,8 @@ class Supervisor:
                 p.join(5)
                 ok = False
             elif p.exitcode != 0:
+                # Named, so a stop that comes too early for one child kind can be found.
+                log.error("%s (pid %d) exited with %s", p.name, p.pid, p.exitcode)
                 ok = False
             if self.metrics:
                 self.metrics.process_dead(p.pid)
