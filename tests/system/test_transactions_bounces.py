@@ -85,6 +85,7 @@ class CommittedReader:
         self.bootstrap, self.want, self.timeout_s, self.linger_s = bootstrap, want, timeout_s, linger_s
         self.got: dict[int, list[int]] = {q: [] for q in range(PARTITIONS)}
         self.error = None
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="committed-reader", daemon=True)
 
     def count(self) -> int:
@@ -100,7 +101,7 @@ class CommittedReader:
             c.assign([TopicPartition(OUTPUT, q, 0) for q in range(PARTITIONS)])
             deadline = time.monotonic() + self.timeout_s
             full_at = None
-            while time.monotonic() < deadline:  # bounded by the deadline
+            while time.monotonic() < deadline and not self._stop.is_set():  # bounded by the deadline
                 if full_at is None and self.count() >= self.want:
                     full_at = time.monotonic()
                 if full_at is not None and time.monotonic() - full_at >= self.linger_s:
@@ -108,7 +109,8 @@ class CommittedReader:
                 m = c.poll(0.2)
                 if m is not None and m.error() is None:
                     self.got[m.partition()].append(int(m.value()))
-            self.error = AssertionError(f"read {self.count()} of {self.want} committed values in {self.timeout_s} s")
+            self.error = AssertionError(f"read {self.count()} of {self.want} committed values "
+                                        f"({[len(self.got[q]) for q in range(PARTITIONS)]} by partition)")
         except BaseException as e:  # reported through ``error``
             self.error = e
         finally:
@@ -120,7 +122,10 @@ class CommittedReader:
 
     def join(self, timeout_s: float) -> dict:
         self._thread.join(timeout_s)
-        assert not self._thread.is_alive(), "the read_committed reader did not finish"
+        if self._thread.is_alive():  # stopped: its error says how far it read
+            self._stop.set()
+            self._thread.join(30)
+            assert not self._thread.is_alive(), "the read_committed reader did not stop"
         if self.error is not None:
             raise self.error
         return self.got
@@ -279,8 +284,18 @@ def _copy_under_bounces(make_cluster, java_client, clean: bool, per_partition: i
         assert wait_for(lambda: committed() == [per_partition] * PARTITIONS, 30, "the group's final offsets")
     finally:
         progress.close()
-    _exactly_once(expected, reader.join(60), "the concurrent read_committed reader")
+    # The final reader starts before the concurrent one is judged: if that one
+    # falls short, the final one tells whether the records are there to read.
     final = CommittedReader(bs, total, timeout_s=60).start()
+    try:
+        _exactly_once(expected, reader.join(60), "the concurrent read_committed reader")
+    except AssertionError as e:
+        try:
+            final.join(90)
+            also = f"a new read_committed reader read all {total}"
+        except AssertionError as f:
+            also = f"the final reader: {f}"
+        raise AssertionError(f"{e}; {also}") from None
     _exactly_once(expected, final.join(90), "the final read_committed reader")
 
 
