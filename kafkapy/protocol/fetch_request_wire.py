@@ -36,17 +36,16 @@ import struct
 import uuid
 from functools import cache
 
-from kafkapy.protocol import writers
-from kafkapy.protocol.api import schema_version
-from kafkapy.protocol.codec import DecodeError, read_unsigned_varint, unsigned_varint_bytes
+from kafkapy.protocol import one_pass, writers
+from kafkapy.protocol.codec import DecodeError, unsigned_varint_bytes
 from kafkapy.protocol.entities import _plan
 from kafkapy.protocol.fields import _split_fields
+from kafkapy.protocol.one_pass import I16 as _I16, I32 as _I32, Unusual, element_class, read_name as _name
+from kafkapy.protocol.one_pass import read_length as _count
 from kafkapy.protocol.readers import _read_plan
 
 FIRST_VERSION = 4  # message format v2 only; older bodies go through the codec
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _NEW = object.__new__
 _UUID = uuid.UUID
 
@@ -57,10 +56,6 @@ class _Shape:
     __slots__ = ("head", "flexible", "topic_ids", "forgotten", "rack", "part", "tag_defaults",
                  "setters", "topic_cls", "topic_setters", "part_cls", "part_setters", "part_tags",
                  "forgotten_cls", "forgotten_setters")
-
-
-def _element_class(cls, field: str):
-    return next(n[1] for name, n, _ in _plan(cls) if name == field)
 
 
 @cache
@@ -90,14 +85,14 @@ def _shape(cls, version: int) -> _Shape:
     plan = _read_plan(cls)
     s.setters = tuple(plan.setters)
     s.tag_defaults = tuple(plan.tag_defaults)
-    s.topic_cls = _element_class(cls, "topics")
+    s.topic_cls = element_class(cls, "topics")
     s.topic_setters = tuple(_read_plan(s.topic_cls).setters)
-    s.part_cls = _element_class(s.topic_cls, "partitions")
+    s.part_cls = element_class(s.topic_cls, "partitions")
     part_plan = _read_plan(s.part_cls)
     s.part_setters = tuple(part_plan.setters)
     s.part_tags = tuple(part_plan.tag_defaults)
     if s.forgotten:
-        s.forgotten_cls = _element_class(cls, "forgotten_topics_data")
+        s.forgotten_cls = element_class(cls, "forgotten_topics_data")
         s.forgotten_setters = tuple(_read_plan(s.forgotten_cls).setters)
     wanted = len(s.head.format) - 1 + 1 + s.forgotten + s.rack + len(s.tag_defaults)
     if (len(s.setters), len(s.topic_setters), len(s.part_setters)) != (
@@ -115,25 +110,13 @@ def decode_request(cls, version: int, buf: memoryview, off: int):
         return None
 
 
-def _count(buf, off, flexible):
-    """An array's length: compact (unsigned varint, less one) or int32; -1: null."""
-    if flexible:
-        n, off = read_unsigned_varint(buf, off)
-        return n - 1, off
-    return _I32.unpack_from(buf, off)[0], off + 4
-
-
-def _name(buf, off, flexible, end):
-    """A non-null string, or (None, off) for anything else."""
-    if flexible:
-        n, off = read_unsigned_varint(buf, off)
-        n -= 1
-    else:
-        n = _I16.unpack_from(buf, off)[0]
-        off += 2
-    if n < 0 or off + n > end:
-        return None, off
-    return str(buf[off:off + n], "utf-8"), off + n
+def _topic(buf, off, flexible, end, topic_ids):
+    """A topic's id (v13+) or name, or (None, off) for anything else."""
+    if topic_ids:
+        if off + 16 > end:
+            return None, off
+        return _UUID(bytes=buf[off:off + 16].tobytes()), off + 16
+    return _name(buf, off, flexible, end)
 
 
 def _decode(s: _Shape, cls, buf, off):
@@ -150,15 +133,9 @@ def _decode(s: _Shape, cls, buf, off):
     topic_ids = s.topic_ids
     topics = []
     for _ in range(count):
-        if topic_ids:
-            if off + 16 > end:
-                return None
-            topic = _UUID(bytes=buf[off:off + 16].tobytes())
-            off += 16
-        else:
-            topic, off = _name(buf, off, flexible, end)
-            if topic is None:
-                return None
+        topic, off = _topic(buf, off, flexible, end, topic_ids)
+        if topic is None:
+            return None
         pcount, off = _count(buf, off, flexible)
         if pcount < 0 or pcount > end - off:
             return None
@@ -190,15 +167,9 @@ def _decode(s: _Shape, cls, buf, off):
             return None
         forgotten = []
         for _ in range(count):
-            if topic_ids:
-                if off + 16 > end:
-                    return None
-                topic = _UUID(bytes=buf[off:off + 16].tobytes())
-                off += 16
-            else:
-                topic, off = _name(buf, off, flexible, end)
-                if topic is None:
-                    return None
+            topic, off = _topic(buf, off, flexible, end, topic_ids)
+            if topic is None:
+                return None
             n, off = _count(buf, off, flexible)
             if n < 0 or off + 4 * n > end:
                 return None
@@ -231,20 +202,11 @@ def _decode(s: _Shape, cls, buf, off):
 # -- the response ---------------------------------------------------------------
 
 
-class _Unusual(Exception):
-    """A response this writer leaves to the codec's."""
-
-
 def install_response_writer(cls) -> None:
     """Make the codec write ``cls``, one version's FetchResponse, with
-    ``_response_writer`` from FIRST_VERSION on. Called by the Fetch handler
-    once per version it answers (not every version up front: importing
-    their classes is start-up time for every broker)."""
-    if schema_version(cls) < FIRST_VERSION:
-        return
-    plan = writers._write_plan(cls)
-    if not getattr(plan.writer, "one_pass", False):
-        plan.writer = _response_writer(cls, plan.writer)
+    ``_response_writer`` from FIRST_VERSION on (once per version the Fetch
+    handler answers)."""
+    one_pass.install(cls, FIRST_VERSION, _response_writer)
 
 
 def _field_writers(cls) -> dict:
@@ -260,8 +222,8 @@ def _tag_defaults(cls) -> tuple:
 def _response_writer(cls, generic):
     flexible = bool(cls.__flexible__)
     top = [n for n, _, _ in _plan(cls)]
-    topic_cls = _element_class(cls, "responses")
-    part_cls = _element_class(topic_cls, "partitions")
+    topic_cls = element_class(cls, "responses")
+    part_cls = element_class(topic_cls, "partitions")
     part_fields = [n for n, _, _ in _plan(part_cls)]
     if "last_stable_offset" not in part_fields or "aborted_transactions" not in part_fields:
         raise TypeError(f"{cls.__qualname__}: not the Fetch response shape this writer knows")
@@ -278,9 +240,7 @@ def _response_writer(cls, generic):
     part_tags = _tag_defaults(part_cls)
     top_tags = _tag_defaults(cls)
     pack_i16, pack_i32 = _I16.pack, _I32.pack
-
-    def count(n):
-        return unsigned_varint_bytes(n + 1) if flexible else pack_i32(n)
+    count = one_pass.count_writer(flexible)
 
     def write(out, buf, response):
         start = len(buf)
@@ -310,7 +270,7 @@ def _response_writer(cls, generic):
                         buf += pack_part(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
                     for get, default in part_tags:
                         if get(p) is not default:
-                            raise _Unusual
+                            raise Unusual
                     write_aborted(out, buf, p.aborted_transactions)
                     if with_replica:
                         buf += pack_i32(p.preferred_read_replica)
@@ -323,9 +283,9 @@ def _response_writer(cls, generic):
                 for get, default in top_tags:
                     value = get(response)
                     if value is not default and value != default:
-                        raise _Unusual
+                        raise Unusual
                 buf.append(0)
-        except (_Unusual, struct.error, TypeError, AttributeError):
+        except (Unusual, struct.error, TypeError, AttributeError):
             # Tagged fields set, kio's timedelta values: the codec's writer,
             # from the same start (file regions noted since are dropped too).
             del buf[start:]
@@ -333,5 +293,4 @@ def _response_writer(cls, generic):
             out._region_bytes = region_bytes
             generic(out, buf, response)
 
-    write.one_pass = True
     return write

@@ -35,16 +35,14 @@ import dataclasses
 import struct
 from functools import cache
 
-from kafkapy.protocol import writers
-from kafkapy.protocol.api import schema_version
-from kafkapy.protocol.codec import DecodeError, read_unsigned_varint, unsigned_varint_bytes
-from kafkapy.protocol.entities import _plan  # (field name, (kind, nested class), ...) per field
+from kafkapy.protocol import one_pass
+from kafkapy.protocol.codec import DecodeError, unsigned_varint_bytes
+from kafkapy.protocol.one_pass import I16 as _I16, I32 as _I32, Unusual, element_class
+from kafkapy.protocol.one_pass import read_length as _length, read_string_length as _string_length
 from kafkapy.protocol.readers import _read_plan
 
 FIRST_VERSION = 3  # message format v2 only; older bodies go through the codec
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _NEW = object.__new__
 
@@ -55,8 +53,8 @@ def _shape(cls):
     partition setters)`` for one version's ProduceRequest: the codec's own
     setters, in the fields' order, so the entities are the codec's."""
     plan = _read_plan(cls)
-    topic_cls = _element_class(cls, "topic_data")
-    part_cls = _element_class(topic_cls, "partition_data")
+    topic_cls = element_class(cls, "topic_data")
+    part_cls = element_class(topic_cls, "partition_data")
     setters = tuple(plan.setters)
     topic_setters = tuple(_read_plan(topic_cls).setters)
     part_setters = tuple(_read_plan(part_cls).setters)
@@ -65,33 +63,13 @@ def _shape(cls):
     return setters, topic_cls, topic_setters, part_cls, part_setters
 
 
-def _element_class(cls, field: str):
-    return next(n[1] for name, n, _ in _plan(cls) if name == field)
-
-
-def decode_request(cls, buf: memoryview, off: int, flexible: bool):
-    """The ProduceRequest at ``buf[off:]`` as the codec decodes it, or None
-    (decode it with the codec)."""
+def decode_request(cls, version: int, buf: memoryview, off: int):
+    """The ProduceRequest v``version`` at ``buf[off:]`` as the codec decodes
+    it, or None (decode it with the codec)."""
     try:
-        return _decode(cls, buf, off, flexible)
+        return _decode(cls, buf, off, bool(cls.__flexible__))
     except (struct.error, IndexError, ValueError, DecodeError):  # UnicodeDecodeError is a ValueError
         return None
-
-
-def _string_length(buf, off, flexible):
-    """A string's length: compact (unsigned varint, less one) or int16; -1: null."""
-    if flexible:
-        n, off = read_unsigned_varint(buf, off)
-        return n - 1, off
-    return _I16.unpack_from(buf, off)[0], off + 2
-
-
-def _length(buf, off, flexible):
-    """A length or count: a compact one (unsigned varint, less one) or an int16/int32."""
-    if flexible:
-        n, off = read_unsigned_varint(buf, off)
-        return n - 1, off
-    return _I32.unpack_from(buf, off)[0], off + 4
 
 
 def _decode(cls, buf, off, flexible):
@@ -166,26 +144,17 @@ _PARTITION_V3 = struct.Struct(">ihqq")
 _PARTITION_V5 = struct.Struct(">ihqqq")
 
 
-class _Unusual(Exception):
-    """A response this writer leaves to the codec's."""
-
-
 def install_response_writer(cls) -> None:
     """Make the codec write ``cls``, one version's ProduceResponse, with
-    ``_response_writer`` from FIRST_VERSION on. Called by the Produce
-    handler once per version it answers (importing every version's classes
-    up front cost ~0.3 s at each broker start)."""
-    if schema_version(cls) < FIRST_VERSION:
-        return
-    plan = writers._write_plan(cls)
-    if not getattr(plan.writer, "one_pass", False):
-        plan.writer = _response_writer(cls, plan.writer)
+    ``_response_writer`` from FIRST_VERSION on (once per version the
+    Produce handler answers)."""
+    one_pass.install(cls, FIRST_VERSION, _response_writer)
 
 
 def _response_writer(cls, generic):
     flexible = bool(cls.__flexible__)
-    topic_cls = _element_class(cls, "responses")
-    part_cls = _element_class(topic_cls, "partition_responses")
+    topic_cls = element_class(cls, "responses")
+    part_cls = element_class(topic_cls, "partition_responses")
     part_fields = {f.name: f for f in dataclasses.fields(part_cls)}
     if "log_append_time" not in part_fields:
         raise TypeError(f"{cls.__qualname__}: not the Produce response shape this writer knows")
@@ -196,9 +165,7 @@ def _response_writer(cls, generic):
     no_leader = leader_field.default if leader_field is not None else None
     has_endpoints = any(f.name == "node_endpoints" for f in dataclasses.fields(cls))
     pack_i16, pack_i32 = _I16.pack, _I32.pack
-
-    def count(n):
-        return unsigned_varint_bytes(n + 1) if flexible else pack_i32(n)
+    count = one_pass.count_writer(flexible)
 
     def string(value):
         if value is None:
@@ -222,25 +189,24 @@ def _response_writer(cls, generic):
                         buf += pack_fixed(p.index, p.error_code, p.base_offset, p.log_append_time)
                     if has_errors:
                         if p.record_errors:
-                            raise _Unusual
+                            raise Unusual
                         buf += count(0)
                         buf += string(p.error_message)
                     if flexible:
                         if leader_field is not None and p.current_leader is not no_leader:
-                            raise _Unusual
+                            raise Unusual
                         buf.append(0)
                 if flexible:
                     buf.append(0)
             buf += pack_i32(response.throttle_time)
             if flexible:
                 if has_endpoints and response.node_endpoints:
-                    raise _Unusual
+                    raise Unusual
                 buf.append(0)
-        except (_Unusual, struct.error, TypeError, AttributeError):
+        except (Unusual, struct.error, TypeError, AttributeError):
             # kio's timedelta/datetime values, record errors, tagged fields
             # set: the codec's writer, from the same start.
             del buf[start:]
             generic(out, buf, response)
 
-    write.one_pass = True
     return write

@@ -868,6 +868,30 @@ class PinnedClient:
             position += 12 + length
         return p.error_code, p.high_watermark, records
 
+    def round_trips(self, topic: str, until: float, latencies: list, errors: list, acks: int = -1) -> None:
+        """Produce one record to ``topic``-0 then fetch it from offset 0, on
+        and on until ``until`` (at most 5,000 rounds): each request's seconds
+        into ``latencies``; the first failure (an error code, no records, the
+        client's own timeout) into ``errors``, and it stops there. The other
+        client beside a stalled operation: it must not wait for it."""
+        for n in range(5000):
+            if time.monotonic() >= until:
+                return
+            try:
+                started = time.monotonic()
+                code, _ = self.produce(topic, 0, [n], acks=acks)
+                latencies.append(time.monotonic() - started)
+                started = time.monotonic()
+                fetched, _hw, records = self.fetch(topic, 0)
+                latencies.append(time.monotonic() - started)
+            except Exception as exc:  # a timeout of the raw client: what the test reports
+                errors.append(repr(exc))
+                return
+            if code or fetched or not records:
+                errors.append(f"round {n}: produce {code}, fetch {fetched}, {len(records)} records")
+                return
+            time.sleep(0.02)
+
 
 def leader_of_two_followers(cluster: Cluster, topic: str, partitions: int) -> tuple:
     """``(C, P1, F, P2, G)`` for a coordinator topic of replication factor 2:

@@ -62,28 +62,6 @@ def _create_topic(cluster, name: str, assignment: list) -> None:
     cluster.wait_topic_ready(name, len(assignment), len(assignment[0]), 30)
 
 
-def _probe(client: PinnedClient, until: float, latencies: list, errors: list) -> None:
-    """Produce one record then fetch from offset 0, on and on until ``until``
-    (at most 5,000 rounds): each request's seconds into ``latencies``."""
-    for n in range(5000):
-        if time.monotonic() >= until:
-            return
-        try:
-            started = time.monotonic()
-            code, _ = client.produce("wtm-other", 0, [n], acks=-1)
-            latencies.append(time.monotonic() - started)
-            started = time.monotonic()
-            fetched, _hw, records = client.fetch("wtm-other", 0)
-            latencies.append(time.monotonic() - started)
-        except Exception as exc:  # a timeout of the raw client: what the test reports
-            errors.append(repr(exc))
-            return
-        if code or fetched or not records:
-            errors.append(f"round {n}: produce {code}, fetch {fetched}, {len(records)} records")
-            return
-        time.sleep(0.02)
-
-
 def test_markers_waiting_for_a_frozen_follower_hold_no_worker(cluster):
     bs = cluster.bootstrap
     txn_ids = [f"wtm-{i}" for i in range(PRODUCERS)]
@@ -115,7 +93,7 @@ def test_markers_waiting_for_a_frozen_follower_hold_no_worker(cluster):
         frozen_at = time.monotonic()
         for n, p in enumerate(producers):  # EndTxn is answered once PrepareCommit is logged; the markers follow
             f.timed(f"commit {n}", p.commit_transaction, TIMEOUT_S)
-        f.in_background(_probe, probe, frozen_at + FREEZE_S, latencies, errors, settle_s=0)
+        f.in_background(probe.round_trips, "wtm-other", frozen_at + FREEZE_S, latencies, errors, settle_s=0)
         # Every transaction's marker waits at L for F (the high watermark cannot pass it).
         states = transaction_states(coordinator_broker.bootstrap, txn_ids)
         f.join(FREEZE_S + 1)

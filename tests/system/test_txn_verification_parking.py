@@ -45,24 +45,6 @@ def cluster(make_cluster):
     return c
 
 
-def _probe(client: PinnedClient, until: float, latencies: list, errors: list) -> None:
-    """Produce one record then fetch from offset 0 until ``until`` (at most
-    5,000 rounds): each request's seconds into ``latencies``."""
-    for n in range(5000):
-        if time.monotonic() >= until:
-            return
-        started = time.monotonic()
-        code, _ = client.produce("vp-other", 0, [n], acks=1)
-        latencies.append(time.monotonic() - started)
-        started = time.monotonic()
-        fetched, _hw, records = client.fetch("vp-other", 0)
-        latencies.append(time.monotonic() - started)
-        if code or fetched or not records:
-            errors.append(f"round {n}: produce {code}, fetch {fetched}, {len(records)} records")
-            return
-        time.sleep(0.02)
-
-
 def test_a_produce_waiting_for_verification_holds_no_worker(cluster):
     bs = cluster.bootstrap
     txn_id = "vp"
@@ -100,7 +82,7 @@ def test_a_produce_waiting_for_verification_holds_no_worker(cluster):
     with Frozen(cluster.brokers[coordinator]) as f:
         frozen_at = time.monotonic()
         f.in_background(produce, settle_s=0.3)  # L asks the frozen C
-        _probe(probe, frozen_at + FREEZE_S, latencies, errors)
+        probe.round_trips("vp-other", frozen_at + FREEZE_S, latencies, errors, acks=1)
         waited = f.still_waiting()
     outcome = f.join(40)
     probe.close()

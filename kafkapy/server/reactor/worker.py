@@ -36,6 +36,9 @@ log = logging.getLogger("kafkapy.request")
 HELD = -1
 # A request handled for longer than this is logged: its client is waiting.
 _SLOW_S = 10.0
+# The most frequent requests' one-pass readers, by API key (protocol/produce_wire.py,
+# protocol/fetch_request_wire.py), from their FIRST_VERSION on.
+_ONE_PASS_READERS = {PRODUCE_KEY: produce_wire, FETCH_KEY: fetch_request_wire}
 
 
 class Decoded:
@@ -86,10 +89,9 @@ def prepare_request(buf: memoryview):
             offset = skip_tagged_fields(buf, offset)
         request = None
         # The most frequent requests, read in one pass (None: the codec reads them).
-        if header.api_key == PRODUCE_KEY and version >= produce_wire.FIRST_VERSION:
-            request = produce_wire.decode_request(spec.request_class(version), buf, offset, flexible)
-        elif header.api_key == FETCH_KEY and version >= fetch_request_wire.FIRST_VERSION:
-            request = fetch_request_wire.decode_request(spec.request_class(version), version, buf, offset)
+        wire = _ONE_PASS_READERS.get(header.api_key)
+        if wire is not None and version >= wire.FIRST_VERSION:
+            request = wire.decode_request(spec.request_class(version), version, buf, offset)
         if request is None:
             request, _ = decode(spec.request_class(version), buf, offset)
     except DecodeError as exc:

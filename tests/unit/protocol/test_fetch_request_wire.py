@@ -15,17 +15,16 @@ from hypothesis import strategies as st
 
 from kafkapy.protocol import fetch_request_wire
 from kafkapy.protocol.api import API_TABLE
-from kafkapy.protocol.codec import DecodeError, Parts, decode, encode
+from kafkapy.protocol.codec import DecodeError
 from kafkapy.protocol.entities import construct
+from support import one_pass
 
 FETCH = 1
 VERSIONS = range(fetch_request_wire.FIRST_VERSION, API_TABLE[FETCH].max_version + 1)
 
 
 def _body(version: int, values: dict) -> bytes:
-    out = Parts()
-    encode(construct(API_TABLE[FETCH].request_class(version), values), out)
-    return b"".join(bytes(part) for part in out.parts())
+    return one_pass.body(FETCH, version, values)
 
 
 def _values(seed: int, tagged: bool = False) -> dict:
@@ -53,13 +52,7 @@ def _values(seed: int, tagged: bool = False) -> dict:
 
 
 def _both(version: int, buf: bytes):
-    cls = API_TABLE[FETCH].request_class(version)
-    fast = fetch_request_wire.decode_request(cls, version, memoryview(buf), 0)
-    try:
-        slow, _ = decode(cls, memoryview(buf), 0)
-    except DecodeError:
-        slow = DecodeError
-    return fast, slow
+    return one_pass.both(fetch_request_wire, FETCH, version, buf)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -91,12 +84,7 @@ def test_a_replica_directory_is_left_to_the_codec():
 @given(version=st.sampled_from(list(VERSIONS)), seed=st.integers(0, 50), cut=st.integers(0, 600),
        flips=st.lists(st.tuples(st.integers(0, 600), st.integers(0, 255)), max_size=3))
 def test_malformed_bodies_are_none_or_the_codecs(version, seed, cut, flips):
-    buf = bytearray(_body(version, _values(seed)))
-    for at, value in flips:
-        if buf:
-            buf[at % len(buf)] = value
-    buf = bytes(buf[:cut])
-    fast, slow = _both(version, buf)
+    fast, slow = _both(version, one_pass.mutated(_body(version, _values(seed)), cut, flips))
     assert fast is None or fast == slow
 
 
@@ -156,28 +144,12 @@ def _response_values(seed: int, region_file) -> tuple[dict, bool]:
 @pytest.mark.parametrize("version", RESPONSE_VERSIONS)
 @pytest.mark.parametrize("seed", range(16))
 def test_the_response_parts_are_the_codecs(version, seed, tmp_path):
-    from kafkapy.protocol import writers
     from kafkapy.server.handlers import fetch
 
     cls = API_TABLE[FETCH].response_class(version)
-    fetch._response_classes(cls)  # the handler's first answer in a version installs the one-pass writer
-    plan = writers._write_plan(cls)
-    assert getattr(plan.writer, "one_pass", False), "the Fetch handler installs its writer"
-    generic = writers._make_entity_writer(plan)
-    fallbacks = []
-
-    def codec_writer(out, buf, entity):
-        fallbacks.append(entity)
-        generic(out, buf, entity)
-
-    one_pass = fetch_request_wire._response_writer(cls, codec_writer)
     values, odd = _response_values(seed, str(tmp_path / "segment.log"))
     response = construct(cls, values)  # fields a version lacks are left out
-    fast, slow = Parts(), Parts()
-    fast.buf += b"prefix"
-    slow.buf += b"prefix"
-    one_pass(fast, fast.buf, response)
-    generic(slow, slow.buf, response)
+    fast, slow, fallbacks = one_pass.both_responses(fetch, fetch_request_wire, cls, response)
     assert fast.parts() == slow.parts() and fast.size == slow.size
     partitions = [p for t in response.responses for p in t.partitions]
     # What this version holds of the odd values decides (v11 has no tagged fields, v15 no node endpoints).
@@ -189,12 +161,6 @@ def test_the_response_parts_are_the_codecs(version, seed, tmp_path):
 
 
 def test_older_versions_keep_the_codecs_writer():
-    from kafkapy.protocol import writers
-    from kafkapy.protocol.api import schema_version
     from kafkapy.server.handlers import fetch
 
-    for version in range(0, fetch_request_wire.FIRST_VERSION):
-        cls = API_TABLE[FETCH].response_class(version)
-        assert schema_version(cls) == version
-        fetch._response_classes(cls)
-        assert not getattr(writers._write_plan(cls).writer, "one_pass", False)
+    one_pass.assert_older_versions_keep_the_codecs_writer(FETCH, fetch, fetch_request_wire.FIRST_VERSION)

@@ -12,17 +12,16 @@ from hypothesis import strategies as st
 
 from kafkapy.protocol import produce_wire
 from kafkapy.protocol.api import API_TABLE
-from kafkapy.protocol.codec import DecodeError, Parts, decode, encode
+from kafkapy.protocol.codec import decode
 from kafkapy.protocol.entities import construct
+from support import one_pass
 
 PRODUCE = 0
 VERSIONS = range(produce_wire.FIRST_VERSION, API_TABLE[PRODUCE].max_version + 1)
 
 
 def _body(version: int, values: dict) -> bytes:
-    out = Parts()
-    encode(construct(API_TABLE[PRODUCE].request_class(version), values), out)
-    return b"".join(bytes(part) for part in out.parts())
+    return one_pass.body(PRODUCE, version, values)
 
 
 def _values(seed: int) -> dict:
@@ -38,14 +37,7 @@ def _values(seed: int) -> dict:
 
 
 def _both(version: int, buf: bytes):
-    cls = API_TABLE[PRODUCE].request_class(version)
-    flexible = API_TABLE[PRODUCE].is_flexible(version)
-    fast = produce_wire.decode_request(cls, memoryview(buf), 0, flexible)
-    try:
-        slow, _ = decode(cls, memoryview(buf), 0)
-    except DecodeError:
-        slow = DecodeError
-    return fast, slow
+    return one_pass.both(produce_wire, PRODUCE, version, buf)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -61,7 +53,7 @@ def test_records_are_a_view_of_the_body(version):
     buf = bytearray(_body(version, {"transactional_id": None, "acks": 1, "timeout": 5, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": b"abc"}]}]}))
     cls = API_TABLE[PRODUCE].request_class(version)
-    request = produce_wire.decode_request(cls, memoryview(buf), 0, API_TABLE[PRODUCE].is_flexible(version))
+    request = produce_wire.decode_request(cls, version, memoryview(buf), 0)
     records = request.topic_data[0].partition_data[0].records
     assert isinstance(records, memoryview) and records.obj is buf and bytes(records) == b"abc"
 
@@ -70,12 +62,7 @@ def test_records_are_a_view_of_the_body(version):
 @given(version=st.sampled_from(list(VERSIONS)), seed=st.integers(0, 50), cut=st.integers(0, 2000),
        flips=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=3))
 def test_malformed_bodies_are_none_or_the_codecs(version, seed, cut, flips):
-    buf = bytearray(_body(version, _values(seed)))
-    for at, value in flips:
-        if buf:
-            buf[at % len(buf)] = value
-    buf = bytes(buf[:cut])
-    fast, slow = _both(version, buf)
+    fast, slow = _both(version, one_pass.mutated(_body(version, _values(seed)), cut, flips))
     assert fast is None or fast == slow
 
 
@@ -126,28 +113,11 @@ def _response_values(cls, seed: int) -> dict:
 @pytest.mark.parametrize("version", RESPONSE_VERSIONS)
 @pytest.mark.parametrize("seed", range(16))
 def test_the_response_bytes_are_the_codecs(version, seed):
-    from kafkapy.protocol import writers
     from kafkapy.server.handlers import produce
 
     cls = API_TABLE[PRODUCE].response_class(version)
-    produce._response_classes(cls)  # the handler's first answer in a version installs the one-pass writer
-    plan = writers._write_plan(cls)
-    assert getattr(plan.writer, "one_pass", False), "the Produce handler installs its writer"
-    generic = writers._make_entity_writer(plan)
-    fallbacks = []
-
-    def codec_writer(out, buf, entity):
-        fallbacks.append(entity)
-        generic(out, buf, entity)
-
-    one_pass = produce_wire._response_writer(cls, codec_writer)
-    values = _response_values(cls, seed)
-    response = construct(cls, values)  # fields a version lacks are left out
-    fast, slow = Parts(), Parts()
-    fast.buf += b"prefix"  # written after what is already there, and only that undone on a fallback
-    slow.buf += b"prefix"
-    one_pass(fast, fast.buf, response)
-    generic(slow, slow.buf, response)
+    response = construct(cls, _response_values(cls, seed))  # fields a version lacks are left out
+    fast, slow, fallbacks = one_pass.both_responses(produce, produce_wire, cls, response)
     assert bytes(fast.buf) == bytes(slow.buf)
     # What this version holds of the unusual values decides (v3 has no record errors, v9 no leader).
     partitions = [p for t in response.responses for p in t.partition_responses]
@@ -160,12 +130,6 @@ def test_the_response_bytes_are_the_codecs(version, seed):
 
 
 def test_older_versions_keep_the_codecs_writer():
-    from kafkapy.protocol import writers
-    from kafkapy.protocol.api import schema_version
     from kafkapy.server.handlers import produce
 
-    for version in range(0, produce_wire.FIRST_VERSION):
-        cls = API_TABLE[PRODUCE].response_class(version)
-        assert schema_version(cls) == version
-        produce._response_classes(cls)
-        assert not getattr(writers._write_plan(cls).writer, "one_pass", False)
+    one_pass.assert_older_versions_keep_the_codecs_writer(PRODUCE, produce, produce_wire.FIRST_VERSION)

@@ -256,7 +256,8 @@ def test_acks_all_expires_with_request_timed_out(leader, table):
     assert got == [(0, ErrorCode.REQUEST_TIMED_OUT, -1), (1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
 
 
-def test_an_appender_wakes_only_processors_watching_what_it_moved():
+def _watched_pipe():
+    """A processor's wake pipe and ``woken()``: whether it was woken since last asked."""
     import os
 
     pipe = WakePipe(multiprocessing.get_context("fork"), slots=16)
@@ -266,6 +267,12 @@ def test_an_appender_wakes_only_processors_watching_what_it_moved():
             return bool(os.read(pipe.read_fd, 16))
         except BlockingIOError:
             return False
+
+    return pipe, woken
+
+
+def test_an_appender_wakes_only_processors_watching_what_it_moved():
+    pipe, woken = _watched_pipe()
 
     pipe.wake_if_watched([3])
     assert not woken(), "nothing parked"
@@ -287,15 +294,7 @@ def test_a_high_watermark_move_leaves_parked_follower_fetches_asleep():
     parked operation waits on a log end offset (another follower's Fetch) is
     not woken by it; one waiting on the high watermark is; an append (which
     moves the log end offset) wakes both."""
-    import os
-
-    pipe = WakePipe(multiprocessing.get_context("fork"), slots=16)
-
-    def woken():
-        try:
-            return bool(os.read(pipe.read_fd, 16))
-        except BlockingIOError:
-            return False
+    pipe, woken = _watched_pipe()
 
     follower_fetch = {4: (LOG_END_OFFSET, 10)}
     pipe.add_parked(1, follower_fetch)

@@ -53,47 +53,47 @@ def test_the_same_events_as_epollselector(events):
             s.close()
 
 
-def test_modify_and_unregister_change_what_is_reported():
+@pytest.fixture
+def pair():
+    """A socket pair and a Poller, closed after the test."""
     a, b = socket.socketpair()
     poller = Poller()
-    try:
-        poller.register(a, R, "conn")
-        assert poller.select(0) == []
-        poller.modify(a, W, "conn2")
-        assert poller.select(0) == [("conn2", W)]
-        b.send(b"x")
-        poller.modify(a, R | W, "conn3")
-        assert poller.select(0) == [("conn3", R | W)]
+    yield a, b, poller
+    poller.close()
+    a.close()
+    b.close()
+
+
+def test_modify_and_unregister_change_what_is_reported(pair):
+    a, b, poller = pair
+    poller.register(a, R, "conn")
+    assert poller.select(0) == []
+    poller.modify(a, W, "conn2")
+    assert poller.select(0) == [("conn2", W)]
+    b.send(b"x")
+    poller.modify(a, R | W, "conn3")
+    assert poller.select(0) == [("conn3", R | W)]
+    poller.unregister(a)
+    assert poller.select(0) == []
+    with pytest.raises(KeyError):
         poller.unregister(a)
-        assert poller.select(0) == []
-        with pytest.raises(KeyError):
-            poller.unregister(a)
-        with pytest.raises(KeyError):
-            poller.modify(a, R, None)
-        poller.register(a.fileno(), R, "by fd")
-        with pytest.raises(KeyError):
-            poller.register(a, R, "twice")
-        assert poller.select(0) == [("by fd", R)]
-        fd = a.fileno()
-        a.close()  # unregistering a closed descriptor is quiet, as selectors' is
-        poller.unregister(fd)
-        assert poller.select(0) == []
-    finally:
-        poller.close()
-        b.close()
+    with pytest.raises(KeyError):
+        poller.modify(a, R, None)
+    poller.register(a.fileno(), R, "by fd")
+    with pytest.raises(KeyError):
+        poller.register(a, R, "twice")
+    assert poller.select(0) == [("by fd", R)]
+    fd = a.fileno()
+    a.close()  # unregistering a closed descriptor is quiet, as selectors' is
+    poller.unregister(fd)
+    assert poller.select(0) == []
 
 
-def test_a_timeout_waits_and_none_is_not_cut_short():
+def test_a_timeout_waits_and_none_is_not_cut_short(pair):
     import time
 
-    a, b = socket.socketpair()
-    poller = Poller()
-    try:
-        poller.register(a, R, "conn")
-        started = time.monotonic()
-        assert poller.select(0.05) == []
-        assert time.monotonic() - started >= 0.05
-    finally:
-        poller.close()
-        a.close()
-        b.close()
+    a, b, poller = pair
+    poller.register(a, R, "conn")
+    started = time.monotonic()
+    assert poller.select(0.05) == []
+    assert time.monotonic() - started >= 0.05
