@@ -5,6 +5,7 @@ session), and controller election fenced by /controller_epoch's version."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import uuid
@@ -141,3 +142,99 @@ def test_unknown_host_fails_within_the_connection_timeout():
         client.connect()
     assert time.monotonic() - started < 10
     client.close()
+
+
+class _Gate:
+    """A TCP forwarder from a loopback port to ZooKeeper that can be shut
+    (connections reset, new ones refused) and opened again on the same port:
+    an outage with no ZooKeeper restart in it (a restarting ZooKeeper takes
+    connections before it serves them, and a client caught in that window
+    waits out its connect timeout whatever its retry policy)."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.port = 0
+        self.listener = None
+        self.sockets: list = []
+        self.threads: list = []
+        self.open()
+
+    def open(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        t = threading.Thread(target=self._accept, args=(self.listener,), daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def shut(self) -> None:
+        listener, self.listener = self.listener, None
+        for s in [listener, *self.sockets]:
+            try:
+                s.close()
+            except OSError:
+                pass
+        self.sockets = []
+        for t in self.threads:
+            t.join(5)
+        self.threads = []
+
+    def _accept(self, listener) -> None:
+        while self.listener is listener:  # until shut
+            try:
+                client, _ = listener.accept()
+                server = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            except OSError:
+                continue
+            self.sockets += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                t = threading.Thread(target=self._pump, args=(src, dst, listener), daemon=True)
+                self.threads.append(t)
+                t.start()
+
+    def _pump(self, src, dst, listener) -> None:
+        src.settimeout(0.2)
+        while self.listener is listener:  # until shut
+            try:
+                chunk = src.recv(1 << 16)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            try:
+                dst.sendall(chunk)
+            except OSError:
+                return
+
+
+def test_a_lost_connection_is_tried_again_at_most_about_a_second_apart(zookeeper_factory):
+    """ZooKeeper's Java client (Kafka's) sleeps a random 0-1 s between
+    reconnection attempts; kazoo's default doubles its sleep (6.4 s after 7 s
+    without a server, up to an hour), so a broker came back seconds after
+    ZooKeeper did (minutes after a long outage) and a restored session could
+    expire meanwhile. After 15 s of refused connections, kafkapy's client is
+    connected again within ~1 s of the server being reachable (2.5 s allowed
+    for a loaded machine), on the same session."""
+    from kazoo.client import KazooState
+
+    from support.wait import wait_for
+
+    zookeeper = zookeeper_factory(tick_time_ms=4000)  # sessions up to 80 s: this one outlives the outage
+    gate = _Gate(zookeeper.port)
+    client = ZkClient(f"127.0.0.1:{gate.port}/reconnect", session_timeout_ms=40000).connect()
+    try:
+        session = client.session_id
+        gate.shut()
+        wait_for(lambda: client.zk.state != KazooState.CONNECTED, 10, "the client to see the connection go")
+        time.sleep(15)  # kazoo's default sleeps would be 6.4 s then 12.8 s (x0.6-1.4) by now
+        gate.open()
+        back = time.monotonic()
+        wait_for(lambda: client.zk.state == KazooState.CONNECTED, 20, "the client connected again")
+        waited = time.monotonic() - back
+        assert waited < 2.5, f"connected again {waited:.1f} s after the server was reachable"
+        assert client.session_id == session
+    finally:
+        client.close()
+        gate.shut()

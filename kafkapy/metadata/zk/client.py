@@ -50,6 +50,7 @@ from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, N
                               RolledBackError)
 from kazoo.handlers import utils as kazoo_utils
 from kazoo.handlers.threading import SequentialThreadingHandler
+from kazoo.retry import KazooRetry
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from kafkapy.metadata.zk import data as zk_data
@@ -166,6 +167,21 @@ class _KafkaHandler(SequentialThreadingHandler):
         return kazoo_utils.create_tcp_connection(socket, *args, **kwargs)
 
 
+def _reconnect_retry() -> KazooRetry:
+    """How a lost connection is tried again: without end, at most ~1 s apart.
+
+    ZooKeeper's own Java client, Kafka's, sleeps a random 0-1 s between
+    attempts. kazoo's default doubles its sleep up to an hour: after 7 s
+    without a server it waits 6.4 s more, so a broker reconnects seconds
+    after ZooKeeper is back (minutes after a long outage), and a session
+    ZooKeeper restored at its restart with a 4-18 s timeout can expire
+    while the broker sleeps, moving every leadership for nothing (seen when
+    a SIGKILLed ZooKeeper took a few seconds to start on a loaded machine).
+    The sleeps here are 0.1 s doubled up to 0.7 s, times kazoo's jitter
+    (0.6-1.4): at most ~1 s."""
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=0.7)
+
+
 class ZkClient:
     def __init__(self, connect: str, session_timeout_ms: int = 18000,
                  connection_timeout_ms: int | None = None, security: ZkSecurity | None = None):
@@ -180,7 +196,8 @@ class ZkClient:
         sec = self.security
         servers = max(1, len(self.connect_spec.hosts))
         kwargs = {"hosts": hosts, "timeout": self.session_timeout_s,
-                  "handler": _KafkaHandler(self.session_timeout_s / servers, sec.tls)}
+                  "handler": _KafkaHandler(self.session_timeout_s / servers, sec.tls),
+                  "connection_retry": _reconnect_retry()}
         if sec.sasl is not None:
             kwargs["sasl_options"] = dict(sec.sasl)  # kazoo adds to it
         if sec.tls is not None:
