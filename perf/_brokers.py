@@ -141,6 +141,23 @@ def kafkapy_command(props_path: str) -> list[str]:
     return [sys.executable, "-m", "kafkapy", props_path]
 
 
+def _exit_143(_signum, _frame) -> None:
+    sys.exit(143)
+
+
+def _stop_on_sigterm() -> None:
+    """A benchmark told to stop (SIGTERM) unwinds as on an error, so its
+    ``finally`` blocks stop the brokers it started: Python's default ends
+    it at once and leaves them (a killed ``bench_cluster.py`` left its three
+    brokers behind). Set in the main thread the first time a broker starts,
+    unless the driver has its own handler."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_143)
+
+
 class BrokerProcess:
     """One broker child process: start, wait until it answers, measure, stop.
 
@@ -166,6 +183,7 @@ class BrokerProcess:
         return self.proc.pid
 
     def start(self) -> None:
+        _stop_on_sigterm()
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(

@@ -608,7 +608,7 @@ def main(argv=None) -> int:
                         help="a broker setting for kafkapy (repeatable), e.g. "
                              "socket.send.buffer.bytes=-1; recorded in the report")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda _s, _f: sys.exit(143))
+    signal.signal(signal.SIGTERM, _brokers._exit_143)
     cfg = Config(args)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
