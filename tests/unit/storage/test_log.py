@@ -114,6 +114,26 @@ def test_whole_batch_cut_walks_a_bounded_number_of_batches(tmp_path):
     log.close()
 
 
+def test_no_whole_batch_walk_when_the_first_batch_is_under_an_eighth_of_the_cut(tmp_path):
+    """Small batches, then a big one: a cut inside the big one is moved back
+    when the first batch is at least 1/8 of the cut, and left where
+    max_bytes puts it (Kafka's cut; the client drops the tail) when the
+    walk would be started from a batch under 1/8 of it."""
+    from kafkapy.storage.segment import _WHOLE_BATCH_WALK
+
+    log = open_log(tmp_path / "t-0")
+    small = len(make_batch(1, value_size=50))
+    append(log, make_batch(1, value_size=50))
+    append(log, make_batch(1, value_size=50 * _WHOLE_BATCH_WALK))
+    inside = small + _WHOLE_BATCH_WALK * 50 // 2  # inside the big batch
+    assert inside <= _WHOLE_BATCH_WALK * small
+    assert len(read_bytes(log, 0, inside)) == small
+    beyond = _WHOLE_BATCH_WALK * small + 1
+    append(log, make_batch(1, value_size=50 * _WHOLE_BATCH_WALK * 4))
+    assert len(read_bytes(log, 0, beyond)) == beyond
+    log.close()
+
+
 def test_reads_stay_inside_one_segment(tmp_path):
     batch_size = len(make_batch(1, value_size=200))
     log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=3 * batch_size))
