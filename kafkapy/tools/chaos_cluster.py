@@ -26,7 +26,9 @@ REPLICATION_FACTOR = 3
 # How long recovery may take before the run says so and goes on (several
 # session timeouts on a loaded 2-core box).
 RECOVERY_TIMEOUT_S = 90.0
-CONSUME_TIMEOUT_S = 120.0
+CONSUME_TIMEOUT_S = 120.0  # without progress
+CONSUME_TIMEOUT_FACTOR = 10  # the whole consume's bound, in CONSUME_TIMEOUT_S
+CONSUME_BATCH = 1000  # messages a poll returns at most: positions are read once per batch
 # A broker's SIGTERM shutdown (controlled shutdown, then every log flushed);
 # past this it is killed and the restart counted unclean.
 CLEAN_STOP_TIMEOUT_S = 60.0
@@ -252,7 +254,10 @@ def consume_to_end(bootstrap: str, topic: str, partitions: int, read_committed: 
     """``{partition: [value, ...] in offset order}`` up to each high watermark.
 
     Done when the consumer's position (which steps over transaction markers and
-    aborted records under read_committed) reaches the high watermark read first."""
+    aborted records under read_committed) reaches the high watermark read first.
+    Fails when no partition's position moves for ``timeout_s`` (stuck, not
+    slow: a 30-minute run's million records took longer than a fixed 120 s
+    at a load average of 40), or past ``CONSUME_TIMEOUT_FACTOR`` times it."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-validate-{time.time_ns()}",
@@ -264,16 +269,21 @@ def consume_to_end(bootstrap: str, topic: str, partitions: int, read_committed: 
         c.assign(tps)
         out = {p: [] for p in range(partitions)}
         pos = {p: 0 for p in range(partitions)}
-        deadline = time.monotonic() + timeout_s
-        while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:  # bounded
-            msg = c.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out[msg.partition()].append(msg.value().decode())
+        started = moved_at = time.monotonic()
+        while any(pos[p] < ends[p] for p in ends):  # bounded: by progress, and in all
+            now = time.monotonic()
+            if now - moved_at > timeout_s or now - started > CONSUME_TIMEOUT_FACTOR * timeout_s:
+                break
+            for msg in c.consume(CONSUME_BATCH, 0.5):
+                if msg.error() is None:
+                    out[msg.partition()].append(msg.value().decode())
             for tp in c.position([TopicPartition(topic, p) for p in range(partitions)]):
-                if tp.offset >= 0:
+                if tp.offset > pos[tp.partition]:
                     pos[tp.partition] = tp.offset
+                    moved_at = time.monotonic()
         if any(pos[p] < ends[p] for p in ends):
-            raise ToolError(f"could not consume {topic} to the end in {timeout_s:.0f} s: {pos} of {ends}")
+            raise ToolError(f"could not consume {topic} to the end (no progress for {timeout_s:.0f} s, or "
+                            f"{CONSUME_TIMEOUT_FACTOR * timeout_s:.0f} s in all): {pos} of {ends}")
         return out
     finally:
         c.close()
