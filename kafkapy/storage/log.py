@@ -107,9 +107,13 @@ MAX_TIMESTAMP = -3
 
 SNAPSHOT_SUFFIX = ".snapshot"
 
+# ``leader_epoch``: the epoch a leader's append ran at (-1 for a follower's),
+# so acks=all can tell a leadership that went away and came back between the
+# append and its look at the high watermark from one that never moved.
 AppendResult = namedtuple(
     "AppendResult",
-    ("first_offset", "last_offset", "log_append_time_ms", "log_start_offset", "record_count", "duplicate"),
+    ("first_offset", "last_offset", "log_append_time_ms", "log_start_offset", "record_count", "duplicate",
+     "leader_epoch"),
 )
 _new_tuple = tuple.__new__
 
@@ -388,7 +392,7 @@ class Log:
         """
         slot = self._sync()
         if len(records) == 0:
-            return AppendResult(-1, -1, -1, slot[_F_LOG_START_OFFSET], 0, False)
+            return AppendResult(-1, -1, -1, slot[_F_LOG_START_OFFSET], 0, False, leader_epoch)
         now_ms = self._clock_ms()
         try:
             headers, record_count, offset_count, max_timestamp = batch.check_append(
@@ -422,7 +426,7 @@ class Log:
             if duplicate is not None:
                 first, last, timestamp = duplicate
                 return AppendResult(first, last, timestamp if log_append_time_ms >= 0 else -1,
-                                    slot[_F_LOG_START_OFFSET], headers[0].records_count, True)
+                                    slot[_F_LOG_START_OFFSET], headers[0].records_count, True, leader_epoch)
             if verification is not None:
                 self._check_verified(psm, headers[0], verification)
 
@@ -438,7 +442,7 @@ class Log:
             psm.update(batch.read_header(records, h.position), first_offset, next_offset - 1, max_timestamp)
         # tuple.__new__ skips the namedtuple's Python-level __new__ (~0.15 us).
         return _new_tuple(AppendResult, (first_offset, next_offset - 1, log_append_time_ms,
-                                         slot[_F_LOG_START_OFFSET], record_count, False))
+                                         slot[_F_LOG_START_OFFSET], record_count, False, leader_epoch))
 
     def append_as_follower(self, records, high_watermark: int | None = None) -> AppendResult:
         """Append batches fetched from the leader, as they are (Kafka's
@@ -460,7 +464,7 @@ class Log:
         if len(records) == 0:
             if high_watermark is not None:
                 self.update_high_watermark(high_watermark)
-            return AppendResult(-1, -1, -1, slot[_F_LOG_START_OFFSET], 0, False)
+            return AppendResult(-1, -1, -1, slot[_F_LOG_START_OFFSET], 0, False, -1)
         headers, _end, error = batch.scan_batches(records, 0, -1, True, -1)
         if error:
             raise RecordError(error, f"invalid record batch from the leader (error {error})")
@@ -505,7 +509,7 @@ class Log:
         if psm is not None:
             psm.catch_up(self.state.log_end_offset, self._read_headers_from, self._index_completed_txn)
         return _new_tuple(AppendResult, (first_offset, expected - 1, -1, slot[_F_LOG_START_OFFSET],
-                                          record_count, False))
+                                          record_count, False, -1))
 
     def append_control_batch(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                              leader_epoch: int, high_watermark_limit: int = -1) -> AppendResult:
@@ -538,7 +542,7 @@ class Log:
         psm.update_marker(headers[0], first_offset, EndTxnMarker(COMMIT if commit else ABORT, coordinator_epoch),
                           now_ms, self._read_headers_from, self._index_completed_txn)
         return _new_tuple(AppendResult, (first_offset, first_offset, log_append_time_ms,
-                                          slot[_F_LOG_START_OFFSET], 1, False))
+                                          slot[_F_LOG_START_OFFSET], 1, False, leader_epoch))
 
     def next_sequence(self, producer_id: int, producer_epoch: int) -> int:
         """The base sequence the producer's next batch here must carry (for

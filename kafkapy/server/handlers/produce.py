@@ -131,7 +131,7 @@ def handle(ctx, request):
     # acks=-1: {slot: ("high_watermark", last offset + 1)} of the partitions
     # whose high watermark has not passed their records yet.
     watch = {} if acks == -1 else None
-    leader_epochs = {}  # slot -> the leader epoch right after the append (DelayedProduce's leadership check)
+    leader_epochs = {}  # slot -> the leader epoch the append ran at (DelayedProduce's leadership check)
     auth = getattr(ctx.broker, "authorizer", None)
     denied = _denied(ctx, auth, request) if auth is not None else None
     topics = []
@@ -182,11 +182,15 @@ def handle(ctx, request):
                     # made this broker a follower since the append leaves it the
                     # new leader's high watermark, past offsets where our
                     # records may be truncated (a preferred election, here).
-                    if not replica.is_leader:
+                    # The leader epoch is the append's own: a leadership that
+                    # went away and came back since (a later epoch) may have
+                    # truncated them too; Kafka would have completed this
+                    # produce with the same error when it became a follower.
+                    if not replica.is_leader or replica.leader_epoch != result.leader_epoch:
                         code, message = ErrorCode.NOT_LEADER_OR_FOLLOWER, None
                     elif replica.high_watermark <= result.last_offset:
                         watch[replica.slot] = (HIGH_WATERMARK, result.last_offset + 1)
-                        leader_epochs[replica.slot] = replica.leader_epoch
+                        leader_epochs[replica.slot] = result.leader_epoch
             if code:
                 any_error = True
                 partitions.append(partition(index, int(code), -1, -1, -1, message))

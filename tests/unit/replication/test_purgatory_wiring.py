@@ -335,3 +335,31 @@ def test_acks_all_answers_not_leader_when_the_leadership_moved_after_the_append(
     assert not isinstance(response, DelayedProduce)
     got = [(p.index, p.error_code) for p in response.responses[0].partition_responses]
     assert got == [(0, ErrorCode.NOT_LEADER_OR_FOLLOWER), (1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+class _LeadershipGoesAndComesBack(_OneReplica):
+    """Between the append and the handler's look at the high watermark,
+    this broker follows broker 1 (epoch 2), then leads again (epoch 3),
+    with a high watermark past our records: they may have been truncated
+    and other records written at their offsets meanwhile."""
+
+    def append_records(self, topic, partition_id, records, acks=1, verification=None):
+        answer = super().append_records(topic, partition_id, records, acks, verification)
+        if answer[1] is not None:
+            self.partition.make_follower(1, 2, (0, 1), 2)
+            self.partition.make_leader(3, (0, 1), partition_epoch=3)
+            self.partition.state.high_watermark = answer[1].last_offset + self.past
+        return answer
+
+
+@pytest.mark.parametrize("past", [10, 0], ids=["high-watermark-past-them", "high-watermark-below-them"])
+def test_acks_all_answers_not_leader_when_the_leadership_went_away_and_came_back(leader, table, past):
+    leader.remote_log_end_offsets[1] = 0
+    leader.make_leader(1, (0, 1))
+    replicas = _LeadershipGoesAndComesBack(leader)
+    replicas.past = past
+    _ctx, response = _produce(replicas, -1, n=5)
+    assert leader.is_leader and leader.leader_epoch == 3
+    assert not isinstance(response, DelayedProduce)
+    got = [(p.index, p.error_code) for p in response.responses[0].partition_responses]
+    assert got == [(0, ErrorCode.NOT_LEADER_OR_FOLLOWER), (1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
