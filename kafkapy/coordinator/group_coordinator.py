@@ -42,7 +42,12 @@ from dataclasses import dataclass
 from kafkapy.coordinator import group as g
 from kafkapy.coordinator.consumer_coordinator import ConsumerGroupMixin
 from kafkapy.coordinator.group import Group, Member
-from kafkapy.coordinator.group_metadata_manager import GroupMetadataManager, is_consumer
+from kafkapy.coordinator.group_metadata_manager import (
+    GroupMetadataManager,
+    is_consumer,
+    maybe_convert_offset_commit_error,
+)
+from kafkapy.coordinator.offsets_topic import OFFSETS_TOPIC
 from kafkapy.coordinator.records import EMPTY_CONSUMER_ASSIGNMENT
 from kafkapy.coordinator.timers import Timers
 from kafkapy.protocol.errors import ErrorCode as E
@@ -780,18 +785,33 @@ class GroupCoordinator(ConsumerGroupMixin):
         return self.manager.store_offsets(group, offsets, retention_ms, respond)
 
     def txn_commit_offsets(self, group_id, producer_id, producer_epoch, member_id, group_instance_id,
-                           generation_id, offsets, respond=None):
-        """TxnOffsetCommit (Kafka's doTxnCommitOffsets): ``offsets`` as for
-        ``commit_offsets``; they are written in a transactional batch of the
-        producer and stay pending until its marker reaches the group's
-        partition (``on_txn_marker``). ``{(topic, partition): error_code}``
-        to ``respond`` once the append settled (returned without it)."""
-        return _answer(respond, lambda answer: self._txn_commit_offsets(
-            group_id, producer_id, producer_epoch, member_id, group_instance_id, generation_id, offsets, answer))
+                           generation_id, offsets, respond=None, verify=None):
+        """TxnOffsetCommit (Kafka's handleTxnCommitOffsets, doTxnCommitOffsets):
+        ``offsets`` as for ``commit_offsets``; they are written in a
+        transactional batch of the producer and stay pending until its
+        marker reaches the group's partition (``on_txn_marker``).
+        ``verify(topic, partition, then)`` (KIP-890, the process's
+        ``OffsetCommitVerification``; None: nothing to ask) is asked between
+        the group's status and its member checks, as Kafka does, and calls
+        ``then(error, verification)`` now or later; a refusal answers every
+        partition with it (``maybe_convert_offset_commit_error``).
+        ``{(topic, partition): error_code}`` to ``respond`` once the append
+        settled (returned without it, when nothing was asked)."""
+        def run(answer):
+            def verified(error, verification):
+                self._txn_commit_offsets(group_id, producer_id, producer_epoch, member_id, group_instance_id,
+                                         generation_id, offsets, answer, error, verification)
+            if verify is None or self._validate(group_id, False) is not None:
+                return verified(E.NONE, None)
+            verify(OFFSETS_TOPIC, self.manager.partition_for(group_id), verified)
+        return _answer(respond, run)
 
     def _txn_commit_offsets(self, group_id, producer_id, producer_epoch, member_id, group_instance_id,
-                            generation_id, offsets, respond) -> None:
+                            generation_id, offsets, respond, verification_error, verification) -> None:
         keys = [(t, p) for t, p, *_ in offsets]
+        if verification_error:
+            return respond(dict.fromkeys(keys, maybe_convert_offset_commit_error(verification_error)))
+        # Looked at again after a verification: the partition may have been unloaded meanwhile.
         error = self._validate(group_id, False)
         if error is None:
             group = self.manager.get_or_create(group_id)
@@ -809,7 +829,8 @@ class GroupCoordinator(ConsumerGroupMixin):
                 self.manager.drop_if_unused(group)
         if error is not None:
             return respond(dict.fromkeys(keys, error))
-        return self.manager.store_offsets(group, offsets, -1, respond, producer=(producer_id, producer_epoch))
+        return self.manager.store_offsets(group, offsets, -1, respond, producer=(producer_id, producer_epoch),
+                                          verification=verification)
 
     def fetch_offsets(self, group_id, topics, require_stable=False, member_id=None, member_epoch=-1):
         """``topics``: list of ``(topic, [partitions])`` or None for all.

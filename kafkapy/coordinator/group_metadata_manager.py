@@ -67,6 +67,25 @@ from kafkapy.protocol.errors import ErrorCode as E
 log = logging.getLogger("kafkapy.coordinator")
 
 
+def maybe_convert_offset_commit_error(error_code: int) -> int:
+    """Kafka 3.9's GroupMetadataManager.maybeConvertOffsetCommitError, for a
+    TxnOffsetCommit whose verification failed: NETWORK_EXCEPTION (the
+    transaction coordinator did not answer; older clients may not retry
+    it) as COORDINATOR_LOAD_IN_PROGRESS, which they retry without a
+    coordinator lookup; the append's errors as a commit answers them;
+    the rest (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, the coordinator
+    errors) as they are."""
+    if error_code == E.NETWORK_EXCEPTION:
+        return E.COORDINATOR_LOAD_IN_PROGRESS
+    if error_code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if error_code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+        return E.NOT_COORDINATOR
+    if error_code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        return E.INVALID_COMMIT_OFFSET_SIZE
+    return error_code
+
+
 def is_consumer(group) -> bool:
     """A KIP-848 ``ConsumerGroup`` (else a classic ``Group``)."""
     return getattr(group, "type", "classic") == "consumer"
@@ -174,20 +193,21 @@ class GroupMetadataManager:
                 log.warning("group %s: storing its metadata failed (error %d)", group_id, error)
         return then
 
-    def _append_inline(self, partition: int, records, producer=None):
+    def _append_inline(self, partition: int, records, producer=None, verification=None):
         """``begin_append`` of a store that has only ``append`` /
         ``append_transactional`` (test doubles): settled at once."""
         if producer is not None:
             return (*self.store.append_transactional(partition, records, *producer), None)
         return self.store.append(partition, records), -1, None
 
-    def append_then(self, partition: int, records, then, producer=None) -> bool:
+    def append_then(self, partition: int, records, then, producer=None, verification=None) -> bool:
         """Append ``records`` (acks=-1; ``producer``: its ``(id, epoch)``
-        for a transactional batch) and call ``then(error, base offset)``
+        for a transactional batch, ``verification`` what the append checks
+        it against, KIP-890) and call ``then(error, base offset)``
         once the append settled: at once when it did already (always with
         the ISR the leader alone), else from ``poll_appends`` (or
         NOT_COORDINATOR from ``unload_partition``). True when it was parked."""
-        code, base_offset, pending = self._begin_append(partition, records, producer)
+        code, base_offset, pending = self._begin_append(partition, records, producer, verification)
         if pending is None:
             if self._parked:
                 # Earlier appends settle first (the high watermark passed
@@ -236,11 +256,13 @@ class GroupMetadataManager:
         return now_ms + self._poll_ms
 
     # ------------------------------------------------------------------ offsets
-    def store_offsets(self, group: Group, offsets, retention_ms, respond, producer=None) -> None:
+    def store_offsets(self, group: Group, offsets, retention_ms, respond, producer=None,
+                      verification=None) -> None:
         """Write ``offsets`` and answer ``respond`` once the append settled:
         applied then (pending meanwhile, Kafka's pendingOffsetCommits); with
         ``producer`` (id, epoch) in that producer's transactional batch,
-        kept pending for its marker instead."""
+        kept pending for its marker instead (``verification``: KIP-890's,
+        what the append checks the batch against)."""
         now = self._now()
         results = {}
         records = []
@@ -279,7 +301,7 @@ class GroupMetadataManager:
             results.update(dict.fromkeys(accepted, error))
             respond(results)
 
-        if self.append_then(group.partition, records, stored, producer) and producer is None:
+        if self.append_then(group.partition, records, stored, producer, verification) and producer is None:
             self.pending_offset_commits.setdefault(group_id, {}).update(accepted)
         self.drop_if_unused(group)
 

@@ -186,9 +186,10 @@ class OffsetsTopicStore:
                 return settled
         return code, first_offset
 
-    def begin_append(self, partition: int, records, producer=None):
+    def begin_append(self, partition: int, records, producer=None, verification=None):
         """Append ``[(key, value_or_None)]`` as one batch (``producer``: its
-        ``(id, epoch)`` for a transactional batch) with acks=-1 without
+        ``(id, epoch)`` for a transactional batch; ``verification``:
+        ``Log.append_as_leader``'s, a TxnOffsetCommit's KIP-890 token) with acks=-1 without
         waiting: ``(error_code, base offset, None)`` once settled (the
         mapped error, as ``append`` answers it; at once when the high
         watermark already passed the batch: always with the ISR the leader
@@ -213,7 +214,7 @@ class OffsetsTopicStore:
         try:
             # acks=-1, as Kafka's coordinator appends (offsets.commit.required.acks).
             code, result, message = replica_manager.append_records(
-                self.topic, partition, memoryview(bytearray(batch)), -1)
+                self.topic, partition, memoryview(bytearray(batch)), -1, verification)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", self.topic, partition, exc)
             return E.COORDINATOR_NOT_AVAILABLE, -1, None
@@ -254,7 +255,9 @@ class OffsetsTopicStore:
             return E.NOT_COORDINATOR, -1
         if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
             return E.INVALID_COMMIT_OFFSET_SIZE, -1
-        if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
+        if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED, E.INVALID_TXN_STATE):
+            # INVALID_TXN_STATE: a verified TxnOffsetCommit whose transaction
+            # ended between the answer and the append (a stale token), as Kafka's.
             return code, -1
         log.error("append to %s-%d failed: %s", self.topic, partition, message or code)
         return E.UNKNOWN_SERVER_ERROR, -1

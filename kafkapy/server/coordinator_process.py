@@ -71,6 +71,7 @@ from kafkapy.coordinator.transaction.transaction_coordinator import TransactionC
 from kafkapy.controller.channel_manager import endpoint_for
 from kafkapy.server.config.types import ConfigException
 from kafkapy.server.reactor.channel import CLOSE
+from kafkapy.server.txn_verification import OffsetCommitVerification
 
 log = logging.getLogger("kafkapy.coordinator")
 
@@ -80,6 +81,11 @@ _IDLE_WAIT_S = 1.0
 # In a cluster the loop also follows leadership of __consumer_offsets
 # partitions: a new leader starts loading within this long of LeaderAndIsr.
 _CLUSTER_IDLE_WAIT_S = 0.2
+# While a TxnOffsetCommit's verification is out to another broker, answers
+# are looked for this often (an inter-broker round trip is ~1 ms here; its
+# sender thread cannot wake the request queue's wait).
+_VERIFICATION_POLL_MS = 2
+TXN_OFFSET_COMMIT = 28
 
 
 def _now_ms() -> int:
@@ -142,6 +148,11 @@ class CoordinatorServer:
         self._seen_generation = None  # the metadata generation leadership was last followed at
         self.txn = build_transaction_coordinator(broker, config, clock_ms, self.coordinator)
         self._txn_generation = None  # likewise for __transaction_state
+        from kafkapy.server.security.inter_broker import client_security
+
+        self.verification = OffsetCommitVerification(
+            broker, self.txn.state, f"broker-{broker.broker_id}-txn-offset-verification".encode(),
+            client_security(config))
 
     # -- requests ---------------------------------------------------------------
     def handle(self, req) -> None:
@@ -173,6 +184,7 @@ class CoordinatorServer:
         ctx = CoordinatorContext(self.coordinator, self.store, header.api_key, decoded.version,
                                  header.correlation_id, header.client_id, send)
         ctx.txn = self.txn
+        ctx.verification = self.verification
         ctx.client_host = client_host(req.peer_host)
         ctx.authorizer = getattr(self.broker, "authorizer", None)
         ctx.principal = req.principal
@@ -180,7 +192,8 @@ class CoordinatorServer:
         try:
             if self.coordinator.txn_marker_scan:
                 self.coordinator.poll_txn_markers()
-            if header.api_key in TXN_HANDLERS:
+            if header.api_key in TXN_HANDLERS or header.api_key == TXN_OFFSET_COMMIT:
+                # TxnOffsetCommit may ask this process's transaction coordinator (KIP-890).
                 self.follow_txn_leadership()
             handler(ctx, decoded.request)
         except Exception:
@@ -323,6 +336,11 @@ class CoordinatorServer:
             except Exception:
                 log.exception("completing parked group appends failed")
                 parked_deadline = now + 16
+            try:  # TxnOffsetCommits whose verification another broker answered
+                if self.verification.poll():
+                    txn_deadline = min(txn_deadline, now + _VERIFICATION_POLL_MS)
+            except Exception:
+                log.exception("completing verified transactional offset commits failed")
             deadline = timers.next_deadline_ms()
             deadline = txn_deadline if deadline is None else min(deadline, txn_deadline)
             if parked_deadline is not None:
@@ -365,4 +383,5 @@ def coordinator_main(broker_factory, channel, config) -> None:
     finally:
         if server is not None:
             server.txn.close()  # the marker senders' threads and connections
+            server.verification.close()
         broker.close()

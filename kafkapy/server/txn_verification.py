@@ -34,6 +34,11 @@ The flow, Kafka's ``ReplicaManager.handleProduceAppend``:
 
 No handler waits: the worker or processor that ran the first half is free,
 and the processor's loop goes on while the question is out.
+
+TxnOffsetCommit is verified the same way by the group coordinator process
+(``OffsetCommitVerification``, Kafka's GroupCoordinator.handleTxnCommitOffsets):
+the group's ``__consumer_offsets`` partition, before the producer's first
+offsets of a transaction are appended there.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from kafkapy.client.sender_thread import SenderThread, stop_all
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.protocol.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
 from kafkapy.replication.purgatory import DelayedVerification
+from kafkapy.storage.producer_state import NOT_VERIFIED
 
 log = logging.getLogger("kafkapy.request")
 
@@ -111,13 +117,24 @@ def start(ctx, request) -> DelayedVerification | None:
                                producer[0], producer[1], partitions)
 
 
+def manager_error(error_code: int, generic_error: bool) -> int:
+    """A coordinator's verification answer as Kafka's AddPartitionsToTxnManager
+    passes it on, to a Produce or a TxnOffsetCommit alike: PRODUCER_FENCED
+    as INVALID_PRODUCER_EPOCH (what producers expect there), and
+    TRANSACTION_ABORTABLE as INVALID_TXN_STATE unless the request's version
+    knows it (``generic_error``: Kafka's transactionSupportedOperation
+    genericError, Produce v11+ and TxnOffsetCommit v4+)."""
+    if error_code == E.PRODUCER_FENCED:
+        return E.INVALID_PRODUCER_EPOCH
+    if error_code == E.TRANSACTION_ABORTABLE and not generic_error:
+        return E.INVALID_TXN_STATE
+    return error_code
+
+
 def produce_error(error_code: int, api_version: int) -> tuple[int, str | None]:
     """A coordinator's verification error as the produce answers it
     (Kafka's AddPartitionsToTxnManager then handleProduceAppend)."""
-    if error_code == E.PRODUCER_FENCED:
-        return E.INVALID_PRODUCER_EPOCH, None
-    if error_code == E.TRANSACTION_ABORTABLE and api_version < _ABORTABLE_FROM:
-        error_code = E.INVALID_TXN_STATE
+    error_code = manager_error(error_code, api_version >= _ABORTABLE_FROM)
     if error_code == E.INVALID_TXN_STATE:
         return error_code, "Partition was not added to the transaction"
     if error_code in _RETRIABLE:
@@ -259,3 +276,82 @@ class AddPartitionsToTxnManager:
     def close(self) -> None:
         senders, self.senders = list(self.senders.values()), {}
         stop_all(senders)
+
+
+class OffsetCommitVerification:
+    """KIP-890 for TxnOffsetCommit, the group coordinator process's half of
+    Kafka's ``ReplicaManager.maybeStartTransactionVerificationForPartition``
+    (called by ``GroupCoordinator.handleTxnCommitOffsets`` since Kafka 3.6):
+    before a producer's first offsets of a transaction go to the group's
+    ``__consumer_offsets`` partition, the producer's transaction coordinator
+    is asked whether that partition is in the producer's ongoing
+    transaction at its epoch (AddOffsetsToTxn put it there). A late
+    TxnOffsetCommit (its transaction already ended) is refused instead of
+    opening a transaction there that nobody ends: the group's offsets would
+    answer UNSTABLE_OFFSET_COMMIT until the producer is fenced.
+
+    ``start(..., then)`` calls ``then(error, verification)``: the error
+    as the manager passes it on (``manager_error``; the group coordinator
+    maps it for an offset commit), and what the append is to check
+    (``Log.append_as_leader``'s ``verification``: None with the setting
+    off, ``NOT_VERIFIED`` when the transaction is already open there, else
+    the token verified). A coordinator in this process (standalone always)
+    is asked directly, its ``verify_partitions`` being what the
+    AddPartitionsToTxn v4 request would reach; another broker's through an
+    ``AddPartitionsToTxnManager`` (one sender thread per coordinator broker,
+    as the processors' for Produce), whose answers ``poll`` hands out.
+    Owned by the coordinator process's thread; the sender threads share only
+    the manager's completions deque."""
+
+    def __init__(self, broker, txn_state, client_id: bytes, security=None):
+        self.broker = broker
+        self.txn_state = txn_state  # this process's TransactionCoordinatorState
+        self._client_id = client_id
+        self._security = security
+        self.manager = None  # made at the first question for another broker
+        self.waiting: dict[int, tuple] = {}  # key -> (then, generic_error)
+        self._next_key = 0
+        # transactional id -> (coordinator broker id, address); a test's seam
+        self.locate = lambda txn_id: coordinator_address(broker, txn_id)
+
+    def start(self, transactional_id, producer_id: int, producer_epoch: int, topic: str, partition: int,
+              generic_error: bool, then) -> None:
+        broker = self.broker
+        if transactional_id is None or not broker.config[CONFIG]:
+            return then(E.NONE, None)
+        replica = broker.replica_manager.get_partition(topic, partition)
+        token = None if replica is None else replica.maybe_start_transaction_verification(producer_id)
+        if token is None:  # open here already, or not led here (the append answers that)
+            return then(E.NONE, NOT_VERIFIED)
+        coordinator_id, _address = self.locate(transactional_id)
+        if coordinator_id == broker.broker_id:
+            errors = self.txn_state.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                                      [(topic, partition)])
+            return then(manager_error(errors[(topic, partition)], generic_error), token)
+        if self.manager is None:
+            self.manager = AddPartitionsToTxnManager(self.locate, _no_wake, self._client_id, self._security)
+        key = self._next_key
+        self._next_key += 1
+        self.waiting[key] = (then, generic_error)
+        # No purgatory holds it (deadline unused): the sender's request
+        # timeout (30 s) bounds the wait, then NETWORK_EXCEPTION.
+        self.manager.verify(key, DelayedVerification({}, -1, transactional_id, producer_id, producer_epoch,
+                                                     [(topic, partition, token)]))
+
+    def poll(self) -> bool:
+        """Hand the answers in since to their ``then``; True while others
+        are still out (the caller looks again within a few ms)."""
+        if self.manager is not None:
+            for key, op, errors in self.manager.completions():
+                then, generic_error = self.waiting.pop(key)
+                topic, partition, token = op.partitions[0]
+                then(manager_error(errors.get((topic, partition), E.NONE), generic_error), token)
+        return bool(self.waiting)
+
+    def close(self) -> None:
+        if self.manager is not None:
+            self.manager.close()
+
+
+def _no_wake() -> None:
+    """The coordinator process looks for answers from its loop (``poll``)."""

@@ -214,3 +214,149 @@ def test_verification_off_restores_the_old_behaviour_and_is_dynamic(broker_facto
     # it with the metadata generation it checks on each request.
     assert _produce(bs, "verify-off", pid, epoch, 0, topic, 1, b"stray").error_code == E.INVALID_TXN_STATE
     assert list_offset(bs, topic, 1, READ_UNCOMMITTED) == 0
+
+
+# --- TxnOffsetCommit (Kafka 3.6+: GroupCoordinator.handleTxnCommitOffsets verifies too) ---
+
+def _txn_offset_commit(bs: str, txn_id: str, pid: int, epoch: int, group: str, topic: str, offset: int,
+                       version: int = 3) -> int:
+    r = call(bs, 28, version, {"transactional_id": txn_id, "group_id": group, "producer_id": pid,
+                               "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+                               "group_instance_id": None, "topics": [
+                                   {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                                   "committed_leader_epoch": -1,
+                                                                   "committed_metadata": ""}]}]})
+    (t,) = r.topics
+    (p,) = t.partitions
+    return p.error_code
+
+
+def _add_offsets(bs: str, txn_id: str, pid: int, epoch: int, group: str) -> int:
+    return call(bs, 25, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                            "group_id": group}).error_code
+
+
+def _stable_offset(bs: str, group: str, topic: str) -> tuple[int, int]:
+    """OffsetFetch v7 with require_stable: (committed offset, partition error)."""
+    r = call(bs, 9, 7, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+                        "require_stable": True})
+    assert r.error_code == E.NONE
+    (p,) = r.topics[0].partitions
+    return p.committed_offset, p.error_code
+
+
+def _group_partition_stable(bs: str, group: str) -> bool:
+    """The group's __consumer_offsets partition has no open transaction (LSO = HW)."""
+    from kafkapy.coordinator.records import partition_for
+
+    p = partition_for(group, 50)
+    return list_offset(bs, "__consumer_offsets", p, READ_COMMITTED) \
+        == list_offset(bs, "__consumer_offsets", p, READ_UNCOMMITTED)
+
+
+def _offsets_ready(bs: str, txn_id: str, group: str):
+    """The transactional id's producer, its group coordinator loaded (the
+    first FindCoordinator creates __consumer_offsets)."""
+    assert call(bs, 10, 3, {"key": group, "key_type": 0}).error_code == E.NONE
+    deadline = time.monotonic() + TIMEOUT_S
+    while call(bs, 9, 7, {"group_id": group, "topics": None, "require_stable": True}).error_code \
+            in (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _init(bs, txn_id)
+
+
+def _wait_offset(bs: str, group: str, topic: str, want: int) -> tuple[int, int]:
+    deadline = time.monotonic() + 10
+    got = _stable_offset(bs, group, topic)
+    while got != (want, E.NONE) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        got = _stable_offset(bs, group, topic)
+    return got
+
+
+def test_a_late_txn_offset_commit_is_refused_and_leaves_nothing_pending(kbroker):
+    bs = kbroker.bootstrap
+    topic, group, txn = "verify-oc", "verify-oc-group", "verify-oc"
+    create_topic(bs, topic, 1)
+    pid, epoch = _offsets_ready(bs, txn, group)
+    assert _add_offsets(bs, txn, pid, epoch, group) == E.NONE
+    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 5) == E.NONE
+    assert _stable_offset(bs, group, topic)[1] == E.UNSTABLE_OFFSET_COMMIT  # pending until the marker
+    # Already open on the group's partition: the next commit of the transaction asks nobody.
+    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 6) == E.NONE
+    assert _end(bs, txn, pid, epoch, True) == E.NONE
+    assert _wait_offset(bs, group, topic, 6) == (6, E.NONE)
+    # Late: the transaction that held the group's partition is committed.
+    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 9) == E.INVALID_TXN_STATE
+    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 9, version=4) == E.TRANSACTION_ABORTABLE
+    assert _stable_offset(bs, group, topic) == (6, E.NONE)  # nothing pending: no UNSTABLE_OFFSET_COMMIT
+    assert _group_partition_stable(bs, group)
+    # After an abort, likewise.
+    assert _add_offsets(bs, txn, pid, epoch, group) == E.NONE
+    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 7) == E.NONE
+    assert _end(bs, txn, pid, epoch, False) == E.NONE
+    deadline = time.monotonic() + 10
+    while not _group_partition_stable(bs, group) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 8) == E.INVALID_TXN_STATE
+    assert _stable_offset(bs, group, topic) == (6, E.NONE)
+    assert _group_partition_stable(bs, group)
+    # A fenced producer (another InitProducerId bumped the epoch).
+    pid2, epoch2 = _init(bs, txn)
+    assert (pid2, epoch2) == (pid, epoch + 1)
+    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 8) == E.INVALID_PRODUCER_EPOCH
+    assert _stable_offset(bs, group, topic) == (6, E.NONE)
+
+
+def test_a_late_txn_offset_commit_hangs_with_verification_off(broker_factory):
+    """The old behaviour, as Kafka before 3.6: the late commit is appended,
+    opens a transaction on the group's partition that nobody ends, and its
+    offsets stay unstable."""
+    b = broker_factory({"transaction.partition.verification.enable": "false"})
+    bs = b.bootstrap
+    topic, group, txn = "verify-oc-off", "verify-oc-off-group", "verify-oc-off"
+    create_topic(bs, topic, 1)
+    pid, epoch = _offsets_ready(bs, txn, group)
+    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 3) == E.NONE
+    assert _stable_offset(bs, group, topic) == (-1, E.UNSTABLE_OFFSET_COMMIT)
+    assert not _group_partition_stable(bs, group)
+
+
+@pytest.mark.parametrize("enabled", ["true", "false"])
+def test_send_offsets_to_transaction_works_either_way(broker_factory, java_client, enabled):
+    """confluent-kafka's and the Java client's transactional copiers
+    (consume, produce, send_offsets_to_transaction, commit; every third
+    transaction aborted) with the setting on and off: every record copied
+    once, each group's offset at the input's end."""
+    from support.transactions import Copier
+
+    b = broker_factory({"transaction.partition.verification.enable": enabled})
+    bs = b.bootstrap
+    per_partition = 30
+    create_topic(bs, "verify-copy-in", 2)
+    create_topic(bs, "verify-copy-out", 2)
+    p = confluent_kafka.Producer({"bootstrap.servers": bs, "enable.idempotence": True})
+    for i in range(2 * per_partition):
+        p.produce("verify-copy-in", value=b"%d" % i, partition=i % 2)
+    assert p.flush(TIMEOUT_S) == 0
+    java = java_client.copy(bs, "verify-copy-in", "verify-copy-out", 0, "verify-copy-java", "verify-copy-java",
+                            transaction_size=10, abort_every=3, timeout_ms=90000)
+    try:
+        c = Copier(bs, "verify-copy-in", "verify-copy-out", 1, per_partition, "verify-copy-rdkafka",
+                   "verify-copy-rdkafka", transaction_size=10, abort_every=3, timeout_s=90).start()
+        c.join(100)
+        result = java.wait(100)
+    except BaseException:
+        java.kill()
+        raise
+    assert result.returncode == 0, result.describe()
+    assert result.done[3] == result.done[4] == str(per_partition), result.done
+    assert c.error is None and c.position == per_partition and c.aborts >= 1, (c.error, c.position, c.aborts)
+    got = consume(bs, "verify-copy-out", 2, "read_committed", want=2 * per_partition)
+    assert sorted(got) == sorted(b"%d" % i for i in range(2 * per_partition))
+    for group, partition in (("verify-copy-java", 0), ("verify-copy-rdkafka", 1)):
+        r = call(bs, 9, 7, {"group_id": group, "topics": [{"name": "verify-copy-in",
+                                                           "partition_indexes": [partition]}],
+                            "require_stable": True})
+        (part,) = r.topics[0].partitions
+        assert (part.committed_offset, part.error_code) == (per_partition, E.NONE), group

@@ -45,11 +45,15 @@ class CoordinatorContext:
     """One request's context; owned by the coordinator thread."""
 
     __slots__ = ("coordinator", "txn", "store", "api_key", "api_version", "correlation_id", "client_id",
-                 "client_host", "now_ms", "replied", "_send", "authorizer", "principal", "peer_host")
+                 "client_host", "now_ms", "replied", "_send", "authorizer", "principal", "peer_host",
+                 "verification")
 
     def __init__(self, coordinator, store, api_key, api_version, correlation_id, client_id, send):
         self.coordinator = coordinator
         self.txn = None  # the process's TransactionCoordinator (set by the process)
+        # TxnOffsetCommit's KIP-890 questions: the process's
+        # server.txn_verification.OffsetCommitVerification (None: none asked).
+        self.verification = None
         self.store = store
         self.api_key = api_key
         self.api_version = api_version

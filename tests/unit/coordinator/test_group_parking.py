@@ -24,8 +24,10 @@ class ParkingStore:
         self.hold = False
         self.outcomes = {}  # id(PendingAppend) -> error code once settled
         self.next_offset = 0
+        self.verifications = []  # what each append was to check (KIP-890)
 
-    def begin_append(self, partition, records, producer=None):
+    def begin_append(self, partition, records, producer=None, verification=None):
+        self.verifications.append(verification)
         base = self.next_offset
         self.next_offset += len(records)
         self.records.extend((partition, k, v) for k, v in records)
@@ -177,6 +179,61 @@ def test_a_failed_parked_txn_offset_commit_leaves_nothing_pending(env):
     store.settle(coord, E.NOT_COORDINATOR)
     coord.poll_appends(0)
     assert out == [{("t", 1): E.NOT_COORDINATOR}] and "tg" not in coord.pending_txn_offsets
+
+
+class Verifier:
+    """A TxnOffsetCommit's ``verify``: remembers each question; the test answers it."""
+
+    def __init__(self):
+        self.asked = []  # (topic, partition, then)
+
+    def __call__(self, topic, partition, then):
+        self.asked.append((topic, partition, then))
+
+
+def test_a_txn_offset_commit_waits_for_its_verification_then_appends_with_its_token(env):
+    coord, store = env
+    verify, out = Verifier(), []
+    coord.txn_commit_offsets("tg", 7, 0, "", None, -1, [("t", 1, 11, -1, "")], respond=out.append, verify=verify)
+    ((topic, partition, then),) = verify.asked
+    assert (topic, partition) == ("__consumer_offsets", coord._partition("tg"))
+    assert out == [] and store.records == []  # nothing appended before the answer
+    then(E.NONE, ("token",))
+    assert out == [{("t", 1): E.NONE}] and store.verifications == [("token",)]
+    assert coord.fetch_offsets("tg", [("t", [1])], True)[1][0][1][0][2] == E.UNSTABLE_OFFSET_COMMIT
+
+
+def test_a_refused_verification_answers_every_partition_and_leaves_nothing_pending(env):
+    coord, store = env
+    for answer, expected in ((E.INVALID_TXN_STATE, E.INVALID_TXN_STATE),
+                             (E.INVALID_PRODUCER_EPOCH, E.INVALID_PRODUCER_EPOCH),
+                             # Kafka's maybeConvertOffsetCommitError: retried without a lookup
+                             (E.NETWORK_EXCEPTION, E.COORDINATOR_LOAD_IN_PROGRESS),
+                             (E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE)):
+        verify, out = Verifier(), []
+        coord.txn_commit_offsets("tg", 7, 0, "", None, -1, [("t", 1, 11, -1, ""), ("t", 2, 3, -1, "")],
+                                 respond=out.append, verify=verify)
+        verify.asked[0][2](answer, ("token",))
+        assert out == [{("t", 1): expected, ("t", 2): expected}]
+    assert store.records == [] and "tg" not in coord.pending_txn_offsets
+    assert coord.fetch_offsets("tg", [("t", [1])], True)[1][0][1][0][2] == E.NONE
+
+
+def test_a_group_not_served_here_is_answered_before_any_verification(env):
+    coord, store = env
+    coord.owned_partitions = set()  # cluster mode, this broker leads none of __consumer_offsets
+    verify, out = Verifier(), []
+    coord.txn_commit_offsets("tg", 7, 0, "", None, -1, [("t", 1, 11, -1, "")], respond=out.append, verify=verify)
+    assert verify.asked == [] and out == [{("t", 1): E.NOT_COORDINATOR}]
+
+
+def test_a_group_unloaded_while_verifying_answers_not_coordinator(env):
+    coord, store = env
+    verify, out = Verifier(), []
+    coord.txn_commit_offsets("tg", 7, 0, "", None, -1, [("t", 1, 11, -1, "")], respond=out.append, verify=verify)
+    coord.owned_partitions = set()
+    verify.asked[0][2](E.NONE, ("token",))
+    assert out == [{("t", 1): E.NOT_COORDINATOR}] and store.records == []
 
 
 def leader_syncs_parked(coord, store):

@@ -1,6 +1,7 @@
 """KIP-890 verification's processor half (server/txn_verification.py):
 the AddPartitionsToTxnManager's requests to a coordinator and what each
-answer becomes, and the produce error mapping.
+answer becomes, and the produce error mapping; the group coordinator
+process's OffsetCommitVerification (TxnOffsetCommit) over a stub broker.
 
 The coordinator is a small loopback peer that decodes each AddPartitionsToTxn
 v4 request with kafkapy's schemas and answers a chosen error per partition;
@@ -19,7 +20,8 @@ from support.loopback_peer import LoopbackPeer
 
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.replication.purgatory import DelayedVerification, from_wire
-from kafkapy.server.txn_verification import AddPartitionsToTxnManager, produce_error
+from kafkapy.server.txn_verification import AddPartitionsToTxnManager, OffsetCommitVerification, produce_error
+from kafkapy.storage.producer_state import NOT_VERIFIED
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -156,3 +158,89 @@ def test_delayed_verification_travels_as_plain_data():
     back.result = {("t", 1): E.INVALID_TXN_STATE}
     assert back.is_satisfied(None)
     assert back.verified() == {("t", 0): (0, (0, -1, -1)), ("t", 1): (E.INVALID_TXN_STATE, (0, -1, -1))}
+
+
+class _Partition:
+    def __init__(self, token):
+        self.token = token
+        self.asked = []
+
+    def maybe_start_transaction_verification(self, producer_id):
+        self.asked.append(producer_id)
+        return self.token
+
+
+class _Broker:
+    """What OffsetCommitVerification reads of the broker: its id, the
+    setting, the group partition's verification token."""
+
+    def __init__(self, enabled=True, token=(0, -1, -1)):
+        self.broker_id = 1
+        self.config = {"transaction.partition.verification.enable": enabled}
+        self.partition = _Partition(token)
+        self.replica_manager = self
+
+    def get_partition(self, topic, partition):
+        return self.partition if (topic, partition) == ("__consumer_offsets", 3) else None
+
+
+class _TxnState:
+    """The process's TransactionCoordinatorState: ``verify_partitions``' answer."""
+
+    def __init__(self, error):
+        self.error = error
+        self.asked = []
+
+    def verify_partitions(self, txn_id, pid, epoch, partitions):
+        self.asked.append((txn_id, pid, epoch, partitions))
+        return dict.fromkeys(partitions, int(self.error))
+
+
+def _start(verification, txn_id="a", generic_error=False):
+    out = []
+    verification.start(txn_id, 7, 0, "__consumer_offsets", 3, generic_error, lambda *answer: out.append(answer))
+    return out
+
+
+def test_offset_commit_verification_asks_only_what_needs_asking():
+    off = _Broker(enabled=False)
+    assert _start(OffsetCommitVerification(off, None, b"t")) == [(E.NONE, None)]
+    assert off.partition.asked == []  # the setting off: nothing looked at
+    assert _start(OffsetCommitVerification(_Broker(), None, b"t"), txn_id=None) == [(E.NONE, None)]
+    open_here = _Broker(token=None)  # the producer's transaction is open on the group's partition
+    assert _start(OffsetCommitVerification(open_here, None, b"t")) == [(E.NONE, NOT_VERIFIED)]
+    assert open_here.partition.asked == [7]
+
+
+def test_offset_commit_verification_asks_this_process_coordinator_directly():
+    for answer, generic_error, expected in ((E.NONE, False, E.NONE),
+                                            (E.TRANSACTION_ABORTABLE, False, E.INVALID_TXN_STATE),
+                                            (E.TRANSACTION_ABORTABLE, True, E.TRANSACTION_ABORTABLE),
+                                            (E.PRODUCER_FENCED, True, E.INVALID_PRODUCER_EPOCH),
+                                            (E.CONCURRENT_TRANSACTIONS, False, E.CONCURRENT_TRANSACTIONS)):
+        state = _TxnState(answer)
+        verification = OffsetCommitVerification(_Broker(), state, b"t")
+        verification.locate = lambda txn_id: (1, None)  # this broker leads the id's __transaction_state partition
+        assert _start(verification, generic_error=generic_error) == [(expected, (0, -1, -1))]
+        assert state.asked == [("a", 7, 0, [("__consumer_offsets", 3)])]
+        assert not verification.poll() and verification.manager is None
+
+
+def test_offset_commit_verification_asks_another_broker_and_answers_from_poll():
+    coordinator = Coordinator({("b", "__consumer_offsets", 3): E.TRANSACTION_ABORTABLE})
+    verification = OffsetCommitVerification(_Broker(), None, b"t")
+    verification.locate = lambda txn_id: (2, coordinator.address)
+    try:
+        ok, refused = [], []
+        verification.start("a", 7, 0, "__consumer_offsets", 3, False, lambda *answer: ok.append(answer))
+        verification.start("b", 8, 0, "__consumer_offsets", 3, False, lambda *answer: refused.append(answer))
+        assert ok == refused == []  # nothing waits on the caller's thread
+        deadline = time.monotonic() + 10
+        while verification.poll() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert ok == [(E.NONE, (0, -1, -1))] and refused == [(E.INVALID_TXN_STATE, (0, -1, -1))]
+        asked = [t for r in coordinator.requests for t in r]
+        assert sorted(t[:4] for t in asked) == [("a", 7, 0, True), ("b", 8, 0, True)]
+    finally:
+        verification.close()
+        coordinator.close()
