@@ -19,7 +19,15 @@ import pytest
 
 from support.clients import create_topic, module_broker
 from support.raw_api import call
-from support.transactions import TIMEOUT_S, consume, list_offset, producer
+from support.transactions import (
+    TIMEOUT_S,
+    add_offsets,
+    consume,
+    list_offset,
+    producer,
+    stable_offset,
+    txn_offset_commit,
+)
 
 from kafkapy._core.records_py import build_batch
 from kafkapy.protocol.errors import ErrorCode as E
@@ -218,33 +226,6 @@ def test_verification_off_restores_the_old_behaviour_and_is_dynamic(broker_facto
 
 # --- TxnOffsetCommit (Kafka 3.6+: GroupCoordinator.handleTxnCommitOffsets verifies too) ---
 
-def _txn_offset_commit(bs: str, txn_id: str, pid: int, epoch: int, group: str, topic: str, offset: int,
-                       version: int = 3) -> int:
-    r = call(bs, 28, version, {"transactional_id": txn_id, "group_id": group, "producer_id": pid,
-                               "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-                               "group_instance_id": None, "topics": [
-                                   {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
-                                                                   "committed_leader_epoch": -1,
-                                                                   "committed_metadata": ""}]}]})
-    (t,) = r.topics
-    (p,) = t.partitions
-    return p.error_code
-
-
-def _add_offsets(bs: str, txn_id: str, pid: int, epoch: int, group: str) -> int:
-    return call(bs, 25, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
-                            "group_id": group}).error_code
-
-
-def _stable_offset(bs: str, group: str, topic: str) -> tuple[int, int]:
-    """OffsetFetch v7 with require_stable: (committed offset, partition error)."""
-    r = call(bs, 9, 7, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
-                        "require_stable": True})
-    assert r.error_code == E.NONE
-    (p,) = r.topics[0].partitions
-    return p.committed_offset, p.error_code
-
-
 def _group_partition_stable(bs: str, group: str) -> bool:
     """The group's __consumer_offsets partition has no open transaction (LSO = HW)."""
     from kafkapy.coordinator.records import partition_for
@@ -267,10 +248,10 @@ def _offsets_ready(bs: str, txn_id: str, group: str):
 
 def _wait_offset(bs: str, group: str, topic: str, want: int) -> tuple[int, int]:
     deadline = time.monotonic() + 10
-    got = _stable_offset(bs, group, topic)
+    got = stable_offset(bs, group, topic)
     while got != (want, E.NONE) and time.monotonic() < deadline:
         time.sleep(0.05)
-        got = _stable_offset(bs, group, topic)
+        got = stable_offset(bs, group, topic)
     return got
 
 
@@ -279,33 +260,33 @@ def test_a_late_txn_offset_commit_is_refused_and_leaves_nothing_pending(kbroker)
     topic, group, txn = "verify-oc", "verify-oc-group", "verify-oc"
     create_topic(bs, topic, 1)
     pid, epoch = _offsets_ready(bs, txn, group)
-    assert _add_offsets(bs, txn, pid, epoch, group) == E.NONE
-    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 5) == E.NONE
-    assert _stable_offset(bs, group, topic)[1] == E.UNSTABLE_OFFSET_COMMIT  # pending until the marker
+    assert add_offsets(bs, txn, pid, epoch, group) == E.NONE
+    assert txn_offset_commit(bs, txn, pid, epoch, group, topic, 5) == E.NONE
+    assert stable_offset(bs, group, topic)[1] == E.UNSTABLE_OFFSET_COMMIT  # pending until the marker
     # Already open on the group's partition: the next commit of the transaction asks nobody.
-    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 6) == E.NONE
+    assert txn_offset_commit(bs, txn, pid, epoch, group, topic, 6) == E.NONE
     assert _end(bs, txn, pid, epoch, True) == E.NONE
     assert _wait_offset(bs, group, topic, 6) == (6, E.NONE)
     # Late: the transaction that held the group's partition is committed.
-    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 9) == E.INVALID_TXN_STATE
-    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 9, version=4) == E.TRANSACTION_ABORTABLE
-    assert _stable_offset(bs, group, topic) == (6, E.NONE)  # nothing pending: no UNSTABLE_OFFSET_COMMIT
+    assert txn_offset_commit(bs, txn, pid, epoch, group, topic, 9) == E.INVALID_TXN_STATE
+    assert txn_offset_commit(bs, txn, pid, epoch, group, topic, 9, version=4) == E.TRANSACTION_ABORTABLE
+    assert stable_offset(bs, group, topic) == (6, E.NONE)  # nothing pending: no UNSTABLE_OFFSET_COMMIT
     assert _group_partition_stable(bs, group)
     # After an abort, likewise.
-    assert _add_offsets(bs, txn, pid, epoch, group) == E.NONE
-    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 7) == E.NONE
+    assert add_offsets(bs, txn, pid, epoch, group) == E.NONE
+    assert txn_offset_commit(bs, txn, pid, epoch, group, topic, 7) == E.NONE
     assert _end(bs, txn, pid, epoch, False) == E.NONE
     deadline = time.monotonic() + 10
     while not _group_partition_stable(bs, group) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 8) == E.INVALID_TXN_STATE
-    assert _stable_offset(bs, group, topic) == (6, E.NONE)
+    assert txn_offset_commit(bs, txn, pid, epoch, group, topic, 8) == E.INVALID_TXN_STATE
+    assert stable_offset(bs, group, topic) == (6, E.NONE)
     assert _group_partition_stable(bs, group)
     # A fenced producer (another InitProducerId bumped the epoch).
     pid2, epoch2 = _init(bs, txn)
     assert (pid2, epoch2) == (pid, epoch + 1)
-    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 8) == E.INVALID_PRODUCER_EPOCH
-    assert _stable_offset(bs, group, topic) == (6, E.NONE)
+    assert txn_offset_commit(bs, txn, pid, epoch, group, topic, 8) == E.INVALID_PRODUCER_EPOCH
+    assert stable_offset(bs, group, topic) == (6, E.NONE)
 
 
 def test_a_late_txn_offset_commit_hangs_with_verification_off(broker_factory):
@@ -317,8 +298,8 @@ def test_a_late_txn_offset_commit_hangs_with_verification_off(broker_factory):
     topic, group, txn = "verify-oc-off", "verify-oc-off-group", "verify-oc-off"
     create_topic(bs, topic, 1)
     pid, epoch = _offsets_ready(bs, txn, group)
-    assert _txn_offset_commit(bs, txn, pid, epoch, group, topic, 3) == E.NONE
-    assert _stable_offset(bs, group, topic) == (-1, E.UNSTABLE_OFFSET_COMMIT)
+    assert txn_offset_commit(bs, txn, pid, epoch, group, topic, 3) == E.NONE
+    assert stable_offset(bs, group, topic) == (-1, E.UNSTABLE_OFFSET_COMMIT)
     assert not _group_partition_stable(bs, group)
 
 

@@ -1,5 +1,6 @@
 """A transactional producer and a reader by isolation level over confluent-kafka,
-the last offset by isolation level over a raw ListOffsets, and ``Copier``
+the last offset by isolation level over a raw ListOffsets, raw
+AddOffsetsToTxn / TxnOffsetCommit / OffsetFetch (require_stable), and ``Copier``
 (Kafka's transactional message copier, in a thread): what the transaction
 tests share (integration and system alike).
 
@@ -73,6 +74,35 @@ def list_offset(bootstrap: str, topic: str, partition: int, isolation_level: int
     (p,) = r.topics[0].partitions
     assert p.error_code == 0
     return p.offset
+
+
+def txn_offset_commit(bs: str, txn_id: str, pid: int, epoch: int, group: str, topic: str, offset: int,
+                      version: int = 3) -> int:
+    """A raw TxnOffsetCommit of ``offset`` for ``topic``-0: its error."""
+    r = call(bs, 28, version, {"transactional_id": txn_id, "group_id": group, "producer_id": pid,
+                               "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+                               "group_instance_id": None, "topics": [
+                                   {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                                   "committed_leader_epoch": -1,
+                                                                   "committed_metadata": ""}]}]})
+    (t,) = r.topics
+    (p,) = t.partitions
+    return p.error_code
+
+
+def add_offsets(bs: str, txn_id: str, pid: int, epoch: int, group: str) -> int:
+    """A raw AddOffsetsToTxn v3: its error."""
+    return call(bs, 25, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                            "group_id": group}).error_code
+
+
+def stable_offset(bs: str, group: str, topic: str) -> tuple[int, int]:
+    """OffsetFetch v7 with require_stable: (committed offset, partition error)."""
+    r = call(bs, 9, 7, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+                        "require_stable": True})
+    assert r.error_code == 0
+    (p,) = r.topics[0].partitions
+    return p.committed_offset, p.error_code
 
 
 def _rdkafka_debug(client_id: str) -> dict:

@@ -18,7 +18,7 @@ import pytest
 from support.cluster import running_cluster, create_topic_assigned
 
 from support.raw_api import call
-from support.transactions import TIMEOUT_S, consume, producer
+from support.transactions import TIMEOUT_S, add_offsets, consume, producer, stable_offset, txn_offset_commit
 
 
 def wait_for_leader(cluster, topic: str, partition: int, timeout_s: float = 30.0):
@@ -84,6 +84,53 @@ def test_markers_reach_partitions_led_by_every_broker(cluster):
         _low, high = reader.get_watermark_offsets(TopicPartition(topic, q), TIMEOUT_S)
         assert high == 10 + 1 + 10 + 1 + 1 + 1 and time.monotonic() < deadline
     reader.close()
+
+
+def test_a_txn_offset_commit_is_verified_by_another_brokers_coordinator(cluster):
+    """KIP-890 across brokers: the group's coordinator is not the
+    transactional id's, so the first TxnOffsetCommit of each transaction is
+    verified with AddPartitionsToTxn v4 to the other broker: in the
+    transaction, appended; after the commit, refused INVALID_TXN_STATE
+    with nothing left pending."""
+    from kafkapy.coordinator.records import partition_for as group_partition
+    from kafkapy.protocol.errors import ErrorCode as E
+    from kafkapy.protocol.transaction_log import partition_for as txn_partition
+
+    txn_id, topic = "cluster-oc-id", "cluster-oc"
+    create_topic_assigned(cluster, topic, [[1, 2, 3]])
+    bs = cluster.brokers[1].bootstrap
+    assert call(bs, 10, 3, {"key": txn_id, "key_type": 1}).error_code == E.NONE  # creates __transaction_state
+    _, txn_leader = wait_for_leader(cluster, "__transaction_state", txn_partition(txn_id, INTERNAL_PARTITIONS))
+    assert call(bs, 10, 3, {"key": "g", "key_type": 0}).error_code == E.NONE  # creates __consumer_offsets
+    leaders = dict(wait_for_leader(cluster, "__consumer_offsets", q) for q in range(INTERNAL_PARTITIONS))
+    group = next(g for g in (f"cluster-oc-group-{n}" for n in range(100))
+                 if leaders[group_partition(g, INTERNAL_PARTITIONS)] != txn_leader)
+    txn_bs = cluster.brokers[txn_leader].bootstrap
+    group_bs = cluster.brokers[leaders[group_partition(group, INTERNAL_PARTITIONS)]].bootstrap
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:  # both coordinators loaded
+        r = call(txn_bs, 22, 4, {"transactional_id": txn_id, "transaction_timeout": 60000, "producer_id": -1,
+                                 "producer_epoch": -1})
+        ready = r.error_code == E.NONE and call(group_bs, 9, 7, {
+            "group_id": group, "topics": None, "require_stable": True}).error_code == E.NONE
+        if ready or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert ready, r.error_code
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert add_offsets(txn_bs, txn_id, pid, epoch, group) == E.NONE
+    assert txn_offset_commit(group_bs, txn_id, pid, epoch, group, topic, 5) == E.NONE
+    assert call(txn_bs, 26, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                                "committed": True}).error_code == E.NONE
+    deadline = time.monotonic() + TIMEOUT_S
+    while stable_offset(group_bs, group, topic) != (5, E.NONE) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert stable_offset(group_bs, group, topic) == (5, E.NONE)
+    # Late: the other broker's coordinator says the partition is no longer in a transaction.
+    assert txn_offset_commit(group_bs, txn_id, pid, epoch, group, topic, 9) == E.INVALID_TXN_STATE
+    assert txn_offset_commit(group_bs, txn_id, pid, epoch + 1, group, topic, 9, version=4) \
+        == E.INVALID_PRODUCER_EPOCH  # an epoch the coordinator does not have: fenced
+    assert stable_offset(group_bs, group, topic) == (5, E.NONE)
 
 
 @pytest.fixture
