@@ -248,3 +248,54 @@ def test_a_new_coordinator_finishes_markers_its_dead_predecessor_left(failover_c
     finally:
         for r in readers:
             r.close()
+
+
+@pytest.mark.timeout(240)
+def test_a_commit_retried_after_its_coordinator_died_mid_end_txn_succeeds(failover_cluster):
+    """EndTxn(commit) reaches the coordinator, which logs PrepareCommit but
+    cannot answer yet (a frozen follower holds the acks=-1 write until it
+    leaves the ISR); the coordinator is SIGKILLed there. librdkafka retries
+    EndTxn at the next leader of __transaction_state, which has
+    PrepareCommit (its log had it: CONCURRENT_TRANSACTIONS until every
+    marker is written, then NONE) or not (the frozen follower became the
+    leader: Ongoing, so the retry commits it): commit_transaction returns,
+    never INVALID_TXN_STATE, and the transaction is committed everywhere."""
+    import threading
+
+    from confluent_kafka import KafkaException
+
+    cluster = failover_cluster
+    p = producer(cluster.bootstrap, "kill-end-txn", **{"socket.timeout.ms": 8000})
+    _, coordinator = wait_for_leader(cluster, "__transaction_state", 0)
+    frozen, other = [i for i in sorted(cluster.brokers) if i != coordinator]
+    topic = "kill-end-txn-data"
+    create_topic_assigned(cluster, topic, [[other], [frozen]])
+    p.begin_transaction()
+    for i in range(20):
+        p.produce(topic, value=b"k%02d" % i, partition=i % 2)
+    p.flush(TIMEOUT_S)
+    outcome = []
+
+    def commit():
+        try:
+            p.commit_transaction(TIMEOUT_S * 3)
+            outcome.append("committed")
+        except KafkaException as exc:
+            outcome.append(exc.args[0])
+
+    _freeze(cluster.brokers[frozen], signal.SIGSTOP)
+    committer = threading.Thread(target=commit, name="committer", daemon=True)
+    try:
+        committer.start()
+        # Within replica.lag.time.max.ms (3 s) of the freeze: the PrepareCommit
+        # write still waits for the frozen follower.
+        time.sleep(1.0)
+        assert not outcome, outcome
+        cluster.brokers[coordinator].kill()
+    finally:
+        _freeze(cluster.brokers[frozen], signal.SIGCONT)
+    committer.join(TIMEOUT_S * 3 + 10)
+    assert outcome == ["committed"], outcome
+    got = consume(cluster.bootstrap, topic, 2, "read_committed", want=20)
+    assert sorted(got) == [b"k%02d" % i for i in range(20)]
+    cluster.brokers[coordinator].start()

@@ -414,3 +414,106 @@ def test_append_errors_map_as_kafka():
     assert append_error_to_coordinator_error(E.KAFKA_STORAGE_ERROR) == E.NOT_COORDINATOR
     assert append_error_to_coordinator_error(E.RECORD_LIST_TOO_LARGE) == E.UNKNOWN_SERVER_ERROR
     assert append_error_to_coordinator_error(E.INVALID_RECORD) == E.INVALID_RECORD
+
+
+def _failover(h, cut):
+    """A coordinator of another broker loading ``h``'s log cut after its first
+    ``cut`` records (what the dead coordinator's followers had): its state,
+    and the markers it resends."""
+    fresh = TransactionCoordinatorState(TxnConfig(num_partitions=4), lambda: 5000, h.clock)
+    p = fresh.partition_for(TXN)
+    records = [r for r in h.log[:cut] if fresh.partition_for(_key_id(r[0])) == p]
+    pending = fresh.load_partition(p, 8, records)
+    for other in set(range(4)) - {p}:
+        fresh.load_partition(other, 8, [])
+    return fresh, pending
+
+
+def _persisted(state, result):
+    """Complete ``result``'s Persist as written; the next Result."""
+    return state.complete(result.persist, 0)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_retried_end_txn_after_a_coordinator_failover_answers_as_kafka(commit):
+    """Kafka 3.9's handleEndTransaction, state by state, for the client's
+    retry of EndTxn (same producer id and epoch) at the next coordinator,
+    whatever the dead one had logged: the retry is never told
+    INVALID_TXN_STATE for the transaction it ended, only the opposite
+    outcome is."""
+    h = Harness()
+    h.init()
+    h.add(1001, 0, TP0)
+    ongoing = len(h.log)
+    answer, markers = h.end(1001, 0, commit=commit, write_markers=False)
+    assert answer == Answer(E.NONE)
+    prepared = len(h.log)
+    h.finish_markers(markers)
+    completed = len(h.log)
+
+    # Died before PrepareX reached the followers: the retry ends it here.
+    fresh, pending = _failover(h, ongoing)
+    assert pending == [] and fresh.get(TXN).state == S.ONGOING
+    result = fresh.end_txn(TXN, 1001, 0, commit)
+    assert result.answer is None and result.persist.transit.txn_state == (
+        S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
+    after = _persisted(fresh, result)
+    assert after.answer == Answer(E.NONE) and after.markers.commit == commit
+
+    # Died with PrepareX logged (answered or not): the new coordinator resends
+    # the markers; until CompleteX is logged the retry is told to wait.
+    fresh, [resent] = _failover(h, prepared)
+    assert resent.commit == commit and resent.coordinator_epoch == 8
+    assert fresh.end_txn(TXN, 1001, 0, commit).answer == Answer(E.CONCURRENT_TRANSACTIONS)
+    assert fresh.end_txn(TXN, 1001, 0, not commit).answer == Answer(E.CONCURRENT_TRANSACTIONS)  # pending wins
+    _persisted(fresh, fresh.markers_written(resent))
+    assert fresh.end_txn(TXN, 1001, 0, commit).answer == Answer(E.NONE)
+    assert fresh.end_txn(TXN, 1001, 0, not commit).answer == Answer(E.INVALID_TXN_STATE)
+
+    # Died after CompleteX: the retry is told it is done.
+    fresh, pending = _failover(h, completed)
+    assert pending == []
+    assert fresh.end_txn(TXN, 1001, 0, commit).answer == Answer(E.NONE)
+    assert fresh.end_txn(TXN, 1001, 0, not commit).answer == Answer(E.INVALID_TXN_STATE)
+    # A next transaction goes on at the same epoch.
+    assert fresh.add_partitions(TXN, 1001, 0, [TP1]).persist.transit.txn_state == S.ONGOING
+
+
+def test_a_loaded_prepare_commit_answers_other_requests_as_kafka():
+    """While the markers of a loaded PrepareCommit are resent: InitProducerId
+    (KIP-360, with the producer's id and epoch, or a new producer without)
+    and AddPartitionsToTxn wait (CONCURRENT_TRANSACTIONS); a stale epoch is
+    fenced; verification says CONCURRENT_TRANSACTIONS."""
+    h = Harness()
+    h.init()
+    h.add(1001, 0, TP0)
+    h.end(1001, 0, commit=True, write_markers=False)
+    fresh, [resent] = _failover(h, len(h.log))
+    assert fresh.init_producer_id(TXN, 60000, 1001, 0).answer == Answer(E.CONCURRENT_TRANSACTIONS)
+    assert fresh.init_producer_id(TXN, 60000).answer == Answer(E.CONCURRENT_TRANSACTIONS)
+    assert fresh.add_partitions(TXN, 1001, 0, [TP1]).answer == Answer(E.CONCURRENT_TRANSACTIONS)
+    assert fresh.verify_partitions(TXN, 1001, 0, [TP0]) == {TP0: E.CONCURRENT_TRANSACTIONS}
+    assert fresh.end_txn(TXN, 1001, 1, True).answer == Answer(E.PRODUCER_FENCED)
+    _persisted(fresh, fresh.markers_written(resent))
+    # Completed: the KIP-360 InitProducerId bumps the epoch (last epoch 0 kept for its retry).
+    transit = fresh.init_producer_id(TXN, 60000, 1001, 0).persist.transit
+    assert (transit.producer_epoch, transit.last_producer_epoch, transit.txn_state) == (1, 0, S.EMPTY)
+
+
+def test_a_transaction_aborted_for_its_timeout_fences_the_commit_not_invalid_state():
+    """The old coordinator aborted the transaction past its timeout (an epoch
+    fence: epoch + 1) and died: the client's EndTxn(commit) at its old epoch
+    is PRODUCER_FENCED at the next coordinator, as in Kafka, not
+    INVALID_TXN_STATE."""
+    h = Harness()
+    h.init()
+    h.add(1001, 0, TP0)
+    h.clock.now += 60001
+    [result] = h.state.abort_timed_out_transactions()
+    assert result.persist.transit.producer_epoch == 1
+    h.write(result)
+    fresh, [resent] = _failover(h, len(h.log))
+    assert not resent.commit and resent.producer_epoch == 1
+    assert fresh.end_txn(TXN, 1001, 0, True).answer == Answer(E.PRODUCER_FENCED)
+    _persisted(fresh, fresh.markers_written(resent))
+    assert fresh.end_txn(TXN, 1001, 0, True).answer == Answer(E.PRODUCER_FENCED)
