@@ -126,6 +126,11 @@ def test_a_txn_offset_commit_is_verified_by_another_brokers_coordinator(cluster)
     while stable_offset(group_bs, group, topic) != (5, E.NONE) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert stable_offset(group_bs, group, topic) == (5, E.NONE)
+    # Every marker written and CompleteCommit logged: until then a late
+    # commit is answered CONCURRENT_TRANSACTIONS, as in Kafka.
+    while call(txn_bs, 65, 0, {"transactional_ids": [txn_id]}).transaction_states[0].transaction_state \
+            != "CompleteCommit" and time.monotonic() < deadline:
+        time.sleep(0.1)
     # Late: the other broker's coordinator says the partition is no longer in a transaction.
     assert txn_offset_commit(group_bs, txn_id, pid, epoch, group, topic, 9) == E.INVALID_TXN_STATE
     assert txn_offset_commit(group_bs, txn_id, pid, epoch + 1, group, topic, 9, version=4) \
@@ -160,6 +165,19 @@ def _batches_from(part_dir: Path, offset: int) -> list:
     return out
 
 
+def _wait_topic_at(cluster, broker_id: int, topic: str, partitions: int) -> None:
+    """Until ``topic`` is in broker ``broker_id``'s own metadata with a leader
+    for each partition (AddPartitionsToTxn at the coordinator needs it)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        t = call(cluster.brokers[broker_id].bootstrap, 3, 4, {"topics": [{"name": topic}],
+                                                              "allow_auto_topic_creation": False}).topics[0]
+        if t.error_code == 0 and len(t.partitions) == partitions and all(q.leader_id >= 0 for q in t.partitions):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{topic} not in broker {broker_id}'s metadata")
+
+
 def _freeze(broker, sig) -> None:
     os.killpg(broker.proc.pid, sig)  # the broker's whole process group (processors, workers, coordinator)
 
@@ -182,14 +200,7 @@ def test_a_new_coordinator_finishes_markers_its_dead_predecessor_left(failover_c
     frozen, other = [i for i in sorted(cluster.brokers) if i != coordinator]
     topic = "failover-data"
     create_topic_assigned(cluster, topic, [[coordinator], [frozen], [other]])
-    # AddPartitionsToTxn needs the topic in the coordinator's own metadata.
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        t = call(cluster.brokers[coordinator].bootstrap, 3, 4, {"topics": [{"name": topic}],
-                                                                "allow_auto_topic_creation": False}).topics[0]
-        if t.error_code == 0 and len(t.partitions) == 3 and all(q.leader_id >= 0 for q in t.partitions):
-            break
-        time.sleep(0.2)
+    _wait_topic_at(cluster, coordinator, topic, 3)
     p.begin_transaction()
     for i in range(30):
         p.produce(topic, value=b"f%02d" % i, partition=i % 3)
@@ -270,10 +281,13 @@ def test_a_commit_retried_after_its_coordinator_died_mid_end_txn_succeeds(failov
     frozen, other = [i for i in sorted(cluster.brokers) if i != coordinator]
     topic = "kill-end-txn-data"
     create_topic_assigned(cluster, topic, [[other], [frozen]])
+    _wait_topic_at(cluster, coordinator, topic, 2)
+    failed = []
     p.begin_transaction()
     for i in range(20):
-        p.produce(topic, value=b"k%02d" % i, partition=i % 2)
-    p.flush(TIMEOUT_S)
+        p.produce(topic, value=b"k%02d" % i, partition=i % 2,
+                  on_delivery=lambda err, _m: err and failed.append(err))
+    assert p.flush(TIMEOUT_S) == 0 and failed == [], failed[:3]
     outcome = []
 
     def commit():

@@ -52,6 +52,11 @@ class TransactionStateStore(OffsetsTopicStore):
         code, _offset, pending = self.begin_append(persist.partition, [(encode_key(persist.transactional_id), value)])
         return _persist_error(code) if pending is None else pending
 
+    def log_end_offset(self, partition: int) -> int | None:
+        """The partition's log end offset here (None: not hosted)."""
+        replica = self.broker.replica_manager.get_partition(self.topic, partition)
+        return None if replica is None else replica.log_end_offset
+
     def poll_persist(self, pending: PendingAppend) -> int | None:
         """A waiting ``persist``'s error code once settled (the high watermark
         passed it: 0; leadership moved: NOT_COORDINATOR; request.timeout.ms

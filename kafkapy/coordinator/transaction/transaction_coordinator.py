@@ -86,6 +86,10 @@ class TransactionCoordinator:
         # timed out): written again every MARKER_RETRY_INTERVAL_MS, the
         # transaction pending meanwhile (Kafka's txnLogAppendRetryQueue).
         self._complete_retries: list[Persist] = []
+        # __transaction_state partition -> its log end offset as this
+        # coordinator last left it (loaded, or after its own latest write):
+        # while it leads, only it writes there.
+        self._log_ends: dict[int, int | None] = {}
 
     # ------------------------------------------------------------ running decisions
 
@@ -110,6 +114,7 @@ class TransactionCoordinator:
                     self._retry_later()
             if result.persist is not None:
                 outcome = self.store.persist(result.persist)
+                self._log_ends[result.persist.partition] = self.store.log_end_offset(result.persist.partition)
                 if not isinstance(outcome, int):  # waiting for the followers (Kafka's DelayedProduce)
                     self._parked.append((outcome, result.persist, reply))
                     self._parked_activity = True
@@ -201,11 +206,23 @@ class TransactionCoordinator:
         there would drop the requests parked on the partition's writes with
         NOT_COORDINATOR: an EndTxn whose PrepareCommit was in the log would be
         answered CONCURRENT_TRANSACTIONS until every marker is written, which
-        a frozen leader holds up indefinitely. Returns ``(unloaded, loaded)``:
+        a frozen leader holds up indefinitely. But a partition whose log
+        moved since this coordinator last wrote it (``_log_ends``) was led by
+        another broker meanwhile, between two looks (this broker paused, or
+        its loop busy loading): it is unloaded and loaded again at its leader
+        epoch now, as Kafka's onResignation then onElection would have done
+        for the LeaderAndIsr requests in between; kept, its state would be
+        what it was before the other leader's writes (a transaction that
+        leader completed and the producer's next one unknown here: an
+        EndTxn(commit) of that one answered INVALID_TXN_STATE from the
+        previous transaction's CompleteAbort). Returns ``(unloaded, loaded)``:
         ``[(partition, coordinator epoch, ids dropped)]``, ``[(partition,
         coordinator epoch)]``."""
         served = dict(self.state.coordinator_epochs)
-        unloaded = [(p, served[p], self.unload(p)) for p in sorted(served.keys() - led.keys())]
+        moved = {p for p in served.keys() & led.keys() if self.store.log_end_offset(p) != self._log_ends.get(p)}
+        unloaded = [(p, served[p], self.unload(p)) for p in sorted((served.keys() - led.keys()) | moved)]
+        for p in moved:
+            del served[p]
         loaded = []
         for p in sorted(led.keys() - served.keys()):
             self.load(p, led[p])
@@ -218,6 +235,8 @@ class TransactionCoordinator:
         PrepareCommit / PrepareAbort. Its ids answer
         COORDINATOR_LOAD_IN_PROGRESS until the replay is done."""
         self.state.begin_load(partition)
+        # (the end first: a replay reads at least to it, and nothing else writes here while this broker leads)
+        self._log_ends[partition] = self.store.log_end_offset(partition)
         records = [(key, value) for item in self.store.replay([partition]) if item is not None
                    for _p, key, value in (item,)]
         for markers in self.state.load_partition(partition, coordinator_epoch, records):
@@ -225,6 +244,7 @@ class TransactionCoordinator:
 
     def unload(self, partition: int) -> int:
         dropped = self.state.unload_partition(partition)
+        self._log_ends.pop(partition, None)
         # Requests parked on this partition's writes end now: completing a
         # write of an unloaded partition answers NOT_COORDINATOR (init, add,
         # end, fence) or nothing, whatever the code, and changes nothing.

@@ -46,6 +46,9 @@ class Store:
         self.records.append((persist.partition, encode_key(persist.transactional_id), value))
         return 0
 
+    def log_end_offset(self, partition):
+        return sum(1 for p, _k, _v in self.records if p == partition)
+
     def replay(self, partitions):
         for p, key, value in self.records:
             if p in partitions:

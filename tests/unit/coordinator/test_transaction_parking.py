@@ -246,6 +246,35 @@ def test_follow_loads_new_partitions_at_their_epoch_and_unloads_lost_ones(env):
     assert txn.follow({}) == ([(0, 7, 1), (1, 4, 0), (2, 4, 0)], [])
 
 
+def test_a_partition_led_again_after_another_leader_wrote_is_loaded_again(env):
+    """Led at both looks but not in between (this broker paused, or its
+    loop busy): the other leader completed the aborted transaction the
+    producer ended there and took the next one's AddPartitionsToTxn, and its
+    records reached this log as a follower's. Kept as loaded, the
+    coordinator answered that transaction's EndTxn(commit) from the
+    previous transaction's state (CompleteAbort: INVALID_TXN_STATE); it is
+    loaded again at the leader epoch now, as Kafka's onResignation and
+    onElection would have, and commits it."""
+    from kafkapy.protocol.transaction_log import encode_key, encode_value
+
+    txn, store = env.txn, env.store
+    led = dict.fromkeys(range(PARTITIONS), 4)
+    pid = ongoing(env, env.t1)
+    [a] = call(txn.end_txn, env.t1, pid, 0, False)
+    assert a.error_code == 0 and txn.state.get(env.t1).state == S.COMPLETE_ABORT
+    # A look that finds nothing moved keeps the load (as for a same-leader epoch bump).
+    assert txn.follow({**led, env.p1: 5}) == ([], [])
+    # The other leader's coordinator (its own load of the same log) adds a partition; its write lands here.
+    other = TransactionCoordinatorState(TxnConfig(num_partitions=PARTITIONS), lambda: 0, env.clock)
+    other.load_partition(env.p1, 6, [(k, v) for q, k, v in store.records if q == env.p1])
+    add = other.add_partitions(env.t1, pid, 0, [("out", 1)]).persist
+    store.records.append((env.p1, encode_key(env.t1), encode_value(add.transit.log_value())))
+    assert txn.follow({**led, env.p1: 7}) == ([(env.p1, 4, 1)], [(env.p1, 7)])
+    assert txn.state.get(env.t1).state == S.ONGOING and txn.state.coordinator_epochs[env.p1] == 7
+    [a] = call(txn.end_txn, env.t1, pid, 0, True)
+    assert a.error_code == E.NONE
+
+
 def test_close_drops_parked_requests(env):
     txn, store = env.txn, env.store
     late = parked_end(env, env.t1, env.p1)
