@@ -25,7 +25,10 @@ on every metadata generation change in both modes, before each transaction
 request and from the loop; ``tick`` runs its timers (timed-out transactions
 aborted, parked state writes and markers' outcomes taken, failed markers
 retried; while markers are in flight or state writes wait for their
-followers it asks to run again within 1-16 ms).
+followers it asks to run again within 1-16 ms). TxnOffsetCommit is verified
+with the producer's transaction coordinator first (KIP-890,
+``txn_verification.OffsetCommitVerification``): this process's own in place,
+another broker's through a sender thread whose answers the loop takes.
 
 Single-threaded (coordinator state is this thread's; the marker senders'
 threads touch only their own connections and queues): the loop runs due timers (session, rebalance, sync and
