@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from typing import Callable, Iterable, Optional, Sequence
 
 
@@ -103,6 +105,7 @@ def run(body: Callable[[Sequence[str]], int], argv: Optional[Sequence[str]]) -> 
     """Run a tool's body, mapping every failure to one stderr line and an exit code."""
     if argv is None:
         argv = sys.argv[1:]
+    previous = _unwind_on_sigterm()
     try:
         return body(list(argv))
     except ToolError as exc:
@@ -126,6 +129,25 @@ def run(body: Callable[[Sequence[str]], int], argv: Optional[Sequence[str]]) -> 
         text = str(exc)
         _err(f"Error: {text}" if text and name in text else f"Error: {name}: {text}" if text else f"Error: {name}")
         return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(_signum, _frame) -> None:
+    raise SystemExit(143)
+
+
+def _unwind_on_sigterm():
+    """SIGTERM unwinds the tool as an error would (its ``finally`` blocks
+    stop what it started: kafkapy-chaos's brokers and ZooKeeper nodes were
+    left running when it was told to stop), where the default would end it
+    at once. Only from the main thread and over the default handler; the
+    handler it replaced is returned (None: nothing set)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _terminated)
 
 
 def _err(line: str) -> None:
