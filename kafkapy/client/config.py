@@ -31,10 +31,12 @@ COMMON = {
     "sasl.jaas.config": None,
     "sasl.username": None,
     "sasl.password": None,
+    # The stores in Java's names and librdkafka's (ssl_factory.client_stores).
     **{f"ssl.{name}": None for name in (
-        "ca.location", "truststore.location", "truststore.certificates", "truststore.type",
-        "keystore.location", "keystore.certificate.chain", "keystore.key", "keystore.type", "key.password",
-        "endpoint.identification.algorithm", "enabled.protocols", "protocol", "cipher.suites")},
+        "truststore.location", "truststore.certificates", "truststore.type", "truststore.password",
+        "keystore.location", "keystore.certificate.chain", "keystore.key", "keystore.type", "keystore.password",
+        "key.password", "ca.location", "ca.pem", "certificate.location", "key.location", "certificate.pem",
+        "key.pem", "endpoint.identification.algorithm", "enabled.protocols", "protocol", "cipher.suites")},
 }
 
 PRODUCER = {

@@ -43,7 +43,6 @@ from kafkapy.client import ssl_factory
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-_ALIASES = {"ssl.truststore.location": "ssl.ca.location"}  # librdkafka's name of a Java client's key
 
 
 class AuthenticationFailed(ConnectionError):
@@ -76,8 +75,8 @@ class ClientSecurity:
         """From a Java client's properties (``security.protocol``,
         ``sasl.mechanism`` with ``username``/``password`` in
         ``sasl.jaas.config``, the ``ssl.*`` keys ``ssl_factory`` reads in
-        client mode; librdkafka's ``ssl.ca.location``, ``sasl.mechanisms``,
-        ``sasl.username`` and ``sasl.password`` too);
+        client mode, librdkafka's names of the stores among them; librdkafka's
+        ``sasl.mechanisms``, ``sasl.username`` and ``sasl.password`` too);
         ValueError names what is missing or wrong (``SslConfigError`` for an
         ``ssl.*`` key, never with a password)."""
         protocol = props.get("security.protocol", "PLAINTEXT").upper()
@@ -85,7 +84,7 @@ class ClientSecurity:
             raise ValueError(f"security.protocol {protocol} is not supported")
         ctx = None
         if protocol.endswith("SSL"):
-            ctx = ssl_factory.create_context("client", lambda key: props.get(key, props.get(_ALIASES.get(key))),
+            ctx = ssl_factory.create_context("client", props.get,
                                              "the client")
         mechanism = user = password = None
         if protocol.startswith("SASL"):

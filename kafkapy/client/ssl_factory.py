@@ -19,7 +19,11 @@ private key and certificate chain) or inline values
 optionally encrypted with ``ssl.key.password``; ``ssl.truststore.type=PEM``
 with ``ssl.truststore.location`` or inline ``ssl.truststore.certificates``.
 A listener's JKS and PKCS12 stores are refused (the ``ssl`` module reads PEM;
-convert with keytool/openssl).
+convert with keytool/openssl). A client reads PKCS12 stores too (Java's
+``ssl.keystore.type=PKCS12``, keytool's default since Java 9, with
+``ssl.keystore.password`` / ``ssl.truststore.password``), and librdkafka's
+names of the same things (``client_stores``), so the Spark data source's one
+set of ``kafka.*`` settings serves librdkafka and this client alike.
 
 ``get(key)`` answers a setting's value, or None when it is not set: lists as
 lists or comma-separated text, passwords in clear (the caller unwraps its own
@@ -35,6 +39,7 @@ import os
 import re
 import ssl
 import tempfile
+from dataclasses import dataclass
 
 from kafkapy._core import openssl
 
@@ -155,31 +160,36 @@ def create_context(mode: str, get, where: str) -> ssl.SSLContext:
     protocol = get("ssl.protocol")
     if protocol is not None and protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
         raise SslConfigError("ssl.protocol", protocol, f"{where}: use TLSv1.2 or TLSv1.3")
-    location, chain, key = get("ssl.keystore.location"), get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
-    key_password = get("ssl.key.password") or None
-    trust_location, trust_inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
-    if mode == "server" and not location and not (chain and key):
-        raise SslConfigError("ssl.keystore.location", None,
-                             f"{where}: a TLS listener needs ssl.keystore.location or "
-                             "ssl.keystore.certificate.chain with ssl.keystore.key")
+    if mode == "server":
+        stores = Stores(get("ssl.truststore.location"), get("ssl.truststore.certificates"),
+                        get("ssl.keystore.location"), None, get("ssl.keystore.certificate.chain"),
+                        get("ssl.keystore.key"), get("ssl.key.password") or None)
+        if not stores.cert_file and not (stores.chain_pem and stores.key_pem):
+            raise SslConfigError("ssl.keystore.location", None,
+                                 f"{where}: a TLS listener needs ssl.keystore.location or "
+                                 "ssl.keystore.certificate.chain with ssl.keystore.key")
+    trust_location = None
     try:
         if mode == "server":
+            trust_location = stores.trust_file
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            if trust_location:
-                ctx.load_verify_locations(cafile=trust_location)
-            elif trust_inline:
-                ctx.load_verify_locations(cadata=trust_inline)
+            if stores.trust_file:
+                ctx.load_verify_locations(cafile=stores.trust_file)
+            elif stores.trust_pem:
+                ctx.load_verify_locations(cadata=stores.trust_pem)
         else:
+            stores = client_stores(get, where)
+            trust_location = stores.trust_file
             # The system's trust store when none is given.
-            ctx = ssl.create_default_context(cafile=trust_location or None, cadata=trust_inline or None)
-        if location:
-            ctx.load_cert_chain(location, password=key_password)
-        elif chain and key:
-            _load_inline_chain(ctx, chain, key, key_password)
+            ctx = ssl.create_default_context(cafile=stores.trust_file or None, cadata=stores.trust_pem or None)
+        if stores.cert_file:
+            ctx.load_cert_chain(stores.cert_file, stores.key_file, password=stores.key_password)
+        elif stores.chain_pem and stores.key_pem:
+            _load_inline_chain(ctx, stores.chain_pem, stores.key_pem, stores.key_password)
     except (OSError, ssl.SSLError) as exc:
         # Never the password in the message.
         if mode == "server":
-            raise SslConfigError("ssl.keystore.location", location,
+            raise SslConfigError("ssl.keystore.location", get("ssl.keystore.location"),
                                  f"{where}: cannot load the key store or trust store: {exc}") from None
         raise SslConfigError("ssl.truststore.location", trust_location,
                              f"{where} cannot load its trust store or key store: {exc}") from None
@@ -192,6 +202,86 @@ def create_context(mode: str, get, where: str) -> ssl.SSLContext:
         algorithm = get("ssl.endpoint.identification.algorithm")
         ctx.check_hostname = (algorithm if algorithm is not None else "https").lower() == "https"
     return ctx
+
+
+@dataclass(frozen=True)
+class Stores:
+    """What a context trusts and presents: the trust store as a PEM file or
+    PEM text; the key store as a PEM file (key and chain, or the chain with
+    ``key_file``) or as PEM text (``chain_pem`` + ``key_pem``), the key
+    encrypted with ``key_password`` or not."""
+    trust_file: str | None = None
+    trust_pem: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    chain_pem: str | None = None
+    key_pem: str | None = None
+    key_password: str | None = None
+
+
+def client_stores(get, where: str = "the client") -> Stores:
+    """A client's stores from Java's keys or librdkafka's, in this order of
+    preference: Java's ``ssl.truststore.location`` (PEM or PKCS12, with
+    ``ssl.truststore.password``) or librdkafka's ``ssl.ca.location``; inline
+    ``ssl.truststore.certificates`` or librdkafka's ``ssl.ca.pem``. Java's
+    ``ssl.keystore.location`` (PEM: key and chain; PKCS12 with
+    ``ssl.keystore.password``, which is also librdkafka's meaning of the
+    key); librdkafka's ``ssl.certificate.location`` with
+    ``ssl.key.location``; inline ``ssl.keystore.certificate.chain`` +
+    ``ssl.keystore.key`` or librdkafka's ``ssl.certificate.pem`` +
+    ``ssl.key.pem``; ``ssl.key.password`` for an encrypted PEM key in any
+    of them. A store file's contents decide PEM or PKCS12 (Java's JKS type
+    reads PKCS12 files too, since Java 9); ``ssl.*.type=PEM`` over a binary
+    file, a JKS file, or a PKCS12 file that does not open raise
+    SslConfigError; a missing file OSError."""
+    key_password = get("ssl.key.password") or None
+    trust_file = get("ssl.truststore.location") or get("ssl.ca.location")
+    trust_pem = get("ssl.truststore.certificates") or get("ssl.ca.pem")
+    if trust_file and _pkcs12_store(trust_file, get("ssl.truststore.type"), "ssl.truststore", where):
+        _key, certs = _open_pkcs12(trust_file, get("ssl.truststore.password"), "ssl.truststore", where)
+        trust_file, trust_pem = None, "".join(certs)
+    keystore = get("ssl.keystore.location")
+    if keystore and _pkcs12_store(keystore, get("ssl.keystore.type"), "ssl.keystore", where):
+        key, certs = _open_pkcs12(keystore, get("ssl.keystore.password") or key_password, "ssl.keystore", where)
+        return Stores(trust_file, trust_pem, None, None, "".join(certs), key, None)
+    if keystore:
+        return Stores(trust_file, trust_pem, keystore, None, None, None, key_password)
+    if get("ssl.certificate.location"):
+        return Stores(trust_file, trust_pem, get("ssl.certificate.location"), get("ssl.key.location"),
+                      None, None, key_password)
+    return Stores(trust_file, trust_pem, None, None,
+                  get("ssl.keystore.certificate.chain") or get("ssl.certificate.pem"),
+                  get("ssl.keystore.key") or get("ssl.key.pem"), key_password)
+
+
+_JKS_MAGIC = b"\xfe\xed\xfe\xed"
+
+
+def _pkcs12_store(path: str, declared, key: str, where: str) -> bool:
+    """Whether the store file at ``path`` is PKCS12 (else PEM), from its first bytes."""
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    if head.startswith(b"-----BEGIN"):
+        return False
+    if head.startswith(_JKS_MAGIC):
+        raise SslConfigError(f"{key}.location", path, f"{where}: JKS stores are not read; convert it with "
+                             "keytool -importkeystore -deststoretype PKCS12 (or to PEM)")
+    if (declared or "").upper() == "PEM":
+        raise SslConfigError(f"{key}.type", declared, f"{where}: {path} is not PEM")
+    return True
+
+
+def _open_pkcs12(path: str, password, key: str, where: str) -> tuple[str | None, list[str]]:
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        found = openssl.pkcs12_to_pem(data, password)
+    except ValueError as exc:
+        raise SslConfigError(f"{key}.location", path, f"{where}: {exc}") from None
+    if key == "ssl.keystore" and (found[0] is None or not found[1]):
+        raise SslConfigError(f"{key}.location", path, f"{where}: the PKCS12 store holds no private key "
+                             "with its certificate")
+    return found
 
 
 def _listed(value) -> list[str] | None:

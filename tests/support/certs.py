@@ -1,8 +1,9 @@
 """Test certificates, made by the ``openssl`` CLI into a temporary directory.
 
 A CA, a server certificate for 127.0.0.1/localhost signed by it, and client
-certificates (for mutual TLS), all PEM. Keys are throw-away: made per test
-module, never checked in.
+certificates (for mutual TLS), all PEM; a client's Java stores (PKCS12 and
+JKS, written by the JDK's ``keytool``) on request. Keys are throw-away: made
+per test module, never checked in.
 """
 
 from __future__ import annotations
@@ -38,6 +39,39 @@ class Certs:
             _run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
                  "-CAcreateserial", "-out", cert.name, "-days", _DAYS, cwd=self.dir)
         return cert, key
+
+
+    def java_stores(self, name: str, subject: str, password: str = "store-secret") -> "JavaStores":
+        """Client ``name``'s key store and a trust store holding the CA, as a
+        Java user has them: written by ``keytool`` (PKCS12, keytool's default
+        since Java 9, and JKS), each protected by ``password``."""
+        cert, key = self.client(name, subject)
+        stores = JavaStores(self.dir / f"{name}.keystore.p12", self.dir / f"{name}.keystore.jks",
+                            self.dir / "truststore.p12", password)
+        if stores.keystore_p12.exists():
+            return stores
+        _run("pkcs12", "-export", "-in", cert.name, "-inkey", key.name, "-certfile", "ca.crt", "-name", name,
+             "-out", f"{name}.openssl.p12", "-passout", f"pass:{password}", cwd=self.dir)
+        for path, store_type in ((stores.keystore_p12, "PKCS12"), (stores.keystore_jks, "JKS")):
+            _keytool("-importkeystore", "-srckeystore", f"{name}.openssl.p12", "-srcstoretype", "PKCS12",
+                     "-srcstorepass", password, "-destkeystore", path.name, "-deststoretype", store_type,
+                     "-deststorepass", password, cwd=self.dir)
+        if not stores.truststore_p12.exists():
+            _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", "ca.crt", "-keystore",
+                     stores.truststore_p12.name, "-storetype", "PKCS12", "-storepass", password, cwd=self.dir)
+        return stores
+
+
+@dataclass
+class JavaStores:
+    keystore_p12: Path
+    keystore_jks: Path
+    truststore_p12: Path
+    password: str
+
+
+def _keytool(*args: str, cwd: Path) -> None:
+    subprocess.run(["keytool", *args], cwd=cwd, check=True, capture_output=True, timeout=120)
 
 
 def make_certs(directory: Path, key_password: str = "key-secret") -> Certs:

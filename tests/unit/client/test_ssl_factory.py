@@ -114,3 +114,70 @@ def test_bad_settings_name_their_key_and_never_the_password(tmp_path):
     assert err.value.key == "ssl.truststore.location" and "hunter2" not in str(err.value)
     with pytest.raises(SslConfigError, match="supported protocols are TLSv1.2, TLSv1.3"):
         create_context("client", {"ssl.enabled.protocols": "TLSv1.1"}.get, "the client")
+
+
+@pytest.fixture(scope="module")
+def java_certs(tmp_path_factory):
+    """Certificates and client "writer"'s Java stores (keytool takes ~2 s a store here)."""
+    from support.certs import make_certs
+    certs = make_certs(tmp_path_factory.mktemp("java-stores"))
+    return certs, certs.java_stores("writer", "/CN=writer")
+
+
+def test_client_stores_in_javas_names_and_librdkafkas_complete_a_mutual_tls_handshake(java_certs, tmp_path):
+    """Every way a client names its key and trust stores (Java's PKCS12 files
+    as keytool writes them, with their passwords; Java's PEM key store;
+    librdkafka's certificate and key locations, inline PEM, and its PKCS12
+    ssl.keystore.location) gives a context a server requiring client
+    certificates accepts, presenting the client's own certificate."""
+    from kafkapy.client.security import ClientSecurity
+    from kafkapy.client.ssl_factory import create_context
+    from support.tls_memory import memory_tls
+
+    certs, stores = java_certs
+    cert, key = certs.client("writer", "/CN=writer")
+    (tmp_path / "writer.pem").write_text(key.read_text() + cert.read_text())
+    server = create_context("server", {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server_keystore),
+                                       "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_cert),
+                                       "ssl.client.auth": "required"}.get, "listener SSL")
+    java_p12 = {"ssl.keystore.location": str(stores.keystore_p12), "ssl.keystore.password": stores.password,
+                "ssl.key.password": stores.password, "ssl.keystore.type": "PKCS12",
+                "ssl.truststore.location": str(stores.truststore_p12), "ssl.truststore.password": stores.password,
+                "ssl.truststore.type": "PKCS12"}
+    variants = {
+        "java PKCS12": java_p12,
+        "java PKCS12 under the JKS default type": {k: v for k, v in java_p12.items() if not k.endswith(".type")},
+        "java PEM": {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "writer.pem"),
+                     "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_cert)},
+        "librdkafka files": {"ssl.certificate.location": str(cert), "ssl.key.location": str(key),
+                             "ssl.ca.location": str(certs.ca_cert)},
+        "librdkafka inline": {"ssl.certificate.pem": cert.read_text(), "ssl.key.pem": key.read_text(),
+                              "ssl.ca.pem": certs.ca_cert.read_text()},
+        "librdkafka PKCS12": {"ssl.keystore.location": str(stores.keystore_p12),
+                              "ssl.keystore.password": stores.password, "ssl.ca.location": str(certs.ca_cert)},
+    }
+    for name, props in variants.items():
+        client = ClientSecurity.from_client_properties({"security.protocol": "SSL", **props})
+        tls = memory_tls(server, client.ssl_context)
+        assert tls.server.getpeercert()["subject"] == ((("commonName", "writer"),),), name
+
+
+def test_client_stores_refused_with_their_key_and_never_the_password(java_certs):
+    """A JKS store (the ssl module cannot read it), a PKCS12 store with the
+    wrong password, and ssl.keystore.type=PEM over a PKCS12 file each raise
+    SslConfigError naming the key, without the password."""
+    from kafkapy.client.ssl_factory import SslConfigError, create_context
+
+    _certs, stores = java_certs
+    cases = [({"ssl.keystore.location": str(stores.keystore_jks), "ssl.keystore.password": stores.password},
+              "ssl.keystore.location", "JKS stores are not read; convert it with keytool"),
+             ({"ssl.keystore.location": str(stores.keystore_p12), "ssl.keystore.password": "hunter2"},
+              "ssl.keystore.location", "cannot open the PKCS#12 store"),
+             ({"ssl.keystore.location": str(stores.keystore_p12), "ssl.keystore.type": "PEM",
+               "ssl.keystore.password": "hunter2"}, "ssl.keystore.type", "is not PEM"),
+             ({"ssl.truststore.location": str(stores.truststore_p12), "ssl.truststore.password": "hunter2"},
+              "ssl.truststore.location", "cannot open the PKCS#12 store")]
+    for props, key, text in cases:
+        with pytest.raises(SslConfigError, match=text) as err:
+            create_context("client", props.get, "the client")
+        assert err.value.key == key and "hunter2" not in str(err.value) and stores.password not in str(err.value)
