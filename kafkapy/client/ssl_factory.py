@@ -19,9 +19,10 @@ private key and certificate chain) or inline values
 optionally encrypted with ``ssl.key.password``; ``ssl.truststore.type=PEM``
 with ``ssl.truststore.location`` or inline ``ssl.truststore.certificates``.
 A listener's JKS and PKCS12 stores are refused (the ``ssl`` module reads PEM;
-convert with keytool/openssl). A client reads PKCS12 stores too (Java's
-``ssl.keystore.type=PKCS12``, keytool's default since Java 9, with
-``ssl.keystore.password`` / ``ssl.truststore.password``), and librdkafka's
+convert with keytool/openssl). A client reads PKCS12 and JKS stores too
+(Java's ``ssl.keystore.type=PKCS12``, keytool's default since Java 9, or
+Kafka's default JKS, with ``ssl.keystore.password`` /
+``ssl.truststore.password``), and librdkafka's
 names of the same things (``client_stores``), so the Spark data source's one
 set of ``kafka.*`` settings serves librdkafka and this client alike.
 
@@ -230,19 +231,22 @@ def client_stores(get, where: str = "the client") -> Stores:
     ``ssl.key.location``; inline ``ssl.keystore.certificate.chain`` +
     ``ssl.keystore.key`` or librdkafka's ``ssl.certificate.pem`` +
     ``ssl.key.pem``; ``ssl.key.password`` for an encrypted PEM key in any
-    of them. A store file's contents decide PEM or PKCS12 (Java's JKS type
-    reads PKCS12 files too, since Java 9); ``ssl.*.type=PEM`` over a binary
-    file, a JKS file, or a PKCS12 file that does not open raise
-    SslConfigError; a missing file OSError."""
+    of them. A store file's contents decide PEM, PKCS12 or JKS (Java reads
+    either binary format under either type name, since Java 9);
+    ``ssl.*.type=PEM`` over a binary file, or a store that does not open
+    (a wrong password) raise SslConfigError; a missing file OSError."""
     key_password = get("ssl.key.password") or None
     trust_file = get("ssl.truststore.location") or get("ssl.ca.location")
     trust_pem = get("ssl.truststore.certificates") or get("ssl.ca.pem")
-    if trust_file and _pkcs12_store(trust_file, get("ssl.truststore.type"), "ssl.truststore", where):
-        _key, certs = _open_pkcs12(trust_file, get("ssl.truststore.password"), "ssl.truststore", where)
+    if trust_file and _binary_store(trust_file, get("ssl.truststore.type"), "ssl.truststore", where):
+        _key, certs = _open_store(trust_file, get("ssl.truststore.password"), None, "ssl.truststore", where)
         trust_file, trust_pem = None, "".join(certs)
     keystore = get("ssl.keystore.location")
-    if keystore and _pkcs12_store(keystore, get("ssl.keystore.type"), "ssl.keystore", where):
-        key, certs = _open_pkcs12(keystore, get("ssl.keystore.password") or key_password, "ssl.keystore", where)
+    if keystore and _binary_store(keystore, get("ssl.keystore.type"), "ssl.keystore", where):
+        # Kafka's DefaultSslEngineFactory: the key's password defaults to the store's.
+        store_password = get("ssl.keystore.password")
+        key, certs = _open_store(keystore, store_password or key_password, key_password or store_password,
+                                 "ssl.keystore", where)
         return Stores(trust_file, trust_pem, None, None, "".join(certs), key, None)
     if keystore:
         return Stores(trust_file, trust_pem, keystore, None, None, None, key_password)
@@ -257,31 +261,162 @@ def client_stores(get, where: str = "the client") -> Stores:
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"
 
 
-def _pkcs12_store(path: str, declared, key: str, where: str) -> bool:
-    """Whether the store file at ``path`` is PKCS12 (else PEM), from its first bytes."""
+def _binary_store(path: str, declared, key: str, where: str) -> bool:
+    """Whether the store file at ``path`` is PKCS12 or JKS (else PEM), from its first bytes."""
     with open(path, "rb") as f:
         head = f.read(64).lstrip()
     if head.startswith(b"-----BEGIN"):
         return False
-    if head.startswith(_JKS_MAGIC):
-        raise SslConfigError(f"{key}.location", path, f"{where}: JKS stores are not read; convert it with "
-                             "keytool -importkeystore -deststoretype PKCS12 (or to PEM)")
     if (declared or "").upper() == "PEM":
         raise SslConfigError(f"{key}.type", declared, f"{where}: {path} is not PEM")
     return True
 
 
-def _open_pkcs12(path: str, password, key: str, where: str) -> tuple[str | None, list[str]]:
+def _open_store(path: str, password, key_password, key: str, where: str) -> tuple[str | None, list[str]]:
+    """(private key PEM or None, certificate PEMs) of a PKCS12 or JKS file."""
     with open(path, "rb") as f:
         data = f.read()
     try:
-        found = openssl.pkcs12_to_pem(data, password)
+        if data.startswith(_JKS_MAGIC):
+            found = jks_to_pem(data, password, key_password)
+        else:
+            found = openssl.pkcs12_to_pem(data, password)
     except ValueError as exc:
         raise SslConfigError(f"{key}.location", path, f"{where}: {exc}") from None
     if key == "ssl.keystore" and (found[0] is None or not found[1]):
-        raise SslConfigError(f"{key}.location", path, f"{where}: the PKCS12 store holds no private key "
+        raise SslConfigError(f"{key}.location", path, f"{where}: the store holds no private key "
                              "with its certificate")
     return found
+
+
+# Java's JKS format (sun.security.provider.JavaKeyStore and KeyProtector):
+# magic, version 1 or 2, entry count; entries 1 (private key: its
+# EncryptedPrivateKeyInfo and certificate chain) and 2 (trusted certificate),
+# each with a modified-UTF-8 alias and a timestamp; then SHA-1 over the
+# password (UTF-16BE), the text "Mighty Aphrodite" and everything before it.
+_JKS_WHITENER = b"Mighty Aphrodite"
+_JKS_KEY_PROTECTOR = "1.3.6.1.4.1.42.2.17.1.1"
+_SHA1_BYTES = 20
+
+
+def jks_to_pem(data: bytes, password: str | None, key_password: str | None) -> tuple[str | None, list[str]]:
+    """A JKS store as PEM text: (the first private key or None, its chain then
+    the trusted certificates). The store's digest is checked when
+    ``password`` is given (Java skips it without one); the key is unsealed
+    with ``key_password`` (Sun's KeyProtector: SHA-1 key stream over the
+    salt, and SHA-1 of password and key as its check). ValueError when the
+    store is damaged or a password is wrong."""
+    import hashlib
+    import struct
+
+    def secret(text) -> bytes:
+        return (text or "").encode("utf-16-be")
+
+    body, digest = data[:-_SHA1_BYTES], data[-_SHA1_BYTES:]
+    if password is not None and hashlib.sha1(secret(password) + _JKS_WHITENER + body).digest() != digest:
+        raise ValueError("the JKS store's integrity check failed (a wrong ssl.*store.password, or a damaged file)")
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if pos + n > len(body):
+            raise ValueError("a truncated JKS store")
+        pos += n
+        return body[pos - n:pos]
+
+    def number(fmt: str) -> int:
+        return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+
+    def utf() -> str:
+        return take(number(">H")).decode("utf-8", "replace")
+
+    _magic, version, count = struct.unpack(">III", take(12))
+    key_pem, chain, trusted = None, [], []
+
+    def certificate() -> str:
+        if version == 2:
+            utf()   # the certificate type, X.509
+        return ssl.DER_cert_to_PEM_cert(take(number(">I")))
+
+    for _ in range(count):
+        tag = number(">I")
+        utf()          # alias
+        number(">Q")   # creation time
+        if tag == 1:
+            sealed = take(number(">I"))
+            certs = [certificate() for _ in range(number(">I"))]
+            if key_pem is None:
+                key_pem, chain = _unseal_jks_key(sealed, secret(key_password)), certs
+        elif tag == 2:
+            trusted.append(certificate())
+        else:
+            raise ValueError(f"a JKS entry of unknown type {tag}")
+    return key_pem, chain + trusted
+
+
+def _unseal_jks_key(sealed: bytes, secret: bytes) -> str:
+    import base64
+    import hashlib
+
+    algorithm, encrypted = _der_sequence(_der_sequence(sealed)[0])[0], _der_sequence(sealed)[1]
+    if _der_oid(algorithm) != _JKS_KEY_PROTECTOR:
+        raise ValueError(f"a JKS key sealed with {_der_oid(algorithm)}, not Sun's KeyProtector")
+    encrypted = _der_value(encrypted, 0x04)
+    salt, body, check = encrypted[:_SHA1_BYTES], encrypted[_SHA1_BYTES:-_SHA1_BYTES], encrypted[-_SHA1_BYTES:]
+    stream, block = bytearray(), salt
+    while len(stream) < len(body):
+        block = hashlib.sha1(secret + block).digest()
+        stream += block
+    plain = bytes(a ^ b for a, b in zip(body, stream))
+    if hashlib.sha1(secret + plain).digest() != check:
+        raise ValueError("cannot unseal the JKS store's key (a wrong ssl.key.password)")
+    text = base64.encodebytes(plain).decode("ascii").replace("\n", "")
+    lines = [text[i:i + 64] for i in range(0, len(text), 64)]
+    return "-----BEGIN PRIVATE KEY-----\n" + "\n".join(lines) + "\n-----END PRIVATE KEY-----\n"
+
+
+def _der_tlv(data: bytes, pos: int = 0) -> tuple[int, bytes, int]:
+    """(tag, value, position after) of the DER element at ``pos``."""
+    if pos + 2 > len(data):
+        raise ValueError("truncated DER")
+    tag, length, pos = data[pos], data[pos + 1], pos + 2
+    if length & 0x80:
+        size = length & 0x7F
+        length, pos = int.from_bytes(data[pos:pos + size], "big"), pos + size
+    if pos + length > len(data):
+        raise ValueError("truncated DER")
+    return tag, data[pos:pos + length], pos + length
+
+
+def _der_sequence(data: bytes) -> list[bytes]:
+    """The elements (each whole, tag and length included) of the SEQUENCE ``data``."""
+    tag, value, _end = _der_tlv(data)
+    if tag != 0x30:
+        raise ValueError("DER: a SEQUENCE was expected")
+    out, pos = [], 0
+    while pos < len(value):
+        _tag, _v, end = _der_tlv(value, pos)
+        out.append(value[pos:end])
+        pos = end
+    return out
+
+
+def _der_value(data: bytes, tag: int) -> bytes:
+    found, value, _end = _der_tlv(data)
+    if found != tag:
+        raise ValueError(f"DER: tag {tag:#x} was expected, not {found:#x}")
+    return value
+
+
+def _der_oid(data: bytes) -> str:
+    value = _der_value(data, 0x06)
+    parts, number = [value[0] // 40, value[0] % 40], 0
+    for byte in value[1:]:
+        number = (number << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            parts.append(number)
+            number = 0
+    return ".".join(map(str, parts))
 
 
 def _listed(value) -> list[str] | None:

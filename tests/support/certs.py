@@ -47,7 +47,7 @@ class Certs:
         since Java 9, and JKS), each protected by ``password``."""
         cert, key = self.client(name, subject)
         stores = JavaStores(self.dir / f"{name}.keystore.p12", self.dir / f"{name}.keystore.jks",
-                            self.dir / "truststore.p12", password)
+                            self.dir / "truststore.p12", self.dir / "truststore.jks", password)
         if stores.keystore_p12.exists():
             return stores
         _run("pkcs12", "-export", "-in", cert.name, "-inkey", key.name, "-certfile", "ca.crt", "-name", name,
@@ -56,9 +56,10 @@ class Certs:
             _keytool("-importkeystore", "-srckeystore", f"{name}.openssl.p12", "-srcstoretype", "PKCS12",
                      "-srcstorepass", password, "-destkeystore", path.name, "-deststoretype", store_type,
                      "-deststorepass", password, cwd=self.dir)
-        if not stores.truststore_p12.exists():
-            _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", "ca.crt", "-keystore",
-                     stores.truststore_p12.name, "-storetype", "PKCS12", "-storepass", password, cwd=self.dir)
+        for path, store_type in ((stores.truststore_p12, "PKCS12"), (stores.truststore_jks, "JKS")):
+            if not path.exists():
+                _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", "ca.crt", "-keystore", path.name,
+                         "-storetype", store_type, "-storepass", password, cwd=self.dir)
         return stores
 
 
@@ -67,6 +68,7 @@ class JavaStores:
     keystore_p12: Path
     keystore_jks: Path
     truststore_p12: Path
+    truststore_jks: Path
     password: str
 
 

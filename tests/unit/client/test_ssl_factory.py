@@ -125,8 +125,8 @@ def java_certs(tmp_path_factory):
 
 
 def test_client_stores_in_javas_names_and_librdkafkas_complete_a_mutual_tls_handshake(java_certs, tmp_path):
-    """Every way a client names its key and trust stores (Java's PKCS12 files
-    as keytool writes them, with their passwords; Java's PEM key store;
+    """Every way a client names its key and trust stores (Java's PKCS12 and
+    JKS files as keytool writes them, with their passwords; Java's PEM key store;
     librdkafka's certificate and key locations, inline PEM, and its PKCS12
     ssl.keystore.location) gives a context a server requiring client
     certificates accepts, presenting the client's own certificate."""
@@ -146,6 +146,9 @@ def test_client_stores_in_javas_names_and_librdkafkas_complete_a_mutual_tls_hand
                 "ssl.truststore.type": "PKCS12"}
     variants = {
         "java PKCS12": java_p12,
+        "java JKS": {"ssl.keystore.location": str(stores.keystore_jks), "ssl.keystore.password": stores.password,
+                     "ssl.truststore.location": str(stores.truststore_jks),
+                     "ssl.truststore.password": stores.password},
         "java PKCS12 under the JKS default type": {k: v for k, v in java_p12.items() if not k.endswith(".type")},
         "java PEM": {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "writer.pem"),
                      "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_cert)},
@@ -163,14 +166,16 @@ def test_client_stores_in_javas_names_and_librdkafkas_complete_a_mutual_tls_hand
 
 
 def test_client_stores_refused_with_their_key_and_never_the_password(java_certs):
-    """A JKS store (the ssl module cannot read it), a PKCS12 store with the
-    wrong password, and ssl.keystore.type=PEM over a PKCS12 file each raise
-    SslConfigError naming the key, without the password."""
+    """A JKS store with a wrong store or key password, a PKCS12 store with
+    the wrong password, and ssl.keystore.type=PEM over a PKCS12 file each
+    raise SslConfigError naming the key, without the password."""
     from kafkapy.client.ssl_factory import SslConfigError, create_context
 
     _certs, stores = java_certs
-    cases = [({"ssl.keystore.location": str(stores.keystore_jks), "ssl.keystore.password": stores.password},
-              "ssl.keystore.location", "JKS stores are not read; convert it with keytool"),
+    cases = [({"ssl.keystore.location": str(stores.keystore_jks), "ssl.keystore.password": "hunter2"},
+              "ssl.keystore.location", "the JKS store's integrity check failed"),
+             ({"ssl.keystore.location": str(stores.keystore_jks), "ssl.keystore.password": stores.password,
+               "ssl.key.password": "hunter2"}, "ssl.keystore.location", "cannot unseal the JKS store's key"),
              ({"ssl.keystore.location": str(stores.keystore_p12), "ssl.keystore.password": "hunter2"},
               "ssl.keystore.location", "cannot open the PKCS#12 store"),
              ({"ssl.keystore.location": str(stores.keystore_p12), "ssl.keystore.type": "PEM",
