@@ -39,8 +39,13 @@ def ssl_context(mode: str, get, where: str):
     the inter-broker client's) from ``get(key)``, a listener's values
     (``listener_value``), through the one builder (``kafkapy.client.ssl_factory``); a
     bad setting is a ConfigException with the same key, value and reason."""
+    def value(key: str):
+        # The builder also asks for librdkafka's names of the stores (a
+        # client's); they are no broker settings, so not set here.
+        return secret(get(key)) if key in BROKER_CONFIGS else None
+
     try:
-        return ssl_factory.create_context(mode, lambda key: secret(get(key)), where)
+        return ssl_factory.create_context(mode, value, where)
     except ssl_factory.SslConfigError as exc:
         raise ConfigException(exc.key, exc.value, exc.reason) from None
 
