@@ -78,6 +78,10 @@ class KafkaSourceError(RuntimeError):
     """A misconfigured source, an unknown topic, or lost data."""
 
 
+class UnknownTopicOrPartition(KafkaSourceError):
+    """A subscribed or assigned topic does not exist (Kafka's UnknownTopicOrPartitionException)."""
+
+
 def fail_on_data_loss(options: Mapping[str, str]) -> bool:
     """Spark's ``failOnDataLoss`` (default true)."""
     return options.get("failondataloss", "true").strip().lower() != "false"
@@ -120,13 +124,85 @@ def bootstrap_servers(options: Mapping[str, str]) -> str:
     raise KafkaSourceError("option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required")
 
 
+def kafka_settings(options: Mapping[str, str]) -> dict[str, str]:
+    """Every ``kafka.<name>`` option but the bootstrap servers, prefix stripped,
+    as Spark hands them to Kafka's Java clients: what kafkapy's own client
+    (the exactly-once writer) takes as they are, Java's names or librdkafka's."""
+    return {k[len("kafka."):]: v for k, v in options.items()
+            if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+
+
 def client_config(options: Mapping[str, str]) -> dict[str, object]:
-    """librdkafka settings: every ``kafka.<name>`` option, prefix stripped, as Spark does."""
+    """librdkafka settings: the ``kafka.<name>`` options, with Java's security
+    names in librdkafka's (``librdkafka_security``)."""
     config: dict[str, object] = {"bootstrap.servers": bootstrap_servers(options), "log_level": 3}
-    for key, value in options.items():
-        if key.startswith("kafka.") and key != "kafka.bootstrap.servers":
-            config[key[len("kafka."):]] = value
+    config.update(librdkafka_security(kafka_settings(options)))
     return config
+
+
+# Java client store keys librdkafka refuses ("Java TrustStores are not
+# supported") or does not know: where any is given, or a PEM file is given as
+# ssl.keystore.location (PKCS12 to librdkafka), the stores are read as
+# kafkapy's client reads them and handed to librdkafka as PEM.
+_JAVA_STORE_KEYS = frozenset(f"ssl.{name}" for name in (
+    "truststore.location", "truststore.certificates", "truststore.type", "truststore.password",
+    "keystore.type", "keystore.certificate.chain", "keystore.key"))
+_STORE_KEYS = _JAVA_STORE_KEYS | {f"ssl.{name}" for name in (
+    "keystore.location", "keystore.password", "key.password", "ca.location", "ca.pem",
+    "certificate.location", "key.location", "certificate.pem", "key.pem")}
+# Java-only TLS bounds librdkafka has no setting for (it negotiates TLS 1.2 or
+# 1.3 by OpenSSL's defaults, as Kafka's default ssl.enabled.protocols does).
+_JAVA_TLS_ONLY = ("ssl.protocol", "ssl.enabled.protocols")
+
+
+def librdkafka_security(settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` with a Java client's security names as librdkafka's.
+
+    Spark's Kafka connector hands ``kafka.*`` to Java's clients, so Spark
+    users write Java's names: ``ssl.truststore.*`` and ``ssl.keystore.*``
+    (PEM, PKCS12 or JKS files, or inline PEM), ``sasl.jaas.config``, an empty
+    ``ssl.endpoint.identification.algorithm``.  librdkafka (reads and
+    at-least-once writes) refuses or misreads them, kafkapy's client
+    (exactly-once writes) reads them; here they become ``ssl.ca.*``,
+    ``ssl.certificate.*``/``ssl.key.*``, ``sasl.username``/``sasl.password``
+    and ``none``.  librdkafka's own names pass unchanged.
+    """
+    from kafkapy.client.security import jaas_option
+    from kafkapy.client.ssl_factory import client_stores
+
+    out = dict(settings)
+    if "sasl.jaas.config" in out:
+        jaas = out.pop("sasl.jaas.config")
+        for name in ("username", "password"):
+            value = jaas_option(jaas, name)
+            if value is not None:
+                out.setdefault(f"sasl.{name}", value)
+    for name in _JAVA_TLS_ONLY:
+        if out.pop(name, None) is not None:
+            log.info("%s is a Java client setting; librdkafka negotiates TLS 1.2 or 1.3", name)
+    if out.get("ssl.endpoint.identification.algorithm") == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"   # Java's "no host name check"
+    keystore = settings.get("ssl.keystore.location")
+    if not (_JAVA_STORE_KEYS & settings.keys() or (keystore and _is_pem_file(keystore))):
+        return out
+    stores = client_stores(settings.get, "the Spark source")
+    for name in _STORE_KEYS:
+        out.pop(name, None)
+    rendered = {"ssl.ca.location": stores.trust_file, "ssl.ca.pem": stores.trust_pem,
+                "ssl.certificate.location": stores.cert_file,
+                "ssl.key.location": stores.key_file or stores.cert_file,
+                "ssl.certificate.pem": stores.chain_pem, "ssl.key.pem": stores.key_pem,
+                "ssl.key.password": stores.key_password}
+    out.update({k: v for k, v in rendered.items() if v})
+    return out
+
+
+def _is_pem_file(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(64).lstrip().startswith(b"-----BEGIN")
+    except OSError:
+        return False   # librdkafka names the missing file
 
 
 def consumer_config(options: Mapping[str, str]) -> dict[str, object]:
@@ -269,6 +345,24 @@ def offsets_from_json(raw: Mapping[str, Mapping[str, int]] | None) -> dict[tuple
 
 # -------------------------------------------------------------------- planning
 
+# Kafka's internal topics (Topic.INTERNAL_TOPICS), which Admin.listTopics
+# leaves out unless asked.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def pattern_topics(pattern: str, names) -> list[str]:
+    """The topics ``subscribePattern`` selects, sorted: as Spark's
+    SubscribePatternStrategy on its default Admin path (Spark >= 3.4,
+    useDeprecatedOffsetFetching=false): every non-internal topic in which
+    the regex is *found* anywhere (Scala's ``findFirstIn``, Java's
+    ``Matcher.find``), not only those it matches whole.  ``a.*`` selects
+    ``data-a1`` too; anchor it (``^a.*$``) for the whole-name match of
+    Kafka's consumer subscription (Spark's deprecated consumer path).  The
+    regex is Python's, which reads the common Java syntax alike."""
+    regex = re.compile(pattern)
+    return sorted(t for t in names if t not in INTERNAL_TOPICS and regex.search(t))
+
+
 @dataclass(frozen=True)
 class OffsetRange:
     """Records ``[from_offset, until_offset)`` of one topic partition: one Spark input partition."""
@@ -316,31 +410,37 @@ class Planner:
             return [t.strip() for t in subscribe.split(",") if t.strip()]
         if assign:
             return sorted(json.loads(assign))
-        regex = re.compile(pattern)
-        metadata = self._consumer.list_topics(timeout=self.timeout_s)
-        return sorted(t for t in metadata.topics if regex.fullmatch(t) and not t.startswith("__"))
+        return pattern_topics(pattern, self._consumer.list_topics(timeout=self.timeout_s).topics)
 
-    def partitions(self, missing_ok: bool = False) -> list[tuple[str, int]]:
-        """Every (topic, partition) the options select, sorted.
-
-        ``missing_ok`` (a running stream): a subscribed topic that no longer
-        exists has no partitions, so the caller sees its partitions gone (as
-        Spark's source does); otherwise it is an error.
-        """
+    def partitions(self) -> list[tuple[str, int]]:
+        """Every (topic, partition) the options select, sorted, as Spark's
+        ConsumerStrategy.assignedTopicPartitions on its Admin path (Spark's
+        default since 3.4): the topics are described, and one that does not
+        exist fails the call, retried as Spark retries offset fetches
+        (``_with_retries``).  So a ``subscribe``d or ``assign``ed topic
+        deleted under a running query fails the query whatever
+        ``failOnDataLoss`` says; a ``subscribePattern`` selects among the
+        topics that exist, so a deleted one drops out and the stream reports
+        its partitions gone (KafkaStreamReader.partitions, per
+        ``failOnDataLoss``).  ``assign`` keeps the assigned partitions its
+        topics have."""
+        assigned = None
         if self.options.get("assign"):
-            raw = json.loads(self.options["assign"])
-            return sorted((t, int(p)) for t, ps in raw.items() for p in ps)
-        out = []
-        for topic in self.topics():
-            metadata = self._consumer.list_topics(topic, timeout=self.timeout_s)
-            info = metadata.topics.get(topic)
-            if info is None or info.error is not None or not info.partitions:
-                if missing_ok:
-                    continue
-                raise KafkaSourceError(f"topic {topic!r} is not available: "
-                                       f"{info.error if info is not None else 'no metadata'}")
-            out.extend((topic, p) for p in info.partitions)
-        return sorted(out)
+            assigned = {(t, int(p)) for t, ps in json.loads(self.options["assign"]).items() for p in ps}
+
+        def describe() -> list[tuple[str, int]]:
+            out = []
+            for topic in self.topics():
+                info = self._consumer.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+                if info is None or info.error is not None or not info.partitions:
+                    # Kafka's UnknownTopicOrPartitionException, as Spark's Admin call fails with it.
+                    raise UnknownTopicOrPartition(
+                        f"topic {topic!r} is not available: UnknownTopicOrPartitionException: This server "
+                        f"does not host this topic-partition. ({info.error if info is not None else 'no metadata'})")
+                out.extend((topic, p) for p in info.partitions if assigned is None or (topic, p) in assigned)
+            return sorted(out)
+
+        return self._with_retries(describe, False)
 
     def _with_retries(self, call, missing_ok: bool):
         """``call()`` retried as Spark's Kafka source retries offset fetches
@@ -354,8 +454,8 @@ class Planner:
         for attempt in range(retries + 1):
             try:
                 return call()
-            except KafkaException as exc:
-                code = exc.args[0].code() if exc.args else None
+            except (KafkaException, UnknownTopicOrPartition) as exc:
+                code = exc.args[0].code() if isinstance(exc, KafkaException) and exc.args else None
                 if missing_ok and code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
                                            KafkaError._UNKNOWN_TOPIC):
                     return None
@@ -485,12 +585,18 @@ def read_range(options: Mapping[str, str], r: OffsetRange,
     partition EOF at or past it.
 
     Lost data, as Spark's KafkaDataConsumer treats it: the next offset is
-    below the log start (retention or DeleteRecords moved it), the partition
-    is gone (its topic deleted), or the log ends before until_offset and
-    stays there for ``kafkaConsumer.pollTimeoutMs``.  With ``failOnDataLoss``
-    true (the default) the task fails with Spark's KAFKA_DATA_LOSS text;
-    false logs a warning and reads on from the earliest offset still
-    available (or ends the range when nothing of it is left).
+    below the log start (retention or DeleteRecords moved it) when it is
+    fetched; records come back past a gap and the log start is past the gap's
+    first offset (records expired after their offsets were planned: Spark
+    checks the log start at every gap, and so does this, once per poll that
+    has one; a gap above the log start is compaction or a transaction
+    marker, skipped silently); the partition is gone (its topic deleted); or
+    the log ends before until_offset and stays there for
+    ``kafkaConsumer.pollTimeoutMs``.  With ``failOnDataLoss`` true (the
+    default) the task fails with Spark's KAFKA_DATA_LOSS text naming the
+    offsets it could not read; false logs Spark's warning and reads on from
+    the earliest offset still available (or ends the range when nothing of
+    it is left).
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     if r.size <= 0:
@@ -499,16 +605,25 @@ def read_range(options: Mapping[str, str], r: OffsetRange,
     consumer = Consumer(consumer_config(options))
     gone = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC)
 
-    def lost(at: int, reason: str) -> None:
-        """KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE, or its warning."""
+    def lost(at: int, reason: str, until: int = r.until_offset,
+             warning: str = "Cannot fetch offset {at}") -> None:
+        """KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE for ``[at, until)``, or Spark's warning."""
         message = (f"[KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE] {_DATA_LOSS} If you don't want your "
                    "streaming query to fail on such cases, set the source option failOnDataLoss to false. "
-                   f"Reason: Could not read records in offset [{at}, {r.until_offset}) for topic partition "
+                   f"Reason: Could not read records in offset [{at}, {until}) for topic partition "
                    f"{r.topic}-{r.partition} with consumer group {SOURCE_GROUP_ID} ({reason}).")
         if fail_on_data_loss(options):
             raise KafkaSourceError(message + " SQLSTATE: 22000")
-        log.warning("Cannot fetch offset %d of %s-%d (%s). %s", at, r.topic, r.partition, reason,
-                    INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+        log.warning("%s (%s) (GroupId: %s, TopicPartition: %s-%d). %s", warning.format(at=at, until=until),
+                    reason, SOURCE_GROUP_ID, r.topic, r.partition, INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+
+    def log_start() -> int:
+        """The partition's log start offset now (ListOffsets earliest); -1 when it cannot be had."""
+        from confluent_kafka import KafkaException
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10, cached=False)[0]
+        except KafkaException:
+            return -1
 
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.from_offset)])
@@ -520,6 +635,7 @@ def read_range(options: Mapping[str, str], r: OffsetRange,
         while not done:
             msgs = consumer.consume(num_messages=min(batch_rows, 10_000), timeout=0.2)
             progressed = False
+            low = None   # the log start, looked up at this poll's first gap
             for m in msgs:
                 err = m.error()
                 if err is not None:
@@ -550,6 +666,11 @@ def read_range(options: Mapping[str, str], r: OffsetRange,
                         break
                     raise KafkaSourceError(f"reading {r.topic}-{r.partition}: {err}")
                 offset = m.offset()
+                if offset > next_offset:
+                    low = log_start() if low is None else low
+                    if low > next_offset:   # expired after they were planned: lost, not compacted
+                        lost(next_offset, f"the log starts at {low}", until=min(offset, r.until_offset),
+                             warning="Skip missing records in [{at}, {until})")
                 if offset >= r.until_offset:
                     done = True
                     break

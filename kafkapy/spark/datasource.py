@@ -225,16 +225,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         4.0/4.1 call latestOffset() bare, and no limit is then applied.
         Partitions that appeared since ``start`` begin at their earliest
         offset, as Spark's Kafka source treats newly discovered partitions;
-        a subscribed topic that was deleted has no partitions (``partitions``
-        reports the loss).
+        a subscribed or assigned topic that was deleted fails the query and a
+        pattern's deleted topic has no partitions (see ``_kafka.Planner.partitions``).
 
         minOffsetsPerTrigger (Spark's delayBatch): fewer new records than the
         minimum, and less than maxTriggerDelay since the last batch, answers
         ``start`` (no batch); maxOffsetsPerTrigger then caps what a batch takes.
         """
         planner = self._get_planner()
-        tps = planner.partitions(missing_ok=True)
-        marks = planner.watermarks(tps, missing_ok=True)
+        tps = planner.partitions()
+        marks = planner.watermarks(tps, missing_ok=True)   # deleted since partitions(): gone next time
         latest = {tp: high for tp, (_low, high) in marks.items()}
         if start is None or limit is None:
             return _kafka.offsets_to_json(latest)
@@ -451,8 +451,7 @@ class KafkaWriter(DataSourceWriter):
         security settings included, in Java's or librdkafka's names (see
         kafkapy.client.config), so the options that reach librdkafka for
         reads and at-least-once writes serve the transactional path too."""
-        return {k[len("kafka."):]: v for k, v in self.options.items()
-                if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+        return _kafka.kafka_settings(self.options)
 
     def _write_transactional(self, iterator, transactional_id: str | None = None,
                              batch_id: int | None = None) -> KafkaCommitMessage:

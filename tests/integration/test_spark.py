@@ -37,18 +37,24 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    """The module's broker: PLAINTEXT (``bootstrap``) and a SASL_SSL listener
-    (``secure_bootstrap``, PLAIN user ``spark``, ``certs.ca_cert`` trusted) for
-    the security pass-through test; one broker, so no second start-up."""
+    """The module's broker: PLAINTEXT (``bootstrap``), a SASL_SSL listener
+    (``secure_bootstrap``, PLAIN user ``spark``, ``certs.ca_cert`` trusted) and
+    an SSL listener requiring client certificates signed by the test CA
+    (``mtls_bootstrap``) for the security tests; one broker, so no second
+    start-up."""
     from support.certs import make_certs, named_listeners
     from support.clients import module_broker
     certs = make_certs(tmp_path_factory.mktemp("spark-certs"))
-    port, ports, overrides = named_listeners(("SASL_SSL",), {"SASL_SSL": "SASL_SSL"})
+    port, ports, overrides = named_listeners(("SASL_SSL", "MTLS"), {"SASL_SSL": "SASL_SSL", "MTLS": "SSL"})
     overrides.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": certs.server_keystore,
                       "sasl.enabled.mechanisms": "PLAIN",
-                      "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS})
+                      "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+                      "listener.name.mtls.ssl.truststore.type": "PEM",
+                      "listener.name.mtls.ssl.truststore.location": certs.ca_cert,
+                      "listener.name.mtls.ssl.client.auth": "required"})
     with module_broker(tmp_path_factory, overrides, name="spark-broker", port=port) as b:
         b.secure_bootstrap = f"127.0.0.1:{ports['SASL_SSL']}"
+        b.mtls_bootstrap = f"127.0.0.1:{ports['MTLS']}"
         b.certs = certs
         yield b
 
@@ -165,9 +171,10 @@ def test_batch_read_offset_ranges(spark, broker):
     split = reader(spark, broker.bootstrap, "ranges", minPartitions="6")
     assert split.rdd.getNumPartitions() >= 6
     assert sorted(r["offset"] for r in split.where("partition = 0").select("offset").collect()) == list(range(10))
-    # subscribePattern picks topics by regex.
+    # subscribePattern picks topics by regex found anywhere in the name
+    # (Spark's Admin path: findFirstIn), not only whole-name matches.
     assert (spark.read.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
-            .option("subscribePattern", "ran.*").load().count()) == 20
+            .option("subscribePattern", "ange[s]").load().count()) == 20
 
 
 def test_unknown_topic_is_a_clear_error(spark, broker):
@@ -452,42 +459,108 @@ def test_fail_on_data_loss_when_records_are_deleted(spark, broker, tmp_path):
     assert seen["false"] == list(range(10)) + list(range(15, 20))
 
 
-def test_fail_on_data_loss_when_a_topic_is_deleted(spark, broker, tmp_path):
-    """A subscribed topic deleted under a running query: failOnDataLoss=true
-    fails it with Spark's "are gone" text; false warns and goes on with the
-    topics left, and a topic created later is read from its earliest offset."""
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_records_expiring_inside_a_running_range_read(broker, fail, caplog):
+    """Records expire (DeleteRecords moves the log start to 50, as retention
+    would) while an executor's read of [0, 100) is under way, past the
+    records it has fetched: failOnDataLoss=true fails the read with Spark's
+    COULD_NOT_READ_OFFSET_RANGE text naming the first offset it could not
+    read; false logs Spark's warning and reads on from offset 50.  No Spark:
+    the executor's read itself, held between two of its batches (librdkafka
+    keeps at most a few one-record batches ahead: queued.min.messages=1)."""
+    import logging
+
+    from kafkapy.spark._kafka import KafkaSourceError, OffsetRange, read_range
+    topic = f"expiring-{fail}"
+    create_topic(broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1,
+                         "log_level": 3})
+    for i in range(100):
+        producer.produce(topic, b"v%d" % i, partition=0)
+        producer.flush(10)   # one batch per record, so a fetch can stop between any two
+    del producer   # librdkafka's handle goes now, not after the module's broker stopped
+    options = {"bootstrap.servers": broker.bootstrap, "failondataloss": fail, "kafka.queued.min.messages": "1",
+               "kafka.max.partition.fetch.bytes": "1"}
+    read = read_range(options, OffsetRange(topic, 0, 0, 100), batch_rows=10)
+    offsets = list(next(read)["offset"])
+    assert offsets == list(range(len(offsets))) and 10 <= len(offsets) < 50   # a batch: ~10 rows
+    _delete_records(broker.bootstrap, topic, 0, 50)
+    if fail == "true":
+        with pytest.raises(KafkaSourceError, match=r"KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE.*Could not "
+                                                   r"read records in offset \[(\d+), (50|100)\) for topic "
+                                                   rf"partition {topic}-0") as err:
+            for cols in read:
+                offsets.extend(cols["offset"])
+        first_lost = int(err.value.args[0].split("offset [")[1].split(",")[0])
+        # Every record handed out lies before the loss (the batch being filled fails with the task).
+        assert offsets == list(range(len(offsets))) and len(offsets) <= first_lost
+    else:
+        with caplog.at_level(logging.WARNING, logger="kafkapy.spark"):
+            for cols in read:
+                offsets.extend(cols["offset"])
+        first_lost = next(o for o in range(100) if o not in offsets)
+        assert offsets == list(range(first_lost)) + list(range(50, 100))
+        assert any("failOnDataLoss" in r.getMessage() and f"{topic}-0" in r.getMessage() for r in caplog.records)
+    # Expired inside the range: records fetched before it were read, the rest below 50 lost.
+    assert 10 <= first_lost < 50, first_lost
+
+
+def _streams(spark, broker, tmp_path):
+    """``start(name, fail, **source)`` runs a stream of the kafkapy source with
+    failOnDataLoss ``fail`` into ``seen[name]`` ((topic, offset) per row);
+    ``fails_within_60_s(query)`` drives a query until it fails (bounded: it
+    fails at the first batch planned after a deleted topic's metadata is
+    gone, which may linger a moment)."""
+    seen: dict[str, list] = {}
+
+    def start(name, fail, **source):
+        seen[name] = []
+
+        def collect(df, _batch_id):
+            seen[name].extend((r["topic"], r["offset"]) for r in df.select("topic", "offset").collect())
+        stream = (spark.readStream.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
+                  .options(**source).option("startingOffsets", "earliest")
+                  .option("failOnDataLoss", fail).load())
+        return (stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / name))
+                .start())
+
+    def fails_within_60_s(query):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            query.processAllAvailable()
+            time.sleep(0.5)
+
+    return seen, start, fails_within_60_s
+
+
+def _delete_topics(bootstrap: str, names: list[str]) -> None:
     from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for future in admin.delete_topics(names, operation_timeout=30).values():
+        future.result(timeout=60)
+
+
+def test_fail_on_data_loss_when_a_pattern_topic_is_deleted(spark, broker, tmp_path):
+    """A ``subscribePattern`` topic deleted under a running query drops out of
+    the pattern's topics (Spark's Admin path, its default since 3.4):
+    failOnDataLoss=true fails the query with Spark's "are gone" text; false
+    warns and goes on with the topics left, and a topic created later is
+    read from its earliest offset."""
     for name in ("gone-a", "gone-b", "kept-a", "kept-b"):
         create_topic(broker.bootstrap, name, 1)
         produce(broker.bootstrap, name, known_records(1, 3, tag=name))
-    seen = {"true": [], "false": []}
-
-    def start(fail, pattern):
-        def collect(df, _batch_id):
-            seen[fail].extend((r["topic"], r["offset"]) for r in df.select("topic", "offset").collect())
-        stream = (spark.readStream.format("kafkapy").option("bootstrap.servers", broker.bootstrap)
-                  .option("subscribePattern", pattern).option("startingOffsets", "earliest")
-                  .option("failOnDataLoss", fail).load())
-        return (stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / fail))
-                .start())
-
-    strict, lenient = start("true", "gone-.*"), start("false", "kept-.*")
+    seen, start, fails_within_60_s = _streams(spark, broker, tmp_path)
+    strict = start("true", "true", subscribePattern="gone-.")
+    lenient = start("false", "false", subscribePattern="kept-")   # found anywhere in the name
     try:
         strict.processAllAvailable()
         lenient.processAllAvailable()
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
-        for future in admin.delete_topics(["gone-a", "kept-a"], operation_timeout=30).values():
-            future.result(timeout=60)
+        _delete_topics(broker.bootstrap, ["gone-a", "kept-a"])
         produce(broker.bootstrap, "gone-b", known_records(1, 2, tag="late"))
         produce(broker.bootstrap, "kept-b", known_records(1, 2, tag="late"))
         with pytest.raises(Exception, match=r"Set\(gone-a-0\) are gone\. Some data may have been missed\."
                                             r".*failOnDataLoss"):
-            # Bounded: the query fails at the first batch planned after the
-            # topic's metadata is gone (a deleted topic may linger a moment).
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                strict.processAllAvailable()
-                time.sleep(0.5)
+            fails_within_60_s(strict)
         lenient.processAllAvailable()
         create_topic(broker.bootstrap, "kept-c", 1)
         produce(broker.bootstrap, "kept-c", known_records(1, 2, tag="new"))
@@ -501,6 +574,27 @@ def test_fail_on_data_loss_when_a_topic_is_deleted(spark, broker, tmp_path):
         lenient.stop()
     assert sorted(seen["false"]) == sorted([("kept-a", o) for o in range(3)] + [("kept-b", o) for o in range(5)]
                                            + [("kept-c", o) for o in range(2)])
+
+
+def test_a_subscribed_topic_deleted_under_a_query_fails_it_whatever_fail_on_data_loss(spark, broker, tmp_path):
+    """A ``subscribe``d topic deleted under a running query cannot be
+    described any more: Spark's Admin-based source fails the query with
+    Kafka's UnknownTopicOrPartitionException after its offset-fetch retries,
+    even with failOnDataLoss=false (the option covers offsets, not a topic
+    that is gone)."""
+    create_topic(broker.bootstrap, "listed-a", 1)
+    produce(broker.bootstrap, "listed-a", known_records(1, 3, tag="listed"))
+    seen, start, fails_within_60_s = _streams(spark, broker, tmp_path)
+    listed = start("listed", "false", subscribe="listed-a", **{"fetchOffset.retryIntervalMs": "200"})
+    try:
+        listed.processAllAvailable()
+        _delete_topics(broker.bootstrap, ["listed-a"])
+        with pytest.raises(Exception, match=r"UnknownTopicOrPartitionException: This server does not host "
+                                            r"this topic-partition"):
+            fails_within_60_s(listed)
+    finally:
+        listed.stop()
+    assert sorted(seen["listed"]) == [("listed-a", o) for o in range(3)]
 
 
 def _load_fleet():
@@ -631,6 +725,54 @@ def test_streaming_sink_exactly_once_over_sasl_ssl(spark, broker, tmp_path):
          .option("transactionalIdPrefix", "tls-wrong").mode("append").save())
     assert time.monotonic() - started < 120
     assert len(read_values(broker.bootstrap, "tls-out", 2, "read_uncommitted")) == 30
+
+
+def test_streaming_sink_exactly_once_over_mutual_tls_with_java_stores(spark, broker, tmp_path):
+    """The exactly-once pipeline against a listener that requires client
+    certificates (``ssl.client.auth=required``), configured as a Spark user
+    configures Spark's Kafka connector: Java's names, the stores PKCS12 files
+    written by keytool with their passwords.  The same options reach
+    librdkafka (reads) and kafkapy's client (transactions, markers, the
+    driver's EndTxn); the output is read back through Spark over the same
+    listener with Java's PEM store names.  A writer without a client
+    certificate is refused by the broker (nothing written)."""
+    from pyspark.sql import Row
+
+    from support.spark_pipeline import start_pipeline, transformed
+    create_topic(broker.bootstrap, "mtls-in", 2)
+    create_topic(broker.bootstrap, "mtls-out", 2)
+    records = known_records(2, 15, tag="m")
+    produce(broker.bootstrap, "mtls-in", records)
+    stores = broker.certs.java_stores("spark-writer", "/CN=spark-writer")
+    java = {"kafka.security.protocol": "SSL", "kafka.ssl.keystore.type": "PKCS12",
+            "kafka.ssl.keystore.location": str(stores.keystore_p12), "kafka.ssl.keystore.password": stores.password,
+            "kafka.ssl.key.password": stores.password, "kafka.ssl.truststore.type": "PKCS12",
+            "kafka.ssl.truststore.location": str(stores.truststore_p12),
+            "kafka.ssl.truststore.password": stores.password}
+    query = start_pipeline(spark, broker.mtls_bootstrap, "mtls-in", "mtls-out", str(tmp_path / "cp"), options=java)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
+    cert, key = broker.certs.client("spark-writer", "/CN=spark-writer")
+    (tmp_path / "writer.pem").write_text(key.read_text() + cert.read_text())
+    pem = {"kafka.security.protocol": "SSL", "kafka.ssl.keystore.type": "PEM",
+           "kafka.ssl.keystore.location": str(tmp_path / "writer.pem"), "kafka.ssl.truststore.type": "PEM",
+           "kafka.ssl.truststore.location": str(broker.certs.ca_cert), "kafka.isolation.level": "read_committed"}
+    rows = reader(spark, broker.mtls_bootstrap, "mtls-out", **pem).select("value").collect()
+    assert sorted(bytes(r["value"]) for r in rows) == sorted(transformed(r["value"]) for r in records)
+    assert len(read_values(broker.bootstrap, "mtls-out", 2, "read_uncommitted")) == 30
+
+    no_certificate = {k: v for k, v in java.items() if "keystore" not in k and "key.password" not in k}
+    df = spark.createDataFrame([Row(value=b"never")], "value binary")
+    started = time.monotonic()
+    with pytest.raises(Exception, match="(?i)ssl|tls|handshake|certificate|connect"):
+        (df.write.format("kafkapy").option("bootstrap.servers", broker.mtls_bootstrap).option("topic", "mtls-out")
+         .options(**no_certificate, **{"kafka.max.block.ms": "10000"})
+         .option("transactionalIdPrefix", "mtls-refused").mode("append").save())
+    assert time.monotonic() - started < 120
+    assert len(read_values(broker.bootstrap, "mtls-out", 2, "read_uncommitted")) == 30
 
 
 def _batches(checkpoint: Path, log: str) -> list[int]:
