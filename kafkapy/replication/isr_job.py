@@ -25,7 +25,10 @@ class IsrJob:
     path): for each partition the image and the slot say this broker leads,
     shrink the followers out of sync for ``replica.lag.time.max.ms``
     (checked every half of it) and add those caught up
-    (``Partition.maybe_expand_isr_candidates``, every tick); write the new ISR
+    (``Partition.maybe_expand_isr_candidates``, every tick), counted by the
+    high watermark from before the write (``Partition.prepare_isr_expansion``,
+    Kafka's PendingExpandIsr: once the znode names a replica the controller
+    may elect it); write the new ISR
     to the state znode conditional on its version (the partition epoch), then
     ``Partition.update_isr`` with the new version (the high watermark may move:
     parked operations are woken), then one ``/isr_change_notification`` for the
@@ -110,11 +113,18 @@ class IsrJob:
                     add = frozenset(b for b in add if b in md.brokers and b in fetched
                                     and now_ms - fetched[b][3] <= self.lag_ms
                                     and b not in state.offline_replicas)  # its log dir failed
-                if not out and not add:
+                if not out and not add and not slot.pending_isr_mask:
                     continue
                 with slot.lock():  # one view: a LeaderAndIsr between the reads would mix two states
                     isr, replicas = partition.isr, partition.replicas
                     leader_epoch, partition_epoch = partition.leader_epoch, partition.partition_epoch
+                    # Counted by the high watermark before ZooKeeper names
+                    # them (the controller may elect them from then on).
+                    add, moved = partition.prepare_isr_expansion(add)
+                if moved:
+                    self.broker.replica_manager.wake_delayed_operations()
+                if not out and not add:
+                    continue
                 order = [r for r in state.isr if r in isr] + [r for r in replicas if r in isr and r not in state.isr]
                 new_isr = tuple(r for r in order if r not in out) + tuple(r for r in replicas if r in add
                                                                         and r not in isr)

@@ -25,8 +25,9 @@ ISR size) live here once.
 
 The high watermark is written only here: storage appends and reports log end
 offsets, and ``maybe_increment_high_watermark`` moves the high watermark to
-the smallest log end offset over the ISR (Kafka's
-``maybeIncrementLeaderHW``). Storage still clamps it into
+the smallest log end offset over the maximal ISR (Kafka's
+``maybeIncrementLeaderHW``: the ISR and the replicas being added to it,
+``prepare_isr_expansion``). Storage still clamps it into
 [log_start_offset, log_end_offset] when the log is truncated or its start
 moves; that is an invariant of the log, not a replication decision.
 """
@@ -176,6 +177,9 @@ class Partition:
         state.current_leader_epoch = leader_epoch
         state.partition_epoch = partition_epoch
         state.isr_mask = mask
+        # A written role is committed: an expansion in flight is in ``isr``
+        # now (update_isr), or the controller decided instead (LeaderAndIsr).
+        state.pending_isr_mask = 0
         state.replica_count = len(replicas)
 
     def make_leader(self, leader_epoch: int, isr, replicas=None, partition_epoch: int = 0,
@@ -252,6 +256,7 @@ class Partition:
         with state.lock():
             state.leader_id = -1
             state.isr_mask = 0
+            state.pending_isr_mask = 0
             state.replica_count = 0
 
     def update_isr(self, isr, partition_epoch: int) -> bool:
@@ -291,13 +296,14 @@ class Partition:
 
     @property
     def high_watermark_limit(self) -> int:
-        """The smallest log end offset over the ISR's other members
-        (LONG_MAX: the ISR is this broker alone); the append passes it to
+        """The smallest log end offset over the other members of the
+        maximal ISR (the ISR and its pending additions, Kafka's
+        ``maximalIsr``; LONG_MAX: this broker alone); the append passes it to
         ``Log.append_as_leader`` so the high watermark moves in its store."""
         state = self.state
         if state.replica_count <= 1:
             return LONG_MAX
-        mask = state.isr_mask
+        mask = state.isr_mask | state.pending_isr_mask
         block = state.replica_block()
         local = self.local_broker_id
         limit = LONG_MAX
@@ -310,7 +316,7 @@ class Partition:
 
     def maybe_increment_high_watermark(self) -> bool:
         """Kafka's ``maybeIncrementLeaderHW``: move the high watermark up to
-        the smallest log end offset over the ISR (the leader's own
+        the smallest log end offset over the maximal ISR (the leader's own
         included), never down; the caller holds the partition lock. True if
         it moved."""
         state = self.state
@@ -360,7 +366,7 @@ class Partition:
         # maybe_increment_high_watermark over the block as just stored.
         limit = LONG_MAX
         if count > 1:
-            mask = state.isr_mask
+            mask = state.isr_mask | state.pending_isr_mask  # the maximal ISR (high_watermark_limit)
             local = self.local_broker_id
             for r in range(count):
                 if mask >> r & 1:
@@ -418,6 +424,33 @@ class Partition:
             if not mask >> r & 1 and leo >= 0 and leo >= high_watermark and leo >= epoch_start:
                 out.add(broker)
         return frozenset(out)
+
+    def prepare_isr_expansion(self, candidates) -> tuple:
+        """Kafka's ``PendingExpandIsr``, before the ISR job writes an
+        expansion to ZooKeeper: those of ``candidates`` still caught up
+        (``maybe_expand_isr_candidates`` again, under the lock) are counted
+        by the high watermark from now on, though neither in ``isr`` nor in
+        the min.insync.replicas checks until the write is applied
+        (``update_isr``) or a LeaderAndIsr rewrites the role. Once the znode
+        names a replica the controller may elect it, and a high watermark
+        past its log end offset would be truncated there: records the old
+        leader acknowledged as replicated, lost (a hard-bounce system test's
+        replica joined the ISR 10 records behind the high watermark, in 3 of
+        10 runs). The pending set is replaced, so a replica the job no
+        longer proposes (its broker stopped fetching) stops holding the high
+        watermark back. Returns ``(the pending replicas, whether the high
+        watermark moved)``: dropping one may let it move (the caller wakes
+        parked operations)."""
+        state = self.state
+        with state.lock():
+            caught_up = self.maybe_expand_isr_candidates() & frozenset(candidates)
+            block = state.replica_block()
+            mask = 0
+            for r in range(state.replica_count):
+                if block[r * REPLICA_WORDS] in caught_up:
+                    mask |= 1 << r
+            state.pending_isr_mask = mask
+            return caught_up, self.maybe_increment_high_watermark()
 
     def _leader_epoch_start_offset(self) -> int:
         entries = self.log.leader_epoch_entries()

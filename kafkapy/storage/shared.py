@@ -12,12 +12,12 @@ this machine nor outlives the broker, so no portable format is needed)::
              32 x (56-byte NUL-padded name, int64 value)   named counters
     slots    capacity x STRIDE int64, slot 0 first, each 64-byte aligned
              [0] used flag (0 free, 1 allocated)
-             [1 + i] PartitionState.FIELDS[i] (i < 24)
-             [25, 26] topic id of the partition the slot holds (big-endian
+             [1 + i] PartitionState.FIELDS[i] (i < 25)
+             [26, 27] topic id of the partition the slot holds (big-endian
                       bytes 0-7, 8-15 as int64; 0/0: a slot allocated unclaimed)
-             [27] partition
-             [28 + 5 r + j] replica r's PartitionState.REPLICA_FIELDS[j]
-                      (r < MAX_REPLICAS = 8; j < 5), then 4 spare words
+             [28] partition
+             [29 + 5 r + j] replica r's PartitionState.REPLICA_FIELDS[j]
+                      (r < MAX_REPLICAS = 8; j < 5), then 3 spare words
     slot map INDEX_SIZE x int32 (power of two >= 2 x capacity): open-addressing
              hash index over the claimed slots, linear probing from
              hash((topic_id_high, topic_id_low, partition)); 0 empty, else
@@ -52,14 +52,16 @@ forever).  Two pitfalls of record locks shape this module:
 The partition's role (``replication.Partition`` writes it under the slot
 lock: Kafka's makeLeader/makeFollower and the leader's follower bookkeeping;
 every worker reads it, since it decides NOT_LEADER_OR_FOLLOWER on every
-request) is the last five ``FIELDS`` words and the replica block:
+request) is the last six ``FIELDS`` words and the replica block:
 
 * ``leader_id`` (-1: none), ``current_leader_epoch`` (the partition's leader
   epoch as the controller set it; -1: never set; the log's own
   ``leader_epoch`` word is the latest epoch of its leader-epoch checkpoint,
   which on a follower trails it), ``partition_epoch`` (-1: never set),
   ``replica_count`` (0: no role assigned yet), ``isr_mask`` (bit r set: the
-  replica at position r is in the ISR).
+  replica at position r is in the ISR), ``pending_isr_mask`` (the leader's
+  ISR additions written or being written to ZooKeeper but not yet applied
+  to ``isr_mask``: Kafka's PendingExpandIsr, counted by the high watermark).
 * the replica block: for each position r < ``replica_count``, in the
   assignment's order, ``REPLICA_FIELDS`` = (replica_id, log_end_offset,
   last_caught_up_ms, last_fetch_leader_log_end_offset, last_fetch_ms): the
@@ -150,6 +152,7 @@ class PartitionState:
         "partition_epoch",
         "replica_count",
         "isr_mask",
+        "pending_isr_mask",
     )
 
     # One replica's words in the replica block (module docstring).
@@ -277,13 +280,13 @@ _SLOTS_OFFSET = 2048 + 64  # 16 + 32 * 64 = 2064 bytes of header, rounded up to 
 assert _SLOTS_OFFSET >= _COUNTERS_OFFSET + MAX_COUNTERS * _COUNTER_ENTRY_BYTES
 assert _SLOTS_OFFSET % 64 == 0
 
-# A slot is the used flag, 24 fields, the 3-word key and the 40-word replica
-# block = 68 words, padded to 72 words (576 bytes = 9 cache lines; 192 bytes
-# = 24 words before the replica role) so that slots start on a 64-byte
-# boundary and no two partitions share a cache line: workers appending to
-# different partitions then never bounce one line between cores (false
-# sharing).  The append's words (1-11) share the slot's first line; the 4
-# spare words leave room for new fields without changing the stride.
+# A slot is the used flag, 25 fields, the 3-word key and the 40-word replica
+# block = 69 words, padded to 72 words (576 bytes = 9 cache lines) so that
+# slots start on a 64-byte boundary and no two partitions share a cache
+# line: workers appending to different partitions then never bounce one
+# line between cores (false sharing).  The append's words (1-11) share the
+# slot's first line; the 3 spare words leave room for new fields without
+# changing the stride.
 _USED = 0
 STRIDE_WORDS = 72
 SLOT_BYTES = STRIDE_WORDS * _WORD
@@ -342,7 +345,7 @@ class SharedPartitionState(PartitionState):
         self._lock_of = None
 
     def snapshot(self) -> tuple:
-        # One unpack of the slot's 24 words costs ~0.2 us, against ~85 ns
+        # One unpack of the slot's 25 words costs ~0.2 us, against ~85 ns
         # per field through the properties (~1.6 us for all of them).
         return _SLOT_FIELDS.unpack_from(self._table._mmap, (self._base + 1) * _WORD)
 

@@ -120,3 +120,56 @@ def test_a_znode_the_controller_moved_is_left_to_its_leader_and_isr(setup):
     assert job.run_once(False, now) == []
     assert partition.isr == {LEADER} and partition.partition_epoch == 0
     assert _znode(client).leader_epoch == EPOCH + 1 and _znode(client).partition_epoch == 1
+
+
+def test_a_joining_replica_holds_the_high_watermark_from_before_zookeeper_names_it(setup):
+    """Kafka's maximal ISR (PendingExpandIsr): once the expansion's write is
+    in ZooKeeper the controller may elect FOLLOWER, so between that write and
+    its apply the high watermark must not pass FOLLOWER's log end offset.
+    Before the fix an append in that window (the ISR still the leader alone)
+    took the high watermark to the log end: records FOLLOWER lacks, counted
+    as replicated."""
+    job, partition, client, now = setup
+    joining = partition.log_end_offset  # FOLLOWER fetched up to here
+    seen = []
+    write = job.writer.update_isr
+
+    def update_isr(*args):
+        version = write(*args)
+        # The window: ZooKeeper names FOLLOWER, the leader appends.
+        assert partition.append_records_to_leader(records_of(make_batch(3)), 1)[0] == ErrorCode.NONE
+        seen.append((_znode(client).isr, partition.isr, partition.high_watermark))
+        return version
+
+    job.writer.update_isr = update_isr
+    job.run_once(False, now)
+    assert seen == [((LEADER, FOLLOWER), {LEADER}, joining)]
+    assert partition.isr == {LEADER, FOLLOWER} and partition.high_watermark == joining
+    partition.update_follower_fetch_state(FOLLOWER, partition.log_end_offset, now)
+    assert partition.high_watermark == partition.log_end_offset
+
+
+def test_an_expansion_whose_write_failed_holds_the_high_watermark_while_proposed(setup):
+    """A write that failed may have landed (a lost connection): the replica
+    keeps counting while the job proposes it, and stops once it is no longer
+    proposed (its broker stopped fetching for replica.lag.time.max.ms), so a
+    dead follower does not hold the high watermark for good."""
+    from kazoo.exceptions import ConnectionLoss
+
+    job, partition, client, now = setup
+    joining = partition.log_end_offset
+    write = job.writer.update_isr
+
+    def lost(*args):
+        raise ConnectionLoss()
+
+    job.writer.update_isr = lost
+    with pytest.raises(ConnectionLoss):
+        job.run_once(False, now)
+    assert partition.append_records_to_leader(records_of(make_batch(2)), 1)[0] == ErrorCode.NONE
+    assert partition.isr == {LEADER} and partition.high_watermark == joining
+    job.writer.update_isr = write
+    # FOLLOWER has not fetched since ``now``: no longer proposed, no longer counted.
+    assert job.run_once(False, now + 10_001) == []
+    assert partition.isr == {LEADER} and partition.high_watermark == partition.log_end_offset
+    assert _znode(client).isr == (LEADER,)
