@@ -657,6 +657,13 @@ class ReplicaFetcher:
                                               log_end_offset, fetch_offset)
         log.info("%s-%d: the leader's epoch %d ends at %d; truncating to %d%s", state.topic, state.partition,
                  epoch, end_offset, offset, "" if completed else " and asking again")
+        high_watermark = partition.high_watermark
+        if offset < high_watermark:
+            # Kafka's ReplicaFetcherThread warns so too: records every ISR
+            # member had are going (an unclean election, or a leader elected
+            # short of what the old one counted as replicated).
+            log.warning("%s-%d: truncating to %d, below the high watermark %d", state.topic, state.partition,
+                        offset, high_watermark)
         partition.truncate_to(offset, leader_epoch=state.leader_epoch)
 
     def _changing(self, state, partition, fix, *args) -> None:

@@ -95,6 +95,7 @@ Contract:
 """
 
 import dataclasses
+import logging
 import time
 import uuid
 from functools import cache
@@ -108,6 +109,8 @@ from kafkapy.replication.quota import throttle_for
 from kafkapy.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, Entry
 from kafkapy.server.handlers import _plan
 from kafkapy.storage.legacy_records import LegacyRecordError, down_convert, region_bytes
+
+log = logging.getLogger("kafkapy.request")
 
 API_KEY = 1
 READ_COMMITTED = 1
@@ -543,8 +546,17 @@ def _check_follower(partition, replica_id: int, entry, has_epoch: bool, version:
         return (ErrorCode.UNKNOWN_LEADER_EPOCH if sent_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER), None
     if version < 12 or entry.last_fetched_epoch < 0:
         return ErrorCode.NONE, None
-    return diverging_epoch(partition.last_offset_for_leader_epoch(entry.last_fetched_epoch),
-                           entry.last_fetched_epoch, entry.fetch_offset, partition.log_start_offset)
+    answer = partition.last_offset_for_leader_epoch(entry.last_fetched_epoch)
+    code, diverging = diverging_epoch(answer, entry.last_fetched_epoch, entry.fetch_offset,
+                                      partition.log_start_offset)
+    if diverging is not None:
+        # Rare (after a leader change) and followed by a truncation: what the
+        # follower said and what the leader knows, for the record.
+        log.info("%s-%d: follower %d at offset %d in epoch %d diverged: answered epoch %d ending at %d "
+                 "(log end offset %d, leader epochs %s)", partition.topic, partition.partition_id, replica_id,
+                 entry.fetch_offset, entry.last_fetched_epoch, diverging[0], diverging[1],
+                 partition.log_end_offset, partition.log.leader_epoch_entries())
+    return code, diverging
 
 
 def diverging_epoch(epoch_end_offset, last_fetched_epoch: int, fetch_offset: int,
