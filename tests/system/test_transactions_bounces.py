@@ -34,7 +34,8 @@ import pytest
 from kafkapy.coordinator.records import partition_for
 from kafkapy.metadata.zk import data as zk_data
 from support.cluster import wait_full_isr
-from support.transactions import Copier
+from support.raw_api import call, transaction_states
+from support.transactions import Copier, list_offset
 from support.wait import wait_for
 
 pytestmark = pytest.mark.timeout(540)
@@ -85,6 +86,7 @@ class CommittedReader:
         self.bootstrap, self.want, self.timeout_s, self.linger_s = bootstrap, want, timeout_s, linger_s
         self.got: dict[int, list[int]] = {q: [] for q in range(PARTITIONS)}
         self.error = None
+        self.errors: list[tuple] = []  # (when, partition, error) of the first 20 the consumer handed over
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="committed-reader", daemon=True)
 
@@ -94,9 +96,12 @@ class CommittedReader:
     def _run(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
+        # auto.offset.reset "error": a position out of range (a new leader
+        # short of what the old one served) is reported among ``errors``;
+        # librdkafka's default ("latest") would skip to the log end silently.
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
                       "isolation.level": "read_committed", "enable.auto.commit": False,
-                      "fetch.wait.max.ms": 100})
+                      "auto.offset.reset": "error", "fetch.wait.max.ms": 100})
         try:
             c.assign([TopicPartition(OUTPUT, q, 0) for q in range(PARTITIONS)])
             deadline = time.monotonic() + self.timeout_s
@@ -107,10 +112,17 @@ class CommittedReader:
                 if full_at is not None and time.monotonic() - full_at >= self.linger_s:
                     return
                 m = c.poll(0.2)
-                if m is not None and m.error() is None:
+                if m is None:
+                    continue
+                if m.error() is None:
                     self.got[m.partition()].append(int(m.value()))
+                elif len(self.errors) < 20:
+                    self.errors.append((time.strftime("%H:%M:%S"), m.partition(), str(m.error())))
+            positions = [(tp.partition, tp.offset) for tp in c.position(
+                [TopicPartition(OUTPUT, q) for q in range(PARTITIONS)])]
             self.error = AssertionError(f"read {self.count()} of {self.want} committed values "
-                                        f"({[len(self.got[q]) for q in range(PARTITIONS)]} by partition)")
+                                        f"({[len(self.got[q]) for q in range(PARTITIONS)]} by partition; "
+                                        f"positions {positions}; errors {self.errors})")
         except BaseException as e:  # reported through ``error``
             self.error = e
         finally:
@@ -140,6 +152,35 @@ def _exactly_once(expected: dict, got: dict, who: str) -> None:
         extra = set(out) - set(values)
         assert not extra, f"{who}: output-{q} has values of no input-{q} record: {sorted(extra)[:5]}"
         assert out == values, f"{who}: output-{q} out of input order"
+
+
+def _output_state(cluster, txn_ids) -> str:
+    """What a reader falling short needs to be told from: per output
+    partition its leader's last stable offset and high watermark
+    (ListOffsets read_committed and read_uncommitted) and the open
+    transactions its producer state holds (DescribeProducers), and each
+    copier's transaction state at its coordinator."""
+    out = []
+    for q in range(PARTITIONS):
+        try:
+            leader = cluster.brokers[cluster.leader_of(OUTPUT, q)].bootstrap
+            lso, hw = (list_offset(leader, OUTPUT, q, level) for level in (1, 0))
+            r = call(leader, 61, 0, {"topics": [{"name": OUTPUT, "partition_indexes": [q]}]}, timeout_s=5)
+            open_txns = [(a.producer_id, a.producer_epoch, a.current_txn_start_offset)
+                         for a in r.topics[0].partitions[0].active_producers if a.current_txn_start_offset >= 0]
+            out.append(f"output-{q}: lso {lso} hw {hw} open {open_txns}")
+        except Exception as e:  # (a diagnostic: what it could not read is said)
+            out.append(f"output-{q}: {e!r}")
+    states = dict.fromkeys(txn_ids, "?")
+    for broker in cluster.brokers.values():  # each id answered by its coordinator
+        try:
+            for txn_id, state in zip(txn_ids, transaction_states(broker.bootstrap, txn_ids)):
+                if not state.startswith("error"):
+                    states[txn_id] = state
+        except Exception:  # (a broker down: another answers)
+            pass
+    out.append(f"transactions {states}")
+    return "; ".join(out)
 
 
 def _leader(cluster, topic: str, partition: int) -> int:
@@ -290,12 +331,13 @@ def _copy_under_bounces(make_cluster, java_client, clean: bool, per_partition: i
     try:
         _exactly_once(expected, reader.join(60), "the concurrent read_committed reader")
     except AssertionError as e:
+        state = _output_state(cluster, txn_ids)
         try:
             final.join(90)
             also = f"a new read_committed reader read all {total}"
         except AssertionError as f:
             also = f"the final reader: {f}"
-        raise AssertionError(f"{e}; {also}") from None
+        raise AssertionError(f"{e}; {also}; {state}") from None
     _exactly_once(expected, final.join(90), "the final read_committed reader")
 
 
