@@ -110,7 +110,7 @@ from kafkapy.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, Entry
 from kafkapy.server.handlers import _plan
 from kafkapy.storage.legacy_records import LegacyRecordError, down_convert, region_bytes
 
-log = logging.getLogger("kafkapy.request")
+log = logging.getLogger("kafkapy.replica")  # (the request logger is at WARNING: main.py)
 
 API_KEY = 1
 READ_COMMITTED = 1
