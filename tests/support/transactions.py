@@ -166,6 +166,7 @@ class Copier:
         self.timeout_s, self.stall_s = timeout_s, stall_s
         self.position = 0
         self.commits = self.aborts = self.replaced = 0
+        self.renewed = 0  # producers made anew after an abort left messages unacknowledged
         self.stage = "starting"  # what the current incarnation does now (shown when a test waits for it)
         self.empty_polls = 0
         self.last_error = ""
@@ -295,10 +296,20 @@ class Copier:
                              "isolation.level": "read_committed", "enable.auto.commit": False,
                              "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
         try:
-            p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
-                          "linger.ms": 5, "batch.size": 512, **_rdkafka_debug(self.transactional_id)})
-            self.stage = "init_transactions"
-            self._retrying(lambda: p.init_transactions(CALL_TIMEOUT_S), deadline, generation)
+            def transactional_producer():
+                p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
+                              "linger.ms": 5, "batch.size": 512, **_rdkafka_debug(self.transactional_id)})
+                self.stage = "init_transactions"
+                self._retrying(lambda: p.init_transactions(CALL_TIMEOUT_S), deadline, generation)
+                return p
+
+            p = transactional_producer()
+            delivered = [0]  # the current transaction's messages acknowledged by the leader
+
+            def on_delivery(err, _msg):
+                if err is None:
+                    delivered[0] += 1
+
             self.stage = "committed"
             position = self._committed(consumer, deadline, generation)
             consumer.assign([TopicPartition(self.input_topic, self.partition, position)])
@@ -324,10 +335,12 @@ class Copier:
                 transactions += 1
                 nxt = batch[-1].offset() + 1
                 abort = bool(self.abort_every) and transactions % self.abort_every == 0
+                delivered[0] = 0
                 try:
                     p.begin_transaction()
                     for m in batch:
-                        p.produce(self.output_topic, value=m.value(), key=m.key(), partition=self.partition)
+                        p.produce(self.output_topic, value=m.value(), key=m.key(), partition=self.partition,
+                                  on_delivery=on_delivery)
                     offsets = [TopicPartition(self.input_topic, self.partition, nxt)]
                     self.stage = f"send_offsets_to_transaction {nxt}"
                     self._retrying(lambda: p.send_offsets_to_transaction(
@@ -344,6 +357,26 @@ class Copier:
                     self.stage = "abort_transaction"
                     self._retrying(lambda: p.abort_transaction(CALL_TIMEOUT_S), deadline, generation)
                     self.aborts += 1
+                    p.poll(0)  # the purged messages' delivery reports
+                    if delivered[0] < len(batch):
+                        # librdkafka (2.16) purges the unacknowledged messages
+                        # on abort and gives their sequence numbers to the next
+                        # ones (rd_kafka_purge_queues' "advancing epoch base
+                        # msgid"), trusting they were never written. A batch
+                        # that was written (e.g. answered NOT_LEADER_OR_FOLLOWER
+                        # after its append, Kafka's answer to a parked acks=all
+                        # produce whose leadership moved, which librdkafka
+                        # takes for "not persisted") then makes the next
+                        # transaction's batch, same epoch and sequences, a
+                        # duplicate of the aborted one: acknowledged with the
+                        # aborted offsets, never written, committed empty (a
+                        # bounce run lost one partition's input 120-129 so:
+                        # ABORT then an empty COMMIT, next batch at sequence
+                        # 130). A new producer bumps the epoch: a fresh
+                        # sequence space, as Kafka's producer bumps it after
+                        # an abort it cannot account for.
+                        self.renewed += 1
+                        p = transactional_producer()
                     self.stage = "committed after abort"
                     position = self.position = self._committed(consumer, deadline, generation)
                     consumer.assign([TopicPartition(self.input_topic, self.partition, position)])

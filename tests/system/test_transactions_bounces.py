@@ -314,7 +314,8 @@ def _copy_under_bounces(make_cluster, java_client, clean: bool, per_partition: i
             c.stop()
         raise
     print(f"java copier: {result.done}; aborts {[line for line in result.lines if line[0] == 'ABORT'][:8]}; "
-          f"librdkafka copiers (commits, aborts, replaced): {[(c.commits, c.aborts, c.replaced) for c in copiers]}; "
+          f"librdkafka copiers (commits, aborts, replaced, renewed after an abort): "
+          f"{[(c.commits, c.aborts, c.replaced, c.renewed) for c in copiers]}; "
           f"stalls {[c.stalls for c in copiers]}")
     assert result.returncode == 0, result.describe()
     assert result.done[3] == result.done[4] == str(per_partition), result.done
