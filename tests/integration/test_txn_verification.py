@@ -124,6 +124,33 @@ def test_a_late_write_is_refused_and_leaves_no_open_transaction(kbroker):
     assert consume(bs, topic, 2, "read_committed", want=2) == [b"in", b"after"]
 
 
+def test_a_batch_repeating_an_aborted_transactions_sequences_is_its_duplicate(kbroker):
+    """Kafka's duplicate rule looks past transaction markers (its
+    ProducerStateEntry keeps a producer's last batches until its epoch
+    changes): a batch of the same epoch and sequence numbers as an aborted
+    one is acknowledged with the aborted batch's offsets and nothing is
+    appended, verified partition or not. So a client that reuses sequence
+    numbers after an abort (librdkafka 2.16 does for messages it purged as
+    never written) commits a transaction with nothing in it: what the
+    bounce test's copiers ran into (tests/support/transactions.py)."""
+    bs = kbroker.bootstrap
+    topic = txn_id = "verify-reused-sequences"
+    create_topic(bs, topic, 1)
+    pid, epoch = _init(bs, txn_id)
+    assert _add(bs, txn_id, pid, epoch, topic, [0]) == [E.NONE]
+    aborted = _produce(bs, txn_id, pid, epoch, 0, topic, 0, b"aborted")
+    assert aborted.error_code == E.NONE
+    assert _end(bs, txn_id, pid, epoch, False) == E.NONE
+    _wait_stable(bs, topic, 0)
+    assert _add(bs, txn_id, pid, epoch, topic, [0]) == [E.NONE]
+    again = _produce(bs, txn_id, pid, epoch, 0, topic, 0, b"committed")
+    assert (again.error_code, again.base_offset) == (E.NONE, aborted.base_offset)
+    assert _end(bs, txn_id, pid, epoch, True) == E.NONE
+    _wait_stable(bs, topic, 0)
+    assert list_offset(bs, topic, 0, READ_UNCOMMITTED) == 3  # the record and two markers
+    assert consume(bs, topic, 1, "read_committed") == []
+
+
 def test_a_produce_without_transactional_id_is_never_appended_unverified(kbroker):
     """Kafka's append check: a transactional batch of a producer with no
     open transaction needs a verification, whatever the request says."""
