@@ -75,8 +75,11 @@ forked from it; a slot's fields are guarded by that slot's lock, the header
 (free-slot search, counter names, counter updates), the used flags, the slot
 keys and the slot map index by the table lock.  Reading
 a single field without the lock is allowed for monitoring: fields are aligned
-8-byte words, so a reader sees the old or the new value, never a torn one, but
-two fields read without the lock need not be consistent with each other.
+8-byte words, each written once and whole (a property's one store, ``store``'s
+copy of packed words: never ``struct.pack_into``, which zero-fills the words
+before it writes them), so a reader sees the old or the new value, never a
+torn one nor a third, but two fields read without the lock need not be
+consistent with each other.
 """
 
 from __future__ import annotations
@@ -350,7 +353,17 @@ class SharedPartitionState(PartitionState):
         return _SLOT_FIELDS.unpack_from(self._table._mmap, (self._base + 1) * _WORD)
 
     def store(self, first: int, values) -> None:
-        _SLOT_STRUCTS[len(values)].pack_into(self._table._mmap, (self._base + 1 + first) * _WORD, *values)
+        # Never ``pack_into`` the mapping: CPython's struct zero-fills the
+        # destination before it converts and writes the values, so a reader
+        # without the lock saw each stored word at 0 in between (another
+        # process reading a log end offset stored in a loop read 0 within
+        # ~6,000 reads; in a hard-bounce run a leader answered a follower's
+        # Fetch with a diverging epoch ending at 0). Packed into bytes and
+        # copied in (one memcpy of whole aligned words), each word goes from
+        # its old value to its new one and to nothing else, and an append's
+        # 11 words cost ~240 ns here against ~340 ns through pack_into.
+        start = (self._base + 1 + first) * _WORD
+        self._table._mmap[start:start + len(values) * _WORD] = _SLOT_STRUCTS[len(values)].pack(*values)
 
     def role(self) -> tuple:
         return _ROLE.unpack_from(self._table._mmap, (self._base + 1 + _ROLE_FIRST) * _WORD)
@@ -359,8 +372,8 @@ class SharedPartitionState(PartitionState):
         return _REPLICA_BLOCK.unpack_from(self._table._mmap, (self._base + _REPLICAS) * _WORD)
 
     def store_replica(self, position: int, values) -> None:
-        _REPLICA_RECORD.pack_into(self._table._mmap,
-                                  (self._base + _REPLICAS + position * REPLICA_WORDS) * _WORD, *values)
+        start = (self._base + _REPLICAS + position * REPLICA_WORDS) * _WORD  # copied in, as ``store``
+        self._table._mmap[start:start + REPLICA_WORDS * _WORD] = _REPLICA_RECORD.pack(*values)
 
     def lock(self, timeout_s: float | None = None):
         # Uncontended enter + exit costs about 1.5 us here (two fcntl calls

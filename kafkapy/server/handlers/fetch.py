@@ -551,11 +551,14 @@ def _check_follower(partition, replica_id: int, entry, has_epoch: bool, version:
                                       partition.log_start_offset)
     if diverging is not None:
         # Rare (after a leader change) and followed by a truncation: what the
-        # follower said and what the leader knows, for the record.
+        # follower said and what the leader knows, for the record (read under
+        # the lock: the Log's methods need it).
+        with partition.lock():
+            log_end_offset, entries = partition.log_end_offset, partition.log.leader_epoch_entries()
         log.info("%s-%d: follower %d at offset %d in epoch %d diverged: answered epoch %d ending at %d "
                  "(log end offset %d, leader epochs %s)", partition.topic, partition.partition_id, replica_id,
                  entry.fetch_offset, entry.last_fetched_epoch, diverging[0], diverging[1],
-                 partition.log_end_offset, partition.log.leader_epoch_entries())
+                 log_end_offset, entries)
     return code, diverging
 
 

@@ -6,6 +6,10 @@ leader-epoch cache, make_leader/make_follower by leader and partition epoch,
 update_isr, clear_role and check_leader with no role. Real logs on a real
 shared table; run under both _core twins (KAFKAPY_NO_EXTENSIONS=1 too)."""
 
+import multiprocessing
+import os
+import time
+
 import pytest
 
 from kafkapy.protocol.errors import ErrorCode
@@ -156,6 +160,51 @@ def test_last_offset_for_leader_epoch_is_kafkas_end_offset_for(make_pair):
     assert leader.last_offset_for_leader_epoch(1) == (1, 2)
     assert leader.last_offset_for_leader_epoch(0) == (0, 0)  # below every epoch: the first's start
     assert leader.last_offset_for_leader_epoch(6) == (-1, -1)  # above the latest: undefined
+
+
+APPENDS_N = 3_000
+
+
+def _append_as_leader(path, table, slot):
+    # The leader's other process (a handler worker, the coordinator): its own Log on the slot.
+    lg = open_log(path, state=table.slot(slot))
+    leader = Partition("t", 0, None, lg, slot, LEADER, assume_leader=False)
+    for _ in range(APPENDS_N):
+        code, _result, _message = leader.append_records_to_leader(records_of(make_batch(1)), 1)
+        if code != ErrorCode.NONE:
+            os._exit(2)
+    lg.release()
+    os._exit(0)
+
+
+def test_leader_answers_the_latest_epoch_with_its_log_end_offset_while_another_process_appends(
+        make_pair, tmp_path, table):
+    """A hard-bounce run: a follower caught up in the latest epoch was told
+    by its leader that the epoch ends at 0 and truncated below its high
+    watermark; an append in another process of the leader was storing the
+    log end offset then. Whatever another process does, the answer is the
+    log end offset of one moment: it never goes back."""
+    leader, _follower = make_pair()
+    _produce(leader, 5)
+    child = multiprocessing.get_context("fork").Process(
+        target=_append_as_leader, args=(str(tmp_path / f"b{LEADER}" / "t-0"), table, leader.slot))
+    child.start()
+    try:
+        previous = 5
+        deadline = time.monotonic() + 60
+        while child.is_alive() and time.monotonic() < deadline:
+            for _ in range(200):
+                epoch, end_offset = leader.last_offset_for_leader_epoch(1)
+                assert (epoch, end_offset >= previous) == (1, True), \
+                    f"epoch 1 ends at {end_offset} after {previous}"
+                previous = end_offset
+    finally:
+        child.join(60)
+        if child.is_alive():
+            child.kill()
+            child.join(5)
+    assert child.exitcode == 0
+    assert leader.last_offset_for_leader_epoch(1) == (1, 5 + APPENDS_N)
 
 
 def test_make_leader_and_follower_by_leader_and_partition_epoch(make_pair, table):

@@ -411,3 +411,94 @@ def test_counter_reads_a_known_name_and_an_unknown_one(table):
     assert table.counter("metadata_generation") == 5
     table.increment("metadata_generation")
     assert table.counter("metadata_generation") == 6
+
+
+# --- a store as a reader without the lock sees it ------------------------------------
+
+
+class _Watched:
+    """An int for ``struct`` whose conversion (``__index__``, called while a
+    store packs its values) first runs ``look``: what a reader without the
+    lock would see of the slot at that moment of the store."""
+
+    def __init__(self, value, look):
+        self.value = value
+        self.look = look
+
+    def __index__(self):
+        self.look()
+        return self.value
+
+
+def test_a_store_shows_each_word_old_or_new_and_never_zero(table):
+    """``store``/``store_replica`` are read without the lock (a leader's log
+    end offset, a follower's fetch state): mid-store every word must be its
+    old value or its new one. ``struct.pack_into`` on the mapping zero-filled
+    the words before writing them, and a leader read its log end offset 0
+    there (a follower in the ISR truncated to 0 on the answer)."""
+    from kafkapy.storage.shared import REPLICA_WORDS
+
+    state = table.slot(table.allocate())
+    old = tuple(range(101, 112))  # log_end_offset .. first_batch_timestamp: 11 words, none 0
+    new = tuple(range(201, 212))
+    seen = []
+    with state.lock():
+        state.store(0, old)
+        state.store(0, [_Watched(v, lambda: seen.append(state.snapshot()[:11])) for v in new])
+        assert state.snapshot()[:11] == new
+        assert len(seen) == 11
+        for snapshot in seen:
+            assert all(word in (was, now) for word, was, now in zip(snapshot, old, new)), snapshot
+
+        old_replica = (7, 500, 1_000, 500, 1_000)
+        new_replica = (7, 501, 2_000, 501, 2_000)
+        seen.clear()
+        state.store_replica(1, old_replica)
+        state.store_replica(1, [_Watched(v, lambda: seen.append(state.replica_block()[REPLICA_WORDS:
+                                                                                        2 * REPLICA_WORDS]))
+                                for v in new_replica])
+        assert state.replica_block()[REPLICA_WORDS:2 * REPLICA_WORDS] == new_replica
+        assert len(seen) == REPLICA_WORDS
+        for block in seen:
+            assert all(word in (was, now) for word, was, now in zip(block, old_replica, new_replica)), block
+
+
+STORES_N = 100_000
+
+
+def _store_rising_log_end_offset(table, index, first):
+    state = table.slot(index)
+    for offset in range(first, first + STORES_N):
+        with state.lock():
+            state.store(0, (offset, offset))  # as an append stores log end offset and high watermark
+    os._exit(0)
+
+
+def test_another_process_never_reads_a_stored_word_going_back(table):
+    """One process stores a rising log end offset (as appends do, under the
+    slot lock); another reads it without the lock, as a leader answering a
+    follower's Fetch did: it never goes back. With ``pack_into`` on the
+    mapping it read 0 in the store's zero-filled moment."""
+    index = table.allocate()
+    state = table.slot(index)
+    first = 1_000
+    state.store(0, (first - 1, first - 1))
+    writer = FORK.Process(target=_store_rising_log_end_offset, args=(table, index, first))
+    writer.start()
+    try:
+        previous = first - 1
+        reads = 0
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while previous < first + STORES_N - 1 and time.monotonic() < deadline:
+            for _ in range(1_000):
+                offset = state.log_end_offset
+                assert offset >= previous, f"log end offset read {offset} after {previous} ({reads} reads)"
+                previous = offset
+                reads += 1
+        assert previous == first + STORES_N - 1, f"the writer stopped at {previous}"
+    finally:
+        writer.join(JOIN_TIMEOUT_S)
+        if writer.is_alive():
+            writer.kill()
+            writer.join(5)
+    assert writer.exitcode == 0
