@@ -21,7 +21,7 @@ from kafkapy.protocol.api import API_TABLE
 from kafkapy.protocol.entities import construct
 from kafkapy.protocol.codec import decode
 from kafkapy.protocol.headers import encode_response, read_request_header, skip_tagged_fields
-from kafkapy.server.handlers import api_versions_response
+from kafkapy.server.handlers.api_versions import build_response as api_versions_response
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, PRODUCE, END_TXN = 18, 3, 10, 22, 24, 0, 26
