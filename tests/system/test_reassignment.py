@@ -155,7 +155,11 @@ def test_replication_factor_up_and_down(cluster):
     _wait_done(c, zk, topic, 0, [1, 2, 3])
     assert _reassign(c, {(topic, 0): [3]}) == {}
     _wait_done(c, zk, topic, 0, [3])
-    assert c.leader_of(topic, 0) == 3
+    # The controller's decision, from ZooKeeper: _wait_done saw one broker's
+    # Metadata, and another's may not have applied the same UpdateMetadata yet
+    # (read right after one showed the end, another still named leader 1 with
+    # replicas (3, 1) once in 48 reads on a CPU-loaded machine).
+    assert zk_partition_state(zk, topic, 0)["leader"] == 3
     assert len(consume_all(c.bootstrap, topic, 1)[0]) == 200
 
 
