@@ -21,6 +21,18 @@ def test_java_string_hashcode_matches_java():
     assert java_string_hashcode("\U0001F600") == 0xD83D * 31 + 0xDE00
 
 
+def test_partition_for_is_cached_per_id_and_partition_count():
+    # 99162322 is "hello".hashCode(): 99162322 % 50 == 22, % 13 == 12. The
+    # cache must key on the partition count too, asked in both orders.
+    assert partition_for("hello", 50) == 22
+    assert partition_for("hello", 13) == 12
+    assert partition_for("hello", 50) == 22
+    hits = partition_for.cache_info().hits
+    assert partition_for("hello", 13) == 12
+    assert partition_for.cache_info().hits == hits + 1
+    assert partition_for.cache_info().maxsize is not None  # bounded
+
+
 def test_offset_key_layout_is_kafkas():
     key = encode_offset_key("g", "t", 3)
     assert key == struct.pack(">hh1sh1si", 1, 1, b"g", 1, b"t", 3)
