@@ -291,15 +291,27 @@ class LocalLog:
             i += 1
         return FetchData([], 0)
 
-    def _read_headers_from(self, offset: int):
+    def _read_headers_from(self, offset: int, position: int = -1):
         """Headers (absolute offsets, file positions) of every batch whose last offset >= ``offset``,
-        in order; what the ProducerStateManager reads to catch up."""
-        i = max(0, self._floor_index(offset))
+        in order; what the ProducerStateManager reads to catch up.
+
+        ``position`` >= 0: the caller's word that the batch holding ``offset``
+        starts there in the segment holding ``offset``; the walk starts there
+        without the offset-index lookup and header walk of
+        ``translate_offset``. Not checked here: the caller checks the first
+        header is the batch it expects (``ProducerStateManager.catch_up``)."""
+        i = self._floor_index(offset)
+        if i < 0:
+            i, position = 0, -1
         for segment in self._segments[i:]:
-            found = segment.translate_offset(offset)
-            if found is None:
-                continue
-            yield from segment.headers(found[0])
+            if position >= 0:
+                start, position = position, -1
+            else:
+                found = segment.translate_offset(offset)
+                if found is None:
+                    continue
+                start = found[0]
+            yield from segment.headers(start)
 
     def read_batch_headers(self, start_offset: int, end_offset: int | None = None):
         """Headers of the batches overlapping [start_offset, end_offset); for tools and tests."""

@@ -438,8 +438,11 @@ class Log:
                             max_timestamp, log_append_time_ms,
                             max(slot[1], min(next_offset, high_watermark_limit)), leader_epoch, epochs)
         if psm is not None:
+            # The batch's place in the active segment (just written at its
+            # end), remembered for the next catch_up (see ProducerStateManager).
             h = headers[0]
-            psm.update(batch.read_header(records, h.position), first_offset, next_offset - 1, max_timestamp)
+            psm.update(batch.read_header(records, h.position), first_offset, next_offset - 1, max_timestamp,
+                       self.local._segments[-1].size - size + h.position)
         # tuple.__new__ skips the namedtuple's Python-level __new__ (~0.15 us).
         return _new_tuple(AppendResult, (first_offset, next_offset - 1, log_append_time_ms,
                                          slot[_F_LOG_START_OFFSET], record_count, False, leader_epoch))
@@ -540,7 +543,8 @@ class Log:
                             leader_epoch, epochs)
         # The marker's timestamp is now_ms whether or not the topic uses LogAppendTime.
         psm.update_marker(headers[0], first_offset, EndTxnMarker(COMMIT if commit else ABORT, coordinator_epoch),
-                          now_ms, self._read_headers_from, self._index_completed_txn)
+                          now_ms, self._read_headers_from, self._index_completed_txn,
+                          self.local._segments[-1].size - len(records))
         return _new_tuple(AppendResult, (first_offset, first_offset, log_append_time_ms,
                                           slot[_F_LOG_START_OFFSET], 1, False, leader_epoch))
 

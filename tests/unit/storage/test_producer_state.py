@@ -63,7 +63,8 @@ class FakeLog:
         self.headers = [h for h in self.headers if h.base_offset < offset]
         assert self.log_end_offset == offset
 
-    def read_headers_from(self, offset):
+    def read_headers_from(self, offset, position=-1):
+        # ``position`` (a file position hint) has no meaning here: ignored, as the contract allows.
         self.reads.append(offset)
         return [h for h in self.headers if h.base_offset + h.last_offset_delta >= offset]
 

@@ -369,3 +369,65 @@ def test_marker_appender_records_its_marker_as_a_reader_of_the_log_does(tmp_path
     assert err.value.error_code == 52
     a.close()
     b.close()
+
+
+def _count_index_walks(log):
+    """Calls of translate_offset (the offset-index lookup and header walk) on ``log``'s segments."""
+    calls = []
+    for segment in log.local._segments:
+        original = segment.translate_offset
+        segment.translate_offset = lambda *args, _o=original: (calls.append(args), _o(*args))[1]
+    return calls
+
+
+def test_catch_up_resumes_at_the_file_position_of_the_batch_applied_last(tmp_path):
+    # The transaction steady state across two workers: b (a processor)
+    # appends the data, a (the coordinator) the marker. Each map remembers
+    # where its last batch is in the file and reads on from there, without
+    # the offset index; the maps are the ones a fresh reader builds.
+    state = LocalPartitionState()
+    a = open_log(tmp_path / "t-0", state=state)
+    b = open_log(tmp_path / "t-0", state=state)
+    for seq in range(3):
+        append(b, make_batch(1, producer_id=A, producer_epoch=0, base_sequence=seq, is_transactional=True))
+        marker(a, A, commit=seq != 1)
+    walks = _count_index_walks(a) + _count_index_walks(b)
+    append(b, make_batch(1, producer_id=A, producer_epoch=0, base_sequence=3, is_transactional=True))
+    marker(a, A, commit=False)
+    append(b, make_batch(1, producer_id=A, producer_epoch=0, base_sequence=4, is_transactional=True))
+    assert walks == []
+    with b.lock():
+        positions = {h.base_offset: h.position for h in b.local.read_batch_headers(0)}
+    for log in (a, b):
+        with log.lock():
+            psm = log._producer_state()
+            assert psm._last_applied_position == positions[psm._last_applied[0]]
+    fresh = open_log(tmp_path / "t-0", state=state)
+    assert _psm_view(a) == _psm_view(b) == _psm_view(fresh)
+    with a.lock():
+        assert a.collect_aborted_transactions(0, 20) == [AbortedTxn(A, 2, 3, 4), AbortedTxn(A, 6, 7, 8)]
+    for log in (a, b, fresh):
+        log.close()
+
+
+def test_a_stale_file_position_is_caught_by_the_batch_identity(tmp_path):
+    # a applied its own batch at offset 2 (position remembered); b truncates
+    # to 1 and appends other batches, so a's position now holds the middle
+    # of a bigger batch, then another one: a must rebuild its map, as it
+    # did before it remembered positions.
+    state = LocalPartitionState()
+    a = open_log(tmp_path / "t-0", state=state)
+    b = open_log(tmp_path / "t-0", state=state)
+    append(a, make_batch(1), make_batch(1))
+    append(a, make_batch(1, producer_id=A, producer_epoch=0, base_sequence=0, is_transactional=True))
+    with a.lock():
+        assert a._producer_state()._last_applied_position > 0
+    with b.lock():
+        b.truncate_to(1)
+    append(b, make_batch(5, producer_id=B, producer_epoch=0, base_sequence=0, is_transactional=True))
+    append(b, make_batch(1, producer_id=A, producer_epoch=1, base_sequence=0))
+    fresh = open_log(tmp_path / "t-0", state=state)
+    assert _psm_view(a) == _psm_view(fresh)
+    assert _psm_view(a)[1] == {B: 1}  # B's transaction open from offset 1; A's (epoch 0) gone with the truncation
+    for log in (a, b, fresh):
+        log.close()
