@@ -40,17 +40,22 @@ def ensure_offsets_topic(broker, config) -> tuple[int, int]:
     the first FindCoordinator). Returns ``(error_code, num_partitions)``;
     COORDINATOR_NOT_AVAILABLE while it cannot exist (e.g.
     ``offsets.topic.replication.factor`` above the number of brokers)."""
-    return ensure_internal_topic(broker, OFFSETS_TOPIC, config["offsets.topic.num.partitions"],
-                                 offsets_topic_configs(config), config["offsets.topic.replication.factor"])
+    return ensure_internal_topic(broker, OFFSETS_TOPIC, lambda: (
+        config["offsets.topic.num.partitions"], offsets_topic_configs(config),
+        config["offsets.topic.replication.factor"]))
 
 
-def ensure_internal_topic(broker, topic: str, num_partitions: int, configs: dict,
-                          replication_factor: int) -> tuple[int, int]:
+def ensure_internal_topic(broker, topic: str, creation) -> tuple[int, int]:
     """``ensure_offsets_topic`` for any coordinator's internal topic
-    (``__transaction_state`` too)."""
+    (``__transaction_state`` too). ``creation()``: the topic's
+    ``(num_partitions, configs, replication_factor)``, asked only when the
+    topic is missing: the stores call this before every append (3 times
+    per transaction); building the configs dict with its config lookups
+    made a call on an existing topic cost 2.5 us instead of 1.4 us."""
     info = broker.metadata().topics.get(topic)
     if info is not None:
         return E.NONE, info.num_partitions
+    num_partitions, configs, replication_factor = creation()
     try:
         info = broker.admin.create_topic(topic, num_partitions, configs, replication_factor=replication_factor)
         return E.NONE, info.num_partitions

@@ -28,9 +28,9 @@ def transaction_state_topic_configs(config) -> dict:
 def ensure_transaction_state_topic(broker, config) -> tuple[int, int]:
     """Create ``__transaction_state`` if missing (FindCoordinator key type 1,
     the store): ``(error_code, num_partitions)``."""
-    return ensure_internal_topic(broker, TRANSACTION_STATE_TOPIC, config["transaction.state.log.num.partitions"],
-                                 transaction_state_topic_configs(config),
-                                 config["transaction.state.log.replication.factor"])
+    return ensure_internal_topic(broker, TRANSACTION_STATE_TOPIC, lambda: (
+        config["transaction.state.log.num.partitions"], transaction_state_topic_configs(config),
+        config["transaction.state.log.replication.factor"]))
 
 
 class TransactionStateStore(OffsetsTopicStore):
