@@ -240,8 +240,9 @@ def handle(ctx, request):
     uses_topic_ids = version >= 13
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     session_id, epoch = (request.session_id, request.session_epoch) if version >= 7 else (0, FINAL_EPOCH)
-    # Sessionless (id 0, epoch -1) is every fetch before v7 and the replica
-    # fetcher's: it never looks at the session cache.
+    # Sessionless (id 0, epoch -1) is every fetch before v7 and a client's
+    # that asks for none: it never looks at the session cache. The replica
+    # fetcher keeps a session per leader (FetchSessionHandler), as Kafka's.
     sessions = broker.fetch_sessions if session_id or epoch != FINAL_EPOCH else None
     session = None
     entries = None  # the session's partitions after this request, if they changed
