@@ -251,8 +251,12 @@ PRODUCER_SCRIPT = textwrap.dedent("""
 
 
 def _read_acked(path: Path) -> tuple[list[tuple[int, int, bytes]], list[str], str]:
+    """What the producer child wrote, whole lines only: read while the child
+    runs, the file may end inside a line it is writing (CI read "p o" with
+    the value not yet there), which is taken on the next read."""
     acked, errors, done = [], [], ""
-    for line in path.read_text().splitlines():
+    text = path.read_text()
+    for line in text[:text.rfind("\n") + 1].splitlines():
         if line.startswith("ERR "):
             errors.append(line)
         elif line.startswith("DONE "):

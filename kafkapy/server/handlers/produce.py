@@ -134,6 +134,7 @@ def handle(ctx, request):
     get_partition = replica_manager.get_partition
     cls = ctx.response_class()
     topic_cls, partition, response = _response_classes(cls)
+    append = replica_manager.append_records
     legacy = ctx.api_version < produce_wire.FIRST_VERSION  # v0-v2: message format v0/v1
     valid_acks = acks in _VALID_ACKS
     # acks=-1: {slot: ("high_watermark", last offset + 1)} of the partitions
@@ -176,16 +177,11 @@ def handle(ctx, request):
                             verify = check = _verification(ctx)
                         else:
                             check = None  # the append checks only transactional batches
-                # ReplicaManager.append_records, with the partition looked up
-                # once for the append and what follows it (~1 us a partition).
-                replica = get_partition(name, index)
-                if replica is None:
-                    code, result, message = replica_manager.unhosted_error(name, index), None, None
-                else:
-                    code, result, message = replica.append_records_to_leader(records, acks, check)
+                code, result, message = append(name, index, records, acks, check)
             else:
                 code, result, message = ErrorCode.INVALID_REQUIRED_ACKS, None, None
             if not code and (result.record_count > 0 or watch is not None):
+                replica = get_partition(name, index)
                 if result.record_count > 0:
                     appended.append(replica.slot)
                 if watch is not None:
