@@ -29,6 +29,8 @@ from support.zookeeper import zookeeper, zookeeper_ensemble, zookeeper_factory  
 
 __all__ = ["BrokerProcess", "free_port"]
 
+_TEST_STARTED_AT = pytest.StashKey[float]()
+
 
 def pytest_configure(config):
     config.addinivalue_line(
@@ -48,6 +50,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("long") is not None:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    import time
+
+    item.stash[_TEST_STARTED_AT] = time.time()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries the errors its brokers logged (CI keeps no broker logs)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _TEST_STARTED_AT in item.stash:
+        from support.broker import errors_since
+
+        for name, errors in errors_since(item.stash[_TEST_STARTED_AT]):
+            report.sections.append((f"errors logged by broker {name}", errors))
 
 
 @pytest.fixture

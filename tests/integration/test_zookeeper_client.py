@@ -209,6 +209,22 @@ class _Gate:
                 return
 
 
+def _cut_client(server, chroot: str, session_ms: int):
+    """``(gate, client, its session id)``: a client connected through a ``_Gate``,
+    the gate shut and the client seen disconnected (the caller opens it again
+    and closes both)."""
+    from kazoo.client import KazooState
+
+    from support.wait import wait_for
+
+    gate = _Gate(server.port)
+    client = ZkClient(f"127.0.0.1:{gate.port}{chroot}", session_timeout_ms=session_ms).connect()
+    session = client.session_id
+    gate.shut()
+    wait_for(lambda: client.zk.state != KazooState.CONNECTED, 10, "the client to see the connection go")
+    return gate, client, session
+
+
 def test_a_lost_connection_is_tried_again_at_most_about_a_second_apart(zookeeper_factory):
     """ZooKeeper's Java client (Kafka's) sleeps a random 0-1 s between
     reconnection attempts; kazoo's default doubles its sleep (6.4 s after 7 s
@@ -222,12 +238,8 @@ def test_a_lost_connection_is_tried_again_at_most_about_a_second_apart(zookeeper
     from support.wait import wait_for
 
     zookeeper = zookeeper_factory(tick_time_ms=4000)  # sessions up to 80 s: this one outlives the outage
-    gate = _Gate(zookeeper.port)
-    client = ZkClient(f"127.0.0.1:{gate.port}/reconnect", session_timeout_ms=40000).connect()
+    gate, client, session = _cut_client(zookeeper, "/reconnect", 40000)
     try:
-        session = client.session_id
-        gate.shut()
-        wait_for(lambda: client.zk.state != KazooState.CONNECTED, 10, "the client to see the connection go")
         time.sleep(15)  # kazoo's default sleeps would be 6.4 s then 12.8 s (x0.6-1.4) by now
         gate.open()
         back = time.monotonic()
@@ -235,6 +247,37 @@ def test_a_lost_connection_is_tried_again_at_most_about_a_second_apart(zookeeper
         waited = time.monotonic() - back
         assert waited < 2.5, f"connected again {waited:.1f} s after the server was reachable"
         assert client.session_id == session
+    finally:
+        client.close()
+        gate.shut()
+
+
+def test_an_admin_request_held_across_a_session_expiry_is_sent_again_on_the_new_session(zookeeper):
+    """A request made while ZooKeeper is unreachable waits in kazoo; when the
+    connection comes back after the session timeout, the server refuses the
+    old session and kazoo fails what it held with SessionExpiredError. The
+    admin path (``until_connected``) sends it again on kazoo's new session:
+    the write lands, it does not fail with UNKNOWN_SERVER_ERROR."""
+    gate, client, session = _cut_client(zookeeper, "/expiry", 4000)
+    try:
+        result = {}
+
+        def admin_write():
+            try:
+                result["path"] = client.until_connected(lambda: client.zk.create("/written", b"x"))
+            except Exception as exc:  # the assertion below reports it
+                result["error"] = exc
+
+        writer = threading.Thread(target=admin_write, daemon=True)
+        writer.start()
+        time.sleep(4000 / 1000 + 2)  # past the session timeout: the server expires the session
+        assert writer.is_alive(), f"the request did not wait for the connection: {result}"
+        gate.open()
+        writer.join(20)
+        assert not writer.is_alive(), "the request was not answered after the connection came back"
+        assert result == {"path": "/written"}, result
+        assert client.session_id != session  # it landed on a new session
+        assert client.zk.get("/written")[0] == b"x"
     finally:
         client.close()
         gate.shut()

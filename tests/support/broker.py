@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -45,6 +46,11 @@ STOP_MARGIN_S = 15.0
 CHILD_EXIT_GRACE_S = 10.0
 # Lines of the broker log shown when it fails to start.
 LOG_TAIL_LINES = 60
+# At most this many lines of a broker's errors go into a failed test's report.
+ERROR_REPORT_LINES = 80
+# Every BrokerProcess made in this test process, while it is referenced (conftest
+# reports the errors of those a failed test used: ``errors_since``).
+_MADE: "weakref.WeakSet[BrokerProcess]" = weakref.WeakSet()
 
 
 
@@ -185,6 +191,37 @@ class ProcessWithLog:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
+def error_lines(text: str, limit: int = ERROR_REPORT_LINES) -> str:
+    """The ERROR and CRITICAL records of a broker log (Kafka's layout, a
+    traceback's lines following its record), the last ``limit`` lines."""
+    kept: list[str] = []
+    keeping = False
+    for line in text.splitlines():
+        if line.startswith("["):
+            keeping = " ERROR " in line or " CRITICAL " in line
+        if keeping:
+            kept.append(line)
+    return "\n".join(kept[-limit:])
+
+
+def errors_since(started_at: float) -> list[tuple[str, str]]:
+    """``(broker, its error lines)`` for each broker whose log was written at or
+    after ``started_at`` (time.time()) and holds an error: what a failed test's
+    report shows, so a CI failure carries the brokers' side of it."""
+    found = []
+    for broker in sorted(_MADE, key=lambda b: str(b.work_dir)):
+        try:
+            # a second's margin: file times come from the kernel's coarse clock
+            if broker.log_path.stat().st_mtime < started_at - 1:
+                continue
+        except FileNotFoundError:
+            continue
+        errors = error_lines(broker.log_text())
+        if errors:
+            found.append((f"{broker.work_dir.name} {broker.bootstrap}", errors))
+    return found
+
+
 class BrokerProcess(ProcessWithLog):
     """One kafkapy broker process with its own port, log dirs and log file."""
 
@@ -212,6 +249,7 @@ class BrokerProcess(ProcessWithLog):
         self.child_exit_grace_s = CHILD_EXIT_GRACE_S
         # Descriptions of processes found alive after their broker was ended.
         self.leaked: list[str] = []
+        _MADE.add(self)
 
         props = _load_base_properties()
         # A cluster-mode broker that cannot hand its leaderships over (the last one

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from support import rawclient
-from support.broker import BrokerProcess, BrokerStartError, free_port, process_group_members, server_start_command
+from support.broker import (BrokerProcess, BrokerStartError, error_lines, errors_since, free_port, process_group_members,
+                            server_start_command)
 from support.rawclient import ConnectionClosed, FrameTimeout, RawClient
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_broker.py"))]
@@ -329,3 +330,22 @@ def test_real_broker_sigkill_leaves_no_children(broker):
     assert broker.leaked == [], "children outlived their SIGKILLed supervisor"
     assert process_group_members(pgid) == []
     broker.restart()
+
+
+def test_a_failed_tests_report_carries_its_brokers_errors_with_their_tracebacks(tmp_path):
+    """conftest's report hook: a broker's ERROR records and their tracebacks,
+    nothing else, from brokers whose log was written since the test began."""
+    log = ("[2026-11-30 01:00:00,000] INFO started (kafkapy.server)\n"
+           "[2026-11-30 01:00:01,000] ERROR Creating topic t failed (kafkapy.admin)\n"
+           "Traceback (most recent call last):\n"
+           "SessionExpiredError\n"
+           "[2026-11-30 01:00:02,000] WARNING slow (kafkapy.network)\n"
+           "  not a traceback\n")
+    assert error_lines(log) == ("[2026-11-30 01:00:01,000] ERROR Creating topic t failed (kafkapy.admin)\n"
+                                "Traceback (most recent call last):\nSessionExpiredError")
+    assert error_lines(log, limit=1) == "SessionExpiredError"
+    b = BrokerProcess(tmp_path / "b", command=FAKE)
+    began = time.time()
+    b.log_path.write_text(log)
+    assert [errors for name, errors in errors_since(began) if name.startswith("b ")] == [error_lines(log)]
+    assert not [name for name, _ in errors_since(time.time() + 60) if name.startswith("b ")]

@@ -46,8 +46,8 @@ import uuid
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError, NoNodeError,
-                              RolledBackError)
+from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss, KazooException,
+                              NodeExistsError, NoNodeError, RolledBackError, SessionExpiredError)
 from kazoo.handlers import utils as kazoo_utils
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.retry import KazooRetry
@@ -260,15 +260,24 @@ class ZkClient:
         it). Bounded by the session and connection timeouts: by then kazoo has moved
         the session to another server, or it expired and kazoo opened a new one.
         A write whose answer was lost may have landed: sent again, its condition
-        fails and the caller reads again, as in Kafka."""
+        fails and the caller reads again, as in Kafka.
+
+        A session found expired on reconnecting fails the requests kazoo held
+        for it (SessionExpiredError); kazoo then opens a new session, and
+        ``op`` is sent again on it. This is only for clients that own
+        nothing ephemeral (the admin path's): their writes are conditional,
+        and they have no registration to lose with the session."""
         deadline = time.monotonic() + self.session_timeout_s + self.connection_timeout_s
         while True:
             try:
                 return op()
-            except ConnectionLoss:
+            except ConnectionClosedError:
+                raise  # closed by this process: nothing comes back
+            except (ConnectionLoss, SessionExpiredError) as exc:
                 if not self._wait_connected(deadline):
                     raise
-                log.info("ZooKeeper connection lost during a request; sending it again")
+                log.info("ZooKeeper %s during a request; sending it again",
+                         "session expired" if isinstance(exc, SessionExpiredError) else "connection lost")
 
     def _wait_connected(self, deadline: float) -> bool:
         while not self.zk.connected:
