@@ -60,6 +60,7 @@ cdef extern from *:
     int errno
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 
 # Bound of one step aside: a sender round (responses, drain, one Produce
 # request) takes 0.1-0.2 ms; 2 ms covers a slow one without ever stalling
@@ -120,6 +121,16 @@ def io_wait(epoll, double timeout_s):
             return []
         raise OSError(err, "epoll_wait failed")
     return [(events[i].data.fd, events[i].events) for i in range(n)]
+
+
+def frame_buffer(Py_ssize_t size):
+    """A bytearray of ``size`` bytes for a response to be received into whole
+    (``recv_into`` writes every byte before anything reads it), not zeroed
+    first: ``bytearray(size)`` clears it, ~4 % of a follower fetcher's CPU
+    for its 1 MB answers."""
+    if size < 0:
+        raise ValueError(f"negative frame size {size}")
+    return PyByteArray_FromStringAndSize(NULL, size)
 
 
 def send_nowait(sock, data):

@@ -22,6 +22,14 @@ def io_wait(epoll, timeout_s):
         return []
 
 
+def frame_buffer(size):
+    """A bytearray of ``size`` bytes for a response to be received into whole
+    (zeroed here; the compiled module leaves it as allocated)."""
+    if size < 0:
+        raise ValueError(f"negative frame size {size}")
+    return bytearray(size)
+
+
 def send_nowait(sock, data):
     """Non-blocking ``send``: bytes sent, or -1 when it would block."""
     try:

@@ -23,7 +23,6 @@ and the broker's.
 from __future__ import annotations
 
 import collections
-import errno
 import logging
 import random
 import select
@@ -46,6 +45,7 @@ log = logging.getLogger("kafkapy.client")
 _gil_io = load("gil_io")
 _send_nowait = _gil_io.send_nowait
 _recv_into_nowait = _gil_io.recv_into_nowait
+_frame_buffer = _gil_io.frame_buffer
 
 _SIZE = struct.Struct(">i")
 _RESPONSE_CORRELATION = struct.Struct(">i")
@@ -346,12 +346,13 @@ class Connection:
     def on_readable(self) -> int:
         """Read what is available and dispatch complete responses; return how many.
 
-        Small responses are cut out of the receive buffer (one copy). A
-        response larger than RECV_BYTES (a follower's or consumer's fetch
+        Responses are cut out of what one recv read (the scratch buffer, or
+        the receive buffer when a partial response waited there): one copy.
+        A response larger than RECV_BYTES (a follower's or consumer's fetch
         answer) is received straight into a buffer of its own size once its
-        size is known: one copy from the kernel rather than three (scratch,
-        receive buffer, frame). Decoded ``records`` are views of the frame,
-        which is never written again once dispatched.
+        size is known, not zeroed first: one copy from the kernel for most
+        of it, one more for what came with its size. Decoded ``records``
+        are views of the frame, which is never written again once dispatched.
         """
         sock = self.sock
         if sock is None:
@@ -379,11 +380,14 @@ class Connection:
             if n <= 0:
                 return done
             rbuf = self._rbuf
-            rbuf += scratch[:n]
+            if rbuf:
+                rbuf += scratch[:n]
+                data, length = rbuf, len(rbuf)
+            else:
+                data, length = scratch, n  # cut from where it was read; the rest kept below
             position = 0
-            length = len(rbuf)
             while length - position >= 4:
-                (size,) = _SIZE.unpack_from(rbuf, position)
+                (size,) = _SIZE.unpack_from(data, position)
                 if size < 4 or size > MAX_RESPONSE_BYTES:
                     self.close(errors.CorruptMessageError(f"bad response size {size} from node {self.node_id}"))  # noqa: F821
                     return done
@@ -391,19 +395,24 @@ class Connection:
                 if have < size:
                     if size > RECV_BYTES:
                         # The rest goes straight into the frame's own buffer.
-                        frame = self._frame = bytearray(size)
-                        frame[:have] = rbuf[position + 4:]
+                        frame = self._frame = _frame_buffer(size)
+                        frame[:have] = data[position + 4:length]
                         self._frame_filled = have
                         position = length
                     break
-                frame = rbuf[position + 4: position + 4 + size]
+                frame = data[position + 4: position + 4 + size]
+                if data is scratch:
+                    frame = bytearray(frame)  # out of the scratch buffer, which the next read overwrites
                 position += 4 + size
                 self._dispatch(frame)
                 done += 1
                 if self.sock is None:
                     return done
-            if position:
-                del rbuf[:position]
+            if data is rbuf:
+                if position:
+                    del rbuf[:position]
+            elif position < length:
+                rbuf += scratch[position:length]  # a partial response: kept for the next read
             if n < len(scratch) and self._frame is None:
                 return done
 

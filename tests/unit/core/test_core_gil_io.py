@@ -38,3 +38,15 @@ def test_io_helpers_on_a_socketpair(gil_io_mod):
     finally:
         epoll.close()
         b.close()
+
+
+def test_frame_buffer_is_a_writable_bytearray_of_the_size_asked(gil_io_mod):
+    import pytest
+
+    for size in (0, 1, 4096, 1 << 20):
+        buf = gil_io_mod.frame_buffer(size)
+        assert type(buf) is bytearray and len(buf) == size
+        buf[:] = b"\x5a" * size  # every byte writable, and then as written
+        assert buf.count(0x5a) == size
+    with pytest.raises(ValueError):
+        gil_io_mod.frame_buffer(-1)
