@@ -10,7 +10,7 @@ import os
 from setuptools import setup
 
 # Each entry is kafkapy/_core/<name>.pyx with a <name>_py.py twin.
-CORE_EXTENSIONS = ("batch", "index", "records", "producer", "gil_io", "murmur2", "tls", "offset_map")
+CORE_EXTENSIONS = ("batch", "index", "records", "producer", "gil_io", "murmur2", "tls", "offset_map", "request_read")
 
 
 def _extensions():

@@ -1,6 +1,7 @@
 """What the one-pass readers and writers share (``produce_wire`` for
 Produce, ``fetch_request_wire`` for Fetch): reading a count or a string's
-length in either encoding, the codec's entity class of a nested field, and
+length in either encoding (Fetch's reader; Produce's request is read by
+``_core.request_read``), the codec's entity class of a nested field, and
 putting a one-pass writer in front of the codec's own for one response
 version.
 

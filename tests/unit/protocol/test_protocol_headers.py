@@ -6,6 +6,8 @@ import pickle
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as KioErrorCode
@@ -21,9 +23,16 @@ from kafkapy.protocol import (
     decode,
     encode_response,
     encode_to_bytes,
-    read_request_header,
     skip_tagged_fields,
 )
+from kafkapy.protocol.headers import RequestHeaderInfo, header_reader
+from support.twins import import_core
+
+
+@pytest.fixture(scope="module", params=["compiled", "twin"])
+def read_request_header(request):
+    """protocol.headers.read_request_header over _core.request_read, compiled or twin."""
+    return header_reader(import_core("request_read", request.param))
 
 
 def request_v1(api_key, version, correlation_id, client_id: bytes | None) -> bytes:
@@ -31,16 +40,18 @@ def request_v1(api_key, version, correlation_id, client_id: bytes | None) -> byt
     return struct.pack(">hhi", api_key, version, correlation_id) + cid
 
 
-def test_read_request_header_v1():
+def test_read_request_header_v1(read_request_header):
     buf = request_v1(3, 12, 42, b"rdkafka") + b"BODY"
     h = read_request_header(memoryview(buf))
-    assert h == (3, 12, 42, "rdkafka", len(buf) - 4)
+    assert type(h) is RequestHeaderInfo and h == (3, 12, 42, "rdkafka", len(buf) - 4)
+    assert read_request_header(bytearray(buf)) == h  # any bytes-like buffer
+    assert read_request_header(request_v1(-1, -32768, -(1 << 31), "é".encode())) == (-1, -32768, -(1 << 31), "é", 12)
     assert buf[h.offset :] == b"BODY"
     assert read_request_header(request_v1(18, 0, -1, None)).client_id is None
     assert read_request_header(request_v1(18, 0, 1, b"")).client_id == ""
 
 
-def test_read_request_header_v2_with_tags():
+def test_read_request_header_v2_with_tags(read_request_header):
     buf = request_v1(3, 12, 42, b"c") + b"\x02\x00\x01x\x05\x00" + b"BODY"
     h = read_request_header(buf)
     end = skip_tagged_fields(memoryview(buf), h.offset)
@@ -51,18 +62,42 @@ def test_read_request_header_v2_with_tags():
 
 
 @pytest.mark.parametrize(
-    "buf",
+    "buf,message",
     [
-        b"",
-        b"\x00\x03\x00\x0c\x00\x00",
-        request_v1(3, 12, 42, b"abc")[:-1],  # client id truncated
-        struct.pack(">hhih", 3, 12, 42, -2),  # negative length other than -1
-        request_v1(3, 12, 42, b"\xc3\x28"),  # invalid UTF-8
+        (b"", "request of 0 bytes is shorter than a header"),
+        (b"\x00\x03\x00\x0c\x00\x00", "request of 6 bytes is shorter than a header"),
+        (request_v1(3, 12, 42, b"abc")[:-1], "client_id length 3 exceeds remaining bytes"),  # client id truncated
+        (struct.pack(">hhih", 3, 12, 42, -2), "invalid client_id length -2"),  # negative length other than -1
+        (request_v1(3, 12, 42, b"\xc3\x28"),  # invalid UTF-8
+         "client_id is not UTF-8: 'utf-8' codec can't decode byte 0xc3 in position 0: invalid continuation byte"),
+        (struct.pack(">hhi", 7, 0, 1), "request of 8 bytes is shorter than a header"),  # as before: 10 bytes, even for v0
     ],
 )
-def test_read_request_header_malformed(buf):
-    with pytest.raises(DecodeError):
+def test_read_request_header_malformed(read_request_header, buf, message):
+    with pytest.raises(DecodeError) as raised:
         read_request_header(buf)
+    assert str(raised.value) == message
+
+
+@settings(max_examples=500, deadline=None)
+@given(head=st.tuples(st.sampled_from([0, 3, 7, 18]), st.sampled_from([0, 1, 12]), st.integers(-(1 << 31), (1 << 31) - 1)),
+       client_id=st.one_of(st.none(), st.binary(max_size=12), st.text(max_size=6).map(str.encode)),
+       length=st.one_of(st.none(), st.integers(-3, 20)), cut=st.integers(0, 30))
+def test_the_compiled_header_read_and_its_twin_agree(head, client_id, length, cut):
+    # The same header, or the same error with the same message.
+    buf = request_v1(*head, client_id)
+    if length is not None:
+        buf = buf[:8] + struct.pack(">h", length) + buf[10:]
+    buf = buf[:cut]
+
+    def outcome(implementation):
+        try:
+            return header_reader(import_core("request_read", implementation))(buf)
+        except DecodeError as exc:
+            return str(exc)
+
+    compiled, twin = outcome("compiled"), outcome("twin")
+    assert compiled == twin and type(compiled) is type(twin)
 
 
 @pytest.mark.parametrize(
@@ -134,7 +169,7 @@ def test_kafka_error():
     assert again.error_code == e.error_code and again.message == e.message
 
 
-def test_controlled_shutdown_v0_has_request_header_v0():
+def test_controlled_shutdown_v0_has_request_header_v0(read_request_header):
     # Kafka's one request with header v0: no client id, the body right after the correlation id.
     frame = struct.pack(">hhi", 7, 0, 42) + struct.pack(">i", 3)
     header = read_request_header(frame)
