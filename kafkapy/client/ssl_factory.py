@@ -18,11 +18,11 @@ private key and certificate chain) or inline values
 (``ssl.keystore.certificate.chain`` + ``ssl.keystore.key``), the key
 optionally encrypted with ``ssl.key.password``; ``ssl.truststore.type=PEM``
 with ``ssl.truststore.location`` or inline ``ssl.truststore.certificates``.
-A listener's JKS and PKCS12 stores are refused (the ``ssl`` module reads PEM;
-convert with keytool/openssl). A client reads PKCS12 and JKS stores too
-(Java's ``ssl.keystore.type=PKCS12``, keytool's default since Java 9, or
-Kafka's default JKS, with ``ssl.keystore.password`` /
-``ssl.truststore.password``), and librdkafka's
+Both modes read Java's stores too: ``ssl.keystore.type`` JKS (Kafka's
+default) or PKCS12 (keytool's default since Java 9), with
+``ssl.keystore.password`` / ``ssl.truststore.password``, read into PEM in
+memory (``_open_store``). A listener holds to its declared types as Kafka's
+broker does (``server_stores``); a client reads librdkafka's
 names of the same things (``client_stores``), so the Spark data source's one
 set of ``kafka.*`` settings serves librdkafka and this client alike.
 
@@ -141,16 +141,6 @@ def _set_tls13_suites(ctx: ssl.SSLContext, value: str) -> None:
 def create_context(mode: str, get, where: str) -> ssl.SSLContext:
     """An ``SSLContext`` for ``mode`` ``"server"`` or ``"client"``; ``where``
     opens every message ("listener SSL")."""
-    # Store types in server mode only: a listener's type defaults to Kafka's
-    # JKS, refused once a store is given; the inter-broker client reads the
-    # same listener's keys after the listener was built, and the tools'
-    # properties leave the type out (their stores are PEM).
-    for kind in ("keystore", "truststore") if mode == "server" else ():
-        store_type = get(f"ssl.{kind}.type")
-        inline = get("ssl.keystore.key") if kind == "keystore" else get("ssl.truststore.certificates")
-        if (get(f"ssl.{kind}.location") or inline) and (store_type or "").upper() != "PEM":
-            raise SslConfigError(f"ssl.{kind}.type", store_type,
-                                 f"{where}: kafkapy reads PEM stores only (ssl.{kind}.type=PEM)")
     enabled = _listed(get("ssl.enabled.protocols"))
     if enabled is None:
         enabled = list(_VERSIONS)  # Kafka's default
@@ -162,9 +152,7 @@ def create_context(mode: str, get, where: str) -> ssl.SSLContext:
     if protocol is not None and protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
         raise SslConfigError("ssl.protocol", protocol, f"{where}: use TLSv1.2 or TLSv1.3")
     if mode == "server":
-        stores = Stores(get("ssl.truststore.location"), get("ssl.truststore.certificates"),
-                        get("ssl.keystore.location"), None, get("ssl.keystore.certificate.chain"),
-                        get("ssl.keystore.key"), get("ssl.key.password") or None)
+        stores = server_stores(get, where)
         if not stores.cert_file and not (stores.chain_pem and stores.key_pem):
             raise SslConfigError("ssl.keystore.location", None,
                                  f"{where}: a TLS listener needs ssl.keystore.location or "
@@ -218,6 +206,65 @@ class Stores:
     chain_pem: str | None = None
     key_pem: str | None = None
     key_password: str | None = None
+
+
+# Kafka's store types (ssl.keystore.type / ssl.truststore.type); JKS is its default.
+STORE_TYPES = ("JKS", "PKCS12", "PEM")
+
+
+def server_stores(get, where: str) -> Stores:
+    """A listener's stores as Kafka's broker reads them (DefaultSslEngineFactory):
+    each store's ``ssl.*.type`` (JKS when unset) says what its file is. A JKS
+    or PKCS12 file is read with its ``ssl.*.password`` (the key's password,
+    ``ssl.key.password``, defaults to the key store's; a key store needs its
+    password, a trust store is read unchecked without one), either binary
+    format under either name as Java reads them since Java 9; a PEM file or
+    inline PEM (``ssl.keystore.certificate.chain`` + ``ssl.keystore.key``,
+    ``ssl.truststore.certificates``) needs the type PEM. Anything else, a
+    missing file too, raises SslConfigError naming the key."""
+    try:
+        return _server_stores(get, where)
+    except OSError as exc:  # a store file missing or unreadable
+        kind = "keystore" if exc.filename == get("ssl.keystore.location") else "truststore"
+        raise SslConfigError(f"ssl.{kind}.location", exc.filename,
+                             f"{where}: cannot read the store: {exc.strerror}") from None
+
+
+def _server_stores(get, where: str) -> Stores:
+    key_password = get("ssl.key.password") or None
+    types = {}
+    for kind in ("keystore", "truststore"):
+        declared = get(f"ssl.{kind}.type")
+        store_type = (declared or "JKS").upper()
+        if store_type not in STORE_TYPES:
+            raise SslConfigError(f"ssl.{kind}.type", declared,
+                                 f"{where}: a store type is one of {', '.join(STORE_TYPES)}")
+        inline = get("ssl.keystore.key") if kind == "keystore" else get("ssl.truststore.certificates")
+        if inline and store_type != "PEM":
+            raise SslConfigError(f"ssl.{kind}.type", declared,
+                                 f"{where}: a store given inline is PEM (ssl.{kind}.type=PEM)")
+        location = get(f"ssl.{kind}.location")
+        if location and store_type != "PEM":
+            if not _binary_store(location, store_type, f"ssl.{kind}", where):
+                raise SslConfigError(f"ssl.{kind}.type", declared,
+                                     f"{where}: {location} is PEM, not a {store_type} store (ssl.{kind}.type=PEM)")
+            if kind == "keystore" and not get("ssl.keystore.password"):
+                raise SslConfigError("ssl.keystore.password", None,
+                                     f"{where}: the {store_type} key store {location} needs its password")
+        elif location:
+            _binary_store(location, store_type, f"ssl.{kind}", where)  # PEM declared: a binary file is refused
+        types[kind] = store_type
+    trust_file, trust_pem = get("ssl.truststore.location"), get("ssl.truststore.certificates")
+    if trust_file and types["truststore"] != "PEM":
+        _key, certs = _open_store(trust_file, get("ssl.truststore.password"), None, "ssl.truststore", where)
+        trust_file, trust_pem = None, "".join(certs)
+    keystore = get("ssl.keystore.location")
+    if keystore and types["keystore"] != "PEM":
+        store_password = get("ssl.keystore.password")
+        key, certs = _open_store(keystore, store_password, key_password or store_password, "ssl.keystore", where)
+        return Stores(trust_file, trust_pem, None, None, "".join(certs), key, None)
+    return Stores(trust_file, trust_pem, keystore, None, get("ssl.keystore.certificate.chain"),
+                  get("ssl.keystore.key"), key_password)
 
 
 def client_stores(get, where: str = "the client") -> Stores:

@@ -46,6 +46,14 @@ class Certs:
         Java user has them: written by ``keytool`` (PKCS12, keytool's default
         since Java 9, and JKS), each protected by ``password``."""
         cert, key = self.client(name, subject)
+        return self._java_stores(name, cert, key, password)
+
+    def server_java_stores(self, password: str = "store-secret") -> "JavaStores":
+        """The server certificate's key store and the CA's trust store, as a
+        Kafka operator has them (keytool's JKS and PKCS12)."""
+        return self._java_stores("server", self.server_cert, self.server_key, password)
+
+    def _java_stores(self, name: str, cert: Path, key: Path, password: str) -> "JavaStores":
         stores = JavaStores(self.dir / f"{name}.keystore.p12", self.dir / f"{name}.keystore.jks",
                             self.dir / "truststore.p12", self.dir / "truststore.jks", password)
         if stores.keystore_p12.exists():

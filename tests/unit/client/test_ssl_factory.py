@@ -186,3 +186,72 @@ def test_client_stores_refused_with_their_key_and_never_the_password(java_certs)
         with pytest.raises(SslConfigError, match=text) as err:
             create_context("client", props.get, "the client")
         assert err.value.key == key and "hunter2" not in str(err.value) and stores.password not in str(err.value)
+
+
+def test_a_listener_reads_javas_stores_as_a_kafka_broker_does(java_certs):
+    """A listener given the stores a Kafka broker is given: JKS files with
+    the types left at Kafka's default (JKS), PKCS12 ones under PKCS12 or
+    under the JKS name (Java 9+ reads either), the key's password defaulting
+    to the store's. Each context presents the server certificate, requires
+    the client's and checks it against the CA of the trust store."""
+    from kafkapy.client.security import ClientSecurity
+    from kafkapy.client.ssl_factory import create_context
+    from support.tls_memory import memory_tls
+
+    certs, client_stores = java_certs
+    stores = certs.server_java_stores(client_stores.password)
+    password = stores.password
+    cert, key = certs.client("writer", "/CN=writer")
+    client = ClientSecurity.from_client_properties({
+        "security.protocol": "SSL", "ssl.ca.location": str(certs.ca_cert),
+        "ssl.certificate.location": str(cert), "ssl.key.location": str(key)})
+    variants = {
+        "JKS, types unset": {"ssl.keystore.location": str(stores.keystore_jks), "ssl.keystore.password": password,
+                             "ssl.truststore.location": str(stores.truststore_jks),
+                             "ssl.truststore.password": password},
+        "JKS, trust store without its password": {"ssl.keystore.location": str(stores.keystore_jks),
+                                                  "ssl.keystore.password": password, "ssl.key.password": password,
+                                                  "ssl.truststore.location": str(stores.truststore_jks)},
+        "PKCS12": {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(stores.keystore_p12),
+                   "ssl.keystore.password": password, "ssl.truststore.type": "PKCS12",
+                   "ssl.truststore.location": str(stores.truststore_p12), "ssl.truststore.password": password},
+        "PKCS12 under the JKS name": {"ssl.keystore.location": str(stores.keystore_p12),
+                                      "ssl.keystore.password": password,
+                                      "ssl.truststore.location": str(stores.truststore_jks),
+                                      "ssl.truststore.password": password},
+    }
+    for name, props in variants.items():
+        server = create_context("server", {**props, "ssl.client.auth": "required"}.get, "listener SSL")
+        tls = memory_tls(server, client.ssl_context)
+        assert tls.server.getpeercert()["subject"] == ((("commonName", "writer"),),), name
+        assert dict(x[0] for x in tls.client.getpeercert()["subject"])["commonName"] == "localhost", name
+
+
+def test_a_listener_refuses_a_store_that_is_not_its_type_naming_the_key_never_the_password(java_certs):
+    """Kafka's checks of a listener's stores: the default type JKS over a PEM
+    file, PEM over a JKS file, a store given inline under a binary type, an
+    unknown type, a JKS key store without its password, and a wrong store or
+    key password each stop the listener with the key that is wrong."""
+    from kafkapy.client.ssl_factory import SslConfigError, create_context
+
+    certs, client_stores = java_certs
+    stores = certs.server_java_stores(client_stores.password)
+    jks = {"ssl.keystore.location": str(stores.keystore_jks), "ssl.keystore.password": stores.password}
+    cases = [
+        ({"ssl.keystore.location": str(certs.server_keystore)}, "ssl.keystore.type", "is PEM, not a JKS store"),
+        ({"ssl.keystore.type": "PEM", **jks}, "ssl.keystore.type", "is not PEM"),
+        ({"ssl.keystore.certificate.chain": certs.server_cert.read_text(),
+          "ssl.keystore.key": certs.server_key.read_text()}, "ssl.keystore.type", "a store given inline is PEM"),
+        ({"ssl.keystore.type": "BKS", **jks}, "ssl.keystore.type", "one of JKS, PKCS12, PEM"),
+        ({"ssl.keystore.location": str(stores.keystore_jks)}, "ssl.keystore.password", "needs its password"),
+        ({**jks, "ssl.keystore.password": "hunter2"}, "ssl.keystore.location", "integrity check failed"),
+        ({**jks, "ssl.key.password": "hunter2"}, "ssl.keystore.location", "cannot unseal the JKS store's key"),
+        ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(stores.keystore_p12),
+          "ssl.keystore.password": "hunter2"}, "ssl.keystore.location", "cannot open the PKCS#12 store"),
+        ({**jks, "ssl.truststore.location": str(certs.ca_cert)}, "ssl.truststore.type", "is PEM, not a JKS store"),
+    ]
+    for props, key, text in cases:
+        with pytest.raises(SslConfigError, match=text) as err:
+            create_context("server", props.get, "listener SSL")
+        assert err.value.key == key, (props, err.value)
+        assert "hunter2" not in str(err.value) and stores.password not in str(err.value)

@@ -232,14 +232,21 @@ def test_distinguished_name_and_mapping_rules(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["keystore", "truststore"])
-def test_jks_and_pkcs12_stores_are_refused_at_start(kind):
+def test_a_missing_store_file_stops_the_start_naming_its_key(kind, tmp_path):
+    """Kafka's default store type (JKS) over a file that is not there: a
+    ConfigException on that store's location, as Kafka's broker fails."""
     from kafkapy.server.config import ConfigException
     from kafkapy.server.security import ssl_context
 
-    values = {f"ssl.{kind}.type": "JKS", f"ssl.{kind}.location": f"/etc/kafka/{kind}.jks",
-              f"ssl.{'truststore' if kind == 'keystore' else 'keystore'}.type": "PEM"}
-    with pytest.raises(ConfigException, match=f"ssl.{kind}.type=PEM"):
+    other = "truststore" if kind == "keystore" else "keystore"
+    values = {f"ssl.{kind}.location": str(tmp_path / f"{kind}.jks"), f"ssl.{kind}.password": "hunter2"}
+    if other == "keystore":  # a listener needs a key store: a PEM one that loads
+        from support.certs import make_certs
+        certs = make_certs(tmp_path / "certs")
+        values.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server_keystore)})
+    with pytest.raises(ConfigException, match="cannot read the store") as err:
         ssl_context("server", lambda key: values.get(key), "listener SSL")
+    assert f"ssl.{kind}.location" in str(err.value) and "hunter2" not in str(err.value)
 
 
 # ------------------------------------------------------------------ the request queue
