@@ -278,12 +278,18 @@ _KINDS = {FETCH: DelayedFetch, PRODUCE: DelayedProduce, TXN_MARKERS: DelayedTxnM
 
 
 class Purgatory:
-    """The delayed operations one processor holds, by key (its connection id)."""
+    """The delayed operations one processor holds, by key (its connection id).
 
-    __slots__ = ("_parked",)
+    The earliest deadline is kept (``_earliest``; None: none parked, or the
+    one that had it left and it is found again when asked), so the
+    processor's loop, which asks for it and for expired operations on every
+    turn, looks at every parked operation only when one may be due."""
+
+    __slots__ = ("_parked", "_earliest")
 
     def __init__(self):
         self._parked: dict = {}  # key -> DelayedOperation
+        self._earliest = None
 
     def __len__(self) -> int:
         return len(self._parked)
@@ -295,36 +301,50 @@ class Purgatory:
         if key in self._parked:
             raise ValueError(f"{key!r} has an operation parked already")
         self._parked[key] = op
+        if len(self._parked) == 1:
+            self._earliest = op.deadline_ms
+        elif self._earliest is not None and op.deadline_ms < self._earliest:
+            self._earliest = op.deadline_ms
 
     def get(self, key) -> DelayedOperation | None:
         return self._parked.get(key)
 
     def cancel(self, key) -> DelayedOperation | None:
         """Forget ``key``'s operation (its connection closed); it is never returned."""
-        return self._parked.pop(key, None)
+        op = self._parked.pop(key, None)
+        if op is not None and op.deadline_ms == self._earliest:
+            self._earliest = None
+        return op
 
     def next_deadline_ms(self):
         """The earliest deadline parked, or None."""
         if not self._parked:
             return None
-        return min(op.deadline_ms for op in self._parked.values())
+        if self._earliest is None:
+            self._earliest = min(op.deadline_ms for op in self._parked.values())
+        return self._earliest
 
     def poll(self, read_field, now_ms: float, check_watches: bool = True) -> list:
         """``[(key, op, expired)]`` of the operations to complete now, removed
         from the purgatory: satisfied ones (``expired`` False; checked only
         when ``check_watches``, i.e. after a wake) and those whose deadline
         passed (``expired`` True unless also satisfied)."""
-        ready = []
         parked = self._parked
+        if not parked or (not check_watches and now_ms < self.next_deadline_ms()):
+            return []
+        ready = []
         for key, op in list(parked.items()):
             satisfied = check_watches and op.is_satisfied(read_field)
             if satisfied or now_ms >= op.deadline_ms:
                 del parked[key]
                 ready.append((key, op, not satisfied))
+        if ready:
+            self._earliest = None
         return ready
 
     def expire_all(self) -> list:
         """Every parked operation, removed, as expired (shutdown answers them all)."""
         ready = [(key, op, True) for key, op in self._parked.items()]
         self._parked.clear()
+        self._earliest = None
         return ready

@@ -672,7 +672,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT (``final_results``)."""
         api_key, build = _DELAYED_ANSWERS[op.KIND]
         try:
-            response = build(op, self._read_field)
+            response = build(op, self.table.read_field)
             parts = encode_response(op.correlation_id, response, API_TABLE[api_key].is_flexible(op.api_version))
         except Exception:
             log.exception("answering a delayed produce failed; closing %s", conn.peer)
@@ -683,8 +683,6 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         conn.responded_at = time.monotonic()
         self._respond(conn, parts)
 
-    def _read_field(self, slot: int, field: str) -> int:
-        return getattr(self.table.slot(slot), field)
 
     def _check_delayed(self, woken: bool) -> None:
         """Hand every delayed operation that is complete (checked after a
@@ -696,7 +694,7 @@ class Processor(SslTransportLayer, SaslServerAuthenticator):
         if self.stopping:
             ready = purgatory.expire_all()
         else:
-            ready = purgatory.poll(self._read_field, now_ms, woken)
+            ready = purgatory.poll(self.table.read_field, now_ms, woken)
         for conn_id, op, _expired in ready:
             self.wake_pipe.add_parked(-1, op.watch)
             conn = self.conns[conn_id]  # a closed connection's op was cancelled

@@ -86,6 +86,22 @@ def test_allocate_sets_defaults_and_fields_are_isolated(table):
     assert sa.log_end_offset == -(2**63)
 
 
+def test_read_field_reads_what_the_slot_view_reads(table):
+    """The processors' watched-field read (no view made) gives every field's
+    value as the slot's own property, for each of two slots."""
+    from kafkapy.storage.shared import PartitionState
+
+    a, b = table.allocate(), table.allocate()
+    for n, name in enumerate(PartitionState.FIELDS):
+        setattr(table.slot(a), name, 1000 + n)
+        setattr(table.slot(b), name, -(n + 1))
+    for index in (a, b):
+        for name in PartitionState.FIELDS:
+            assert table.read_field(index, name) == getattr(table.slot(index), name), (index, name)
+    with pytest.raises(IndexError):
+        table.read_field(table.capacity, "high_watermark")
+
+
 def test_free_then_reallocate_resets_fields(tmp_path):
     t = SharedPartitionTable(capacity=2, lock_path=str(tmp_path / "l"))
     try:
