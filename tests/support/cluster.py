@@ -459,16 +459,33 @@ class Cluster:
     def metadata(self, topic: Optional[str] = None):
         return self.admin().list_topics(topic=topic, timeout=10)
 
+    def broker_metadata(self, broker: BrokerProcess, topics=None, timeout_s: float = 5.0):
+        """Metadata (v4; ``topics`` None: all) as ``broker`` itself answers it,
+        on a connection of its own. Brokers learn the cluster from the
+        controller's UpdateMetadata one by one, so one broker's answer says
+        nothing about the others'. Not an AdminClient bootstrapped to the
+        broker alone: librdkafka sends ``list_topics`` to any broker it is
+        connected to, and it connects to the brokers it learns of at once (of
+        45 such calls, 13 were answered by a learned broker, 8 of them another
+        one than the bootstrap)."""
+        from .raw_api import call
+
+        return call(broker.bootstrap, 3, 4, {"topics": None if topics is None else [{"name": t} for t in topics],
+                                              "allow_auto_topic_creation": False}, timeout_s=timeout_s)
+
+    def broker_partitions(self, broker: BrokerProcess, topic: str) -> dict:
+        """``partitions(topic)`` as ``broker`` itself answers it ({} while it does not know the topic)."""
+        t = next((t for t in self.broker_metadata(broker, [topic]).topics if t.name == topic), None)
+        if t is None or t.error_code != 0:
+            return {}
+        return {int(p.partition_index): (int(p.leader_id), tuple(map(int, p.replica_nodes)), tuple(map(int, p.isr_nodes)))
+                for p in sorted(t.partitions, key=lambda p: p.partition_index)}
+
     def wait_brokers(self, ids: set, timeout_s: float = 30.0):
         """Until Metadata from every running broker lists exactly ``ids`` and a controller."""
         def ok():
-            for b in self.running():
-                from confluent_kafka.admin import AdminClient
-
-                md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=5)
-                if set(md.brokers) != ids or md.controller_id not in ids:
-                    return False
-            return True
+            return all({int(x.node_id) for x in md.brokers} == ids and md.controller_id in ids
+                       for md in (self.broker_metadata(b) for b in self.running()))
 
         return wait_for(ok, timeout_s, f"brokers {sorted(ids)} in every broker's metadata")
 
@@ -491,17 +508,30 @@ class Cluster:
 
     def wait_topic_ready(self, topic: str, partitions: int, replication_factor: int,
                          timeout_s: float = 30.0) -> dict:
-        """Until every partition has a leader and a full ISR of ``replication_factor``."""
-        def ok():
-            parts = self.partitions(topic)
-            if len(parts) != partitions:
-                return None
-            if all(leader >= 0 and len(replicas) == replication_factor and len(isr) == replication_factor
-                   for leader, replicas, isr in parts.values()):
-                return parts
-            return None
+        """Until every running broker's own Metadata shows ``topic`` with
+        ``partitions`` partitions, each with a leader, ``replication_factor``
+        replicas and a full ISR, and they all name the same leaders; returns
+        ``partitions()`` as they show it. A client's next request may go to
+        any of them: one broker knowing the topic is not enough."""
+        seen: dict = {}  # broker id -> its last answer (for the failure message)
 
-        return wait_for(ok, timeout_s, f"topic {topic} led with full ISRs")
+        def ok():
+            seen.clear()
+            for i, b in self.brokers.items():
+                if not b.running:
+                    continue
+                parts = seen[i] = self.broker_partitions(b, topic)
+                if len(parts) != partitions or not all(
+                        leader >= 0 and len(replicas) == replication_factor and len(isr) == replication_factor
+                        for leader, replicas, isr in parts.values()):
+                    return None
+            leaders = {tuple(leader for _p, (leader, _r, _i) in sorted(parts.items())) for parts in seen.values()}
+            return len(leaders) == 1 and next(iter(seen.values()))
+
+        try:
+            return wait_for(ok, timeout_s, f"topic {topic} led with full ISRs in every running broker's metadata")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; {{broker: {{partition: (leader, replicas, isr)}}}} {seen}") from None
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self.partitions(topic)[partition][0]
