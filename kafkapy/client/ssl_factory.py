@@ -256,13 +256,10 @@ def _server_stores(get, where: str) -> Stores:
         types[kind] = store_type
     trust_file, trust_pem = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     if trust_file and types["truststore"] != "PEM":
-        _key, certs = _open_store(trust_file, get("ssl.truststore.password"), None, "ssl.truststore", where)
-        trust_file, trust_pem = None, "".join(certs)
+        trust_file, trust_pem = None, _trusted_pem(trust_file, get, where)
     keystore = get("ssl.keystore.location")
     if keystore and types["keystore"] != "PEM":
-        store_password = get("ssl.keystore.password")
-        key, certs = _open_store(keystore, store_password, key_password or store_password, "ssl.keystore", where)
-        return Stores(trust_file, trust_pem, None, None, "".join(certs), key, None)
+        return _binary_key_store(trust_file, trust_pem, keystore, get, key_password, where)
     return Stores(trust_file, trust_pem, keystore, None, get("ssl.keystore.certificate.chain"),
                   get("ssl.keystore.key"), key_password)
 
@@ -286,15 +283,10 @@ def client_stores(get, where: str = "the client") -> Stores:
     trust_file = get("ssl.truststore.location") or get("ssl.ca.location")
     trust_pem = get("ssl.truststore.certificates") or get("ssl.ca.pem")
     if trust_file and _binary_store(trust_file, get("ssl.truststore.type"), "ssl.truststore", where):
-        _key, certs = _open_store(trust_file, get("ssl.truststore.password"), None, "ssl.truststore", where)
-        trust_file, trust_pem = None, "".join(certs)
+        trust_file, trust_pem = None, _trusted_pem(trust_file, get, where)
     keystore = get("ssl.keystore.location")
     if keystore and _binary_store(keystore, get("ssl.keystore.type"), "ssl.keystore", where):
-        # Kafka's DefaultSslEngineFactory: the key's password defaults to the store's.
-        store_password = get("ssl.keystore.password")
-        key, certs = _open_store(keystore, store_password or key_password, key_password or store_password,
-                                 "ssl.keystore", where)
-        return Stores(trust_file, trust_pem, None, None, "".join(certs), key, None)
+        return _binary_key_store(trust_file, trust_pem, keystore, get, key_password, where)
     if keystore:
         return Stores(trust_file, trust_pem, keystore, None, None, None, key_password)
     if get("ssl.certificate.location"):
@@ -303,6 +295,23 @@ def client_stores(get, where: str = "the client") -> Stores:
     return Stores(trust_file, trust_pem, None, None,
                   get("ssl.keystore.certificate.chain") or get("ssl.certificate.pem"),
                   get("ssl.keystore.key") or get("ssl.key.pem"), key_password)
+
+
+def _trusted_pem(path: str, get, where: str) -> str:
+    """The certificates of the JKS or PKCS12 trust store at ``path`` as PEM
+    text (read with ``ssl.truststore.password``; unchecked without one)."""
+    _key, certs = _open_store(path, get("ssl.truststore.password"), None, "ssl.truststore", where)
+    return "".join(certs)
+
+
+def _binary_key_store(trust_file, trust_pem, path: str, get, key_password, where: str) -> Stores:
+    """``Stores`` with the key and chain of the JKS or PKCS12 key store at
+    ``path`` as PEM text (Kafka's DefaultSslEngineFactory: the key's password
+    defaults to the store's, the store's to the key's)."""
+    store_password = get("ssl.keystore.password")
+    key, certs = _open_store(path, store_password or key_password, key_password or store_password,
+                             "ssl.keystore", where)
+    return Stores(trust_file, trust_pem, None, None, "".join(certs), key, None)
 
 
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"

@@ -400,8 +400,6 @@ _ROLE_FIRST = FIELD["leader_id"]
 for _i, _name in enumerate(PartitionState.FIELDS):
     setattr(SharedPartitionState, _name, _field_property(1 + _i, _name))
 del _i, _name
-# Field name -> its word within a slot (SharedPartitionTable.read_field).
-_FIELD_WORD = {name: 1 + i for i, name in enumerate(PartitionState.FIELDS)}
 
 
 class _RecordLock:
@@ -640,7 +638,7 @@ class SharedPartitionTable:
         ``getattr(self.slot(index), field)`` reads it without making the
         view: a processor checks its parked operations' watched fields this
         way after every wake (~18 reads a replication round)."""
-        return self._words[self._check_index(index) + _FIELD_WORD[field]]
+        return self._words[self._check_index(index) + 1 + FIELD[field]]  # fields start after word 0 (_USED)
 
     # --- slot map: which slot holds which partition ------------------------------
 
